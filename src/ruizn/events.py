@@ -1,0 +1,151 @@
+"""Everything that can happen in a run, as frozen past-tense facts.
+
+Each event carries `seq` (1, 2, 3... within a run, continuing across resumes) and `ts`
+(seconds since the epoch, supplied by the shell: the core never reads a clock). Each class
+has a `TAG`, the `type` written to the log. Tags are constants, never derived from class
+names, so renaming a class cannot orphan old logs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from attrs import field, frozen
+
+from ruizn.state import ContentBlock, JsonObject, Status, ToolResult, Usage
+
+# Bump when a change to the events would make an older reader misread a newer log.
+SCHEMA_VERSION = 1
+
+
+@frozen(kw_only=True)
+class RunStarted:
+    TAG: ClassVar[str] = "run_started"
+    seq: int
+    ts: float
+    run_id: str
+    goal: str
+    model: str
+    max_steps: int
+    max_tokens: int
+    system: str
+    tools: tuple[JsonObject, ...] = field(default=(), hash=False)
+    workspace: str = ""
+    schema_version: int = SCHEMA_VERSION
+    ruizn_version: str = ""
+
+
+@frozen(kw_only=True)
+class RunResumed:
+    """The run goes on after a stop; `max_steps` is the (possibly raised) limit from now on."""
+
+    TAG: ClassVar[str] = "run_resumed"
+    seq: int
+    ts: float
+    max_steps: int
+    torn_bytes: int = 0
+
+
+@frozen(kw_only=True)
+class LlmCallStarted:
+    """A model call (attempt `attempt` of step `step`) begins; its tokens follow."""
+
+    TAG: ClassVar[str] = "llm_call_started"
+    seq: int
+    ts: float
+    step: int
+    attempt: int = 1
+
+
+@frozen(kw_only=True)
+class LlmToken:
+    TAG: ClassVar[str] = "llm_token"
+    seq: int
+    ts: float
+    text: str
+
+
+@frozen(kw_only=True)
+class LlmCallFailed:
+    """An attempt failed. Its tokens stay in the log but never enter the messages."""
+
+    TAG: ClassVar[str] = "llm_call_failed"
+    seq: int
+    ts: float
+    error_type: str
+    message: str
+    attempt: int = 1
+    will_retry: bool = False
+    retry_in: float = 0.0
+    status_code: int | None = None
+    request_id: str | None = None
+
+
+@frozen(kw_only=True)
+class LlmResponse:
+    TAG: ClassVar[str] = "llm_response"
+    seq: int
+    ts: float
+    content: tuple[ContentBlock, ...]
+    stop_reason: str | None
+    usage: Usage = Usage()
+    request_id: str | None = None
+
+
+@frozen(kw_only=True)
+class ToolCallStarted:
+    TAG: ClassVar[str] = "tool_call_started"
+    seq: int
+    ts: float
+    id: str
+    name: str
+    input: JsonObject = field(factory=dict, hash=False)
+
+
+@frozen(kw_only=True)
+class ToolCallFinished:
+    TAG: ClassVar[str] = "tool_call_finished"
+    seq: int
+    ts: float
+    id: str
+    result: ToolResult
+    duration: float = 0.0
+
+
+@frozen(kw_only=True)
+class RunFinished:
+    TAG: ClassVar[str] = "run_finished"
+    seq: int
+    ts: float
+    status: Status
+    steps: int
+    elapsed: float
+    error: str | None = None
+
+
+Event = (
+    RunStarted
+    | RunResumed
+    | LlmCallStarted
+    | LlmToken
+    | LlmCallFailed
+    | LlmResponse
+    | ToolCallStarted
+    | ToolCallFinished
+    | RunFinished
+)
+
+EVENT_TYPES: tuple[type[Any], ...] = (
+    RunStarted,
+    RunResumed,
+    LlmCallStarted,
+    LlmToken,
+    LlmCallFailed,
+    LlmResponse,
+    ToolCallStarted,
+    ToolCallFinished,
+    RunFinished,
+)
+
+# Lines that end a step: the writer fsyncs after these (see effects/writer.py).
+DURABLE_EVENTS: tuple[type[Any], ...] = (LlmResponse, ToolCallFinished, RunFinished, RunStarted)

@@ -1,0 +1,114 @@
+"""The log's codec: one cattrs converter, one JSON object per line.
+
+A line is `{"v": SCHEMA_VERSION, "type": TAG, ...fields}`. `decode` refuses, with a
+`DecodeError` naming the problem, anything it cannot read exactly: bad JSON, an unknown type,
+a missing or mistyped field, or a schema version newer than this reader.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import cattrs
+
+from ruizn.events import EVENT_TYPES, SCHEMA_VERSION, Event, LlmToken
+from ruizn.state import (
+    ExecutionContext,
+    ContentBlock,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+
+
+class DecodeError(ValueError):
+    """A log line that is not a ruizn event this version can read."""
+
+
+_BLOCK_TYPES: dict[str, type[Any]] = {
+    "text": TextBlock,
+    "tool_use": ToolUseBlock,
+    "tool_result": ToolResultBlock,
+    "thinking": ThinkingBlock,
+    "redacted_thinking": RedactedThinkingBlock,
+}
+
+_EVENT_BY_TAG: dict[str, type[Any]] = {cls.TAG: cls for cls in EVENT_TYPES}
+assert len(_EVENT_BY_TAG) == len(EVENT_TYPES), "two events share a tag"
+
+
+def _make_converter() -> cattrs.Converter:
+    converter = cattrs.Converter(forbid_extra_keys=False)
+
+    def structure_block(value: Any, _: Any) -> ContentBlock:
+        if not isinstance(value, dict):
+            raise TypeError(f"content block must be an object, not {type(value).__name__}")
+        cls = _BLOCK_TYPES.get(value.get("type", ""))
+        if cls is None:
+            raise ValueError(f"unknown content block type {value.get('type')!r}")
+        block: ContentBlock = converter.structure(value, cls)
+        return block
+
+    converter.register_structure_hook(ContentBlock, structure_block)
+    return converter
+
+
+converter = _make_converter()
+
+
+def encode(event: Event) -> str:
+    """One JSON line (no trailing newline) for `event`."""
+    body: dict[str, Any] = {"v": SCHEMA_VERSION, "type": event.TAG}
+    body.update(converter.unstructure(event))
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+
+def decode(line: str | bytes) -> Event:
+    try:
+        body = json.loads(line)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DecodeError(f"not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise DecodeError(f"not a JSON object but {type(body).__name__}")
+    version = body.pop("v", None)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise DecodeError("no schema version ('v'): not a ruizn event")
+    if version > SCHEMA_VERSION:
+        raise DecodeError(
+            f"schema version {version} is newer than this ruizn reads ({SCHEMA_VERSION});"
+            " upgrade ruizn"
+        )
+    tag = body.pop("type", None)
+    cls = _EVENT_BY_TAG.get(tag) if isinstance(tag, str) else None
+    if cls is None:
+        raise DecodeError(f"unknown event type {tag!r}")
+    if cls is LlmToken:
+        # The hot path of replay: most lines are tokens, so skip the generic machinery.
+        try:
+            seq, ts, text = body["seq"], body["ts"], body["text"]
+        except KeyError as exc:
+            raise DecodeError(f"{tag}: missing field {exc.args[0]!r}") from None
+        if type(seq) is int and type(ts) in (float, int) and type(text) is str:
+            return LlmToken(seq=seq, ts=float(ts), text=text)
+    try:
+        event: Event = converter.structure(body, cls)
+    except Exception as exc:  # cattrs raises several types; all mean "this line is wrong"
+        details = "; ".join(cattrs.transform_error(exc)) if isinstance(
+            exc, cattrs.BaseValidationError
+        ) else str(exc)
+        raise DecodeError(f"{tag}: {details}") from None
+    return event
+
+
+def state_to_json(state: ExecutionContext) -> dict[str, Any]:
+    """The state as plain JSON data (what `ruizn replay --json` prints)."""
+    data: dict[str, Any] = converter.unstructure(state)
+    return data
+
+
+def state_from_json(data: dict[str, Any]) -> ExecutionContext:
+    state: ExecutionContext = converter.structure(data, ExecutionContext)
+    return state

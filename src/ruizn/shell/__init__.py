@@ -1,0 +1,1 @@
+"""Shell: the CLI and the runner that wires effects to the pure core."""
