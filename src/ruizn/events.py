@@ -88,7 +88,7 @@ class LlmResponse:
     ts: float
     content: tuple[ContentBlock, ...]
     stop_reason: str | None
-    usage: Usage = Usage()
+    usage: Usage = field(factory=Usage)
     request_id: str | None = None
 
 
@@ -121,6 +121,8 @@ class RunFinished:
     steps: int
     elapsed: float
     error: str | None = None
+    # Totals for the whole run so far, so a reader needs no other line to report them.
+    usage: Usage = field(factory=Usage)
 
 
 Event = (

@@ -50,6 +50,7 @@ def start(event: RunStarted) -> ExecutionContext:
         max_tokens=event.max_tokens,
         system=event.system,
         tools=event.tools,
+        workspace=event.workspace,
         messages=(Message(role="user", content=(TextBlock(text=event.goal),)),),
         last_seq=1,
     )

@@ -14,8 +14,8 @@ import cattrs
 
 from ruizn.events import EVENT_TYPES, SCHEMA_VERSION, Event, LlmToken
 from ruizn.state import (
-    ExecutionContext,
     ContentBlock,
+    ExecutionContext,
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
@@ -96,9 +96,11 @@ def decode(line: str | bytes) -> Event:
     try:
         event: Event = converter.structure(body, cls)
     except Exception as exc:  # cattrs raises several types; all mean "this line is wrong"
-        details = "; ".join(cattrs.transform_error(exc)) if isinstance(
-            exc, cattrs.BaseValidationError
-        ) else str(exc)
+        details = (
+            "; ".join(cattrs.transform_error(exc))
+            if isinstance(exc, cattrs.BaseValidationError)
+            else str(exc)
+        )
         raise DecodeError(f"{tag}: {details}") from None
     return event
 

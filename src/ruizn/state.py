@@ -136,11 +136,12 @@ class ExecutionContext:
     system: str
     tools: tuple[JsonObject, ...] = ()
     max_tokens: int = 4096
+    workspace: str = ""
     # A step is one model call; `step` counts the calls that returned a response.
     step: int = 0
     status: Status = Status.RUNNING
     messages: tuple[Message, ...] = ()
-    usage: Usage = Usage()
+    usage: Usage = field(factory=Usage)
     stop_reason: str | None = None
     error: str | None = None
     # Tool results of the current turn, keyed by tool_use id, until every call is answered;

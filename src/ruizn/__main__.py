@@ -1,0 +1,3 @@
+from ruizn.shell.cli import main
+
+main()

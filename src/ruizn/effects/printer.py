@@ -1,0 +1,103 @@
+"""The stdout printer: the transcript a person reads, built from events alone.
+
+`ruizn replay` feeds the logged events to this same printer, so a live run's stdout and its
+replay are the same bytes. Tokens are written inline as they arrive; `_ensure_newline` keeps a
+tool line from gluing onto streamed text. A closed stdout (`ruizn ... | head -1`) turns the
+printer off; it never stops the run or the log.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TextIO
+
+from ruizn.events import (
+    Event,
+    LlmCallFailed,
+    LlmToken,
+    RunFinished,
+    RunResumed,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from ruizn.format import human_bytes, human_seconds, tokens
+
+_DIM, _RED, _GREEN, _RESET = "\x1b[2m", "\x1b[31m", "\x1b[32m", "\x1b[0m"
+_MAX_INPUT_SHOWN = 200
+
+
+class StdoutPrinter:
+    def __init__(self, out: TextIO, *, color: bool = False) -> None:
+        self._out = out
+        self._color = color
+        self._inline = False
+        self._broken = False
+
+    def __call__(self, event: Event) -> None:
+        if self._broken:
+            return
+        try:
+            self._print(event)
+            self._out.flush()
+        except (BrokenPipeError, ValueError):
+            # ValueError: the stream was closed under us. Either way the reader is gone.
+            self._broken = True
+
+    def _print(self, event: Event) -> None:
+        match event:
+            case LlmToken(text=text):
+                if text:
+                    self._out.write(text)
+                    self._inline = not text.endswith("\n")
+            case ToolCallStarted(name=name, input=tool_input):
+                shown = json.dumps(tool_input, ensure_ascii=False)
+                if len(shown) > _MAX_INPUT_SHOWN:
+                    shown = shown[:_MAX_INPUT_SHOWN] + "…"
+                self._line(self._paint(_DIM, "[tool]") + f" {name} {shown}")
+            case ToolCallFinished(result=result):
+                if result.is_error:
+                    first = result.content.splitlines()[0] if result.content else ""
+                    text = f"error · {result.error_type} · {first}"
+                    self._line(self._paint(_DIM, "[tool]") + " " + self._paint(_RED, text))
+                else:
+                    size = human_bytes(len(result.content.encode()))
+                    self._line(self._paint(_DIM, "[tool]") + f" ok · {size}")
+            case LlmCallFailed(will_retry=True) as failed:
+                where = f" (request-id {failed.request_id})" if failed.request_id else ""
+                self._line(
+                    self._paint(_DIM, "[retry]")
+                    + f" attempt {failed.attempt} failed: {failed.message}{where}; retrying"
+                )
+            case RunResumed(max_steps=max_steps):
+                self._line(self._paint(_DIM, "[run]") + f" resumed · max {max_steps} steps")
+            case RunFinished() as finished:
+                self._line(self._summary(finished))
+            case _:
+                pass
+
+    def _summary(self, event: RunFinished) -> str:
+        usage = event.usage
+        parts = [
+            event.status.value,
+            f"{event.steps} step" + ("" if event.steps == 1 else "s"),
+            human_seconds(event.elapsed),
+            f"in {tokens(usage.total_input_tokens)} tok"
+            f" (cache read {tokens(usage.cache_read_input_tokens)})",
+            f"out {tokens(usage.output_tokens)} tok",
+        ]
+        line = self._paint(_DIM, "[run]") + " " + " · ".join(parts)
+        if event.error:
+            line += "\n" + self._paint(_RED, f"[run] error: {event.error}")
+        return line
+
+    def _line(self, text: str) -> None:
+        self._ensure_newline()
+        self._out.write(text + "\n")
+
+    def _ensure_newline(self) -> None:
+        if self._inline:
+            self._out.write("\n")
+            self._inline = False
+
+    def _paint(self, code: str, text: str) -> str:
+        return f"{code}{text}{_RESET}" if self._color else text

@@ -1,0 +1,142 @@
+"""Tools: what a tool is, the registry, and `invoke_tool`, which never raises.
+
+Every way a tool call can go wrong becomes a `ToolResult(is_error=True, error_type=...)` the
+model reads and can react to. The one thing that is never turned into a result is
+cancellation: Ctrl-C must stop the run, not be reported to the model as a tool error.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from collections.abc import Iterable, Iterator
+from typing import Any, ClassVar
+
+import anyio
+import anyio.to_thread
+import jsonschema
+import jsonschema.exceptions
+
+from ruizn.state import ErrorType, JsonObject, ToolCall, ToolResult
+
+DEFAULT_TIMEOUT = 10.0
+
+
+class ToolInputError(Exception):
+    """Raised by a tool for input its JSON schema cannot rule out."""
+
+
+class BaseTool(abc.ABC):
+    name: ClassVar[str]
+    description: ClassVar[str]
+    input_schema: ClassVar[JsonObject]
+    # Safe to run again after a crash interrupted it (resume re-runs these).
+    read_only: ClassVar[bool] = False
+
+    def __init__(self, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.timeout = timeout
+
+    @abc.abstractmethod
+    async def invoke(self, input: JsonObject) -> ToolResult | str:
+        """Do the work; a str is ok content."""
+
+    def schema(self) -> JsonObject:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+        }
+
+
+class BlockingTool(BaseTool):
+    """A tool whose work is blocking code, run in a worker thread.
+
+    The thread is abandoned on timeout or cancellation, so a hang in blocking code still
+    ends the call for the model, and the event loop keeps streaming meanwhile. anyio's
+    worker threads are daemon threads: an abandoned one cannot keep the process alive.
+    """
+
+    @abc.abstractmethod
+    def run(self, input: JsonObject) -> ToolResult | str:
+        """The blocking work."""
+
+    async def invoke(self, input: JsonObject) -> ToolResult | str:
+        return await anyio.to_thread.run_sync(self.run, input, abandon_on_cancel=True)
+
+
+class ToolRegistry:
+    def __init__(self, tools: Iterable[BaseTool]) -> None:
+        self._tools: dict[str, BaseTool] = {}
+        self._validators: dict[str, jsonschema.protocols.Validator] = {}
+        for tool in tools:
+            if tool.name in self._tools:
+                raise ValueError(f"two tools are named {tool.name!r}")
+            self._tools[tool.name] = tool
+            validator_class = jsonschema.validators.validator_for(
+                tool.input_schema, default=jsonschema.Draft202012Validator
+            )
+            validator_class.check_schema(tool.input_schema)
+            self._validators[tool.name] = validator_class(tool.input_schema)
+
+    def get(self, name: str) -> BaseTool | None:
+        return self._tools.get(name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._tools)
+
+    def tool_schemas(self) -> tuple[JsonObject, ...]:
+        return tuple(tool.schema() for tool in self._tools.values())
+
+    def validation_error(self, name: str, tool_input: Any) -> str | None:
+        """Why `tool_input` does not fit the tool's schema, or None if it does."""
+        error = jsonschema.exceptions.best_match(self._validators[name].iter_errors(tool_input))
+        if error is None:
+            return None
+        where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+        location = f" at {where.lstrip('.')}" if where else ""
+        return f"invalid input for {name}{location}: {error.message}"
+
+    def __iter__(self) -> Iterator[BaseTool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+
+async def invoke_tool(registry: ToolRegistry, call: ToolCall) -> ToolResult:
+    tool = registry.get(call.name)
+    if tool is None:
+        known = ", ".join(registry.names) or "none"
+        return ToolResult.error(
+            ErrorType.UNKNOWN_TOOL, f"unknown tool {call.name!r}; the tools are: {known}"
+        )
+    problem = registry.validation_error(call.name, call.input)
+    if problem is not None:
+        return ToolResult.error(ErrorType.INVALID_INPUT, problem)
+    try:
+        with anyio.fail_after(tool.timeout):
+            outcome = await tool.invoke(call.input)
+    except TimeoutError:
+        return ToolResult.error(
+            ErrorType.TIMEOUT, f"{call.name} timed out after {_seconds(tool.timeout)}"
+        )
+    except PermissionError as exc:
+        return ToolResult.error(ErrorType.PERMISSION_ERROR, _reason(exc))
+    except FileNotFoundError as exc:
+        return ToolResult.error(ErrorType.NOT_FOUND, _reason(exc))
+    except ToolInputError as exc:
+        return ToolResult.error(ErrorType.INVALID_INPUT, str(exc))
+    except Exception as exc:  # the model should hear of any tool failure; cancellation is not one
+        return ToolResult.error(ErrorType.RUNTIME_ERROR, f"{type(exc).__name__}: {exc}")
+    return ToolResult.ok(outcome) if isinstance(outcome, str) else outcome
+
+
+def _reason(exc: OSError) -> str:
+    if exc.strerror and exc.filename:
+        return f"{exc.strerror}: {exc.filename}"
+    return str(exc) or type(exc).__name__
+
+
+def _seconds(timeout: float) -> str:
+    return f"{int(timeout)}s" if math.isclose(timeout, round(timeout)) else f"{timeout:g}s"

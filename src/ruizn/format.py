@@ -1,0 +1,22 @@
+"""Human-readable figures, shared by the printer and the `runs`/`show` commands."""
+
+from __future__ import annotations
+
+
+def human_bytes(size: int) -> str:
+    if size < 1024:
+        return f"{size} B"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.1f} KB"
+    return f"{size / (1024 * 1024):.1f} MB"
+
+
+def human_seconds(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes}m{rest:02d}s"
+
+
+def tokens(count: int) -> str:
+    return f"{count:,}"

@@ -1,0 +1,146 @@
+"""Commands that only read logs: replay, runs, show. No network, no SDK, no anyio."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+from ruizn.effects.logfile import LOG_NAME, LogError, Replayed, TornTail, replay_file
+from ruizn.effects.printer import StdoutPrinter
+from ruizn.events import Event, ToolCallFinished, ToolCallStarted
+from ruizn.format import human_seconds, tokens
+from ruizn.serde import state_to_json
+from ruizn.shell.cli import EXIT_OK, fail
+from ruizn.state import Status
+
+
+def default_root(log_dir: Path | None) -> Path:
+    return log_dir if log_dir is not None else Path.cwd() / ".ruizn" / "runs"
+
+
+def resolve_run(run: str, log_dir: Path | None) -> Path:
+    """RUN may be a path to an events.jsonl, a run folder, or a run id under the log dir."""
+    candidate = Path(run)
+    if candidate.is_file():
+        return candidate
+    if candidate.is_dir() and (candidate / LOG_NAME).is_file():
+        return candidate / LOG_NAME
+    root = default_root(log_dir)
+    by_id = root / run / LOG_NAME
+    if by_id.is_file():
+        return by_id
+    fail(f"no run {run!r}: not a log file, a run folder, or a run id in {root}")
+
+
+def read_run(path: Path, on_event: Callable[[Event], None] | None = None) -> Replayed:
+    """Replay a log for a command: a torn tail is a one-line warning, anything worse exit 2."""
+
+    def note(tail: TornTail) -> None:
+        print(f"ruizn: warning: {tail.describe(path)}", file=sys.stderr)
+
+    try:
+        return replay_file(path, on_event=on_event, torn=note)
+    except LogError as exc:
+        fail(str(exc) if str(exc).startswith(str(path)) else f"{path}: {exc}")
+
+
+def replay_run(run: str, *, log_dir: Path | None, as_json: bool) -> int:
+    path = resolve_run(run, log_dir)
+    if as_json:
+        replayed = read_run(path)
+        json.dump(state_to_json(replayed.state), sys.stdout, ensure_ascii=False, indent=2)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    # Colour never: a replay is for reading back and diffing against the live transcript.
+    read_run(path, on_event=StdoutPrinter(sys.stdout, color=False))
+    return EXIT_OK
+
+
+class _Tally:
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self.errors: Counter[str] = Counter()
+        self._names: dict[str, str] = {}
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, ToolCallStarted):
+            self.calls[event.name] += 1
+            self._names[event.id] = event.name
+        elif isinstance(event, ToolCallFinished) and event.result.is_error:
+            self.errors[self._names.get(event.id, "?")] += 1
+
+
+def _status_word(replayed: Replayed) -> str:
+    status = replayed.state.status
+    word = "interrupted" if status is Status.RUNNING else status.value
+    return f"{word}+torn" if replayed.torn else word
+
+
+def list_runs(log_dir: Path | None) -> int:
+    root = default_root(log_dir)
+    if not root.is_dir():
+        fail(f"no runs: {root} does not exist")
+    folders = sorted((p for p in root.iterdir() if (p / LOG_NAME).is_file()), reverse=True)
+    width = shutil.get_terminal_size((100, 24)).columns
+    header = f"{'RUN':<22} {'STATUS':<16} {'STEPS':>5} {'TIME':>7} {'IN':>9} {'OUT':>7}  GOAL"
+    print(header)
+    for folder in folders:
+        try:
+            replayed = replay_file(folder / LOG_NAME)
+        except LogError as exc:
+            print(
+                f"{folder.name:<22} {'unreadable':<16} {'':>5} {'':>7} {'':>9} {'':>7}  {exc}"[
+                    :width
+                ]
+            )
+            continue
+        state = replayed.state
+        row = (
+            f"{folder.name:<22} {_status_word(replayed):<16} {state.step:>5}"
+            f" {human_seconds(state.elapsed):>7} {tokens(state.usage.total_input_tokens):>9}"
+            f" {tokens(state.usage.output_tokens):>7}  "
+        )
+        goal = " ".join(state.goal.split())
+        room = max(width - len(row), 10)
+        print(row + (goal if len(goal) <= room else goal[: room - 1] + "…"))
+    return EXIT_OK
+
+
+def show_run(run: str, log_dir: Path | None) -> int:
+    path = resolve_run(run, log_dir)
+    tally = _Tally()
+    replayed = read_run(path, on_event=tally)
+    state = replayed.state
+    usage = state.usage
+    total_in = usage.total_input_tokens
+    ratio = f"{usage.cache_read_input_tokens / total_in:.0%}" if total_in else "n/a"
+    tools = ", ".join(
+        f"{name} x{count}" + (f" ({tally.errors[name]} failed)" if tally.errors[name] else "")
+        for name, count in tally.calls.most_common()
+    )
+    lines = [
+        ("run", state.run_id),
+        ("goal", state.goal),
+        ("model", state.model),
+        ("status", _status_word(replayed) + (f" · {state.error}" if state.error else "")),
+        ("steps", f"{state.step} of {state.max_steps}"),
+        ("time", human_seconds(state.elapsed)),
+        ("tools", tools or "none"),
+        (
+            "usage",
+            f"in {tokens(total_in)} tok (uncached {tokens(usage.input_tokens)},"
+            f" cache write {tokens(usage.cache_creation_input_tokens)},"
+            f" cache read {tokens(usage.cache_read_input_tokens)}) · out"
+            f" {tokens(usage.output_tokens)} tok",
+        ),
+        ("cache hit", ratio),
+        ("events", str(replayed.events)),
+        ("log", str(path)),
+    ]
+    for key, value in lines:
+        print(f"{key + ':':<11}{value}")
+    return EXIT_OK
