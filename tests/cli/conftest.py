@@ -26,12 +26,13 @@ class Result:
     stdout: str
     stderr: str
     workspace: Path
+    new_logs: tuple[Path, ...] = ()
 
     @property
     def log_path(self) -> Path:
-        logs = sorted((self.workspace / ".ruizn" / "runs").glob("*/events.jsonl"))
-        assert logs, f"no log written; stderr: {self.stderr}"
-        return logs[-1]
+        """The log this command created."""
+        assert len(self.new_logs) == 1, f"expected one new log; stderr: {self.stderr}"
+        return self.new_logs[0]
 
     def events(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.log_path.read_text().splitlines()]
@@ -58,6 +59,8 @@ def run_cli(
     env: dict[str, str] | None = None,
     timeout: float = 60,
 ) -> Result:
+    runs = workspace / ".ruizn" / "runs"
+    before = set(runs.glob("*/events.jsonl"))
     proc = subprocess.run(
         [*ruizn_command(), *args],
         cwd=workspace,
@@ -67,7 +70,8 @@ def run_cli(
         timeout=timeout,
         check=False,
     )
-    return Result(proc.returncode, proc.stdout, proc.stderr, workspace)
+    new = tuple(sorted(set(runs.glob("*/events.jsonl")) - before))
+    return Result(proc.returncode, proc.stdout, proc.stderr, workspace, new)
 
 
 @pytest.fixture

@@ -132,11 +132,11 @@ class AgentRunner:
         try:
             await self._loop()
         except anyio.get_cancelled_exc_class():
-            self._finish(Status.CANCELLED, "cancelled")
+            self._finish(Status.CANCELLED, None)
             self._writer.close()
             raise
         except KeyboardInterrupt:
-            self._finish(Status.CANCELLED, "cancelled")
+            self._finish(Status.CANCELLED, None)
             self._writer.close()
             raise
         except _RunFailed as failed:
