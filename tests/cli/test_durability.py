@@ -297,7 +297,8 @@ def test_runs_and_show_list_every_kind_of_run(workspace: Path, server_factory: A
     show = run_cli(["show", torn_dir.name], workspace=workspace)
     assert show.code == 0, show.stderr
     assert "torn" in show.stderr
-    assert "goal:" in show.stdout and "cache hit:" in show.stdout
+    assert "goal:" in show.stdout
+    assert "cache hit:" in show.stdout
     shown = run_cli(["show", str(errored.log_path)], workspace=workspace)
     assert "status:    error · invalid request: messages: bad" in shown.stdout
     junk = run_cli(["show", junk_dir.name], workspace=workspace)
