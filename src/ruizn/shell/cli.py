@@ -86,6 +86,13 @@ def _run_options(f: Any) -> Any:
             show_default=True,
             help="Seconds a model stream may stay silent before the call is retried.",
         ),
+        click.option(
+            "--max-retries",
+            type=click.IntRange(min=0),
+            default=4,
+            show_default=True,
+            help="Retries of a failed model call (429, 5xx, overloaded, broken stream).",
+        ),
     ]
     for option in reversed(options):
         f = option(f)
@@ -128,6 +135,7 @@ def _run(
     workspace: Path,
     log_dir: Path | None,
     read_timeout: float,
+    max_retries: int,
 ) -> int:
     from ruizn.shell.session import new_run, run_id_now
 
@@ -150,6 +158,7 @@ def _run(
         system=system,
         workspace=workspace,
         read_timeout=read_timeout,
+        max_retries=max_retries,
     )
 
 
@@ -171,14 +180,21 @@ def replay_command(run: str, as_json: bool, log_dir: Path | None) -> None:
 @click.option(
     "--read-timeout", type=click.FloatRange(min=0.1), default=60.0, help="See `ruizn run`."
 )
+@click.option("--max-retries", type=click.IntRange(min=0), default=4, help="See `ruizn run`.")
 def resume_command(
-    run: str, max_steps: int | None, log_dir: Path | None, read_timeout: float
+    run: str, max_steps: int | None, log_dir: Path | None, read_timeout: float, max_retries: int
 ) -> None:
     """Continue RUN where it stopped, appending to the same log."""
-    from ruizn.shell.session import resume_run
+    from ruizn.shell.resume import resume
 
     raise SystemExit(
-        resume_run(run, log_dir=log_dir, max_steps=max_steps, read_timeout=read_timeout)
+        resume(
+            run,
+            log_dir=log_dir,
+            max_steps=max_steps,
+            read_timeout=read_timeout,
+            max_retries=max_retries,
+        )
     )
 
 

@@ -13,7 +13,14 @@ from ruizn.shell.session import TEST_MODEL, build_runner, drive, open_writer
 from ruizn.state import Status
 
 
-def resume(run: str, *, log_dir: Path | None, max_steps: int | None, read_timeout: float) -> int:
+def resume(
+    run: str,
+    *,
+    log_dir: Path | None,
+    max_steps: int | None,
+    read_timeout: float,
+    max_retries: int,
+) -> int:
     path = resolve_run(run, log_dir)
 
     def note(tail: TornTail) -> None:
@@ -50,6 +57,7 @@ def resume(run: str, *, log_dir: Path | None, max_steps: int | None, read_timeou
         model=state.model,
         workspace=workspace,
         read_timeout=read_timeout,
+        max_retries=max_retries,
         writer=writer,
         state=state,
     )

@@ -40,7 +40,11 @@ def make_registry(workspace: Path) -> ToolRegistry:
 
 
 def make_provider(
-    model: str, workspace: Path, read_timeout: float, on_retry: Callable[[RetryNotice], None]
+    model: str,
+    workspace: Path,
+    read_timeout: float,
+    max_retries: int,
+    on_retry: Callable[[RetryNotice], None],
 ) -> Provider:
     if model == TEST_MODEL:
         from ruizn.effects.test_model import TestModelProvider
@@ -48,7 +52,7 @@ def make_provider(
         return TestModelProvider(workspace)
     from ruizn.effects.anthropic_provider import AnthropicProvider
 
-    return AnthropicProvider(read_timeout=read_timeout, on_retry=on_retry)
+    return AnthropicProvider(read_timeout=read_timeout, max_retries=max_retries, on_retry=on_retry)
 
 
 def printer() -> StdoutPrinter:
@@ -74,10 +78,15 @@ def new_run(
     system: str,
     workspace: Path,
     read_timeout: float,
+    max_retries: int,
 ) -> int:
     writer = open_writer(log_path)
     runner = build_runner(
-        model=model, workspace=workspace, read_timeout=read_timeout, writer=writer
+        model=model,
+        workspace=workspace,
+        read_timeout=read_timeout,
+        max_retries=max_retries,
+        writer=writer,
     )
     runner.begin(
         run_id=run_id,
@@ -96,6 +105,7 @@ def build_runner(
     model: str,
     workspace: Path,
     read_timeout: float,
+    max_retries: int,
     writer: EventWriter,
     state: ExecutionContext | None = None,
 ) -> AgentRunner:
@@ -106,12 +116,14 @@ def build_runner(
             runner.notify_retry(notice)
 
     runner = AgentRunner(
-        provider=make_provider(model, workspace, read_timeout, on_retry),
+        provider=make_provider(model, workspace, read_timeout, max_retries, on_retry),
         registry=make_registry(workspace),
         writer=writer,
         subscribers=[printer()],
         clock=time.time,
         timer=time.monotonic,
+        # Mid-stream failures get as many tries as the SDK gives a failed request.
+        max_attempts=max_retries + 1,
         retry_base_delay=retry_base_delay(),
         state=state,
     )
@@ -169,11 +181,3 @@ def _shown(path: Path) -> str:
         return str(path.resolve().relative_to(Path.cwd()))
     except ValueError:
         return str(path)
-
-
-def resume_run(
-    run: str, *, log_dir: Path | None, max_steps: int | None, read_timeout: float
-) -> int:
-    from ruizn.shell.resume import resume
-
-    return resume(run, log_dir=log_dir, max_steps=max_steps, read_timeout=read_timeout)
