@@ -25,8 +25,9 @@ def _read(data: bytes) -> object:
         try:
             return replay_file(path)
         except LogError as exc:
-            assert "\n" not in str(exc)  # one line
-            return exc
+            error = exc
+    assert "\n" not in str(error)  # one line
+    return error
 
 
 @FUZZ
