@@ -67,25 +67,24 @@ def reduce(state: ExecutionContext, event: Event) -> ExecutionContext:
                 f"a second run_started (run {event.run_id}) inside run {state.run_id}"
             )
         case RunResumed():
-            new = _on_run_resumed(state, event)
+            return _on_run_resumed(state, event)
         case LlmCallStarted():
-            new = _on_llm_call_started(state, event)
+            return _on_llm_call_started(state, event)
         case LlmToken():
             # The hot path: one counter, no copies of the text (it lives in the log).
-            new = evolve(state, streamed_tokens=state.streamed_tokens + 1)
+            return evolve(state, streamed_tokens=state.streamed_tokens + 1, last_seq=event.seq)
         case LlmCallFailed():
-            new = evolve(state, streamed_tokens=0)
+            return evolve(state, streamed_tokens=0, last_seq=event.seq)
         case LlmResponse():
-            new = _on_llm_response(state, event)
+            return _on_llm_response(state, event)
         case ToolCallStarted():
-            new = _on_tool_call_started(state, event)
+            return _on_tool_call_started(state, event)
         case ToolCallFinished():
-            new = _on_tool_call_finished(state, event)
+            return _on_tool_call_finished(state, event)
         case RunFinished():
-            new = _on_run_finished(state, event)
+            return _on_run_finished(state, event)
         case _:
             assert_never(event)
-    return evolve(new, last_seq=event.seq)
 
 
 def replay(events: Iterable[Event]) -> ExecutionContext:
@@ -94,10 +93,32 @@ def replay(events: Iterable[Event]) -> ExecutionContext:
     first = next(iterator, None)
     if not isinstance(first, RunStarted):
         raise InvalidTransition("a run's log must begin with run_started")
-    state = start(first)
-    for event in iterator:
+    return fold(start(first), iterator)
+
+
+def fold(state: ExecutionContext, events: Iterable[Event]) -> ExecutionContext:
+    """`reduce` over `events`, equal to reducing them one by one.
+
+    A run of LlmToken events is applied as one update: a long answer is most of a log, and
+    one evolve per token would make replay pay for copying the state a million times.
+    """
+    tokens = 0
+    for event in events:
+        if type(event) is LlmToken and event.seq == state.last_seq + tokens + 1:
+            tokens += 1
+            continue
+        if tokens:
+            state = add_tokens(state, tokens)
+            tokens = 0
         state = reduce(state, event)
-    return state
+    return add_tokens(state, tokens) if tokens else state
+
+
+def add_tokens(state: ExecutionContext, count: int) -> ExecutionContext:
+    """The state after `count` LlmToken events with the next seq numbers (see `fold`)."""
+    return evolve(
+        state, streamed_tokens=state.streamed_tokens + count, last_seq=state.last_seq + count
+    )
 
 
 def _require_running(state: ExecutionContext, what: str) -> None:
@@ -114,6 +135,7 @@ def _on_run_resumed(state: ExecutionContext, event: RunResumed) -> ExecutionCont
         error=None,
         streamed_tokens=0,
         tools_in_flight=(),
+        last_seq=event.seq,
     )
 
 
@@ -121,7 +143,7 @@ def _on_llm_call_started(state: ExecutionContext, event: LlmCallStarted) -> Exec
     _require_running(state, "llm_call_started")
     if state.messages[-1].role != "user":
         raise InvalidTransition("a model call while tool calls are unanswered")
-    return evolve(state, streamed_tokens=0)
+    return evolve(state, streamed_tokens=0, last_seq=event.seq)
 
 
 def _on_llm_response(state: ExecutionContext, event: LlmResponse) -> ExecutionContext:
@@ -135,6 +157,7 @@ def _on_llm_response(state: ExecutionContext, event: LlmResponse) -> ExecutionCo
         usage=state.usage + event.usage,
         stop_reason=event.stop_reason,
         streamed_tokens=0,
+        last_seq=event.seq,
     )
 
 
@@ -142,7 +165,7 @@ def _on_tool_call_started(state: ExecutionContext, event: ToolCallStarted) -> Ex
     _require_running(state, "tool_call_started")
     if event.id not in {call.id for call in state.pending_tool_calls}:
         raise InvalidTransition(f"tool_call_started for {event.id!r}, which is not pending")
-    return evolve(state, tools_in_flight=(*state.tools_in_flight, event.id))
+    return evolve(state, tools_in_flight=(*state.tools_in_flight, event.id), last_seq=event.seq)
 
 
 def _on_tool_call_finished(state: ExecutionContext, event: ToolCallFinished) -> ExecutionContext:
@@ -154,7 +177,7 @@ def _on_tool_call_finished(state: ExecutionContext, event: ToolCallFinished) -> 
     turn = state.messages[-1].content
     asked = [block.id for block in turn if isinstance(block, ToolUseBlock)]
     if len(results) < len(asked):
-        return evolve(state, pending_results=results, tools_in_flight=in_flight)
+        return evolve(state, pending_results=results, tools_in_flight=in_flight, last_seq=event.seq)
     # Every call of the turn is answered: one user message, in the order the model asked.
     by_id = dict(results)
     answer = Message(
@@ -173,6 +196,7 @@ def _on_tool_call_finished(state: ExecutionContext, event: ToolCallFinished) -> 
         messages=(*state.messages, answer),
         pending_results=(),
         tools_in_flight=in_flight,
+        last_seq=event.seq,
     )
 
 
@@ -182,5 +206,9 @@ def _on_run_finished(state: ExecutionContext, event: RunFinished) -> ExecutionCo
         raise InvalidTransition("run_finished with status running")
     # A resumed run finishes once per session; the state keeps the total wall time.
     return evolve(
-        state, status=event.status, error=event.error, elapsed=state.elapsed + event.elapsed
+        state,
+        status=event.status,
+        error=event.error,
+        elapsed=state.elapsed + event.elapsed,
+        last_seq=event.seq,
     )

@@ -18,6 +18,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -272,6 +273,8 @@ class FakeAnthropic:
         self.script = script
         self.port = port
         self.requests: list[RecordedRequest] = []
+        # Seconds the server spent on each request, so a benchmark can subtract them.
+        self.handler_seconds: list[float] = []
         self.cache = PromptCache(min_cache_tokens)
         self.base_url = ""
         self._lock = threading.Lock()
@@ -334,7 +337,31 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # stdlib's name
         pass
 
+    def do_GET(self) -> None:  # stdlib's name
+        if self.path == "/_stats":
+            stats = {
+                "requests": len(self.fake.handler_seconds),
+                "handler_seconds": self.fake.handler_seconds,
+            }
+            self._json(200, stats, self.fake.request_id())
+        else:
+            self._json(404, _error_body("not_found_error", self.path, "req_none"), "req_none")
+
+    def do_DELETE(self) -> None:  # stdlib's name
+        if self.path == "/_stats":  # reset between benchmark runs
+            self.fake.handler_seconds.clear()
+            self.fake.requests.clear()
+            self.fake.cache.reset()
+        self._json(200, {}, "req_none")
+
     def do_POST(self) -> None:  # stdlib's name
+        began = time.perf_counter()
+        try:
+            self._post()
+        finally:
+            self.fake.handler_seconds.append(time.perf_counter() - began)
+
+    def _post(self) -> None:
         length = int(self.headers.get("content-length", "0"))
         raw = self.rfile.read(length)
         request_id = self.fake.request_id()
@@ -478,18 +505,21 @@ def free_port() -> int:
 
 
 def long_answer(deltas: int, token_delay: float) -> Any:
-    words = "".join(f"word{i} " for i in range(deltas))
-    return lambda body, index: Stream((Text(words, chunk=6),), token_delay=token_delay)
+    words = "".join(f"w{i % 1000:03d} " for i in range(deltas))  # 5 characters a delta
+    return lambda body, index: Stream((Text(words, chunk=5),), token_delay=token_delay)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="A fake Messages API on 127.0.0.1")
     parser.add_argument("--tool-loop", type=int, default=None, help="tool turns, then an answer")
     parser.add_argument("--trickle", type=float, default=None, help="seconds between deltas")
+    parser.add_argument("--long-answer", type=int, default=None, help="one answer of N deltas")
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args(argv)
     script: Script
-    if args.trickle is not None:
+    if args.long_answer is not None:
+        script = long_answer(args.long_answer, 0.0)
+    elif args.trickle is not None:
         script = long_answer(200, args.trickle)
     else:
         script = tool_loop(args.tool_loop if args.tool_loop is not None else 0)

@@ -292,3 +292,20 @@ def test_a_log_must_begin_with_run_started() -> None:
                 seq=2, ts=0.0, run_id="r", goal="g", model="m", max_steps=1, max_tokens=1, system=""
             )
         )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.builds(
+        LlmToken, seq=st.integers(1), ts=st.floats(0, 2e9) | st.integers(0, 2**40), text=texts
+    )
+)
+def test_the_token_fast_path_writes_the_generic_bytes(event: LlmToken) -> None:
+    from ruizn.serde import SCHEMA_VERSION, converter
+
+    generic = json.dumps(
+        {"v": SCHEMA_VERSION, "type": "llm_token", **converter.unstructure(event)},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    assert encode(event) == generic

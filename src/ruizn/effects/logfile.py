@@ -15,7 +15,7 @@ from pathlib import Path
 from attrs import frozen
 
 from ruizn.events import Event, RunStarted
-from ruizn.reducers import InvalidTransition, reduce, start
+from ruizn.reducers import InvalidTransition, fold, start
 from ruizn.serde import DecodeError, decode
 from ruizn.state import ExecutionContext
 
@@ -102,24 +102,27 @@ def replay_file(
         if torn is not None:
             torn(tail)
 
-    state: ExecutionContext | None = None
     count = 0
-    try:
-        for event in iter_events(path, note_torn):
+    events = iter_events(path, note_torn)
+
+    def counted() -> Iterator[Event]:
+        nonlocal count
+        for event in events:
             count += 1
-            if state is None:
-                if not isinstance(event, RunStarted):
-                    raise LogError(f"line 1: not a ruizn run: it begins with {event.TAG}")
-                state = start(event)
-            else:
-                state = reduce(state, event)
+            yield event
             if on_event is not None:
                 on_event(event)
+
+    stream = counted()
+    try:
+        first = next(stream)
+        if not isinstance(first, RunStarted):
+            raise LogError(f"line 1: not a ruizn run: it begins with {first.TAG}")
+        state = fold(start(first), stream)
     except InvalidTransition as exc:
         raise LogError(f"line {count}: {exc}") from None
     except OSError as exc:
         raise LogError(f"{path}: {exc.strerror or exc}") from None
-    assert state is not None
     tail = seen[0] if seen else None
     size = tail.offset if tail else path.stat().st_size
     return Replayed(state=state, events=count, torn=tail, size=size)

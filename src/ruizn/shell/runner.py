@@ -30,7 +30,7 @@ from ruizn.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from ruizn.reducers import reduce, start
+from ruizn.reducers import add_tokens, reduce, start
 from ruizn.request import build_request
 from ruizn.state import ErrorType, ExecutionContext, Status, ToolCall, ToolResult
 
@@ -61,11 +61,19 @@ class AgentRunner:
         self._max_attempts = max_attempts
         self._retry_base_delay = retry_base_delay
         self._state = state
+        # Tokens written and shown but not yet reduced: they are applied in one update
+        # (reducers.add_tokens, equal to reducing them one by one) the moment anything reads
+        # the state, so a long answer does not copy the state once per token. The log is
+        # never behind the state.
+        self._tokens = 0
         self._started_at = timer()
 
     @property
     def state(self) -> ExecutionContext:
         assert self._state is not None, "begin() or a replayed state first"
+        if self._tokens:
+            self._state = add_tokens(self._state, self._tokens)
+            self._tokens = 0
         return self._state
 
     def begin(
@@ -201,9 +209,13 @@ class AgentRunner:
 
     async def _stream(self, request: dict[str, Any]) -> ModelReply:
         reply: ModelReply | None = None
+        publish, clock = self._bus.publish, self._clock
         async for item in self._provider.stream(request):
             if isinstance(item, str):
-                self._emit(LlmToken, text=item)
+                assert self._state is not None
+                seq = self._state.last_seq + self._tokens + 1
+                publish(LlmToken(seq=seq, ts=clock(), text=item))
+                self._tokens += 1
             else:
                 reply = item
         if reply is None:
@@ -231,9 +243,10 @@ class AgentRunner:
         )
 
     def _emit(self, cls: type[E], **fields: Any) -> None:
-        event = cls(seq=self.state.last_seq + 1, ts=self._clock(), **fields)
+        state = self.state
+        event = cls(seq=state.last_seq + 1, ts=self._clock(), **fields)
         self._bus.publish(event)
-        self._state = reduce(self.state, event)
+        self._state = reduce(state, event)
 
 
 class _RunFailed(Exception):

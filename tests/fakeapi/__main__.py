@@ -1,0 +1,3 @@
+from tests.fakeapi.server import main
+
+main()
