@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 
 from ruizn import __version__
-from ruizn.state import Status
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 DEFAULT_SYSTEM = (
@@ -24,12 +22,14 @@ DEFAULT_SYSTEM = (
 )
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_MAX_STEPS, EXIT_CANCELLED = 0, 1, 2, 3, 130
+# Keyed by Status values (a StrEnum hashes as its value): importing the state module here
+# would put attrs on the path of `ruizn --help`.
 EXIT_CODES = {
-    Status.SUCCESS: EXIT_OK,
-    Status.ERROR: EXIT_ERROR,
-    Status.MAX_STEPS: EXIT_MAX_STEPS,
-    Status.CANCELLED: EXIT_CANCELLED,
-    Status.RUNNING: EXIT_ERROR,
+    "success": EXIT_OK,
+    "error": EXIT_ERROR,
+    "max_steps": EXIT_MAX_STEPS,
+    "cancelled": EXIT_CANCELLED,
+    "running": EXIT_ERROR,
 }
 
 
@@ -69,13 +69,13 @@ def _run_options(f: Any) -> Any:
         click.option("--system", default=DEFAULT_SYSTEM, help="System prompt."),
         click.option(
             "--workspace",
-            type=click.Path(exists=True, file_okay=False, path_type=Path),
-            default=Path(),
+            type=click.Path(exists=True, file_okay=False),
+            default=".",
             help="Folder the tools may read (default: the current directory).",
         ),
         click.option(
             "--log-dir",
-            type=click.Path(path_type=Path),
+            type=click.Path(),
             default=None,
             help="Root of the run logs (default: WORKSPACE/.ruizn/runs).",
         ),
@@ -132,11 +132,14 @@ def _run(
     max_steps: int,
     max_tokens: int,
     system: str,
-    workspace: Path,
-    log_dir: Path | None,
+    workspace: str,
+    log_dir: str | None,
     read_timeout: float,
     max_retries: int,
 ) -> int:
+    # Imported here, not at the top: pathlib alone costs ~10 ms of `ruizn --help`.
+    from pathlib import Path
+
     from ruizn.shell.session import new_run, run_id_now
 
     if not goal.strip():
@@ -145,8 +148,8 @@ def _run(
         raise UsageFailure("--model must not be empty")
     if model != "test" and not os.environ.get("ANTHROPIC_API_KEY"):
         fail("ANTHROPIC_API_KEY is not set: set it, or try --model test (offline)")
-    workspace = workspace.resolve()
-    root = log_dir if log_dir is not None else workspace / ".ruizn" / "runs"
+    folder = Path(workspace).resolve()
+    root = Path(log_dir) if log_dir is not None else folder / ".ruizn" / "runs"
     run_id = run_id_now()
     return new_run(
         run_id=run_id,
@@ -156,7 +159,7 @@ def _run(
         max_steps=max_steps,
         max_tokens=max_tokens,
         system=system,
-        workspace=workspace,
+        workspace=folder,
         read_timeout=read_timeout,
         max_retries=max_retries,
     )
@@ -165,8 +168,8 @@ def _run(
 @cli.command("replay")
 @click.argument("run")
 @click.option("--json", "as_json", is_flag=True, help="Print the final state as JSON.")
-@click.option("--log-dir", type=click.Path(path_type=Path), default=None, help="Root of the runs.")
-def replay_command(run: str, as_json: bool, log_dir: Path | None) -> None:
+@click.option("--log-dir", type=click.Path(), default=None, help="Root of the runs.")
+def replay_command(run: str, as_json: bool, log_dir: str | None) -> None:
     """Rebuild RUN's state from its log and print its transcript (no network)."""
     from ruizn.shell.logs import replay_run
 
@@ -176,13 +179,13 @@ def replay_command(run: str, as_json: bool, log_dir: Path | None) -> None:
 @cli.command("resume")
 @click.argument("run")
 @click.option("--max-steps", type=click.IntRange(min=1), default=None, help="A new step limit.")
-@click.option("--log-dir", type=click.Path(path_type=Path), default=None, help="Root of the runs.")
+@click.option("--log-dir", type=click.Path(), default=None, help="Root of the runs.")
 @click.option(
     "--read-timeout", type=click.FloatRange(min=0.1), default=60.0, help="See `ruizn run`."
 )
 @click.option("--max-retries", type=click.IntRange(min=0), default=4, help="See `ruizn run`.")
 def resume_command(
-    run: str, max_steps: int | None, log_dir: Path | None, read_timeout: float, max_retries: int
+    run: str, max_steps: int | None, log_dir: str | None, read_timeout: float, max_retries: int
 ) -> None:
     """Continue RUN where it stopped, appending to the same log."""
     from ruizn.shell.resume import resume
@@ -199,8 +202,8 @@ def resume_command(
 
 
 @cli.command("runs")
-@click.option("--log-dir", type=click.Path(path_type=Path), default=None, help="Root of the runs.")
-def runs_command(log_dir: Path | None) -> None:
+@click.option("--log-dir", type=click.Path(), default=None, help="Root of the runs.")
+def runs_command(log_dir: str | None) -> None:
     """List the runs in the log dir, newest first."""
     from ruizn.shell.logs import list_runs
 
@@ -209,8 +212,8 @@ def runs_command(log_dir: Path | None) -> None:
 
 @cli.command("show")
 @click.argument("run")
-@click.option("--log-dir", type=click.Path(path_type=Path), default=None, help="Root of the runs.")
-def show_command(run: str, log_dir: Path | None) -> None:
+@click.option("--log-dir", type=click.Path(), default=None, help="Root of the runs.")
+def show_command(run: str, log_dir: str | None) -> None:
     """Summarise one run: goal, model, status, steps, tools, usage and cache ratio."""
     from ruizn.shell.logs import show_run
 

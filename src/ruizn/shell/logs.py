@@ -18,11 +18,11 @@ from ruizn.shell.cli import EXIT_OK, fail
 from ruizn.state import Status
 
 
-def default_root(log_dir: Path | None) -> Path:
-    return log_dir if log_dir is not None else Path.cwd() / ".ruizn" / "runs"
+def default_root(log_dir: str | Path | None) -> Path:
+    return Path(log_dir) if log_dir is not None else Path.cwd() / ".ruizn" / "runs"
 
 
-def resolve_run(run: str, log_dir: Path | None) -> Path:
+def resolve_run(run: str, log_dir: str | Path | None) -> Path:
     """RUN may be a path to an events.jsonl, a run folder, or a run id under the log dir."""
     candidate = Path(run)
     if candidate.is_file():
@@ -48,7 +48,7 @@ def read_run(path: Path, on_event: Callable[[Event], None] | None = None) -> Rep
         fail(str(exc) if str(exc).startswith(str(path)) else f"{path}: {exc}")
 
 
-def replay_run(run: str, *, log_dir: Path | None, as_json: bool) -> int:
+def replay_run(run: str, *, log_dir: str | Path | None, as_json: bool) -> int:
     path = resolve_run(run, log_dir)
     if as_json:
         replayed = read_run(path)
@@ -80,7 +80,7 @@ def _status_word(replayed: Replayed) -> str:
     return f"{word}+torn" if replayed.torn else word
 
 
-def list_runs(log_dir: Path | None) -> int:
+def list_runs(log_dir: str | Path | None) -> int:
     root = default_root(log_dir)
     if not root.is_dir():
         fail(f"no runs: {root} does not exist")
@@ -110,7 +110,7 @@ def list_runs(log_dir: Path | None) -> int:
     return EXIT_OK
 
 
-def show_run(run: str, log_dir: Path | None) -> int:
+def show_run(run: str, log_dir: str | Path | None) -> int:
     path = resolve_run(run, log_dir)
     tally = _Tally()
     replayed = read_run(path, on_event=tally)

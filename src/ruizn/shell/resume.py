@@ -16,7 +16,7 @@ from ruizn.state import Status
 def resume(
     run: str,
     *,
-    log_dir: Path | None,
+    log_dir: str | Path | None,
     max_steps: int | None,
     read_timeout: float,
     max_retries: int,
