@@ -1,4 +1,4 @@
-"""read_file under attack: every attempt gets an error result or a correct truncated text."""
+"""read_file under attack: every attempt gets an error result that says why, or correct text."""
 
 from __future__ import annotations
 
@@ -9,14 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.lowlevel
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ruizn.effects.read_file import MAX_BYTES, TRUNCATED, ReadFileTool
 from ruizn.effects.tools import ToolRegistry, invoke_tool
-from ruizn.state import ToolCall, ToolResult
+from ruizn.state import JsonObject, ToolCall, ToolResult
 
 pytestmark = pytest.mark.anyio
+
+SECRET = "top secret, outside the workspace"
 
 
 @pytest.fixture
@@ -24,73 +27,135 @@ def ws(tmp_path: Path) -> Path:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "README.md").write_text("# Demo\n", encoding="utf-8")
-    (tmp_path / "outside.txt").write_text("secret", encoding="utf-8")
+    (tmp_path / "outside.txt").write_text(SECRET, encoding="utf-8")
+    (tmp_path / "outside_dir").mkdir()
+    (tmp_path / "outside_dir" / "inner.txt").write_text(SECRET, encoding="utf-8")
     return workspace
 
 
-async def read(ws: Path, path: Any) -> ToolResult:
-    registry = ToolRegistry([ReadFileTool(ws)])
+async def read(ws: Path, path: Any, tool: ReadFileTool | None = None) -> ToolResult:
+    registry = ToolRegistry([tool or ReadFileTool(ws)])
     with anyio.fail_after(5):  # nothing here may hang
         return await invoke_tool(registry, ToolCall(id="t", name="read_file", input={"path": path}))
 
 
-def _refused(result: ToolResult, kind: str, says: str) -> None:
+def refused(result: ToolResult, kind: str, says: str) -> None:
     assert result.is_error, result
     assert result.error_type == kind, result
-    assert says in result.content
+    assert says in result.content, result
+    assert SECRET not in result.content
+
+
+# --- escaping the workspace --------------------------------------------------------------------
 
 
 async def test_dotdot_is_refused(ws: Path) -> None:
-    _refused(await read(ws, "../outside.txt"), "permission_error", "'..' is not allowed")
+    refused(await read(ws, "../outside.txt"), "permission_error", "'..' is not allowed in a path")
 
 
-async def test_dotdot_inside_a_path_is_refused(ws: Path) -> None:
-    _refused(await read(ws, "a/../../outside.txt"), "permission_error", "'..'")
+async def test_dotdot_after_a_subdirectory_is_refused(ws: Path) -> None:
+    refused(await read(ws, "a/../../outside.txt"), "permission_error", "'..' is not allowed")
+
+
+async def test_dotdot_that_would_stay_inside_is_still_refused(ws: Path) -> None:
+    (ws / "sub").mkdir()
+    refused(await read(ws, "sub/../README.md"), "permission_error", "'..' is not allowed")
 
 
 async def test_absolute_path_is_refused(ws: Path) -> None:
-    _refused(await read(ws, "/etc/passwd"), "permission_error", "absolute paths are not allowed")
+    refused(await read(ws, "/etc/passwd"), "permission_error", "absolute paths are not allowed")
+
+
+async def test_absolute_path_into_the_workspace_is_refused_too(ws: Path) -> None:
+    refused(
+        await read(ws, str(ws / "README.md")), "permission_error", "absolute paths are not allowed"
+    )
 
 
 async def test_symlink_pointing_outside_is_refused(ws: Path) -> None:
     (ws / "link").symlink_to(ws.parent / "outside.txt")
-    _refused(await read(ws, "link"), "permission_error", "resolves outside the workspace")
+    refused(await read(ws, "link"), "permission_error", "link resolves outside the workspace")
 
 
-async def test_symlink_chain_leading_outside_is_refused(ws: Path) -> None:
+async def test_relative_symlink_climbing_out_is_refused(ws: Path) -> None:
+    (ws / "link").symlink_to("../outside.txt")
+    refused(await read(ws, "link"), "permission_error", "resolves outside the workspace")
+
+
+async def test_path_through_a_symlinked_directory_outside_is_refused(ws: Path) -> None:
+    (ws / "out").symlink_to(ws.parent / "outside_dir")
+    refused(await read(ws, "out/inner.txt"), "permission_error", "resolves outside the workspace")
+
+
+async def test_symlink_chain_inside_inside_outside_is_refused(ws: Path) -> None:
     (ws / "c").symlink_to(ws.parent / "outside.txt")
     (ws / "b").symlink_to(ws / "c")
     (ws / "a").symlink_to("b")
-    _refused(await read(ws, "a"), "permission_error", "resolves outside the workspace")
+    refused(await read(ws, "a"), "permission_error", "a resolves outside the workspace")
 
 
-async def test_symlink_loop_is_refused(ws: Path) -> None:
-    (ws / "x").symlink_to("y")
-    (ws / "y").symlink_to("x")
-    result = await read(ws, "x")
-    assert result.is_error
-    assert result.error_type in ("invalid_input", "permission_error")
+async def test_symlink_loop_is_refused_without_hanging(ws: Path) -> None:
+    (ws / "a").symlink_to("b")
+    (ws / "b").symlink_to("a")
+    refused(await read(ws, "a"), "invalid_input", "a: symlink loop")
 
 
-async def test_directory_is_refused(ws: Path) -> None:
-    (ws / "sub").mkdir()
-    _refused(await read(ws, "sub"), "invalid_input", "is a directory")
-
-
-async def test_fifo_is_refused_without_hanging(ws: Path) -> None:
-    os.mkfifo(ws / "pipe")
-    _refused(await read(ws, "pipe"), "invalid_input", "not a regular file")
+async def test_path_through_a_symlink_loop_is_refused(ws: Path) -> None:
+    (ws / "a").symlink_to("b")
+    (ws / "b").symlink_to("a")
+    refused(await read(ws, "a/file.txt"), "invalid_input", "symlink loop")
 
 
 async def test_symlink_to_dev_zero_is_refused(ws: Path) -> None:
     (ws / "zero").symlink_to("/dev/zero")
-    _refused(await read(ws, "zero"), "permission_error", "outside the workspace")
+    refused(await read(ws, "zero"), "permission_error", "zero resolves outside the workspace")
 
 
-async def test_permission_denied_by_the_os_is_a_permission_error(
+# --- things that are not regular files ---------------------------------------------------------
+
+
+async def test_directory_is_refused(ws: Path) -> None:
+    (ws / "sub").mkdir()
+    refused(await read(ws, "sub"), "invalid_input", "sub is a directory, not a file")
+
+
+async def test_the_workspace_itself_is_a_directory(ws: Path) -> None:
+    refused(await read(ws, "."), "invalid_input", "is a directory")
+
+
+async def test_fifo_is_refused_without_hanging(ws: Path) -> None:
+    os.mkfifo(ws / "pipe")
+    with anyio.fail_after(5):
+        result = await read(ws, "pipe")
+    refused(result, "invalid_input", "pipe is not a regular file")
+
+
+async def test_missing_file_is_not_found(ws: Path) -> None:
+    result = await read(ws, "nope.md")
+    assert result == ToolResult(
+        content="no such file: nope.md", is_error=True, error_type="not_found"
+    )
+
+
+async def test_dangling_symlink_is_not_found(ws: Path) -> None:
+    (ws / "dangling").symlink_to("nowhere.txt")
+    refused(await read(ws, "dangling"), "not_found", "no such file: dangling")
+
+
+async def test_path_through_a_regular_file_is_not_found(ws: Path) -> None:
+    result = await read(ws, "README.md/x")
+    refused(result, "not_found", "no such file: README.md/x")
+    assert str(ws) not in result.content
+
+
+# --- permissions -------------------------------------------------------------------------------
+
+
+# CI runs as root, which reads a chmod 000 file, so the OS's refusal is simulated.
+async def test_os_refusing_the_open_is_a_permission_error_even_as_root(
     ws: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # CI runs as root, which reads a chmod 000 file, so make the OS refuse the open itself.
+    # As root a chmod 000 file is readable, so make read_file's own os.open refuse it.
     (ws / "secret.txt").write_text("x")
     real_open = os.open
 
@@ -99,89 +164,173 @@ async def test_permission_denied_by_the_os_is_a_permission_error(
             raise PermissionError(13, "Permission denied", str(path))
         return real_open(path, flags, *args)
 
-    monkeypatch.setattr(os, "open", deny)
-    _refused(await read(ws, "secret.txt"), "permission_error", "Permission denied")
+    monkeypatch.setattr(os, "open", deny)  # read_file calls os.open; others pass through
+    refused(await read(ws, "secret.txt"), "permission_error", "Permission denied: ")
+    assert (await read(ws, "README.md")).content == "# Demo\n"  # the others still open
+
+
+async def test_a_permission_error_raised_by_a_subclass_is_a_permission_error(ws: Path) -> None:
+    class Locked(ReadFileTool):
+        def _read_capped(self, target: str, given: str) -> bytes:
+            raise PermissionError(13, "Permission denied", given)
+
+    result = await read(ws, "README.md", tool=Locked(ws))
+    assert result == ToolResult(
+        content="Permission denied: README.md", is_error=True, error_type="permission_error"
+    )
+
+
+# --- content -----------------------------------------------------------------------------------
 
 
 async def test_binary_content_is_refused(ws: Path) -> None:
     (ws / "img.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
-    _refused(await read(ws, "img.png"), "invalid_input", "binary file (16 bytes)")
+    refused(
+        await read(ws, "img.png"),
+        "invalid_input",
+        "img.png is a binary file (16 bytes); read_file returns text only",
+    )
 
 
-async def test_invalid_utf8_is_replaced_not_a_crash(ws: Path) -> None:
-    (ws / "latin1.txt").write_bytes("caf\xe9 ok".encode("latin-1"))
-    assert await read(ws, "latin1.txt") == ToolResult.ok("caf\ufffd ok")
+async def test_invalid_utf8_is_ok_with_replacement_chars(ws: Path) -> None:
+    (ws / "latin1.txt").write_bytes("café ok \xff".encode("latin-1"))
+    assert await read(ws, "latin1.txt") == ToolResult.ok("caf\ufffd ok \ufffd")
 
 
-async def test_empty_file_is_empty_content(ws: Path) -> None:
+async def test_empty_file_is_ok_and_empty(ws: Path) -> None:
     (ws / "empty.txt").write_bytes(b"")
     assert await read(ws, "empty.txt") == ToolResult.ok("")
 
 
-async def test_exactly_512_kib_is_not_truncated(ws: Path) -> None:
-    (ws / "exact.txt").write_bytes(b"a" * MAX_BYTES)
+def _text_of(size: int) -> str:
+    """Mixed ASCII and 3-byte text that encodes to exactly `size` bytes."""
+    text = ("line 读取 %d\n" * (size // 10)) % tuple(range(size // 10))
+    text = text.encode()[:size].decode("utf-8", errors="ignore")
+    return text + "x" * (size - len(text.encode()))
+
+
+async def test_exactly_512_kib_is_not_truncated_and_identical(ws: Path) -> None:
+    text = _text_of(MAX_BYTES)
+    assert len(text.encode()) == MAX_BYTES
+    (ws / "exact.txt").write_text(text, encoding="utf-8")
     result = await read(ws, "exact.txt")
-    assert result.content == "a" * MAX_BYTES
+    assert result == ToolResult.ok(text)
+    assert not result.content.endswith(TRUNCATED)
 
 
-async def test_512_kib_plus_one_is_truncated_with_a_marker(ws: Path) -> None:
-    (ws / "big.txt").write_bytes(b"b" * MAX_BYTES + b"c")
+async def test_512_kib_plus_one_keeps_the_first_512_kib_then_the_marker(ws: Path) -> None:
+    text = _text_of(MAX_BYTES)
+    (ws / "big.txt").write_text(text + "!", encoding="utf-8")
     result = await read(ws, "big.txt")
-    assert not result.is_error
-    assert result.content == "b" * MAX_BYTES + TRUNCATED
+    assert result == ToolResult.ok(text + "\n[truncated]")
 
 
-async def test_multibyte_char_at_the_cut_is_dropped_whole(ws: Path) -> None:
-    data = b"a" * (MAX_BYTES - 1) + "读".encode() + b"tail"
-    (ws / "cjk.txt").write_bytes(data)
-    result = await read(ws, "cjk.txt")
-    assert result.content == "a" * (MAX_BYTES - 1) + TRUNCATED
+@pytest.mark.parametrize(
+    ("char", "bytes_before_the_cut"),
+    [("读", 1), ("读", 2), ("é", 1), ("🙂", 1), ("🙂", 2), ("🙂", 3)],
+)
+async def test_multibyte_char_straddling_the_cut_is_dropped_whole(
+    ws: Path, char: str, bytes_before_the_cut: int
+) -> None:
+    head = "a" * (MAX_BYTES - bytes_before_the_cut)
+    (ws / "cut.txt").write_text(head + char + "tail", encoding="utf-8")
+    result = await read(ws, "cut.txt")
+    assert result == ToolResult.ok(head + TRUNCATED)
     assert "\ufffd" not in result.content
 
 
-async def test_100_mb_file_is_read_with_bounded_memory(ws: Path) -> None:
+@pytest.mark.parametrize("char", ["读", "é", "🙂"])
+async def test_multibyte_char_ending_exactly_at_the_cut_is_kept(ws: Path, char: str) -> None:
+    head = "a" * (MAX_BYTES - len(char.encode()))
+    (ws / "cut.txt").write_text(head + char + "tail", encoding="utf-8")
+    assert await read(ws, "cut.txt") == ToolResult.ok(head + char + TRUNCATED)
+
+
+async def test_100_mb_file_is_truncated_with_bounded_memory(ws: Path) -> None:
+    lines = (b"x" * 63 + b"\n") * 128  # exactly the 8 KiB binary probe, all text
     huge = ws / "huge.log"
     with huge.open("wb") as f:
-        f.write(b"line of text\n" * 1000)  # text past the 8 KiB binary probe
-        f.truncate(100 * 1024 * 1024)  # sparse: cheap to make
+        f.write(lines)
+        f.truncate(100 * 1024 * 1024)  # sparse: 100 MB that cost nothing to write
+    tool = ReadFileTool(ws)
     tracemalloc.start()
     try:
-        result = await read(ws, "huge.log")
+        result = await read(ws, "huge.log", tool=tool)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    # past the first 8 KiB it is NUL bytes, so only the probe decides: text, then cut
+    assert not result.is_error, result
+    assert result.content.startswith(lines.decode())
     assert result.content.endswith(TRUNCATED)
-    assert peak < 4 * 1024 * 1024
+    assert len(result.content) == MAX_BYTES + len(TRUNCATED)
+    # past the probe it is NUL bytes (the sparse hole), passed on as text: only 8 KiB is probed
+    assert result.content[len(lines) : MAX_BYTES] == "\0" * (MAX_BYTES - len(lines))
+    assert peak < 4 * 1024 * 1024, f"peak {peak / 2**20:.1f} MiB"
 
 
-async def test_nul_byte_in_path_is_refused(ws: Path) -> None:
-    _refused(await read(ws, "README.md\x00.txt"), "invalid_input", "NUL byte")
+async def test_chinese_file_name_and_content_are_read_correctly(ws: Path) -> None:
+    (ws / "文档").mkdir()
+    (ws / "文档" / "说明.md").write_text("读取当前目录下的 README.md。\n完成。", encoding="utf-8")
+    assert await read(ws, "文档/说明.md") == ToolResult.ok("读取当前目录下的 README.md。\n完成。")
 
 
-@pytest.mark.parametrize("path", [5, None, ["README.md"], {"p": 1}])
-async def test_path_that_is_not_a_string_is_invalid_input(ws: Path, path: Any) -> None:
-    _refused(await read(ws, path), "invalid_input", "is not of type 'string'")
+# --- the path itself ---------------------------------------------------------------------------
+
+
+async def test_path_with_a_nul_byte_is_refused(ws: Path) -> None:
+    refused(await read(ws, "README.md\x00.txt"), "invalid_input", "must not contain a NUL byte")
+
+
+@pytest.mark.parametrize("path", [5, None, ["a"], {"p": 1}, True, 1.5])
+async def test_path_that_is_not_a_string_is_invalid_input_via_the_schema(
+    ws: Path, path: Any
+) -> None:
+    refused(
+        await read(ws, path),
+        "invalid_input",
+        f"invalid input for read_file at path: {path!r} is not",
+    )
 
 
 async def test_empty_path_is_refused(ws: Path) -> None:
-    _refused(await read(ws, ""), "invalid_input", "must not be empty")
+    refused(await read(ws, ""), "invalid_input", "path must not be empty")
 
 
-async def test_missing_file_is_not_found(ws: Path) -> None:
-    _refused(await read(ws, "nope.md"), "not_found", "no such file: nope.md")
+async def test_path_with_a_lone_surrogate_is_invalid_input(ws: Path) -> None:
+    refused(await read(ws, "bad\ud800.txt"), "invalid_input", "path")
 
 
-async def test_symlink_inside_the_workspace_is_followed(ws: Path) -> None:
+async def test_path_too_long_is_invalid_input(ws: Path) -> None:
+    result = await read(ws, "a" * 300)
+    refused(result, "invalid_input", "too long")
+    assert str(ws) not in result.content
+
+
+async def test_bad_paths_are_errors_not_crashes(ws: Path) -> None:
+    """Paths the OS itself rejects are error results, never exceptions."""
+    for path in ["README.md/x", "bad\ud800.txt", "a" * 300, "/".join(["a"] * 3000)]:
+        result = await read(ws, path)
+        assert result.is_error, (path[:20], result)
+
+
+async def test_symlink_inside_the_workspace_to_a_file_inside_is_allowed(ws: Path) -> None:
     (ws / "docs").mkdir()
     (ws / "docs" / "guide.md").write_text("guide")
     (ws / "alias.md").symlink_to("docs/guide.md")
+    (ws / "docs" / "up.md").symlink_to("../README.md")  # climbs, but stays inside
+    (ws / "abs.md").symlink_to(ws / "docs" / "guide.md")
     assert await read(ws, "alias.md") == ToolResult.ok("guide")
+    assert await read(ws, "docs/up.md") == ToolResult.ok("# Demo\n")
+    assert await read(ws, "abs.md") == ToolResult.ok("guide")
 
 
-async def test_chinese_name_and_content(ws: Path) -> None:
-    (ws / "说明.md").write_text("读取当前目录下的 README.md", encoding="utf-8")
-    assert await read(ws, "说明.md") == ToolResult.ok("读取当前目录下的 README.md")
+async def test_workspace_reached_through_a_symlink_still_reads(tmp_path: Path, ws: Path) -> None:
+    (tmp_path / "ws_link").symlink_to(ws)
+    assert await read(tmp_path / "ws_link", "README.md") == ToolResult.ok("# Demo\n")
+    refused(await read(tmp_path / "ws_link", "../outside.txt"), "permission_error", "'..' is not")
+
+
+# --- the event loop ----------------------------------------------------------------------------
 
 
 async def test_reading_does_not_block_the_event_loop(ws: Path) -> None:
@@ -192,19 +341,50 @@ async def test_reading_does_not_block_the_event_loop(ws: Path) -> None:
         nonlocal ticks
         while True:
             ticks += 1
-            await anyio.lowlevel.checkpoint()
+            await anyio.sleep(0.01)
 
-    class Slow(ReadFileTool):
-        def run(self, input: dict[str, Any]) -> ToolResult | str:
-            time.sleep(0.2)  # a slow disk
+    class SlowDisk(ReadFileTool):
+        def run(self, input: JsonObject) -> ToolResult | str:
+            time.sleep(0.3)  # blocking I/O, in the worker thread
             return super().run(input)
 
-    registry = ToolRegistry([Slow(ws)])
     async with anyio.create_task_group() as group:
         group.start_soon(tick)
-        result = await invoke_tool(
-            registry, ToolCall(id="t", name="read_file", input={"path": "big.txt"})
-        )
+        result = await read(ws, "big.txt", tool=SlowDisk(ws))
         group.cancel_scope.cancel()
-    assert result.content.endswith(TRUNCATED)
-    assert ticks > 50
+    assert result.content == "z" * MAX_BYTES + TRUNCATED
+    assert ticks >= 15  # ~30 in 0.3 s
+
+
+# --- property: no path made of these pieces ever reads outside ---------------------------------
+
+_PIECES = ["README.md", "..", ".", "", "sub", "in", "out", "loop", "outside.txt", "/"]
+
+
+@settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=6))
+def test_no_path_ever_reads_outside_the_workspace(tmp_path: Path, pieces: list[str]) -> None:
+    ws = tmp_path / "prop_ws"
+    if not ws.exists():
+        ws.mkdir()
+        (ws / "README.md").write_text("# Demo\n")
+        (tmp_path / "outside.txt").write_text(SECRET)
+        (ws / "sub").mkdir()
+        (ws / "in").symlink_to("sub")
+        (ws / "sub" / "README.md").symlink_to("../README.md")
+        (ws / "out").symlink_to("..")
+        (ws / "loop").symlink_to("loop")
+    path = "/".join(pieces)
+
+    async def call() -> ToolResult:
+        return await read(ws, path)
+
+    result = anyio.run(call)
+    assert isinstance(result, ToolResult)
+    assert SECRET not in result.content
+    if not result.is_error:
+        assert result.content == "# Demo\n", path

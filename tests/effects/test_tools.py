@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+import threading
 import time
-from typing import Any
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
 
 import anyio
+import jsonschema.exceptions
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,28 +26,30 @@ from ruizn.effects.tools import (
     ToolRegistry,
     invoke_tool,
 )
-from ruizn.state import ToolCall, ToolResult
+from ruizn.state import ErrorType, JsonObject, ToolCall, ToolResult
 
 pytestmark = pytest.mark.anyio
 
-SCHEMA = {
+SCHEMA: JsonObject = {
     "type": "object",
-    "properties": {"n": {"type": "integer"}},
+    "properties": {"n": {"type": "number"}},
     "required": ["n"],
     "additionalProperties": False,
 }
 
 
 class Raising(BaseTool):
+    """Raises the exception it was built with, or answers `n=<n>`."""
+
     name = "raising"
     description = "Raises what it is given."
-    input_schema = SCHEMA
+    input_schema: ClassVar[JsonObject] = SCHEMA
 
     def __init__(self, exc: BaseException | None = None, **kw: Any) -> None:
         super().__init__(**kw)
         self.exc = exc
 
-    async def invoke(self, input: dict[str, Any]) -> ToolResult | str:
+    async def invoke(self, input: JsonObject) -> ToolResult | str:
         if self.exc is not None:
             raise self.exc
         return f"n={input['n']}"
@@ -48,22 +57,39 @@ class Raising(BaseTool):
 
 class Sleepy(BaseTool):
     name = "sleepy"
-    description = "Sleeps."
-    input_schema = SCHEMA
+    description = "Sleeps n seconds, cooperatively."
+    input_schema: ClassVar[JsonObject] = SCHEMA
 
-    async def invoke(self, input: dict[str, Any]) -> ToolResult | str:
+    async def invoke(self, input: JsonObject) -> ToolResult | str:
         await anyio.sleep(input["n"])
         return "woke"
 
 
 class Stuck(BlockingTool):
-    name = "stuck"
-    description = "Blocks in time.sleep."
-    input_schema = SCHEMA
+    """Blocks its worker thread for n seconds, like time.sleep(n), without yielding.
 
-    def run(self, input: dict[str, Any]) -> ToolResult | str:
-        time.sleep(input["n"])
+    It waits on an Event rather than calling time.sleep so the test can end the abandoned
+    thread at teardown instead of leaving it running for the rest of the session.
+    """
+
+    name = "stuck"
+    description = "Blocks in its thread."
+    input_schema: ClassVar[JsonObject] = SCHEMA
+
+    def __init__(self, release: threading.Event, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.release = release
+
+    def run(self, input: JsonObject) -> ToolResult | str:
+        self.release.wait(input["n"])
         return "unstuck"
+
+
+@pytest.fixture
+def release() -> Iterator[threading.Event]:
+    event = threading.Event()
+    yield event
+    event.set()
 
 
 async def _call(tool: BaseTool, tool_input: Any) -> ToolResult:
@@ -72,43 +98,8 @@ async def _call(tool: BaseTool, tool_input: Any) -> ToolResult:
     )
 
 
-async def test_ok_content_is_returned() -> None:
-    assert await _call(Raising(), {"n": 3}) == ToolResult.ok("n=3")
-
-
-async def test_unknown_tool_lists_the_known_ones() -> None:
-    result = await invoke_tool(
-        ToolRegistry([Raising(), Sleepy()]), ToolCall(id="t", name="nope", input={})
-    )
-    assert result.error_type == "unknown_tool"
-    assert result.content == "unknown tool 'nope'; the tools are: raising, sleepy"
-
-
-async def test_missing_required_field_is_invalid_input() -> None:
-    result = await _call(Raising(), {})
-    assert result.error_type == "invalid_input"
-    assert "'n' is a required property" in result.content
-
-
-async def test_wrong_type_names_the_field() -> None:
-    result = await _call(Raising(), {"n": "three"})
-    assert result.content == "invalid input for raising at n: 'three' is not of type 'integer'"
-
-
-async def test_extra_property_is_refused() -> None:
-    result = await _call(Raising(), {"n": 1, "rm": True})
-    assert result.error_type == "invalid_input"
-    assert "'rm'" in result.content
-
-
-async def test_async_tool_over_its_timeout_times_out() -> None:
-    result = await _call(Sleepy(timeout=0.2), {"n": 30})
-    assert result == ToolResult(
-        content="sleepy timed out after 0.2s", is_error=True, error_type="timeout"
-    )
-
-
-async def test_blocking_tool_stuck_in_sleep_times_out_and_the_loop_keeps_running() -> None:
+async def _ticking_while(work: Any) -> tuple[Any, int]:
+    """Run `work()` while another task ticks every 10 ms; return its result and the ticks."""
     ticks = 0
 
     async def tick() -> None:
@@ -117,47 +108,223 @@ async def test_blocking_tool_stuck_in_sleep_times_out_and_the_loop_keeps_running
             ticks += 1
             await anyio.sleep(0.01)
 
-    began = time.monotonic()
     async with anyio.create_task_group() as group:
         group.start_soon(tick)
-        result = await _call(Stuck(timeout=0.3), {"n": 30})
+        result = await work()
         group.cancel_scope.cancel()
-    assert result.error_type == "timeout"
-    assert time.monotonic() - began < 2
-    assert ticks >= 10  # the event loop was not blocked
+    return result, ticks
+
+
+# --- results that pass through ----------------------------------------------------------------
+
+
+async def test_str_content_becomes_an_ok_result() -> None:
+    assert await _call(Raising(), {"n": 3}) == ToolResult.ok("n=3")
+
+
+async def test_a_returned_tool_result_passes_through_unchanged() -> None:
+    made = ToolResult(content="partial output", is_error=True, error_type="runtime_error")
+
+    class Custom(Raising):
+        async def invoke(self, input: JsonObject) -> ToolResult | str:
+            return made
+
+    assert await _call(Custom(), {"n": 1}) is made
+
+
+# --- unknown tool and schema violations --------------------------------------------------------
+
+
+async def test_unknown_tool_lists_the_known_ones() -> None:
+    registry = ToolRegistry([Raising(), Sleepy()])
+    result = await invoke_tool(registry, ToolCall(id="t", name="nope", input={}))
+    assert result == ToolResult.error(
+        ErrorType.UNKNOWN_TOOL,
+        "unknown tool 'nope'; the tools are: raising, sleepy",
+    )
+
+
+async def test_unknown_tool_in_an_empty_registry_says_there_are_none() -> None:
+    result = await invoke_tool(ToolRegistry([]), ToolCall(id="t", name="nope", input={}))
+    assert result.error_type == "unknown_tool"
+    assert result.content == "unknown tool 'nope'; the tools are: none"
+
+
+async def test_missing_required_field_is_invalid_input_naming_it() -> None:
+    result = await _call(Raising(), {})
+    assert result.is_error
+    assert result.error_type == "invalid_input"
+    assert result.content == "invalid input for raising: 'n' is a required property"
+
+
+async def test_wrong_type_names_the_field_and_the_problem() -> None:
+    result = await _call(Raising(), {"n": "three"})
+    assert result.error_type == "invalid_input"
+    assert result.content == "invalid input for raising at n: 'three' is not of type 'number'"
+
+
+async def test_wrong_type_deep_inside_names_the_nested_location() -> None:
+    class Nested(Raising):
+        name = "nested"
+        input_schema: ClassVar[JsonObject] = {
+            "type": "object",
+            "properties": {
+                "edits": {
+                    "type": "array",
+                    "items": {"type": "object", "properties": {"line": {"type": "integer"}}},
+                }
+            },
+        }
+
+    result = await _call(Nested(), {"edits": [{"line": 1}, {"line": "two"}]})
+    assert result.error_type == "invalid_input"
+    assert (
+        result.content
+        == "invalid input for nested at edits[1].line: 'two' is not of type 'integer'"
+    )
+
+
+async def test_an_extra_property_is_refused_by_name() -> None:
+    result = await _call(Raising(), {"n": 1, "rm": True})
+    assert result.error_type == "invalid_input"
+    assert "Additional properties are not allowed ('rm' was unexpected)" in result.content
+
+
+async def test_a_non_object_input_is_invalid_input() -> None:
+    result = await _call(Raising(), ["n", 1])
+    assert result.error_type == "invalid_input"
+    assert "is not of type 'object'" in result.content
+
+
+# --- timeouts ----------------------------------------------------------------------------------
+
+
+async def test_async_tool_over_its_timeout_is_a_timeout_result() -> None:
+    began = time.monotonic()
+    result = await _call(Sleepy(timeout=0.3), {"n": 30})
+    assert result == ToolResult(
+        content="sleepy timed out after 0.3s", is_error=True, error_type="timeout"
+    )
+    assert time.monotonic() - began < 1
+
+
+async def test_blocking_tool_stuck_in_its_thread_times_out_and_the_loop_keeps_running(
+    release: threading.Event,
+) -> None:
+    began = time.monotonic()
+    result, ticks = await _ticking_while(lambda: _call(Stuck(release, timeout=0.3), {"n": 30}))
+    elapsed = time.monotonic() - began
+    assert result == ToolResult(
+        content="stuck timed out after 0.3s", is_error=True, error_type="timeout"
+    )
+    assert elapsed < 1
+    assert ticks >= 15  # ~30 in 0.3 s: the event loop was never blocked
+
+
+def test_an_abandoned_blocking_tool_does_not_keep_the_process_alive() -> None:
+    script = textwrap.dedent(
+        """
+        import time, anyio
+        from ruizn.effects.tools import BlockingTool, ToolRegistry, invoke_tool
+        from ruizn.state import ToolCall
+
+        class Stuck(BlockingTool):
+            name = "stuck"
+            description = "d"
+            input_schema = {"type": "object"}
+            def run(self, input):
+                time.sleep(10)
+                return "x"
+
+        async def main():
+            call = ToolCall(id="t", name="stuck", input={})
+            print((await invoke_tool(ToolRegistry([Stuck(timeout=0.1)]), call)).error_type)
+
+        anyio.run(main)
+        """
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=2
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the process was still alive 2 s after its run ended")
+    assert done.stdout.strip() == "timeout"
+
+
+# --- exceptions raised by a tool ---------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    ("exc", "kind", "says"),
+    ("exc", "kind", "content"),
     [
-        (
+        pytest.param(
             PermissionError(13, "Permission denied", "secret.txt"),
             "permission_error",
             "Permission denied: secret.txt",
+            id="PermissionError",
         ),
-        (FileNotFoundError(2, "No such file or directory", "gone.txt"), "not_found", "gone.txt"),
-        (ToolInputError("n must be odd"), "invalid_input", "n must be odd"),
-        (ValueError("bad value"), "runtime_error", "ValueError: bad value"),
-        (TimeoutError(), "timeout", "timed out"),
+        pytest.param(
+            PermissionError("absolute paths are not allowed"),
+            "permission_error",
+            "absolute paths are not allowed",
+            id="PermissionError-message-only",
+        ),
+        pytest.param(
+            FileNotFoundError(2, "No such file or directory", "gone.txt"),
+            "not_found",
+            "No such file or directory: gone.txt",
+            id="FileNotFoundError",
+        ),
+        pytest.param(FileNotFoundError(), "not_found", "FileNotFoundError", id="bare-FNF"),
+        pytest.param(
+            ToolInputError("n must be odd"), "invalid_input", "n must be odd", id="ToolInputError"
+        ),
+        pytest.param(ValueError("bad value"), "runtime_error", "ValueError: bad value", id="VE"),
+        pytest.param(KeyError("k"), "runtime_error", "KeyError: 'k'", id="KeyError"),
+        pytest.param(
+            ExceptionGroup("several", [ValueError("a")]),
+            "runtime_error",
+            "ExceptionGroup: several (1 sub-exception)",
+            id="ExceptionGroup",
+        ),
     ],
 )
-async def test_exceptions_map_to_error_types(exc: Exception, kind: str, says: str) -> None:
+async def test_exceptions_map_to_error_types(exc: Exception, kind: str, content: str) -> None:
     result = await _call(Raising(exc), {"n": 1})
+    assert result == ToolResult(content=content, is_error=True, error_type=kind)
+
+
+async def test_a_runtime_error_from_a_blocking_tool_names_the_exception_type() -> None:
+    class Boom(BlockingTool):
+        name = "boom"
+        description = "Raises in its thread."
+        input_schema: ClassVar[JsonObject] = SCHEMA
+
+        def run(self, input: JsonObject) -> ToolResult | str:
+            raise ZeroDivisionError("division by zero")
+
+    result = await _call(Boom(), {"n": 1})
+    assert result.error_type == "runtime_error"
+    assert result.content == "ZeroDivisionError: division by zero"
+
+
+async def test_a_timeout_error_raised_by_the_tool_does_not_claim_the_limit_elapsed() -> None:
+    result = await _call(Raising(TimeoutError("connect timed out")), {"n": 1})
     assert result.is_error
-    assert result.error_type == kind
-    assert says in result.content
+    assert "after 10s" not in result.content
 
 
-async def test_a_returned_tool_result_passes_through() -> None:
-    class Custom(Raising):
-        async def invoke(self, input: dict[str, Any]) -> ToolResult | str:
-            return ToolResult(content="partial", is_error=True, error_type="runtime_error")
-
-    assert (await _call(Custom(), {"n": 1})).content == "partial"
+# --- cancellation ------------------------------------------------------------------------------
 
 
-async def test_cancellation_is_never_turned_into_a_result() -> None:
+@pytest.mark.parametrize("blocking", [False, True], ids=["async", "blocking"])
+async def test_cancellation_propagates_and_no_result_is_returned(
+    blocking: bool, release: threading.Event
+) -> None:
+    tool: BaseTool = Stuck(release) if blocking else Sleepy()
     results: list[ToolResult] = []
+    began = time.monotonic()
     with anyio.CancelScope() as scope:
         async with anyio.create_task_group() as group:
 
@@ -166,53 +333,95 @@ async def test_cancellation_is_never_turned_into_a_result() -> None:
                 scope.cancel()
 
             group.start_soon(cancel_soon)
-            results.append(await _call(Sleepy(), {"n": 30}))
+            results.append(await _call(tool, {"n": 30}))
     assert scope.cancelled_caught
     assert results == []
+    assert time.monotonic() - began < 1
 
 
-def test_default_timeout_is_ten_seconds() -> None:
+# --- registry ----------------------------------------------------------------------------------
+
+
+def test_the_default_timeout_is_ten_seconds(tmp_path: Path) -> None:
     assert DEFAULT_TIMEOUT == 10.0
     assert Sleepy().timeout == 10.0
+    assert ReadFileTool(tmp_path).timeout == 10.0
 
 
-def test_registry_refuses_duplicate_names() -> None:
+def test_registry_rejects_duplicate_names() -> None:
     with pytest.raises(ValueError, match="two tools are named 'sleepy'"):
-        ToolRegistry([Sleepy(), Sleepy()])
+        ToolRegistry([Sleepy(), Raising(), Sleepy()])
 
 
-def test_tool_schemas_are_in_api_format_and_registration_order(tmp_path: Any) -> None:
-    registry = ToolRegistry([Sleepy(), ReadFileTool(tmp_path)])
+def test_registry_rejects_an_invalid_schema() -> None:
+    class Bad(Raising):
+        name = "bad"
+        input_schema: ClassVar[JsonObject] = {"type": "objekt"}
+
+    with pytest.raises(jsonschema.exceptions.SchemaError):
+        ToolRegistry([Bad()])
+
+
+def test_tool_schemas_are_in_the_api_format_and_registration_order(
+    tmp_path: Path, release: threading.Event
+) -> None:
+    tools: list[BaseTool] = [Sleepy(), ReadFileTool(tmp_path), Raising(), Stuck(release)]
+    registry = ToolRegistry(tools)
     schemas = registry.tool_schemas()
-    assert [s["name"] for s in schemas] == ["sleepy", "read_file"]
-    assert all(set(s) == {"name", "description", "input_schema"} for s in schemas)
-    assert schemas[1]["input_schema"]["required"] == ["path"]
+    assert isinstance(schemas, tuple)
+    assert schemas == tuple(
+        {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+        for t in tools
+    )
+    assert [s["name"] for s in schemas] == ["sleepy", "read_file", "raising", "stuck"]
+    assert registry.names == ("sleepy", "read_file", "raising", "stuck")
+    assert len(registry) == 4
+    assert list(registry) == tools
 
 
+# --- property: read_file never raises, whatever the model sends -------------------------------
+
+# Any text, lone surrogates included: JSON "\ud800" parses to one, so the model can send it.
+_text = st.text(st.characters(exclude_categories=()), max_size=12)
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
     max_leaves=8,
 )
 
 
 @settings(
-    max_examples=200,
+    max_examples=300,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(
-    st.one_of(
-        st.dictionaries(st.text(), _json, max_size=4), st.fixed_dictionaries({"path": _json}), _json
+    tool_input=st.one_of(
+        st.fixed_dictionaries({"path": _json}),
+        st.fixed_dictionaries({"path": _text}),
+        st.dictionaries(_text, _json, max_size=4),
+        _json,  # not a dict at all: the provider would pass it on as it came
     )
 )
-def test_read_file_never_raises_whatever_the_input(tmp_path: Any, tool_input: Any) -> None:
+def test_read_file_returns_a_result_and_never_raises_whatever_the_input(
+    tmp_path: Path, tool_input: Any
+) -> None:
     (tmp_path / "a.txt").write_text("hello")
     registry = ToolRegistry([ReadFileTool(tmp_path)])
 
     async def call() -> ToolResult:
-        return await invoke_tool(registry, ToolCall(id="t", name="read_file", input=tool_input))
+        with anyio.fail_after(5):
+            return await invoke_tool(registry, ToolCall(id="t", name="read_file", input=tool_input))
 
     result = anyio.run(call)
     assert isinstance(result, ToolResult)
-    assert result.is_error or isinstance(tool_input, dict)
+    well_formed = (
+        isinstance(tool_input, dict)
+        and set(tool_input) == {"path"}
+        and isinstance(tool_input["path"], str)
+    )
+    if not well_formed:  # the schema refuses it before the tool runs
+        assert result.error_type == "invalid_input"
+        assert result.content.startswith("invalid input for read_file")
+    if not result.is_error:
+        assert result.content == "hello"

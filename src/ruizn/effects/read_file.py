@@ -50,11 +50,13 @@ class ReadFileTool(BlockingTool):
         target = self._resolve(given)
         try:
             info = os.stat(target)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return ToolResult.error(ErrorType.NOT_FOUND, f"no such file: {given}")
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise ToolInputError(f"{given}: symlink loop") from None
+            if exc.errno == errno.ENAMETOOLONG:
+                raise ToolInputError("path is too long") from None
             raise
         if stat.S_ISDIR(info.st_mode):
             raise ToolInputError(f"{given} is a directory, not a file")
@@ -73,6 +75,10 @@ class ReadFileTool(BlockingTool):
             raise ToolInputError("path must not be empty")
         if "\0" in given:
             raise ToolInputError("path must not contain a NUL byte")
+        try:
+            given.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate, which JSON can carry ("\ud800")
+            raise ToolInputError("path is not valid Unicode text") from None
         pure = PurePosixPath(given)
         if pure.is_absolute():
             raise PermissionError(

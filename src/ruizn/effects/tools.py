@@ -8,12 +8,15 @@ cancellation: Ctrl-C must stop the run, not be reported to the model as a tool e
 from __future__ import annotations
 
 import abc
+import contextlib
 import math
+import threading
 from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
 import anyio
-import anyio.to_thread
+import anyio.from_thread
+import anyio.lowlevel
 import jsonschema
 import jsonschema.exceptions
 
@@ -49,11 +52,12 @@ class BaseTool(abc.ABC):
 
 
 class BlockingTool(BaseTool):
-    """A tool whose work is blocking code, run in a worker thread.
+    """A tool whose work is blocking code, run in a thread of its own.
 
     The thread is abandoned on timeout or cancellation, so a hang in blocking code still
-    ends the call for the model, and the event loop keeps streaming meanwhile. anyio's
-    worker threads are daemon threads: an abandoned one cannot keep the process alive.
+    ends the call for the model and the event loop keeps streaming meanwhile. It is a daemon
+    thread: anyio's worker threads are not, and an abandoned one would keep the process
+    alive after the run ended.
     """
 
     @abc.abstractmethod
@@ -61,7 +65,26 @@ class BlockingTool(BaseTool):
         """The blocking work."""
 
     async def invoke(self, input: JsonObject) -> ToolResult | str:
-        return await anyio.to_thread.run_sync(self.run, input, abandon_on_cancel=True)
+        done = anyio.Event()
+        token = anyio.lowlevel.current_token()
+        outcome: list[ToolResult | str] = []
+        failure: list[BaseException] = []
+
+        def work() -> None:
+            try:
+                outcome.append(self.run(input))
+            except BaseException as exc:  # handed to the event loop, which re-raises it
+                failure.append(exc)
+            finally:
+                # The loop may be gone if the call was abandoned and the run has ended.
+                with contextlib.suppress(RuntimeError):
+                    anyio.from_thread.run_sync(done.set, token=token)
+
+        threading.Thread(target=work, name=f"tool-{self.name}", daemon=True).start()
+        await done.wait()
+        if failure:
+            raise failure[0]
+        return outcome[0]
 
 
 class ToolRegistry:
@@ -115,12 +138,10 @@ async def invoke_tool(registry: ToolRegistry, call: ToolCall) -> ToolResult:
     if problem is not None:
         return ToolResult.error(ErrorType.INVALID_INPUT, problem)
     try:
-        with anyio.fail_after(tool.timeout):
+        with anyio.CancelScope(deadline=anyio.current_time() + tool.timeout) as deadline:
             outcome = await tool.invoke(call.input)
-    except TimeoutError:
-        return ToolResult.error(
-            ErrorType.TIMEOUT, f"{call.name} timed out after {_seconds(tool.timeout)}"
-        )
+    except TimeoutError as exc:  # the tool's own (a socket's, say), not our limit
+        return ToolResult.error(ErrorType.TIMEOUT, f"{call.name}: {type(exc).__name__}: {exc}")
     except PermissionError as exc:
         return ToolResult.error(ErrorType.PERMISSION_ERROR, _reason(exc))
     except FileNotFoundError as exc:
@@ -129,7 +150,18 @@ async def invoke_tool(registry: ToolRegistry, call: ToolCall) -> ToolResult:
         return ToolResult.error(ErrorType.INVALID_INPUT, str(exc))
     except Exception as exc:  # the model should hear of any tool failure; cancellation is not one
         return ToolResult.error(ErrorType.RUNTIME_ERROR, f"{type(exc).__name__}: {exc}")
-    return ToolResult.ok(outcome) if isinstance(outcome, str) else outcome
+    if deadline.cancelled_caught:
+        return ToolResult.error(
+            ErrorType.TIMEOUT, f"{call.name} timed out after {_seconds(tool.timeout)}"
+        )
+    if isinstance(outcome, str):
+        return ToolResult.ok(outcome)
+    if isinstance(outcome, ToolResult):
+        return outcome
+    return ToolResult.error(
+        ErrorType.RUNTIME_ERROR,
+        f"{call.name} returned {type(outcome).__name__}, not text or a ToolResult",
+    )
 
 
 def _reason(exc: OSError) -> str:
