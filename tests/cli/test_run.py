@@ -7,14 +7,15 @@ from pathlib import Path
 from typing import Any
 
 from tests.cli.conftest import normalise_log, normalise_stdout, run_cli
-from tests.cli.goldens import check_golden
 from tests.fakeapi import Stream, Text, ToolUse, Usage, tool_loop
+from tests.golden.compare import check_golden
 
 
 def _golden_run(name: str, result: Any, update: bool) -> None:
-    check_golden(f"{name}/stdout.txt", normalise_stdout(result.stdout), update=update)
+    folder = Path(__file__).parents[1] / "golden" / "cli" / name
+    check_golden(folder / "stdout.txt", normalise_stdout(result.stdout), update=update)
     log = normalise_log(result.log_path.read_text(encoding="utf-8"), result.workspace)
-    check_golden(f"{name}/events.jsonl", log, update=update)
+    check_golden(folder / "events.jsonl", log, update=update)
 
 
 def test_plain_answer_matches_goldens(

@@ -7,7 +7,6 @@ then review the `git diff` of the expected files.
 
 from __future__ import annotations
 
-import difflib
 import json
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from ruizn.reducers import reduce, start
 from ruizn.request import build_request
 from ruizn.serde import decode, state_to_json
 from ruizn.state import ExecutionContext
+from tests.golden.compare import check_golden
 
 CORE = Path(__file__).parent / "core"
 CASES = sorted(p.name for p in CORE.iterdir() if (p / "events.jsonl").is_file())
@@ -36,20 +36,6 @@ def _json(data: object) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
-def _compare(path: Path, actual: str, update: bool) -> None:
-    if update:
-        path.write_text(actual, encoding="utf-8")
-        return
-    expected = path.read_text(encoding="utf-8")
-    if actual != expected:
-        diff = "".join(
-            difflib.unified_diff(
-                expected.splitlines(True), actual.splitlines(True), str(path), "actual"
-            )
-        )
-        pytest.fail(f"{path.name} differs (re-bless with --update-goldens):\n{diff}")
-
-
 def test_there_are_at_least_three_core_goldens() -> None:
     assert {"plain_answer", "one_tool_call", "two_tools_one_failing"} <= set(CASES)
 
@@ -61,7 +47,9 @@ def test_core_golden(case: str, update_goldens: bool) -> None:
     # The request the next model call sends: from the newest state that waits on the model.
     waiting = [s for s in states[:-1] if s.messages[-1].role == "user"][-1]
     folder = CORE / case
-    _compare(folder / "expected_state.json", _json(state_to_json(final)), update_goldens)
-    _compare(folder / "expected_next_request.json", _json(build_request(waiting)), update_goldens)
+    check_golden(folder / "expected_state.json", _json(state_to_json(final)), update=update_goldens)
+    check_golden(
+        folder / "expected_next_request.json", _json(build_request(waiting)), update=update_goldens
+    )
     actions = f"before run_finished: {next_action(states[-2])!r}\nfinal: {next_action(final)!r}\n"
-    _compare(folder / "expected_next_action.txt", actions, update_goldens)
+    check_golden(folder / "expected_next_action.txt", actions, update=update_goldens)

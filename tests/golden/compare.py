@@ -5,17 +5,16 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-GOLDEN_CLI = Path(__file__).resolve().parents[1] / "golden" / "cli"
+import pytest
 
 
-def check_golden(name: str, actual: str, *, update: bool) -> None:
-    path = GOLDEN_CLI / name
-    if update or not path.exists():
-        if not update:
-            raise AssertionError(f"golden {path} is missing: run pytest --update-goldens")
+def check_golden(path: Path, actual: str, *, update: bool) -> None:
+    if update:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(actual, encoding="utf-8")
         return
+    if not path.exists():
+        pytest.fail(f"golden {path} is missing: run pytest --update-goldens and review it")
     expected = path.read_text(encoding="utf-8")
     if actual != expected:
         diff = "".join(
@@ -26,4 +25,4 @@ def check_golden(name: str, actual: str, *, update: bool) -> None:
                 tofile="actual",
             )
         )
-        raise AssertionError(f"output differs from golden {path.name}:\n{diff}")
+        pytest.fail(f"{path.name} differs (re-bless with --update-goldens):\n{diff}")
