@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 import tracemalloc
@@ -151,22 +152,64 @@ async def test_path_through_a_regular_file_is_not_found(ws: Path) -> None:
 # --- permissions -------------------------------------------------------------------------------
 
 
-# CI runs as root, which reads a chmod 000 file, so the OS's refusal is simulated.
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a chmod 000 file; simulated below")
+async def test_unreadable_file_is_a_permission_error(ws: Path) -> None:
+    secret = ws / "secret.txt"
+    secret.write_text("x")
+    secret.chmod(0)
+    try:
+        result = await read(ws, "secret.txt")
+    finally:
+        secret.chmod(0o600)
+    assert result == ToolResult(
+        content="Permission denied: secret.txt", is_error=True, error_type="permission_error"
+    )
+
+
+def _failing_open(monkeypatch: pytest.MonkeyPatch, name: str, err: int, message: str) -> None:
+    """Make read_file's own os.open of `name` fail with `err`; other opens pass through."""
+    real_open = os.open
+
+    def fake(path: Any, flags: int, *args: Any) -> int:
+        if str(path).endswith(name):
+            raise OSError(err, message, str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", fake)
+
+
+# CI runs as root, which reads a chmod 000 file, so here the OS's refusal is simulated.
 async def test_os_refusing_the_open_is_a_permission_error_even_as_root(
     ws: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # As root a chmod 000 file is readable, so make read_file's own os.open refuse it.
     (ws / "secret.txt").write_text("x")
-    real_open = os.open
-
-    def deny(path: Any, flags: int, *args: Any) -> int:
-        if str(path).endswith("secret.txt"):
-            raise PermissionError(13, "Permission denied", str(path))
-        return real_open(path, flags, *args)
-
-    monkeypatch.setattr(os, "open", deny)  # read_file calls os.open; others pass through
-    refused(await read(ws, "secret.txt"), "permission_error", "Permission denied: ")
+    _failing_open(monkeypatch, "secret.txt", errno.EACCES, "Permission denied")
+    result = await read(ws, "secret.txt")
+    # the path as the model gave it, not the absolute one
+    assert result == ToolResult(
+        content="Permission denied: secret.txt", is_error=True, error_type="permission_error"
+    )
     assert (await read(ws, "README.md")).content == "# Demo\n"  # the others still open
+
+
+async def test_symlink_swapped_in_after_the_checks_is_not_followed(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # O_NOFOLLOW makes the open fail with ELOOP if the file became a symlink meanwhile.
+    (ws / "swapped.txt").write_text("x")
+    _failing_open(monkeypatch, "swapped.txt", errno.ELOOP, "Too many levels of symbolic links")
+    refused(await read(ws, "swapped.txt"), "permission_error", "swapped.txt became a symlink")
+
+
+async def test_file_removed_after_the_checks_is_not_found(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (ws / "gone.txt").write_text("x")
+    _failing_open(monkeypatch, "gone.txt", errno.ENOENT, "No such file or directory")
+    result = await read(ws, "gone.txt")
+    assert result == ToolResult(
+        content="no such file: gone.txt", is_error=True, error_type="not_found"
+    )
 
 
 async def test_a_permission_error_raised_by_a_subclass_is_a_permission_error(ws: Path) -> None:
@@ -311,6 +354,26 @@ async def test_bad_paths_are_errors_not_crashes(ws: Path) -> None:
     for path in ["README.md/x", "bad\ud800.txt", "a" * 300, "/".join(["a"] * 3000)]:
         result = await read(ws, path)
         assert result.is_error, (path[:20], result)
+
+
+async def test_a_newline_in_a_path_is_escaped_so_the_error_stays_one_line(ws: Path) -> None:
+    result = await read(ws, "no\nsuch.md")
+    assert result == ToolResult(
+        content="no such file: 'no\\nsuch.md'", is_error=True, error_type="not_found"
+    )
+
+
+async def test_a_file_with_a_newline_in_its_name_is_still_read(ws: Path) -> None:
+    (ws / "two\nlines.txt").write_text("ok")
+    assert await read(ws, "two\nlines.txt") == ToolResult.ok("ok")
+
+
+async def test_a_long_missing_path_gives_a_short_error(ws: Path) -> None:
+    path = "/".join(["d" * 200] * 20)  # 4 KB: within PATH_MAX, every name within NAME_MAX
+    result = await read(ws, path)
+    assert result.error_type == "not_found"
+    assert result.content.startswith("no such file: ddd")
+    assert len(result.content) <= 300
 
 
 async def test_symlink_inside_the_workspace_to_a_file_inside_is_allowed(ws: Path) -> None:

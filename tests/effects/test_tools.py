@@ -196,6 +196,38 @@ async def test_a_non_object_input_is_invalid_input() -> None:
     assert "is not of type 'object'" in result.content
 
 
+async def test_input_nested_too_deep_to_check_is_invalid_input_not_a_crash() -> None:
+    # jsonschema quotes the value in its message; repr of a list 5000 deep overflows the stack.
+    deep: Any = "x"
+    for _ in range(5000):
+        deep = [deep]
+    result = await _call(Raising(), {"n": deep})
+    assert result == ToolResult.error(
+        ErrorType.INVALID_INPUT,
+        "invalid input for raising: it could not be checked (RecursionError)",
+    )
+
+
+async def test_a_huge_wrong_value_is_elided_to_a_short_message() -> None:
+    result = await _call(Raising(), {"n": "y" * 100_000})
+    assert result.error_type == "invalid_input"
+    assert len(result.content) <= 300
+    assert result.content.startswith("invalid input for raising at n: 'yyy")
+    assert result.content.endswith("yyy' is not of type 'number'")
+    assert " ... " in result.content
+
+
+async def test_a_huge_unknown_name_is_elided_but_every_known_tool_is_listed() -> None:
+    class Named(Raising):
+        name = "tool_with_a_rather_long_name_" + "x" * 300
+
+    registry = ToolRegistry([Named(), Sleepy()])
+    result = await invoke_tool(registry, ToolCall(id="t", name="z" * 10_000, input={}))
+    assert result.error_type == "unknown_tool"
+    assert result.content.endswith(f"; the tools are: {Named.name}, sleepy")
+    assert len(result.content) < 100 + len(f"unknown tool ; the tools are: {Named.name}, sleepy")
+
+
 # --- timeouts ----------------------------------------------------------------------------------
 
 
@@ -250,6 +282,21 @@ def test_an_abandoned_blocking_tool_does_not_keep_the_process_alive() -> None:
     except subprocess.TimeoutExpired:
         pytest.fail("the process was still alive 2 s after its run ended")
     assert done.stdout.strip() == "timeout"
+
+
+async def test_a_tool_that_turns_the_cancellation_into_its_own_error_still_timed_out() -> None:
+    class Wrapping(Sleepy):
+        name = "wrapping"
+
+        async def invoke(self, input: JsonObject) -> ToolResult | str:
+            try:
+                await anyio.sleep(input["n"])
+            except anyio.get_cancelled_exc_class():
+                raise RuntimeError("connection aborted") from None
+            return "woke"
+
+    result = await _call(Wrapping(timeout=0.1), {"n": 30})
+    assert result == ToolResult.error(ErrorType.TIMEOUT, "wrapping timed out after 0.1s")
 
 
 # --- exceptions raised by a tool ---------------------------------------------------------------
@@ -315,6 +362,23 @@ async def test_a_timeout_error_raised_by_the_tool_does_not_claim_the_limit_elaps
     assert "after 10s" not in result.content
 
 
+async def test_an_exception_whose_str_fails_is_still_a_runtime_error() -> None:
+    class Broken(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no str for you")
+
+    result = await _call(Raising(Broken()), {"n": 1})
+    assert result == ToolResult.error(ErrorType.RUNTIME_ERROR, "Broken")
+
+
+async def test_a_long_exception_message_is_elided() -> None:
+    result = await _call(Raising(ValueError("v" * 10_000 + " the end")), {"n": 1})
+    assert result.error_type == "runtime_error"
+    assert len(result.content) <= 300
+    assert result.content.startswith("ValueError: vvv")
+    assert result.content.endswith("the end")
+
+
 # --- cancellation ------------------------------------------------------------------------------
 
 
@@ -346,6 +410,19 @@ def test_the_default_timeout_is_ten_seconds(tmp_path: Path) -> None:
     assert DEFAULT_TIMEOUT == 10.0
     assert Sleepy().timeout == 10.0
     assert ReadFileTool(tmp_path).timeout == 10.0
+    assert Sleepy(timeout=0.3).timeout == 0.3
+
+
+def test_a_tool_with_its_own_init_still_has_the_default_timeout() -> None:
+    class OwnInit(Sleepy):
+        def __init__(self) -> None:  # does not call super().__init__
+            self.ready = True
+
+    tool = OwnInit()
+    assert tool.timeout == 10.0
+    tool.timeout = 0.3  # overridable per instance, as tests do
+    assert tool.timeout == 0.3
+    assert OwnInit.timeout == 10.0
 
 
 def test_registry_rejects_duplicate_names() -> None:
@@ -388,6 +465,12 @@ _json = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
     max_leaves=8,
 )
+# Paths made of pieces that mean something here, and long names near the OS limits.
+_path = st.lists(
+    st.sampled_from(["a.txt", "sub", "..", ".", "", "loop", "\n", "x" * 255]) | _text,
+    min_size=1,
+    max_size=8,
+).map("/".join)
 
 
 @settings(
@@ -399,6 +482,7 @@ _json = st.recursive(
     tool_input=st.one_of(
         st.fixed_dictionaries({"path": _json}),
         st.fixed_dictionaries({"path": _text}),
+        st.fixed_dictionaries({"path": _path}),
         st.dictionaries(_text, _json, max_size=4),
         _json,  # not a dict at all: the provider would pass it on as it came
     )
@@ -407,6 +491,9 @@ def test_read_file_returns_a_result_and_never_raises_whatever_the_input(
     tmp_path: Path, tool_input: Any
 ) -> None:
     (tmp_path / "a.txt").write_text("hello")
+    (tmp_path / "sub").mkdir(exist_ok=True)
+    if not (tmp_path / "loop").is_symlink():
+        (tmp_path / "loop").symlink_to("loop")
     registry = ToolRegistry([ReadFileTool(tmp_path)])
 
     async def call() -> ToolResult:
@@ -423,5 +510,8 @@ def test_read_file_returns_a_result_and_never_raises_whatever_the_input(
     if not well_formed:  # the schema refuses it before the tool runs
         assert result.error_type == "invalid_input"
         assert result.content.startswith("invalid input for read_file")
-    if not result.is_error:
+    if result.is_error:  # for the model: one short line
+        assert "\n" not in result.content
+        assert len(result.content) <= 300
+    else:
         assert result.content == "hello"

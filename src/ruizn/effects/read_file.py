@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
 from ruizn.effects.tools import DEFAULT_TIMEOUT, BlockingTool, ToolInputError
-from ruizn.state import ErrorType, JsonObject, ToolResult
+from ruizn.state import JsonObject, ToolResult
 
 MAX_BYTES = 512 * 1024
 TRUNCATED = "\n[truncated]"
@@ -48,24 +48,26 @@ class ReadFileTool(BlockingTool):
     def run(self, input: JsonObject) -> ToolResult | str:
         given = input["path"]
         target = self._resolve(given)
+        shown = _shown(given)
         try:
             info = os.stat(target)
         except (FileNotFoundError, NotADirectoryError):
-            return ToolResult.error(ErrorType.NOT_FOUND, f"no such file: {given}")
+            # Raised, like every refusal here, so invoke_tool shortens a 4 KB path.
+            raise FileNotFoundError(errno.ENOENT, "no such file", shown) from None
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                raise ToolInputError(f"{given}: symlink loop") from None
+                raise ToolInputError(f"{shown}: symlink loop") from None
             if exc.errno == errno.ENAMETOOLONG:
                 raise ToolInputError("path is too long") from None
             raise
         if stat.S_ISDIR(info.st_mode):
-            raise ToolInputError(f"{given} is a directory, not a file")
+            raise ToolInputError(f"{shown} is a directory, not a file")
         if not stat.S_ISREG(info.st_mode):
-            raise ToolInputError(f"{given} is not a regular file (a pipe, socket or device)")
-        data = self._read_capped(target, given)
+            raise ToolInputError(f"{shown} is not a regular file (a pipe, socket or device)")
+        data = self._read_capped(target, shown)
         if b"\0" in data[:_BINARY_PROBE]:
             size = f"{info.st_size} bytes"
-            raise ToolInputError(f"{given} is a binary file ({size}); read_file returns text only")
+            raise ToolInputError(f"{shown} is a binary file ({size}); read_file returns text only")
         if len(data) > self.max_bytes:
             return _decode(_whole_chars(data[: self.max_bytes])) + TRUNCATED
         return _decode(data)
@@ -85,19 +87,28 @@ class ReadFileTool(BlockingTool):
                 "absolute paths are not allowed; give a path relative to the workspace"
             )
         if ".." in pure.parts:
-            raise PermissionError(f"{given}: '..' is not allowed in a path")
+            raise PermissionError(f"{_shown(given)}: '..' is not allowed in a path")
         # realpath follows symlink chains and stops (without hanging) on a loop.
         resolved = os.path.realpath(self.workspace / pure)
         if not Path(resolved).is_relative_to(self.workspace):
-            raise PermissionError(f"{given} resolves outside the workspace")
+            raise PermissionError(f"{_shown(given)} resolves outside the workspace")
         return resolved
 
-    def _read_capped(self, target: str, given: str) -> bytes:
+    def _read_capped(self, target: str, shown: str) -> bytes:
         # O_NONBLOCK: a FIFO swapped in after the check still cannot block the open.
-        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        # O_NOFOLLOW: nor can a symlink swapped in for the file lead elsewhere.
+        try:
+            fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        except OSError as exc:
+            # Name the path as the model gave it, not the absolute one.
+            if exc.errno == errno.ELOOP:
+                raise PermissionError(f"{shown} became a symlink; not followed") from None
+            if exc.errno == errno.ENOENT:  # removed since the stat
+                raise FileNotFoundError(exc.errno, "no such file", shown) from None
+            raise type(exc)(exc.errno, exc.strerror, shown) from None
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise ToolInputError(f"{given} is not a regular file")
+                raise ToolInputError(f"{shown} is not a regular file")
             limit = self.max_bytes + 1
             chunks: list[bytes] = []
             got = 0
@@ -110,6 +121,11 @@ class ReadFileTool(BlockingTool):
             return b"".join(chunks)
         finally:
             os.close(fd)
+
+
+def _shown(given: str) -> str:
+    """The path for an error message: one line, so a newline in a name is escaped."""
+    return given if given.isprintable() else repr(given)
 
 
 def _whole_chars(data: bytes) -> bytes:

@@ -23,6 +23,9 @@ import jsonschema.exceptions
 from ruizn.state import ErrorType, JsonObject, ToolCall, ToolResult
 
 DEFAULT_TIMEOUT = 10.0
+# Error text is for the model: a line or two. jsonschema quotes the offending value whole,
+# and a model can send a 100 KB string where a number belongs.
+_MAX_ERROR_CHARS = 300
 
 
 class ToolInputError(Exception):
@@ -35,6 +38,8 @@ class BaseTool(abc.ABC):
     input_schema: ClassVar[JsonObject]
     # Safe to run again after a crash interrupted it (resume re-runs these).
     read_only: ClassVar[bool] = False
+    # Also a class attribute, so a subclass with its own __init__ still has one.
+    timeout: float = DEFAULT_TIMEOUT
 
     def __init__(self, *, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.timeout = timeout
@@ -113,7 +118,11 @@ class ToolRegistry:
 
     def validation_error(self, name: str, tool_input: Any) -> str | None:
         """Why `tool_input` does not fit the tool's schema, or None if it does."""
-        error = jsonschema.exceptions.best_match(self._validators[name].iter_errors(tool_input))
+        try:
+            errors = self._validators[name].iter_errors(tool_input)
+            error = jsonschema.exceptions.best_match(errors)
+        except Exception as exc:  # a RecursionError quoting an input nested a thousand deep
+            return f"invalid input for {name}: it could not be checked ({type(exc).__name__})"
         if error is None:
             return None
         where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
@@ -131,43 +140,82 @@ async def invoke_tool(registry: ToolRegistry, call: ToolCall) -> ToolResult:
     tool = registry.get(call.name)
     if tool is None:
         known = ", ".join(registry.names) or "none"
+        # Shorten only the name the model made up: every known name must stay in the list.
         return ToolResult.error(
-            ErrorType.UNKNOWN_TOOL, f"unknown tool {call.name!r}; the tools are: {known}"
+            ErrorType.UNKNOWN_TOOL,
+            f"unknown tool {_clip(repr(call.name), 100)}; the tools are: {known}",
         )
     problem = registry.validation_error(call.name, call.input)
     if problem is not None:
-        return ToolResult.error(ErrorType.INVALID_INPUT, problem)
+        return _error(ErrorType.INVALID_INPUT, problem)
+    # A deadline scope rather than fail_after: fail_after turns our limit into TimeoutError,
+    # which could not be told apart from a TimeoutError the tool raised (a socket's, say).
+    limit = anyio.CancelScope(deadline=anyio.current_time() + tool.timeout)
     try:
-        with anyio.CancelScope(deadline=anyio.current_time() + tool.timeout) as deadline:
+        with limit:
             outcome = await tool.invoke(call.input)
-    except TimeoutError as exc:  # the tool's own (a socket's, say), not our limit
-        return ToolResult.error(ErrorType.TIMEOUT, f"{call.name}: {type(exc).__name__}: {exc}")
-    except PermissionError as exc:
-        return ToolResult.error(ErrorType.PERMISSION_ERROR, _reason(exc))
-    except FileNotFoundError as exc:
-        return ToolResult.error(ErrorType.NOT_FOUND, _reason(exc))
-    except ToolInputError as exc:
-        return ToolResult.error(ErrorType.INVALID_INPUT, str(exc))
     except Exception as exc:  # the model should hear of any tool failure; cancellation is not one
-        return ToolResult.error(ErrorType.RUNTIME_ERROR, f"{type(exc).__name__}: {exc}")
-    if deadline.cancelled_caught:
-        return ToolResult.error(
-            ErrorType.TIMEOUT, f"{call.name} timed out after {_seconds(tool.timeout)}"
-        )
+        if limit.cancel_called:  # the tool turned our cancellation into an error of its own
+            return _timed_out(call.name, tool.timeout)
+        return _failure(call.name, exc)
+    if limit.cancelled_caught:
+        return _timed_out(call.name, tool.timeout)
     if isinstance(outcome, str):
         return ToolResult.ok(outcome)
     if isinstance(outcome, ToolResult):
         return outcome
-    return ToolResult.error(
+    return _error(
         ErrorType.RUNTIME_ERROR,
         f"{call.name} returned {type(outcome).__name__}, not text or a ToolResult",
     )
 
 
+def _failure(name: str, exc: Exception) -> ToolResult:
+    match exc:
+        case TimeoutError():  # the tool's own, not our limit: say what it was
+            return _error(ErrorType.TIMEOUT, f"{name}: {_describe(exc)}")
+        case PermissionError():
+            return _error(ErrorType.PERMISSION_ERROR, _reason(exc))
+        case FileNotFoundError():
+            return _error(ErrorType.NOT_FOUND, _reason(exc))
+        case ToolInputError():
+            return _error(ErrorType.INVALID_INPUT, _text(exc) or "invalid input")
+        case _:
+            return _error(ErrorType.RUNTIME_ERROR, _describe(exc))
+
+
+def _timed_out(name: str, timeout: float) -> ToolResult:
+    return _error(ErrorType.TIMEOUT, f"{name} timed out after {_seconds(timeout)}")
+
+
+def _error(error_type: ErrorType, content: str) -> ToolResult:
+    return ToolResult.error(error_type, _clip(content, _MAX_ERROR_CHARS))
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    # Elide the middle: the start says where, the end says what is wrong with it.
+    half = (limit - 5) // 2
+    return f"{text[:half]} ... {text[-half:]}"
+
+
 def _reason(exc: OSError) -> str:
     if exc.strerror and exc.filename:
         return f"{exc.strerror}: {exc.filename}"
-    return str(exc) or type(exc).__name__
+    return _text(exc) or type(exc).__name__
+
+
+def _describe(exc: BaseException) -> str:
+    text = _text(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _text(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # a broken __str__ must not make invoke_tool raise
+        return ""
 
 
 def _seconds(timeout: float) -> str:
