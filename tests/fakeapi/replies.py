@@ -1,4 +1,8 @@
-"""What the fake server can be told to answer."""
+"""What the fake server can be told to answer: the script's vocabulary.
+
+Fault positions count every event written, `message_start` being 1 and `ping` included;
+"after N events" means N events reached the wire before the fault.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +15,14 @@ from typing import Any
 @dataclass(frozen=True)
 class Text:
     text: str
-    chunk: int = 4  # characters per text_delta
+    chunk: int = 4  # characters (not bytes) per text_delta
 
 
 @dataclass(frozen=True)
 class ToolUse:
+    """Input streamed as `input_json_delta`s: "" then 1-12 character pieces, cut at places
+    seeded by `id` (the same in every process), so a piece may end mid-key or mid-escape."""
+
     id: str
     name: str
     input: dict[str, Any]
@@ -23,12 +30,16 @@ class ToolUse:
 
 @dataclass(frozen=True)
 class Thinking:
+    """thinking_delta pieces, then one signature_delta."""
+
     thinking: str
     signature: str
 
 
 @dataclass(frozen=True)
 class RedactedThinking:
+    """All of `data` in content_block_start, no deltas (recording 12)."""
+
     data: str
 
 
@@ -48,17 +59,17 @@ class Stream:
     """A 200 text/event-stream reply, optionally with a fault part-way."""
 
     blocks: tuple[Block, ...]
-    stop_reason: str = "end_turn"
+    stop_reason: str = "end_turn"  # or tool_use, max_tokens, stop_sequence
     usage: Usage | None = None  # None: the server's prompt-cache emulation decides
-    pings: bool = True
-    token_delay: float = 0.0  # seconds before each delta ("trickle")
-    error_after: int | None = None  # events before a mid-stream `event: error`
-    drop_after: int | None = None  # events before the connection is cut
+    pings: bool = True  # one `ping` right after the first content_block_start
+    token_delay: float = 0.0  # seconds slept before each delta ("trickle")
+    error_after: int | None = None  # events before `event: error` (overloaded) ends the body
+    drop_after: int | None = None  # events before the connection is cut mid-body
     stall_after: int | None = None  # events before a silence of stall_seconds
     stall_seconds: float = 0.0
     incomplete_last_tool: bool = False  # cut the last tool_use's JSON, no content_block_stop
     model: str = "claude-sonnet-4-5"
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict)  # extra response headers
 
 
 @dataclass(frozen=True)
@@ -71,12 +82,17 @@ class HttpError:
 
 @dataclass(frozen=True)
 class Hang:
+    """Read the request, send no status line for `seconds` (or until stop()), then close."""
+
     seconds: float
 
 
 @dataclass(frozen=True)
 class Recording:
-    stem: Path  # <stem>.response.sse or <stem>.response.json (+ .meta.json for the status)
+    """Bytes served verbatim: <stem>.response.sse with 200, or <stem>.response.json with the
+    status (and the x-should-retry / retry-after headers) from <stem>.meta.json."""
+
+    stem: Path
 
 
 Reply = Stream | HttpError | Hang | Recording
@@ -91,7 +107,11 @@ def tool_loop(
     final_text: str = "Done.",
     text: str = "Reading.",
 ) -> Callable[[dict[str, Any], int], Reply]:
-    """Stateless: ask for a tool until the request holds `tool_turns` assistant turns."""
+    """Stateless: ask for a tool until the request holds `tool_turns` assistant turns.
+
+    Stateless so that concurrent clients and retries each get the reply their own history
+    calls for; the tool_use id is `toolu_<turn:04d>_loop`, the same in every run.
+    """
     call_input = tool_input if tool_input is not None else {"path": "README.md"}
 
     def reply(body: dict[str, Any], index: int) -> Reply:

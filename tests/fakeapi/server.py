@@ -5,6 +5,10 @@ message_start and message_delta, a request-id header, JSON error bodies, and the
 real API shows (mid-stream `event: error`, dropped connections, stalls, hangs). Standard
 library only. Chunked transfer with keep-alive, so the SDK's connection pool works as it
 does against the real API.
+
+    python -m tests.fakeapi.server --tool-loop N [--port P] [--trickle SECONDS]
+
+prints `http://127.0.0.1:PORT` once listening and serves until SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -13,12 +17,13 @@ import argparse
 import contextlib
 import itertools
 import json
-import random
 import signal
 import socket
 import sys
 import threading
 import time
+import traceback
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -29,243 +34,46 @@ from tests.fakeapi.replies import (
     Hang,
     HttpError,
     Recording,
-    RedactedThinking,
     Reply,
     Script,
     Stream,
     Text,
-    Thinking,
-    ToolUse,
     Usage,
     tool_loop,
 )
+from tests.fakeapi.sse import (
+    Event,
+    dumps,
+    encode,
+    error_body,
+    final_message,
+    output_tokens,
+    overloaded_event,
+    stream_events,
+)
+
+__all__ = [
+    "FakeAnthropic",
+    "RecordedRequest",
+    "final_message",
+    "free_port",
+    "long_answer",
+    "main",
+    "stream_events",
+]
+
+# Response headers of a recorded error that change what a client does (retry or not).
+_RECORDED_HEADERS = ("x-should-retry", "retry-after", "retry-after-ms")
 
 
 @dataclass
 class RecordedRequest:
     body: dict[str, Any]
-    headers: dict[str, str]
+    headers: dict[str, str]  # names lower-cased
 
 
 class _Dropped(Exception):
-    pass
-
-
-def _sse(name: str, data: dict[str, Any]) -> bytes:
-    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return f"event: {name}\ndata: {payload}\n\n".encode()
-
-
-def _split(text: str, seed: int) -> list[str]:
-    """Fragments at pseudo-random places (deterministic per input), as the API does."""
-    rng = random.Random(seed)
-    out, i = [], 0
-    while i < len(text):
-        step = rng.randint(1, 12)
-        out.append(text[i : i + step])
-        i += step
-    return out
-
-
-def _output_tokens(blocks: tuple[Any, ...]) -> int:
-    size = 0
-    for block in blocks:
-        match block:
-            case Text(text=text):
-                size += len(text)
-            case ToolUse(input=value):
-                size += len(json.dumps(value))
-            case Thinking(thinking=text):
-                size += len(text)
-            case RedactedThinking(data=data):
-                size += len(data)
-    return max(1, size // 4)
-
-
-def stream_events(
-    reply: Stream, usage: Usage, message_id: str
-) -> list[tuple[str, dict[str, Any], bool]]:
-    """(event name, data, is_delta) in wire order."""
-    start_usage = {
-        "input_tokens": usage.input_tokens,
-        "cache_creation_input_tokens": usage.cache_creation_input_tokens,
-        "cache_read_input_tokens": usage.cache_read_input_tokens,
-        "output_tokens": 1,
-    }
-    events: list[tuple[str, dict[str, Any], bool]] = [
-        (
-            "message_start",
-            {
-                "type": "message_start",
-                "message": {
-                    "id": message_id,
-                    "type": "message",
-                    "role": "assistant",
-                    "model": reply.model,
-                    "content": [],
-                    "stop_reason": None,
-                    "stop_sequence": None,
-                    "usage": start_usage,
-                },
-            },
-            False,
-        )
-    ]
-    last_tool = max((i for i, b in enumerate(reply.blocks) if isinstance(b, ToolUse)), default=-1)
-    for index, block in enumerate(reply.blocks):
-        cut = reply.incomplete_last_tool and index == last_tool
-        match block:
-            case Text(text=text, chunk=chunk):
-                events.append(
-                    (
-                        "content_block_start",
-                        {
-                            "type": "content_block_start",
-                            "index": index,
-                            "content_block": {"type": "text", "text": ""},
-                        },
-                        False,
-                    )
-                )
-                for i in range(0, len(text), max(1, chunk)):
-                    events.append(
-                        (
-                            "content_block_delta",
-                            {
-                                "type": "content_block_delta",
-                                "index": index,
-                                "delta": {"type": "text_delta", "text": text[i : i + chunk]},
-                            },
-                            True,
-                        )
-                    )
-            case ToolUse(id=tool_id, name=name, input=value):
-                events.append(
-                    (
-                        "content_block_start",
-                        {
-                            "type": "content_block_start",
-                            "index": index,
-                            "content_block": {
-                                "type": "tool_use",
-                                "id": tool_id,
-                                "name": name,
-                                "input": {},
-                            },
-                        },
-                        False,
-                    )
-                )
-                raw = json.dumps(value, ensure_ascii=False)
-                if cut:
-                    raw = raw[: max(1, len(raw) // 2)]
-                for part in ["", *_split(raw, hash(tool_id) & 0xFFFF)]:
-                    events.append(
-                        (
-                            "content_block_delta",
-                            {
-                                "type": "content_block_delta",
-                                "index": index,
-                                "delta": {"type": "input_json_delta", "partial_json": part},
-                            },
-                            True,
-                        )
-                    )
-            case Thinking(thinking=text, signature=signature):
-                events.append(
-                    (
-                        "content_block_start",
-                        {
-                            "type": "content_block_start",
-                            "index": index,
-                            "content_block": {"type": "thinking", "thinking": "", "signature": ""},
-                        },
-                        False,
-                    )
-                )
-                for part in _split(text, len(text)):
-                    events.append(
-                        (
-                            "content_block_delta",
-                            {
-                                "type": "content_block_delta",
-                                "index": index,
-                                "delta": {"type": "thinking_delta", "thinking": part},
-                            },
-                            True,
-                        )
-                    )
-                events.append(
-                    (
-                        "content_block_delta",
-                        {
-                            "type": "content_block_delta",
-                            "index": index,
-                            "delta": {"type": "signature_delta", "signature": signature},
-                        },
-                        True,
-                    )
-                )
-            case RedactedThinking(data=data):
-                events.append(
-                    (
-                        "content_block_start",
-                        {
-                            "type": "content_block_start",
-                            "index": index,
-                            "content_block": {"type": "redacted_thinking", "data": data},
-                        },
-                        False,
-                    )
-                )
-        if index == 0 and reply.pings:
-            events.append(("ping", {"type": "ping"}, False))
-        if not cut:
-            events.append(
-                ("content_block_stop", {"type": "content_block_stop", "index": index}, False)
-            )
-    events.append(
-        (
-            "message_delta",
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": reply.stop_reason, "stop_sequence": None},
-                "usage": {**start_usage, "output_tokens": usage.output_tokens},
-            },
-            False,
-        )
-    )
-    events.append(("message_stop", {"type": "message_stop"}, False))
-    return events
-
-
-def final_message(reply: Stream, usage: Usage, message_id: str) -> dict[str, Any]:
-    content: list[dict[str, Any]] = []
-    for block in reply.blocks:
-        match block:
-            case Text(text=text):
-                content.append({"type": "text", "text": text})
-            case ToolUse(id=tool_id, name=name, input=value):
-                content.append({"type": "tool_use", "id": tool_id, "name": name, "input": value})
-            case Thinking(thinking=text, signature=signature):
-                content.append({"type": "thinking", "thinking": text, "signature": signature})
-            case RedactedThinking(data=data):
-                content.append({"type": "redacted_thinking", "data": data})
-    return {
-        "id": message_id,
-        "type": "message",
-        "role": "assistant",
-        "model": reply.model,
-        "content": content,
-        "stop_reason": reply.stop_reason,
-        "stop_sequence": None,
-        "usage": {
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-            "cache_creation_input_tokens": usage.cache_creation_input_tokens,
-            "cache_read_input_tokens": usage.cache_read_input_tokens,
-        },
-    }
+    """The handler cut the connection on purpose; nothing more may be written."""
 
 
 class FakeAnthropic:
@@ -280,6 +88,7 @@ class FakeAnthropic:
         self._lock = threading.Lock()
         self._counter = itertools.count(1)
         self._stopping = threading.Event()
+        self._connections: set[socket.socket] = set()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -289,20 +98,31 @@ class FakeAnthropic:
         class Handler(_Handler):
             fake = owner
 
+        self._stopping.clear()
         server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        server.daemon_threads = True
+        server.daemon_threads = True  # a hung handler must not keep the process alive
         self._server = server
         self.base_url = f"http://127.0.0.1:{server.server_address[1]}"
-        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
+        # A short poll interval: shutdown() waits up to one interval, and tests stop often.
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
         self._thread.start()
         return self
 
     def stop(self) -> None:
+        """Return quickly even mid-Hang or mid-trickle: sleeping handlers wake on the event,
+        idle keep-alive connections are shut so their threads (and clients) see the end."""
         self._stopping.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+        with self._lock:
+            connections = list(self._connections)
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
 
     def __enter__(self) -> FakeAnthropic:
         return self.start()
@@ -314,17 +134,28 @@ class FakeAnthropic:
         """Sleep unless the server stops; True if it stopped."""
         return self._stopping.wait(seconds)
 
-    def next_reply(self, body: dict[str, Any], headers: dict[str, str]) -> tuple[Reply, int]:
+    def track(self, conn: socket.socket, *, open_: bool) -> None:
+        with self._lock:
+            if open_:
+                self._connections.add(conn)
+            else:
+                self._connections.discard(conn)
+
+    def next_reply(self, body: dict[str, Any], headers: dict[str, str]) -> Reply:
+        # Index and record under one lock so requests[i] is the request that got reply i.
         with self._lock:
             index = len(self.requests)
             self.requests.append(RecordedRequest(body=body, headers=headers))
         if callable(self.script):
-            return self.script(body, index), index
+            try:
+                return self.script(body, index)
+            except Exception as err:  # a broken scenario must fail the test loudly
+                traceback.print_exc()
+                return HttpError(500, "api_error", f"fakeapi: script raised {err!r}")
         if index < len(self.script):
-            return self.script[index], index
-        return HttpError(
-            500, "api_error", f"fakeapi: script exhausted after {len(self.script)} replies"
-        ), index
+            return self.script[index]
+        message = f"fakeapi: script exhausted after {len(self.script)} replies"
+        return HttpError(500, "api_error", message)
 
     def request_id(self) -> str:
         return f"req_fake_{next(self._counter):06d}"
@@ -332,7 +163,25 @@ class FakeAnthropic:
 
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeAnthropic
-    protocol_version = "HTTP/1.1"
+    protocol_version = "HTTP/1.1"  # keep-alive, so the SDK's pool reuses connections
+    # TCP_NODELAY: each SSE event is its own small send; with Nagle on, the client's delayed
+    # ACK holds every event after the first for ~40 ms.
+    disable_nagle_algorithm = True
+
+    def setup(self) -> None:
+        super().setup()
+        self.fake.track(self.connection, open_=True)
+
+    def handle(self) -> None:
+        # A client that hangs up (a cancelled stream, a closed pool) is routine, not a server
+        # error for socketserver to print a traceback about.
+        with contextlib.suppress(ConnectionError):
+            super().handle()
+
+    def finish(self) -> None:
+        self.fake.track(self.connection, open_=False)
+        with contextlib.suppress(OSError, ValueError):  # the socket may be cut already
+            super().finish()
 
     def log_message(self, format: str, *args: Any) -> None:  # stdlib's name
         pass
@@ -345,124 +194,143 @@ class _Handler(BaseHTTPRequestHandler):
             }
             self._json(200, stats, self.fake.request_id())
         else:
-            self._json(404, _error_body("not_found_error", self.path, "req_none"), "req_none")
+            self._not_found()
 
     def do_DELETE(self) -> None:  # stdlib's name
-        if self.path == "/_stats":  # reset between benchmark runs
-            self.fake.handler_seconds.clear()
+        if self.path != "/_stats":
+            self._not_found()
+            return
+        # Reset between benchmark runs.
+        self.fake.handler_seconds.clear()
+        with self.fake._lock:
             self.fake.requests.clear()
-            self.fake.cache.reset()
-        self._json(200, {}, "req_none")
+        self.fake.cache.reset()
+        self._json(200, {}, self.fake.request_id())
+
+    def do_PUT(self) -> None:  # stdlib's name
+        self._not_found()
+
+    def do_PATCH(self) -> None:  # stdlib's name
+        self._not_found()
 
     def do_POST(self) -> None:  # stdlib's name
         began = time.perf_counter()
         try:
             self._post()
+        except (BrokenPipeError, ConnectionResetError, _Dropped):
+            self.close_connection = True
         finally:
             self.fake.handler_seconds.append(time.perf_counter() - began)
 
-    def _post(self) -> None:
-        length = int(self.headers.get("content-length", "0"))
-        raw = self.rfile.read(length)
+    def _not_found(self) -> None:
+        self._read_body()  # keep the connection usable for the next request
         request_id = self.fake.request_id()
-        if self.path.split("?")[0] != "/v1/messages":
-            self._json(
-                404, _error_body("not_found_error", f"no route {self.path}", request_id), request_id
-            )
+        body = error_body(
+            "not_found_error", f"fakeapi: no route {self.command} {self.path}", request_id
+        )
+        self._json(404, body, request_id)
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("content-length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    def _post(self) -> None:
+        if self.path.split("?")[0] != "/v1/messages":  # the SDK adds ?beta=true for beta
+            self._not_found()
             return
+        raw = self._read_body()
+        request_id = self.fake.request_id()
         try:
             body = json.loads(raw)
         except ValueError:
-            self._json(
-                400,
-                _error_body("invalid_request_error", "body is not JSON", request_id),
-                request_id,
-            )
+            body = None
+        if not isinstance(body, dict):
+            message = "fakeapi: the request body is not a JSON object"
+            self._json(400, error_body("invalid_request_error", message, request_id), request_id)
             return
         headers = {k.lower(): v for k, v in self.headers.items()}
-        reply, _ = self.fake.next_reply(body, headers)
-        try:
-            self._serve(reply, body, request_id)
-        except (BrokenPipeError, ConnectionResetError, _Dropped):
-            self.close_connection = True
+        self._serve(self.fake.next_reply(body, headers), body, request_id)
 
     def _serve(self, reply: Reply, body: dict[str, Any], request_id: str) -> None:
         match reply:
             case HttpError(status=status, error_type=error_type, message=message, headers=extra):
-                self._json(status, _error_body(error_type, message, request_id), request_id, extra)
+                self._json(status, error_body(error_type, message, request_id), request_id, extra)
             case Hang(seconds=seconds):
                 self.fake.sleep(seconds)
-                self.close_connection = True
+                self.close_connection = True  # no status line at all, then the socket closes
             case Recording(stem=stem):
                 self._recording(Path(stem), request_id)
             case Stream():
                 if reply.usage is None:
                     uncached, creation, read = self.fake.cache.usage(body)
-                    usage = Usage(uncached, _output_tokens(reply.blocks), creation, read)
+                    usage = Usage(uncached, output_tokens(reply.blocks), creation, read)
                 else:
                     usage = reply.usage
                 message_id = f"msg_{request_id}"
+                stop_sequence = _stop_sequence(reply, body)
                 if not body.get("stream"):
-                    self._json(200, final_message(reply, usage, message_id), request_id)
+                    whole = final_message(reply, usage, message_id, stop_sequence=stop_sequence)
+                    self._json(200, whole, request_id)
                     return
-                self._stream(reply, usage, message_id, request_id)
+                events = stream_events(reply, usage, message_id, stop_sequence=stop_sequence)
+                self._stream(reply, events, request_id)
 
-    def _stream(self, reply: Stream, usage: Usage, message_id: str, request_id: str) -> None:
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream; charset=utf-8")
-        self.send_header("request-id", request_id)
-        self.send_header("transfer-encoding", "chunked")
-        for key, value in reply.headers.items():
-            self.send_header(key, value)
-        self.end_headers()
-        for count, (name, data, is_delta) in enumerate(stream_events(reply, usage, message_id)):
-            if reply.error_after is not None and count == reply.error_after:
-                self._chunk(
-                    _sse(
-                        "error",
-                        {
-                            "type": "error",
-                            "error": {
-                                "details": None,
-                                "type": "overloaded_error",
-                                "message": "Overloaded",
-                            },
-                            "request_id": request_id,
-                        },
-                    )
-                )
-                self._end()
+    def _stream(self, reply: Stream, events: list[Event], request_id: str) -> None:
+        self._sse_head(request_id, reply.headers)
+        for count, (name, data, is_delta) in enumerate(events):
+            # `count` events have been sent: the faults fire "after N events".
+            if count == reply.error_after:
+                self._chunk(overloaded_event(request_id))
+                self._end()  # the API ends the body cleanly, without message_stop
                 return
-            if reply.drop_after is not None and count == reply.drop_after:
+            if count == reply.drop_after:
                 self._drop()
-            stall = reply.stall_after is not None and count == reply.stall_after
-            if stall and self.fake.sleep(reply.stall_seconds):
+            if count == reply.stall_after and self.fake.sleep(reply.stall_seconds):
                 self._drop()
             if is_delta and reply.token_delay and self.fake.sleep(reply.token_delay):
                 self._drop()
-            self._chunk(_sse(name, data))
+            self._chunk(encode(name, data))
         self._end()
 
     def _recording(self, stem: Path, request_id: str) -> None:
         sse = stem.with_name(stem.name + ".response.sse")
         if sse.exists():
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream; charset=utf-8")
-            self.send_header("request-id", request_id)
-            self.send_header("transfer-encoding", "chunked")
-            self.end_headers()
-            self._chunk(sse.read_bytes())
+            self._sse_head(request_id, {})
+            self._chunk(sse.read_bytes())  # verbatim, padding and all
             self._end()
             return
-        meta = json.loads(stem.with_name(stem.name + ".meta.json").read_text())
-        status = meta.get("status", {}).get("code", 200)
+        meta_path = stem.with_name(stem.name + ".meta.json")
+        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+        status = int(meta.get("status", {}).get("code", 200))
+        extra: dict[str, str] = {}
+        for key, values in (meta.get("response_headers") or {}).items():
+            if key.lower() in _RECORDED_HEADERS and values:
+                extra[key.lower()] = values[0] if isinstance(values, list) else str(values)
         payload = stem.with_name(stem.name + ".response.json").read_bytes()
-        self._raw(status, payload, request_id)
+        self._raw(status, payload, request_id, extra)
 
-    def _json(self, status: int, data: dict[str, Any], request_id: str, extra: Any = None) -> None:
-        self._raw(status, json.dumps(data).encode(), request_id, extra)
+    def _sse_head(self, request_id: str, extra: Mapping[str, str]) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("request-id", request_id)
+        self.send_header("transfer-encoding", "chunked")
+        for key, value in extra.items():
+            self.send_header(key, value)
+        self.end_headers()
 
-    def _raw(self, status: int, payload: bytes, request_id: str, extra: Any = None) -> None:
+    def _json(
+        self,
+        status: int,
+        data: dict[str, Any],
+        request_id: str,
+        extra: Mapping[str, str] | None = None,
+    ) -> None:
+        self._raw(status, dumps(data).encode(), request_id, extra)
+
+    def _raw(
+        self, status: int, payload: bytes, request_id: str, extra: Mapping[str, str] | None = None
+    ) -> None:
         self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("request-id", request_id)
@@ -474,6 +342,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _chunk(self, data: bytes) -> None:
+        # One write per event (size line, data, CRLF), so an event never straddles sends.
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
 
@@ -482,53 +351,79 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _drop(self) -> None:
+        """Cut the connection mid-body: FIN without the terminating chunk. socketserver
+        closes the socket after the handler returns; nothing else is written."""
         self.wfile.flush()
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
-        self.connection.close()
+        self.close_connection = True
         raise _Dropped
 
 
-def _error_body(error_type: str, message: str, request_id: str) -> dict[str, Any]:
-    return {
-        "type": "error",
-        "error": {"type": error_type, "message": message},
-        "request_id": request_id,
-    }
+def _stop_sequence(reply: Stream, body: dict[str, Any]) -> str | None:
+    # The API names the sequence that matched; the fake says the request's first one.
+    if reply.stop_reason != "stop_sequence":
+        return None
+    sequences = body.get("stop_sequences") or []
+    return str(sequences[0]) if sequences else None
 
 
 def free_port() -> int:
+    """A port nothing listens on (bound and released at once), for connection-refused tests."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
     return port
 
 
-def long_answer(deltas: int, token_delay: float) -> Any:
+def long_answer(deltas: int, token_delay: float) -> Callable[[dict[str, Any], int], Reply]:
+    """A scenario answering every request with one text of `deltas` text_deltas."""
     words = "".join(f"w{i % 1000:03d} " for i in range(deltas))  # 5 characters a delta
-    return lambda body, index: Stream((Text(words, chunk=5),), token_delay=token_delay)
+    answer = Stream((Text(words, chunk=5),), token_delay=token_delay)
+    return lambda body, index: answer
+
+
+def _trickled(inner: Callable[[dict[str, Any], int], Reply], delay: float) -> Script:
+    """`inner`, with its final answer replaced by a long one trickled at `delay`."""
+    answer = long_answer(200, delay)
+
+    def reply(body: dict[str, Any], index: int) -> Reply:
+        got = inner(body, index)
+        if isinstance(got, Stream) and got.stop_reason == "end_turn":
+            return answer(body, index)
+        return got
+
+    return reply
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="A fake Messages API on 127.0.0.1")
-    parser.add_argument("--tool-loop", type=int, default=None, help="tool turns, then an answer")
-    parser.add_argument("--trickle", type=float, default=None, help="seconds between deltas")
-    parser.add_argument("--long-answer", type=int, default=None, help="one answer of N deltas")
+    parser = argparse.ArgumentParser(description="A fake Anthropic Messages API on 127.0.0.1")
+    parser.add_argument("--tool-loop", type=int, default=0, help="tool turns before the answer")
+    parser.add_argument(
+        "--trickle",
+        type=float,
+        default=None,
+        help="seconds before each delta of a long (200-delta) final answer",
+    )
+    parser.add_argument("--long-answer", type=int, default=None, help="answer N deltas at once")
+    parser.add_argument("--min-cache-tokens", type=int, default=0)
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args(argv)
     script: Script
     if args.long_answer is not None:
         script = long_answer(args.long_answer, 0.0)
     elif args.trickle is not None:
-        script = long_answer(200, args.trickle)
+        script = _trickled(tool_loop(args.tool_loop), args.trickle)
     else:
-        script = tool_loop(args.tool_loop if args.tool_loop is not None else 0)
-    server = FakeAnthropic(script, port=args.port).start()
+        script = tool_loop(args.tool_loop)
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
+    server = FakeAnthropic(script, port=args.port, min_cache_tokens=args.min_cache_tokens).start()
     print(server.base_url, flush=True)
-    done.wait()
+    # A timed wait: the main thread then wakes to run the signal handler promptly.
+    while not done.wait(0.2):
+        pass
     server.stop()
     sys.exit(0)
 
