@@ -1,4 +1,10 @@
-"""The core does no I/O: it imports nothing that could, and nothing from the outer layers."""
+"""The core does no I/O: it imports nothing that could, and nothing from the outer layers.
+
+Layers: shell -> effects -> core. The core modules (the pure functions and the records they
+work on) may import only the standard library's pure parts, attrs/cattrs and each other.
+Every module directly in src/ruizn/ must be classified here as core or, with a reason, not
+core, so a new module cannot escape the check.
+"""
 
 from __future__ import annotations
 
@@ -7,79 +13,154 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import ruizn
 
 SRC = Path(ruizn.__file__).parent
-CORE = {"state", "events", "serde", "reducers", "decide", "request", "format"}
+PACKAGE = "ruizn"
+CORE = ("state", "events", "serde", "reducers", "decide", "request", "format")
 # Modules directly in src/ruizn/ that are not core, each with its reason.
 NOT_CORE: dict[str, str] = {
     "__main__": "the `python -m ruizn` entry point: it starts the CLI",
 }
-FORBIDDEN = {
-    "anyio",
-    "anthropic",
-    "httpx",
-    "httpx2",
-    "click",
-    "os",
-    "sys",
-    "io",
-    "pathlib",
-    "socket",
-    "subprocess",
-    "time",
-    "datetime",
-    "random",
-    "uuid",
-    "secrets",
-    "threading",
-    "asyncio",
-    "shutil",
-    "signal",
-    "tempfile",
-    "logging",
-}
+FORBIDDEN = frozenset(
+    {
+        # I/O, clocks, randomness, concurrency
+        "anyio",
+        "anthropic",
+        "httpx",
+        "httpx2",
+        "click",
+        "os",
+        "sys",
+        "io",
+        "pathlib",
+        "socket",
+        "subprocess",
+        "time",
+        "datetime",
+        "random",
+        "uuid",
+        "secrets",
+        "threading",
+        "asyncio",
+        "shutil",
+        "signal",
+        "tempfile",
+        "logging",
+        "importlib",
+        # the outer layers
+        "ruizn.effects",
+        "ruizn.shell",
+    }
+)
+# Builtins that do I/O or load code at run time.
+FORBIDDEN_CALLS = frozenset({"open", "print", "input", "exec", "eval", "compile", "__import__"})
 
 
-def _imports(module: str) -> set[str]:
-    tree = ast.parse((SRC / f"{module}.py").read_text(encoding="utf-8"))
+def imported_names(source: str, module: str) -> set[str]:
+    """Every module `source` (the module `ruizn.<module>`) imports, as absolute dotted names.
+    `from X import y` counts as importing X and X.y (y may be a submodule)."""
+    package = f"{PACKAGE}.{module}".split(".")[:-1]  # the package the module is in
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = "ruizn" if node.level else ""
-            names.add(f"{base}.{node.module}" if base and node.module else (node.module or base))
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                base = [*base, *(node.module.split(".") if node.module else [])]
+                source_module = ".".join(base)
+            else:
+                source_module = node.module or ""
+            names.add(source_module)
+            names.update(f"{source_module}.{alias.name}" for alias in node.names)
     return names
 
 
-def test_every_top_level_module_is_classified() -> None:
+def forbidden_imports(names: set[str]) -> set[str]:
+    """The names that are, or are inside, a forbidden module or package."""
+    return {
+        name
+        for name in names
+        if any(name == bad or name.startswith(bad + ".") for bad in FORBIDDEN)
+    }
+
+
+def forbidden_calls(source: str) -> set[str]:
+    return {
+        node.func.id
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in FORBIDDEN_CALLS
+    }
+
+
+def test_every_module_of_the_package_is_classified_as_core_or_not() -> None:
     modules = {p.stem for p in SRC.glob("*.py")} - {"__init__"}
-    assert modules == CORE | set(NOT_CORE), "classify new modules as core or not (with a reason)"
+    assert not set(CORE) & set(NOT_CORE)
+    unclassified = modules - set(CORE) - set(NOT_CORE)
+    assert not unclassified, (
+        f"classify {sorted(unclassified)} in tests/test_core_purity.py: add it to CORE, or to"
+        " NOT_CORE with the reason it may do I/O"
+    )
+    gone = (set(CORE) | set(NOT_CORE)) - modules
+    assert not gone, f"{sorted(gone)} no longer exist: remove them from the lists"
 
 
-def test_core_modules_import_no_io_and_no_outer_layer() -> None:
-    for module in sorted(CORE):
-        for name in _imports(module):
-            top = name.split(".")[0]
-            assert top not in FORBIDDEN, f"ruizn.{module} imports {name}"
-            assert not name.startswith(("ruizn.effects", "ruizn.shell")), (
-                f"ruizn.{module} imports {name}: imports run shell -> effects -> core"
-            )
+@pytest.mark.parametrize("module", CORE)
+def test_a_core_module_imports_no_io_library_and_no_outer_layer(module: str) -> None:
+    source = (SRC / f"{module}.py").read_text(encoding="utf-8")
+    bad = forbidden_imports(imported_names(source, module))
+    assert not bad, f"ruizn.{module} imports {sorted(bad)}: the core must stay pure"
+
+
+@pytest.mark.parametrize("module", CORE)
+def test_a_core_module_calls_no_io_builtin(module: str) -> None:
+    source = (SRC / f"{module}.py").read_text(encoding="utf-8")
+    assert not forbidden_calls(source), f"ruizn.{module} calls {sorted(forbidden_calls(source))}"
+
+
+def test_the_import_check_sees_every_spelling_of_an_import() -> None:
+    cases = {
+        "import os": {"os"},
+        "import os.path as p": {"os.path"},
+        "from os import path": {"os.path"},
+        "import datetime": {"datetime"},
+        "from ruizn import effects": {"ruizn.effects"},
+        "from ruizn.effects.provider import Provider": {"ruizn.effects.provider"},
+        "from . import shell": {"ruizn.shell"},
+        "from .effects import bus": {"ruizn.effects", "ruizn.effects.bus"},
+        "from .shell.runner import AgentRunner": {"ruizn.shell.runner"},
+        "def f():\n    import time": {"time"},
+        "try:\n    import anyio\nexcept ImportError:\n    pass": {"anyio"},
+    }
+    for source, expected in cases.items():
+        assert expected <= forbidden_imports(imported_names(source, "state")), source
+    allowed = "import json\nfrom attrs import frozen\nfrom .state import Usage\nimport ruizn.events"
+    assert forbidden_imports(imported_names(allowed, "serde")) == set()
+    assert imported_names("from .state import Usage", "serde") >= {"ruizn.state"}
+    assert forbidden_calls("x = open('f')\nprint(x)") == {"open", "print"}
 
 
 def test_effects_do_not_import_the_shell() -> None:
-    for path in (SRC / "effects").glob("*.py"):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                assert not node.module.startswith("ruizn.shell"), f"{path.name} imports the shell"
+    for path in sorted((SRC / "effects").glob("*.py")):
+        module = f"effects.{path.stem}"
+        names = imported_names(path.read_text(encoding="utf-8"), module)
+        shell = {n for n in names if n == "ruizn.shell" or n.startswith("ruizn.shell.")}
+        assert not shell, f"ruizn.{module} imports {sorted(shell)}: imports run shell -> effects"
 
 
 def test_importing_the_core_loads_no_io_library() -> None:
+    modules = ", ".join(f"ruizn.{m}" for m in CORE)
     code = (
-        "import sys, ruizn.reducers, ruizn.serde, ruizn.decide, ruizn.request, ruizn.format;"
-        "print(sorted(m for m in ('anyio', 'anthropic', 'click', 'httpx2') if m in sys.modules))"
+        f"import sys, {modules}\n"
+        "print(sorted(m for m in ('anyio', 'anthropic', 'click', 'httpx', 'httpx2')"
+        " if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "[]", f"importing the core loaded {out.stdout.strip()}"

@@ -72,8 +72,10 @@ def reduce(state: ExecutionContext, event: Event) -> ExecutionContext:
             return _on_llm_call_started(state, event)
         case LlmToken():
             # The hot path: one counter, no copies of the text (it lives in the log).
+            _require_running(state, "llm_token")
             return evolve(state, streamed_tokens=state.streamed_tokens + 1, last_seq=event.seq)
         case LlmCallFailed():
+            _require_running(state, "llm_call_failed")
             return evolve(state, streamed_tokens=0, last_seq=event.seq)
         case LlmResponse():
             return _on_llm_response(state, event)
@@ -104,7 +106,11 @@ def fold(state: ExecutionContext, events: Iterable[Event]) -> ExecutionContext:
     """
     tokens = 0
     for event in events:
-        if type(event) is LlmToken and event.seq == state.last_seq + tokens + 1:
+        if (
+            type(event) is LlmToken
+            and event.seq == state.last_seq + tokens + 1
+            and state.status is Status.RUNNING
+        ):
             tokens += 1
             continue
         if tokens:

@@ -60,8 +60,8 @@ def _messages(messages: tuple[Message, ...]) -> list[JsonObject]:
 def _block(block: ContentBlock) -> JsonObject | None:
     match block:
         case TextBlock(text=text):
-            # The API refuses empty text blocks; the model sometimes streams one.
-            return {"type": "text", "text": text} if text else None
+            # The API refuses empty and whitespace-only text blocks; models stream both.
+            return {"type": "text", "text": text} if text.strip() else None
         case ToolUseBlock():
             return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
         case ToolResultBlock():

@@ -17,6 +17,7 @@ from ruizn.state import (
     ContentBlock,
     ExecutionContext,
     RedactedThinkingBlock,
+    Status,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
@@ -53,7 +54,30 @@ def _make_converter() -> cattrs.Converter:
         return block
 
     converter.register_structure_hook(ContentBlock, structure_block)
+    # Strict scalars: cattrs would turn "2" into 2 and null into "None"; a log is refused,
+    # not guessed at.
+    converter.register_structure_hook(int, _exact(int))
+    converter.register_structure_hook(str, _exact(str))
+    converter.register_structure_hook(bool, _exact(bool))
+    converter.register_structure_hook(float, _number)
+    # Registered after str: Status is a str subclass, and an unknown status must be refused.
+    converter.register_structure_hook(Status, lambda value, _: Status(value))
     return converter
+
+
+def _exact(kind: type[Any]) -> Any:
+    def structure(value: Any, _: Any) -> Any:
+        if type(value) is not kind:
+            raise TypeError(f"expected {kind.__name__}, got {type(value).__name__}")
+        return value
+
+    return structure
+
+
+def _number(value: Any, _: Any) -> float:
+    if type(value) not in (int, float):
+        raise TypeError(f"expected a number, got {type(value).__name__}")
+    return float(value)
 
 
 converter = _make_converter()
@@ -78,6 +102,8 @@ def decode(line: str | bytes) -> Event:
         body = json.loads(line)
     except (ValueError, UnicodeDecodeError) as exc:
         raise DecodeError(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise DecodeError("not JSON: nested too deep") from None
     if not isinstance(body, dict):
         raise DecodeError(f"not a JSON object but {type(body).__name__}")
     version = body.pop("v", None)

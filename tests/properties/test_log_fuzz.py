@@ -7,15 +7,15 @@ import json
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from ruizn.effects.logfile import LogError, replay_file
 from ruizn.reducers import replay
 from ruizn.serde import encode
-from tests.properties.runs import json_values, simulate
+from tests.properties.runs import json_values, runs_settings, simulate
 
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = runs_settings(70)
 
 
 def _read(data: bytes) -> object:
