@@ -7,6 +7,7 @@ Run with a Python that has langgraph and langchain-anthropic (see bench/README.m
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from langchain_anthropic import ChatAnthropic
@@ -31,7 +32,9 @@ def main(steps: int) -> None:
         streaming=True,
         max_tokens=4096,
     )
-    agent = create_react_agent(model, [read_file], prompt=SYSTEM)
+    with warnings.catch_warnings():  # deprecated in favour of langchain.agents; same loop
+        warnings.simplefilter("ignore")
+        agent = create_react_agent(model, [read_file], prompt=SYSTEM)
     began = time.perf_counter()
     try:
         # Each step is a model node and a tool node: 2 supersteps.
