@@ -19,10 +19,12 @@ import ruizn
 
 SRC = Path(ruizn.__file__).parent
 PACKAGE = "ruizn"
-CORE = ("state", "events", "serde", "reducers", "decide", "request", "format")
+CORE = ("state", "events", "serde", "reducers", "decide", "request", "format", "config")
 # Modules directly in src/ruizn/ that are not core, each with its reason.
 NOT_CORE: dict[str, str] = {
     "__main__": "the `python -m ruizn` entry point: it starts the CLI",
+    "runner": "the Observe->Act loop: it drives the effects (anyio, provider, tools, sink)",
+    "store": "the read side of the logs: it opens files and probes their locks",
 }
 FORBIDDEN = frozenset(
     {

@@ -15,7 +15,10 @@ from attrs import field, frozen
 from ruizn.state import ContentBlock, JsonObject, Status, ToolResult, Usage
 
 # Bump when a change to the events would make an older reader misread a newer log.
-SCHEMA_VERSION = 1
+# 2: `attempt` counts every attempt of a step's model call (ruizn makes all retries);
+#    run_started records the retry policy, run_resumed may raise max_tokens,
+#    llm_call_failed records the server's retry-after. Version 1 logs still replay.
+SCHEMA_VERSION = 2
 
 
 @frozen(kw_only=True)
@@ -33,22 +36,28 @@ class RunStarted:
     workspace: str = ""
     schema_version: int = SCHEMA_VERSION
     ruizn_version: str = ""
+    # The retry policy (decide.after_failure) the run follows, so replay can check it.
+    max_retries: int = 4
+    retry_base_delay: float = 0.5
 
 
 @frozen(kw_only=True)
 class RunResumed:
-    """The run goes on after a stop; `max_steps` is the (possibly raised) limit from now on."""
+    """The run goes on after a stop; `max_steps` is the (possibly raised) limit from now on,
+    `max_tokens` a new per-call limit (None: unchanged)."""
 
     TAG: ClassVar[str] = "run_resumed"
     seq: int
     ts: float
     max_steps: int
     torn_bytes: int = 0
+    max_tokens: int | None = None
 
 
 @frozen(kw_only=True)
 class LlmCallStarted:
-    """A model call (attempt `attempt` of step `step`) begins; its tokens follow."""
+    """A model call begins; its tokens follow. `attempt` is 1 for the first try at step
+    `step` and counts up with every retry, whatever failed."""
 
     TAG: ClassVar[str] = "llm_call_started"
     seq: int
@@ -76,9 +85,13 @@ class LlmCallFailed:
     message: str
     attempt: int = 1
     will_retry: bool = False
+    # The wait before the next attempt, as decide.after_failure chose it (a retry-after from
+    # the server included): the real wait, not an estimate.
     retry_in: float = 0.0
     status_code: int | None = None
     request_id: str | None = None
+    # What the server asked for (retry-after / retry-after-ms), if anything.
+    retry_after: float | None = None
 
 
 @frozen(kw_only=True)

@@ -52,9 +52,19 @@ def _messages(messages: tuple[Message, ...]) -> list[JsonObject]:
         if message.role == "user" and content:
             content[-1]["cache_control"] = EPHEMERAL
             marked += 1
-    return [
+    out = [
         {"role": m.role, "content": content} for m, content in zip(messages, contents, strict=True)
     ]
+    last = contents[-1]
+    if messages[-1].role == "assistant":
+        # A continued turn (pause_turn, or an answer cut at max_tokens): the API takes the
+        # final assistant message as the start of its answer, and refuses one that is empty
+        # or ends in whitespace.
+        if last and last[-1]["type"] == "text":
+            last[-1] = {**last[-1], "text": last[-1]["text"].rstrip()}
+        if not last:
+            out.pop()
+    return out
 
 
 def _block(block: ContentBlock) -> JsonObject | None:

@@ -11,11 +11,13 @@ import json
 from typing import Any
 
 import cattrs
+from attrs import evolve
 
 from ruizn.events import EVENT_TYPES, SCHEMA_VERSION, Event, LlmToken
 from ruizn.state import (
     ContentBlock,
     ExecutionContext,
+    Phase,
     RedactedThinkingBlock,
     Status,
     TextBlock,
@@ -23,6 +25,9 @@ from ruizn.state import (
     ToolResultBlock,
     ToolUseBlock,
 )
+
+# The oldest log version this reader takes (see events.SCHEMA_VERSION).
+MIN_SCHEMA_VERSION = 2
 
 
 class DecodeError(ValueError):
@@ -62,6 +67,7 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(float, _number)
     # Registered after str: Status is a str subclass, and an unknown status must be refused.
     converter.register_structure_hook(Status, lambda value, _: Status(value))
+    converter.register_structure_hook(Phase, lambda value, _: Phase(value))
     return converter
 
 
@@ -109,6 +115,11 @@ def decode(line: str | bytes) -> Event:
     version = body.pop("v", None)
     if not isinstance(version, int) or isinstance(version, bool):
         raise DecodeError("no schema version ('v'): not a ruizn event")
+    if version < MIN_SCHEMA_VERSION:
+        raise DecodeError(
+            f"schema version {version} is from ruizn 0.1, whose retries were logged"
+            f" differently; read this log with ruizn 0.1"
+        )
     if version > SCHEMA_VERSION:
         raise DecodeError(
             f"schema version {version} is newer than this ruizn reads ({SCHEMA_VERSION});"
@@ -141,9 +152,10 @@ def decode(line: str | bytes) -> Event:
 def state_to_json(state: ExecutionContext) -> dict[str, Any]:
     """The state as plain JSON data (what `ruizn replay --json` prints)."""
     data: dict[str, Any] = converter.unstructure(state)
+    del data["turn_index"]  # derived from turn_calls (see ExecutionContext)
     return data
 
 
 def state_from_json(data: dict[str, Any]) -> ExecutionContext:
     state: ExecutionContext = converter.structure(data, ExecutionContext)
-    return state
+    return evolve(state, turn_index={call.id: i for i, call in enumerate(state.turn_calls)})

@@ -22,6 +22,16 @@ class Status(enum.StrEnum):
     CANCELLED = "cancelled"
 
 
+class Phase(enum.StrEnum):
+    """Where a run is in its loop; `reducers.ALLOWED` says which events each phase takes."""
+
+    READY = "ready"  # the next model call may start (the last message is the user's)
+    STREAMING = "streaming"  # a model call is in flight: tokens, then a response or a failure
+    TOOLS = "tools"  # the last turn asked for tools that are not all answered yet
+    DONE = "done"  # the last turn needs nothing more: the run must finish
+    FINISHED = "finished"  # run_finished was logged: only a resume goes on
+
+
 class ErrorType(enum.StrEnum):
     """Why a tool call failed; the model sees this, so the names are part of the contract."""
 
@@ -32,6 +42,7 @@ class ErrorType(enum.StrEnum):
     UNKNOWN_TOOL = "unknown_tool"
     RUNTIME_ERROR = "runtime_error"
     INTERRUPTED = "interrupted"
+    INVALID_RESPONSE = "invalid_response"
 
 
 @frozen(kw_only=True)
@@ -128,6 +139,15 @@ class ToolCall:
 
 
 @frozen(kw_only=True)
+class CallFailure:
+    """The last failed attempt of the model call in progress (see reducers, decide)."""
+
+    message: str
+    will_retry: bool
+    retry_in: float = 0.0
+
+
+@frozen(kw_only=True)
 class ExecutionContext:
     run_id: str
     goal: str
@@ -137,20 +157,36 @@ class ExecutionContext:
     tools: tuple[JsonObject, ...] = ()
     max_tokens: int = 4096
     workspace: str = ""
+    max_retries: int = 4
+    retry_base_delay: float = 0.5
+    phase: Phase = Phase.READY
     # A step is one model call; `step` counts the calls that returned a response.
     step: int = 0
+    # Attempts made so far at the model call of step `step + 1` (retries included).
+    attempt: int = 0
+    failure: CallFailure | None = None
     status: Status = Status.RUNNING
     messages: tuple[Message, ...] = ()
     usage: Usage = field(factory=Usage)
     stop_reason: str | None = None
+    # True while the last assistant message is unfinished and the next call continues it
+    # (stop_reason pause_turn, or a text cut at max_tokens after a resume raised the limit).
+    continuing: bool = False
     error: str | None = None
-    # Tool results of the current turn, keyed by tool_use id, until every call is answered;
-    # then they are merged into one user message (see reducers._on_tool_call_finished).
-    pending_results: tuple[tuple[str, ToolResult], ...] = ()
+    # The tool calls of the last assistant turn, with their results as they arrive (None:
+    # not answered yet). When every call is answered they are merged into one user message,
+    # in the order the model asked (see reducers._on_tool_call_finished).
+    turn_calls: tuple[ToolCall, ...] = ()
+    turn_results: tuple[ToolResult | None, ...] = ()
+    turn_open: int = 0
+    # tool_use id -> index in turn_calls. Derived from turn_calls when a response arrives and
+    # never mutated; kept so each tool event costs O(1) lookups, not a scan of the turn (a
+    # turn may hold thousands of calls). Not part of equality or the JSON form.
+    turn_index: dict[str, int] = field(factory=dict, eq=False, hash=False, repr=False)
     # Deltas streamed by the model call in flight. Only counted: the text itself is in the
     # log (LlmToken) and the finished turn in LlmResponse, so replay never concatenates.
     streamed_tokens: int = 0
-    # Tool calls started but not finished: what a crash interrupted (see shell resume).
+    # Tool calls started but not finished: what a crash interrupted (see decide.on_resume).
     tools_in_flight: tuple[str, ...] = ()
     last_seq: int = 0
     elapsed: float = 0.0
@@ -158,11 +194,8 @@ class ExecutionContext:
     @property
     def pending_tool_calls(self) -> tuple[ToolCall, ...]:
         """tool_use blocks of the last assistant turn that have no result yet."""
-        if not self.messages or self.messages[-1].role != "assistant":
-            return ()
-        answered = {tool_use_id for tool_use_id, _ in self.pending_results}
         return tuple(
-            ToolCall(id=b.id, name=b.name, input=b.input)
-            for b in self.messages[-1].content
-            if isinstance(b, ToolUseBlock) and b.id not in answered
+            call
+            for call, result in zip(self.turn_calls, self.turn_results, strict=True)
+            if result is None
         )

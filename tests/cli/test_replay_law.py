@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 
+from ruizn.config import RunConfig
 from ruizn.effects.anthropic_provider import AnthropicProvider
 from ruizn.effects.logfile import replay_file
 from ruizn.effects.read_file import ReadFileTool
 from ruizn.effects.tools import ToolRegistry
 from ruizn.effects.writer import EventWriter
-from ruizn.shell.runner import AgentRunner
+from ruizn.runner import AgentRunner
 from ruizn.state import Status
 from tests.cli.conftest import API_KEY
 from tests.fakeapi import Stream, Text, Thinking, ToolUse, tool_loop
@@ -27,21 +28,19 @@ def anyio_backend() -> str:
 
 
 async def _run(server: Any, workspace: Path, tmp_path: Path, max_steps: int = 20) -> Any:
-    log = tmp_path / "events.jsonl"
+    log = tmp_path / "20260101-000000-abcdef" / "events.jsonl"
     runner = AgentRunner(
         provider=AnthropicProvider(api_key=API_KEY, base_url=server.base_url, max_retries=0),
         registry=ToolRegistry([ReadFileTool(workspace)]),
-        writer=EventWriter(log),
+        sink=EventWriter.new(log),
         clock=time.time,
         timer=time.monotonic,
     )
+    config = RunConfig(max_steps=max_steps, max_tokens=1024, system="Be brief.")
     runner.begin(
         run_id="20260101-000000-abcdef",
         goal="read README.md",
-        model="claude-sonnet-4-5",
-        max_steps=max_steps,
-        max_tokens=1024,
-        system="Be brief.",
+        config=config,
         workspace=str(workspace),
     )
     state = await runner.drive()

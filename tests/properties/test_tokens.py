@@ -43,7 +43,14 @@ def _log(tokens: int) -> list[Event]:
             stop_reason="end_turn",
             usage=Usage(input_tokens=20, output_tokens=tokens),
         ),
-        RunFinished(seq=end + 1, ts=1767225700.1, status=Status.SUCCESS, steps=1, elapsed=100.1),
+        RunFinished(
+            seq=end + 1,
+            ts=1767225700.1,
+            status=Status.SUCCESS,
+            steps=1,
+            elapsed=100.1,
+            usage=Usage(input_tokens=20, output_tokens=tokens),
+        ),
     ]
     return head + body + tail
 

@@ -12,6 +12,7 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ruizn.events import ToolCallFinished
 from ruizn.state import TextBlock, ToolResultBlock, ToolUseBlock
 from tests.properties.runs import runs_settings, simulate
 
@@ -32,6 +33,7 @@ def test_roles_alternate_from_the_goal_and_each_tool_use_is_answered_next_in_ord
             "user" if i % 2 == 0 else "assistant" for i in range(len(messages))
         ]
     messages = run.final.messages
+    results = {e.id: e.result for e in run.events if isinstance(e, ToolCallFinished)}
     answered: Counter[str] = Counter()
     for i, message in enumerate(messages):
         if message.role == "user":
@@ -48,12 +50,12 @@ def test_roles_alternate_from_the_goal_and_each_tool_use_is_answered_next_in_ord
         assert [b.tool_use_id for b in answer.content] == asked
         for block in answer.content:
             assert isinstance(block, ToolResultBlock)
-            result = run.results[block.tool_use_id]
+            result = results[block.tool_use_id]
             assert (block.content, block.is_error) == (result.content, result.is_error)
     asked_ids = [b.id for m in messages for b in m.content if isinstance(b, ToolUseBlock)]
     assert answered == Counter(asked_ids)  # exactly once each
     assert all(count == 1 for count in answered.values())
-    assert run.final.pending_results == ()
+    assert run.final.turn_calls == ()
     assert run.final.tools_in_flight == ()
     # and it is the transcript built from the replies and results without the reducer
     assert messages == run.expected_messages

@@ -101,7 +101,7 @@ class AnthropicProvider:
             raise ProviderError(
                 f"{kind.replace('_', ' ')}: {exc.__cause__ or exc}",
                 error_type=kind,
-                retryable=started,
+                retryable=True,
                 request_id=request_id,
             ) from None
         except httpx2.TimeoutException:
@@ -151,7 +151,42 @@ def _status_error(
         text = f"HTTP {status} {error_type}: {message}"
     if request_id:
         text += f" (request-id {request_id})"
-    return ProviderError(text, error_type=error_type, status_code=status, request_id=request_id)
+    return ProviderError(
+        text,
+        error_type=error_type,
+        status_code=status,
+        request_id=request_id,
+        retryable=status in _RETRYABLE_STATUS,
+        retry_after=_retry_after(exc.response.headers),
+    )
+
+
+_RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+
+
+def _retry_after(headers: Any) -> float | None:
+    """The wait the server asked for: retry-after-ms, else retry-after (seconds or a date)."""
+    raw_ms = headers.get("retry-after-ms")
+    if raw_ms is not None:
+        try:
+            return max(0.0, float(raw_ms) / 1000)
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    import email.utils
+    import time
+
+    try:
+        when = email.utils.parsedate_to_datetime(raw).timestamp()
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when - time.time())
 
 
 def _api_error(exc: anthropic.APIStatusError) -> tuple[str, str]:

@@ -34,8 +34,8 @@ class RetryNotice:
 
 
 class ProviderError(Exception):
-    """A model call failed. `retryable` errors happened mid-stream, after the SDK's own
-    retries no longer apply; the runner retries the whole call for those."""
+    """A model call failed. The core's retry policy (decide.after_failure) decides, from
+    `retryable` and `retry_after`, whether the runner tries the call again."""
 
     def __init__(
         self,
@@ -45,6 +45,7 @@ class ProviderError(Exception):
         retryable: bool = False,
         status_code: int | None = None,
         request_id: str | None = None,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -52,6 +53,8 @@ class ProviderError(Exception):
         self.retryable = retryable
         self.status_code = status_code
         self.request_id = request_id
+        # Seconds the server asked us to wait (retry-after / retry-after-ms), if it did.
+        self.retry_after = retry_after
 
 
 class Provider(Protocol):

@@ -1,41 +1,219 @@
-"""The event writer: one JSON line per event, written and flushed at once.
+"""The event writer: one JSON line per event, written and flushed at once, one writer per run.
 
-The file is opened unbuffered in append mode, so each event is one write(2) of a whole line:
-a reader never sees half of a line unless the process died inside that write. Lines that end
-a step are also fsynced, so a power cut loses at most the tokens of the step in flight.
+- Each event is one write(2) of a whole line to a file opened unbuffered in append mode, so
+  a reader never sees half a line unless the process died inside that write. Lines that end
+  a step are also fsynced: a power cut loses at most the tokens of the step in flight.
+- One writer per run: the writer holds an exclusive `flock` on the run folder's `lock`
+  file for as long as it writes. The kernel drops it when the process dies, so kill -9
+  never leaves a stale lock. A second writer gets `RunLocked`, naming the holder's pid.
+- A new run's folder appears with its first line already in it: the folder is built under
+  a hidden temporary name and renamed into place, so a signal or a full disk at start leaves
+  either no run or a readable one.
+- At each step end the writer checks that its path still names the file it holds open. If
+  the log was deleted or replaced, it raises `LogLost` and, on close, copies everything it
+  wrote to `events.recovered.jsonl` beside it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import os
+import time
 from pathlib import Path
 from types import TracebackType
 
+from ruizn.effects.sink import LogLost, LogWriteError
 from ruizn.events import DURABLE_EVENTS, Event
 from ruizn.serde import encode
 
+LOCK_NAME = "lock"
+RECOVERY_NAME = "events.recovered.jsonl"
+# A reader probing the lock holds it shared for microseconds; a writer that meets such a
+# probe tries again for this long before it calls the run busy.
+_LOCK_PATIENCE = 0.5
+
+
+class RunLocked(Exception):
+    """Another process is writing this run."""
+
+    def __init__(self, run: str, pid: int | None) -> None:
+        holder = f"process {pid}" if pid else "another process"
+        super().__init__(f"run {run} is being written by {holder}; wait for it to end")
+        self.run = run
+        self.pid = pid
+
+
+def _describe(exc: OSError, path: Path) -> str:
+    name = errno.errorcode.get(exc.errno or 0, "")
+    reason = exc.strerror or str(exc)
+    return f"cannot write the event log {path}: {reason}" + (f" ({name})" if name else "")
+
+
+def _acquire(folder: Path, run: str) -> int:
+    fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    deadline = time.monotonic() + _LOCK_PATIENCE
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() < deadline:
+                time.sleep(0.01)
+                continue
+            pid = holder_pid(folder)
+            os.close(fd)
+            raise RunLocked(run, pid) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def holder_pid(folder: Path) -> int | None:
+    """The pid the lock file names (meaningful only while the lock is held)."""
+    try:
+        text = (folder / LOCK_NAME).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def is_locked(folder: Path) -> bool:
+    """True while a writer holds the run's lock (the run is live)."""
+    try:
+        fd = os.open(folder / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops the shared lock we may have taken
+    return False
+
 
 class EventWriter:
-    def __init__(self, path: Path, *, fsync: bool = True) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    """The file sink. `EventWriter.new(path)` for a run that starts now; `EventWriter.append`
+    for a run that goes on (it takes the lock first, so nobody writes while resume reads)."""
+
+    def __init__(self, path: Path, *, fsync: bool = True, _new: bool = False) -> None:
         self.path = path
         self._fsync = fsync
-        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._new = _new
+        self._fd: int | None = None
+        self._lock_fd: int | None = None
+        self._identity: tuple[int, int] | None = None
+        self._lost = False
+        self.recovered: Path | None = None
+        if not _new:
+            self._open_existing()
+
+    @classmethod
+    def new(cls, path: Path, *, fsync: bool = True) -> EventWriter:
+        """Nothing touches the disk until the first event, which creates the run folder."""
+        return cls(path, fsync=fsync, _new=True)
+
+    @classmethod
+    def append(cls, path: Path, *, fsync: bool = True) -> EventWriter:
+        return cls(path, fsync=fsync)
+
+    def _open_existing(self) -> None:
+        folder = self.path.parent
+        try:
+            self._lock_fd = _acquire(folder, folder.name)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        except OSError as exc:
+            self.close()
+            raise LogWriteError(_describe(exc, self.path)) from None
+        self._identity = _identity(os.fstat(self._fd))
+
+    def _create(self, first_line: bytes) -> None:
+        folder = self.path.parent
+        staging = folder.with_name(f".{folder.name}.tmp")
+        try:
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            staging.mkdir()
+            self._lock_fd = _acquire(staging, folder.name)
+            fd = os.open(
+                staging / self.path.name,
+                os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
+                0o644,
+            )
+            self._fd = fd
+            _write_all(fd, first_line)
+            if self._fsync:
+                os.fsync(fd)
+            os.rename(staging, folder)
+            if self._fsync:
+                _fsync_dir(folder.parent)
+        except OSError as exc:
+            self.close()
+            with contextlib.suppress(OSError):
+                (staging / self.path.name).unlink()
+            with contextlib.suppress(OSError):
+                (staging / LOCK_NAME).unlink()
+            with contextlib.suppress(OSError):
+                staging.rmdir()
+            raise LogWriteError(_describe(exc, self.path)) from None
+        self._identity = _identity(os.fstat(fd))
+        self._new = False
 
     def __call__(self, event: Event) -> None:
-        if self._fd is None:
-            raise ValueError(f"event log {self.path} is closed")
         data = (encode(event) + "\n").encode()
-        written = os.write(self._fd, data)
-        while written < len(data):  # short writes are rare (full disk, signals) but legal
-            written += os.write(self._fd, data[written:])
-        if self._fsync and isinstance(event, DURABLE_EVENTS):
-            os.fsync(self._fd)
+        if self._new:
+            self._create(data)
+            return
+        if self._fd is None:
+            raise LogWriteError(f"the event log {self.path} is closed")
+        try:
+            _write_all(self._fd, data)
+            if self._fsync and isinstance(event, DURABLE_EVENTS):
+                os.fsync(self._fd)
+        except OSError as exc:
+            raise LogWriteError(_describe(exc, self.path)) from None
+        if isinstance(event, DURABLE_EVENTS) and not self._lost and not self._still_ours():
+            self._lost = True
+            raise LogLost(
+                f"the event log {self.path} was deleted or replaced while the run wrote it;"
+                f" its events are saved in {self.path.with_name(RECOVERY_NAME)}",
+                recovery=str(self.path.with_name(RECOVERY_NAME)),
+            )
+
+    def _still_ours(self) -> bool:
+        try:
+            return _identity(os.stat(self.path)) == self._identity
+        except OSError:
+            return False
 
     def close(self) -> None:
         if self._fd is not None:
             fd, self._fd = self._fd, None
+            if self._lost:
+                self._recover(fd)
             os.close(fd)
+        if self._lock_fd is not None:
+            lock, self._lock_fd = self._lock_fd, None
+            os.close(lock)  # releases the flock
+
+    def _recover(self, fd: int) -> None:
+        """Copy what the open (but no longer linked) log holds to a file beside its path."""
+        target = self.path.with_name(RECOVERY_NAME)
+        with contextlib.suppress(OSError):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            size = os.fstat(fd).st_size
+            with target.open("wb") as out:
+                offset = 0
+                while offset < size:
+                    chunk = os.pread(fd, min(1 << 20, size - offset), offset)
+                    if not chunk:
+                        break
+                    out.write(chunk)
+                    offset += len(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+            self.recovered = target
 
     def __enter__(self) -> EventWriter:
         return self
@@ -47,3 +225,21 @@ class EventWriter:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _identity(st: os.stat_result) -> tuple[int, int]:
+    return (st.st_dev, st.st_ino)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    written = os.write(fd, data)
+    while written < len(data):  # short writes are rare (full disk, signals) but legal
+        written += os.write(fd, data[written:])
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,102 +1,96 @@
 """The `ruizn` command.
 
-Start-up matters: only click and the core are imported here. anyio, the SDK and the tools
-are imported inside the commands that need them, so `--help`, `replay`, `runs` and `show`
-never pay for them.
+Start-up matters: only click and the config record are imported here. anyio, the SDK and
+the tools are imported inside the commands that need them, so `--help`, `replay`, `runs`
+and `show` never pay for them. Library errors become exit codes here and only here.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
 from ruizn import __version__
-
-DEFAULT_MODEL = "claude-sonnet-4-5"
-DEFAULT_SYSTEM = (
-    "You are ruizn, a careful assistant working in the user's workspace. Use the tools to"
-    " look at files instead of guessing, and answer concisely in the language of the request."
+from ruizn.config import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_MAX_STEPS,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_MODEL,
+    DEFAULT_READ_TIMEOUT,
+    DEFAULT_RETRY_BASE_DELAY,
+    DEFAULT_SYSTEM,
+    TEST_MODEL,
 )
-
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_MAX_STEPS, EXIT_CANCELLED = 0, 1, 2, 3, 130
-# Keyed by Status values (a StrEnum hashes as its value): importing the state module here
-# would put attrs on the path of `ruizn --help`.
-EXIT_CODES = {
-    "success": EXIT_OK,
-    "error": EXIT_ERROR,
-    "max_steps": EXIT_MAX_STEPS,
-    "cancelled": EXIT_CANCELLED,
-    "running": EXIT_ERROR,
-}
+from ruizn.shell.exits import EXIT_CANCELLED, EXIT_OK, EXIT_USAGE, Exit, echo_error, fail
 
 
 class UsageFailure(click.UsageError):
     """A bad argument found after parsing (e.g. an empty goal)."""
 
 
-def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    click.echo(f"ruizn: error: {message}", err=True)
-    raise SystemExit(code)
+def _where_options(f: Any) -> Any:
+    """--workspace and --log-dir: where runs are. Every command that reads or writes runs
+    takes both, and looks where `ruizn run` with the same options writes."""
+    f = click.option(
+        "--log-dir",
+        type=click.Path(file_okay=False),
+        default=None,
+        help="Root of the run logs (default: WORKSPACE/.ruizn/runs).",
+    )(f)
+    return click.option(
+        "--workspace",
+        type=click.Path(file_okay=False),
+        default=".",
+        help="The workspace folder (default: the current directory).",
+    )(f)
 
 
 def _run_options(f: Any) -> Any:
     options = [
-        click.option("--goal", help="What ruizn should do."),
+        click.option("--goal", help="What ruizn should do (or give it as an argument)."),
         click.option(
             "--model",
             envvar="RUIZN_MODEL",
             default=DEFAULT_MODEL,
             show_default=True,
-            help="Claude model id (env RUIZN_MODEL); 'test' is the built-in offline model.",
+            help=f"Claude model id (env RUIZN_MODEL); '{TEST_MODEL}' is the offline model.",
         ),
         click.option(
             "--max-steps",
             type=click.IntRange(min=1),
-            default=20,
+            default=DEFAULT_MAX_STEPS,
             show_default=True,
             help="Most model calls in the run.",
         ),
         click.option(
             "--max-tokens",
             type=click.IntRange(min=1),
-            default=4096,
+            default=DEFAULT_MAX_TOKENS,
             show_default=True,
             help="max_tokens of each model call.",
         ),
         click.option("--system", default=DEFAULT_SYSTEM, help="System prompt."),
         click.option(
-            "--workspace",
-            type=click.Path(exists=True, file_okay=False),
-            default=".",
-            help="Folder the tools may read (default: the current directory).",
-        ),
-        click.option(
-            "--log-dir",
-            type=click.Path(),
-            default=None,
-            help="Root of the run logs (default: WORKSPACE/.ruizn/runs).",
-        ),
-        click.option(
             "--read-timeout",
-            type=click.FloatRange(min=0.1),
-            default=60.0,
+            type=float,
+            default=DEFAULT_READ_TIMEOUT,
             show_default=True,
             help="Seconds a model stream may stay silent before the call is retried.",
         ),
         click.option(
             "--max-retries",
             type=click.IntRange(min=0),
-            default=4,
+            default=DEFAULT_MAX_RETRIES,
             show_default=True,
             help="Retries of a failed model call (429, 5xx, overloaded, broken stream).",
         ),
     ]
     for option in reversed(options):
         f = option(f)
-    return f
+    return _where_options(f)
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -112,132 +106,161 @@ def cli(ctx: click.Context, /, goal: str | None, **options: Any) -> None:
         return
     if goal is None:
         click.echo(ctx.get_help())
-        raise SystemExit(EXIT_USAGE)
-    raise SystemExit(_run(goal=goal, **options))
+        raise Exit(EXIT_USAGE)
+    raise Exit(_run(goal=goal, **options))
 
 
 @cli.command("run")
+@click.argument("words", nargs=-1)
 @_run_options
-def run_command(goal: str | None, **options: Any) -> None:
-    """Run an agent on GOAL until the model ends its turn or --max-steps is reached."""
+def run_command(words: tuple[str, ...], goal: str | None, **options: Any) -> None:
+    """Run an agent on GOAL until the model ends its turn or --max-steps is reached.
+
+    The goal is --goal, the arguments, or standard input when it is not a terminal.
+    """
+    if goal is not None and words:
+        raise UsageFailure("give the goal once: as --goal or as arguments, not both")
+    if goal is None and words:
+        goal = " ".join(words)
+    if goal is None and not sys.stdin.isatty():
+        goal = sys.stdin.read() or None
     if goal is None:
-        raise UsageFailure("missing option '--goal'")
-    raise SystemExit(_run(goal=goal, **options))
+        raise UsageFailure("missing goal: give --goal GOAL, ruizn run GOAL, or pipe it in")
+    raise Exit(_run(goal=goal, **options))
 
 
-def _run(
-    *,
-    goal: str,
-    model: str,
-    max_steps: int,
-    max_tokens: int,
-    system: str,
-    workspace: str,
-    log_dir: str | None,
-    read_timeout: float,
-    max_retries: int,
-) -> int:
-    # Imported here, not at the top: pathlib alone costs ~10 ms of `ruizn --help`.
-    from pathlib import Path
+def _checked_text(name: str, value: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageFailure(f"{name} is not valid UTF-8") from None
+    return value
 
-    from ruizn.shell.session import new_run, run_id_now
 
-    if not goal.strip():
+def _retry_base_delay() -> float:
+    # Tests set this to keep retry back-offs short; users keep the default.
+    raw = os.environ.get("RUIZN_RETRY_BASE_DELAY")
+    if raw is None:
+        return DEFAULT_RETRY_BASE_DELAY
+    try:
+        return float(raw)
+    except ValueError:
+        fail(f"RUIZN_RETRY_BASE_DELAY must be a number of seconds, not {raw!r}")
+
+
+def _run(*, goal: str, workspace: str, log_dir: str | None, **options: Any) -> int:
+    from ruizn.shell.session import config_from_options, new_run
+
+    if not _checked_text("the goal", goal).strip():
         raise UsageFailure("--goal must not be empty")
-    if not model.strip():
-        raise UsageFailure("--model must not be empty")
-    if model != "test" and not os.environ.get("ANTHROPIC_API_KEY"):
-        fail("ANTHROPIC_API_KEY is not set: set it, or try --model test (offline)")
-    folder = Path(workspace).resolve()
-    root = Path(log_dir) if log_dir is not None else folder / ".ruizn" / "runs"
-    run_id = run_id_now()
-    return new_run(
-        run_id=run_id,
-        log_path=root / run_id / "events.jsonl",
-        goal=goal,
-        model=model,
-        max_steps=max_steps,
-        max_tokens=max_tokens,
-        system=system,
-        workspace=folder,
-        read_timeout=read_timeout,
-        max_retries=max_retries,
+    if not os.path.isdir(workspace):
+        fail(f"--workspace {workspace!r} is not a folder")
+    config = config_from_options(
+        workspace=workspace,
+        log_dir=log_dir,
+        retry_base_delay=_retry_base_delay(),
+        **options,
     )
+    return new_run(config, goal)
+
+
+def _root(workspace: str, log_dir: str | None) -> Any:
+    from ruizn.store import default_root
+
+    return default_root(workspace, log_dir)
 
 
 @cli.command("replay")
 @click.argument("run")
 @click.option("--json", "as_json", is_flag=True, help="Print the final state as JSON.")
-@click.option("--log-dir", type=click.Path(), default=None, help="Root of the runs.")
-def replay_command(run: str, as_json: bool, log_dir: str | None) -> None:
-    """Rebuild RUN's state from its log and print its transcript (no network)."""
+@_where_options
+def replay_command(run: str, as_json: bool, workspace: str, log_dir: str | None) -> None:
+    """Rebuild RUN's state from its log and print its transcript (no network).
+
+    RUN is a run id, `last`, a run folder or a path to an events.jsonl.
+    """
     from ruizn.shell.logs import replay_run
 
-    raise SystemExit(replay_run(run, log_dir=log_dir, as_json=as_json))
+    raise Exit(replay_run(run, root=_root(workspace, log_dir), as_json=as_json))
 
 
 @cli.command("resume")
 @click.argument("run")
-@click.option("--max-steps", type=click.IntRange(min=1), default=None, help="A new step limit.")
-@click.option("--log-dir", type=click.Path(), default=None, help="Root of the runs.")
 @click.option(
-    "--read-timeout", type=click.FloatRange(min=0.1), default=60.0, help="See `ruizn run`."
+    "--max-steps", type=click.IntRange(min=1), default=None, help="A new step limit (total)."
 )
-@click.option("--max-retries", type=click.IntRange(min=0), default=4, help="See `ruizn run`.")
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    help="A new max_tokens per call (lets an answer cut at max_tokens go on).",
+)
+@click.option("--read-timeout", type=float, default=DEFAULT_READ_TIMEOUT, help="See `ruizn run`.")
+@_where_options
 def resume_command(
-    run: str, max_steps: int | None, log_dir: str | None, read_timeout: float, max_retries: int
+    run: str,
+    *,
+    max_steps: int | None,
+    max_tokens: int | None,
+    read_timeout: float,
+    workspace: str,
+    log_dir: str | None,
 ) -> None:
     """Continue RUN where it stopped, appending to the same log."""
-    from ruizn.shell.resume import resume
+    from ruizn.shell.session import config_from_options, resume_run
 
-    raise SystemExit(
-        resume(
+    config_from_options(read_timeout=read_timeout)  # checked like run's (no nan, no 0)
+    raise Exit(
+        resume_run(
             run,
-            log_dir=log_dir,
+            root=_root(workspace, log_dir),
             max_steps=max_steps,
+            max_tokens=max_tokens,
             read_timeout=read_timeout,
-            max_retries=max_retries,
         )
     )
 
 
 @cli.command("runs")
-@click.option("--log-dir", type=click.Path(), default=None, help="Root of the runs.")
-def runs_command(log_dir: str | None) -> None:
-    """List the runs in the log dir, newest first."""
+@_where_options
+def runs_command(workspace: str, log_dir: str | None) -> None:
+    """List the runs, newest first: id, status, steps, time, tokens, goal."""
     from ruizn.shell.logs import list_runs
 
-    raise SystemExit(list_runs(log_dir))
+    raise Exit(list_runs(_root(workspace, log_dir)))
 
 
 @cli.command("show")
 @click.argument("run")
-@click.option("--log-dir", type=click.Path(), default=None, help="Root of the runs.")
-def show_command(run: str, log_dir: str | None) -> None:
+@_where_options
+def show_command(run: str, workspace: str, log_dir: str | None) -> None:
     """Summarise one run: goal, model, status, steps, tools, usage and cache ratio."""
     from ruizn.shell.logs import show_run
 
-    raise SystemExit(show_run(run, log_dir))
+    raise Exit(show_run(run, _root(workspace, log_dir)))
 
 
 def main() -> None:
     try:
         code = cli.main(standalone_mode=False, prog_name="ruizn")
     except click.UsageError as exc:
-        click.echo(f"ruizn: error: {exc.format_message()}", err=True)
+        echo_error(exc.format_message())
         code = EXIT_USAGE
-    except click.Abort:
+    except Exit as exc:
+        if exc.message:
+            echo_error(exc.message)
+        code = exc.code
+    except (click.Abort, KeyboardInterrupt):
         code = EXIT_CANCELLED
-    except KeyboardInterrupt:
-        code = EXIT_CANCELLED
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BrokenPipeError:
+        # The reader went away (`| head -1`): not an error of ours, for every command alike.
+        code = EXIT_OK
     _quiet_flush()
     sys.exit(code if isinstance(code, int) else 0)
 
 
 def _quiet_flush() -> None:
-    """A reader that went away (`| head -1`) must not turn into a traceback at exit."""
+    """A reader that went away must not turn into a traceback at exit."""
     try:
         sys.stdout.flush()
     except (BrokenPipeError, ValueError):

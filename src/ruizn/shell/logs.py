@@ -9,31 +9,20 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from ruizn.effects.logfile import LOG_NAME, LogError, Replayed, TornTail, replay_file
+from ruizn.effects.logfile import LogError, Replayed, TornTail
 from ruizn.effects.printer import StdoutPrinter
 from ruizn.events import Event, ToolCallFinished, ToolCallStarted
 from ruizn.format import human_seconds, tokens
 from ruizn.serde import state_to_json
-from ruizn.shell.cli import EXIT_OK, fail
-from ruizn.state import Status
+from ruizn.shell.exits import EXIT_OK, fail
+from ruizn.store import RunInfo, RunNotFound, info, iter_runs, load, resolve_run
 
 
-def default_root(log_dir: str | Path | None) -> Path:
-    return Path(log_dir) if log_dir is not None else Path.cwd() / ".ruizn" / "runs"
-
-
-def resolve_run(run: str, log_dir: str | Path | None) -> Path:
-    """RUN may be a path to an events.jsonl, a run folder, or a run id under the log dir."""
-    candidate = Path(run)
-    if candidate.is_file():
-        return candidate
-    if candidate.is_dir() and (candidate / LOG_NAME).is_file():
-        return candidate / LOG_NAME
-    root = default_root(log_dir)
-    by_id = root / run / LOG_NAME
-    if by_id.is_file():
-        return by_id
-    fail(f"no run {run!r}: not a log file, a run folder, or a run id in {root}")
+def _resolve(run: str, root: Path) -> Path:
+    try:
+        return resolve_run(run, root)
+    except RunNotFound as exc:
+        fail(str(exc))
 
 
 def read_run(path: Path, on_event: Callable[[Event], None] | None = None) -> Replayed:
@@ -43,13 +32,13 @@ def read_run(path: Path, on_event: Callable[[Event], None] | None = None) -> Rep
         print(f"ruizn: warning: {tail.describe(path)}", file=sys.stderr)
 
     try:
-        return replay_file(path, on_event=on_event, torn=note)
+        return load(path, on_event=on_event, torn=note)
     except LogError as exc:
         fail(str(exc) if str(exc).startswith(str(path)) else f"{path}: {exc}")
 
 
-def replay_run(run: str, *, log_dir: str | Path | None, as_json: bool) -> int:
-    path = resolve_run(run, log_dir)
+def replay_run(run: str, *, root: Path, as_json: bool) -> int:
+    path = _resolve(run, root)
     if as_json:
         replayed = read_run(path)
         json.dump(state_to_json(replayed.state), sys.stdout, ensure_ascii=False, indent=2)
@@ -74,33 +63,25 @@ class _Tally:
             self.errors[self._names.get(event.id, "?")] += 1
 
 
-def _status_word(replayed: Replayed) -> str:
-    status = replayed.state.status
-    word = "interrupted" if status is Status.RUNNING else status.value
-    return f"{word}+torn" if replayed.torn else word
+def _status_word(run: RunInfo) -> str:
+    word = run.status
+    return f"{word} (pid {run.pid})" if run.live and run.pid else word
 
 
-def list_runs(log_dir: str | Path | None) -> int:
-    root = default_root(log_dir)
+def list_runs(root: Path) -> int:
     if not root.is_dir():
         fail(f"no runs: {root} does not exist")
-    folders = sorted((p for p in root.iterdir() if (p / LOG_NAME).is_file()), reverse=True)
     width = shutil.get_terminal_size((100, 24)).columns
     header = f"{'RUN':<22} {'STATUS':<16} {'STEPS':>5} {'TIME':>7} {'IN':>9} {'OUT':>7}  GOAL"
     print(header)
-    for folder in folders:
-        try:
-            replayed = replay_file(folder / LOG_NAME)
-        except LogError as exc:
-            print(
-                f"{folder.name:<22} {'unreadable':<16} {'':>5} {'':>7} {'':>9} {'':>7}  {exc}"[
-                    :width
-                ]
-            )
+    for run in iter_runs(root):
+        if run.replayed is None:
+            line = f"{run.run_id:<22} {'unreadable':<16} {'':>5} {'':>7} {'':>9} {'':>7}  "
+            print((line + " ".join(str(run.error).split()))[:width])
             continue
-        state = replayed.state
+        state = run.replayed.state
         row = (
-            f"{folder.name:<22} {_status_word(replayed):<16} {state.step:>5}"
+            f"{run.run_id:<22} {_status_word(run):<16} {state.step:>5}"
             f" {human_seconds(state.elapsed):>7} {tokens(state.usage.total_input_tokens):>9}"
             f" {tokens(state.usage.output_tokens):>7}  "
         )
@@ -110,10 +91,16 @@ def list_runs(log_dir: str | Path | None) -> int:
     return EXIT_OK
 
 
-def show_run(run: str, log_dir: str | Path | None) -> int:
-    path = resolve_run(run, log_dir)
+def show_run(run: str, root: Path) -> int:
+    path = _resolve(run, root)
     tally = _Tally()
-    replayed = read_run(path, on_event=tally)
+    found = info(path, on_event=tally)
+    if found.replayed is None:
+        read_run(path)  # prints the one-line error and exits 2
+    replayed = found.replayed
+    assert replayed is not None
+    if replayed.torn and not found.live:
+        print(f"ruizn: warning: {replayed.torn.describe(path)}", file=sys.stderr)
     state = replayed.state
     usage = state.usage
     total_in = usage.total_input_tokens
@@ -126,7 +113,7 @@ def show_run(run: str, log_dir: str | Path | None) -> int:
         ("run", state.run_id),
         ("goal", state.goal),
         ("model", state.model),
-        ("status", _status_word(replayed) + (f" · {state.error}" if state.error else "")),
+        ("status", _status_word(found) + (f" · {state.error}" if state.error else "")),
         ("steps", f"{state.step} of {state.max_steps}"),
         ("time", human_seconds(state.elapsed)),
         ("tools", tools or "none"),

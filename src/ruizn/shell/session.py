@@ -1,8 +1,10 @@
-"""One process's run: wire the effects, drive the runner, handle signals, return the exit code."""
+"""One process's run: wire the effects, drive the runner under signals, return the exit code."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import gc
 import os
 import secrets
 import signal
@@ -13,46 +15,51 @@ from pathlib import Path
 
 import anyio
 
+from ruizn.config import TEST_MODEL, ConfigError, RunConfig
+from ruizn.decide import ResumePlan, ResumeRefused, plan_resume
+from ruizn.effects.logfile import LogError, TornTail, replay_file
 from ruizn.effects.printer import StdoutPrinter
-from ruizn.effects.provider import Provider, RetryNotice
+from ruizn.effects.provider import Provider
 from ruizn.effects.read_file import ReadFileTool
+from ruizn.effects.sink import LogLost, SinkError
 from ruizn.effects.tools import ToolRegistry
-from ruizn.effects.writer import EventWriter
-from ruizn.shell.cli import EXIT_CODES, EXIT_USAGE, fail
-from ruizn.shell.runner import AgentRunner
-from ruizn.state import ExecutionContext
-
-TEST_MODEL = "test"
+from ruizn.effects.writer import EventWriter, RunLocked
+from ruizn.runner import AgentRunner
+from ruizn.shell.exits import EXIT_CODES, EXIT_ERROR, EXIT_OK, EXIT_USAGE, echo_error, fail
+from ruizn.state import ExecutionContext, Status
+from ruizn.store import RunNotFound, default_root, resolve_run
 
 
 def run_id_now() -> str:
-    """`YYYYMMDD-HHMMSS-xxxxxx`: sortable by start time, unique by 6 random hex digits."""
+    """`YYYYMMDD-HHMMSS-xxxxxx`: local start time, unique by 6 random hex digits."""
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
 
-def retry_base_delay() -> float:
-    # Tests set this to keep retry back-offs short; users keep the default.
-    return float(os.environ.get("RUIZN_RETRY_BASE_DELAY", "0.5"))
-
-
-def make_registry(workspace: Path) -> ToolRegistry:
-    return ToolRegistry([ReadFileTool(workspace)])
-
-
-def make_provider(
-    model: str,
-    workspace: Path,
-    read_timeout: float,
-    max_retries: int,
-    on_retry: Callable[[RetryNotice], None],
-) -> Provider:
+def api_key_problem(model: str) -> str | None:
     if model == TEST_MODEL:
+        return None
+    key = os.environ.get("ANTHROPIC_API_KEY")
+    if not key:
+        return "ANTHROPIC_API_KEY is not set: set it, or try --model test (offline)"
+    if key != key.strip() or any(c.isspace() for c in key):
+        # A key read from a CRLF file keeps its \r; the HTTP client would put the key itself
+        # into its error text. Refuse it before anything is sent or logged.
+        return "ANTHROPIC_API_KEY contains whitespace (a stray newline?): remove it"
+    return None
+
+
+def make_registry(workspace: Path, config: RunConfig) -> ToolRegistry:
+    return ToolRegistry([ReadFileTool(workspace, timeout=config.tool_timeout)])
+
+
+def make_provider(config: RunConfig, workspace: Path) -> Provider:
+    if config.model == TEST_MODEL:
         from ruizn.effects.test_model import TestModelProvider
 
         return TestModelProvider(workspace)
     from ruizn.effects.anthropic_provider import AnthropicProvider
 
-    return AnthropicProvider(read_timeout=read_timeout, max_retries=max_retries, on_retry=on_retry)
+    return AnthropicProvider(read_timeout=config.read_timeout, max_retries=0)
 
 
 def printer() -> StdoutPrinter:
@@ -60,97 +67,159 @@ def printer() -> StdoutPrinter:
     return StdoutPrinter(sys.stdout, color=color)
 
 
-def open_writer(log_path: Path) -> EventWriter:
-    try:
-        return EventWriter(log_path)
-    except OSError as exc:
-        fail(f"cannot write the event log at {log_path}: {exc.strerror or exc}", EXIT_USAGE)
-
-
-def new_run(
-    *,
-    run_id: str,
-    log_path: Path,
-    goal: str,
-    model: str,
-    max_steps: int,
-    max_tokens: int,
-    system: str,
-    workspace: Path,
-    read_timeout: float,
-    max_retries: int,
-) -> int:
-    writer = open_writer(log_path)
-    runner = build_runner(
-        model=model,
-        workspace=workspace,
-        read_timeout=read_timeout,
-        max_retries=max_retries,
-        writer=writer,
-    )
-    runner.begin(
-        run_id=run_id,
-        goal=goal,
-        model=model,
-        max_steps=max_steps,
-        max_tokens=max_tokens,
-        system=system,
-        workspace=str(workspace),
-    )
-    return drive(runner, log_path)
-
-
 def build_runner(
-    *,
-    model: str,
+    config: RunConfig,
     workspace: Path,
-    read_timeout: float,
-    max_retries: int,
     writer: EventWriter,
     state: ExecutionContext | None = None,
 ) -> AgentRunner:
-    runner: AgentRunner | None = None
-
-    def on_retry(notice: RetryNotice) -> None:
-        if runner is not None:
-            runner.notify_retry(notice)
-
-    runner = AgentRunner(
-        provider=make_provider(model, workspace, read_timeout, max_retries, on_retry),
-        registry=make_registry(workspace),
-        writer=writer,
+    return AgentRunner(
+        provider=make_provider(config, workspace),
+        registry=make_registry(workspace, config),
+        sink=writer,
         subscribers=[printer()],
         clock=time.time,
         timer=time.monotonic,
-        # Mid-stream failures get as many tries as the SDK gives a failed request.
-        max_attempts=max_retries + 1,
-        retry_base_delay=retry_base_delay(),
         state=state,
     )
-    return runner
 
 
-def drive(runner: AgentRunner, log_path: Path) -> int:
+def new_run(config: RunConfig, goal: str) -> int:
+    problem = api_key_problem(config.model)
+    if problem:
+        fail(problem)
+    workspace = Path(config.workspace).resolve()
+    if not workspace.is_dir():
+        fail(f"the workspace {config.workspace} is not a folder")
+    root = default_root(workspace, config.log_dir)
+    run_id = run_id_now()
+    log_path = root / run_id / "events.jsonl"
+    writer = EventWriter.new(log_path)
+    runner = build_runner(config, workspace, writer)
+    try:
+        runner.begin(run_id=run_id, goal=goal, config=config, workspace=str(workspace))
+    except SinkError as exc:
+        # Nothing was created: the run folder appears only with its first line. A log dir
+        # we may not write is bad input (2); a full disk or an I/O error is an error (1).
+        cause = exc.__context__
+        usage = isinstance(cause, OSError) and cause.errno in _USAGE_ERRNOS
+        fail(str(exc), EXIT_USAGE if usage else EXIT_ERROR)
+    return drive(runner, writer)
+
+
+_USAGE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EROFS, errno.EEXIST})
+
+
+def resume_run(
+    run: str,
+    *,
+    root: Path,
+    max_steps: int | None,
+    max_tokens: int | None,
+    read_timeout: float,
+) -> int:
+    try:
+        path = resolve_run(run, root)
+    except RunNotFound as exc:
+        fail(str(exc))
+    try:
+        # The lock first: nobody may append while we read the log and decide.
+        writer = EventWriter.append(path)
+    except RunLocked as exc:
+        fail(str(exc))
+    except SinkError as exc:
+        fail(str(exc))
+    try:
+        return _resume_locked(writer, path, max_steps, max_tokens, read_timeout)
+    finally:
+        writer.close()
+
+
+def _resume_locked(
+    writer: EventWriter,
+    path: Path,
+    max_steps: int | None,
+    max_tokens: int | None,
+    read_timeout: float,
+) -> int:
+    def note(tail: TornTail) -> None:
+        echo_warning(f"{tail.describe(path)}; cutting it before resuming")
+
+    try:
+        replayed = replay_file(path, torn=note)
+    except LogError as exc:
+        fail(str(exc) if str(exc).startswith(str(path)) else f"{path}: {exc}")
+    state = replayed.state
+    try:
+        plan: ResumePlan | None = plan_resume(state, max_steps=max_steps, max_tokens=max_tokens)
+    except ResumeRefused as exc:
+        fail(str(exc))
+    if plan is None:
+        print(f"run {state.run_id} already finished with {state.status.value}; nothing to resume")
+        return EXIT_OK
+    problem = api_key_problem(state.model)
+    if problem:
+        fail(problem + " to resume this run" if "not set" in problem else problem)
+    workspace = Path(state.workspace or ".")
+    if not workspace.is_dir():
+        fail(f"the run's workspace {workspace} no longer exists")
+    torn_bytes = 0
+    if replayed.torn is not None:
+        # Only the unfinished last write is cut; every whole line stays byte for byte.
+        torn_bytes = replayed.torn.size
+        os.truncate(path, replayed.torn.offset)
+    config = RunConfig(
+        model=state.model,
+        max_steps=plan.max_steps,
+        max_tokens=state.max_tokens,
+        system=state.system,
+        workspace=str(workspace),
+        read_timeout=read_timeout,
+        max_retries=state.max_retries,
+        retry_base_delay=state.retry_base_delay,
+    )
+    runner = build_runner(config, workspace, writer, state=state)
+    try:
+        runner.resume(plan, torn_bytes=torn_bytes)
+    except SinkError as exc:
+        fail(str(exc), EXIT_ERROR)
+    return drive(runner, writer)
+
+
+def drive(runner: AgentRunner, writer: EventWriter) -> int:
     """Run to the end under signal handling; the log is closed on every way out."""
+    # The objects made at start-up live as long as the run: keep the collector off them.
+    gc.freeze()
     try:
         state = anyio.run(_with_signals, runner.drive)
     except KeyboardInterrupt:
         state = runner.state
-    click_echo_err(f"log: {_shown(log_path)}")
+    except LogLost as exc:
+        writer.close()
+        echo_error(str(exc))
+        return EXIT_ERROR
+    except SinkError as exc:
+        echo_error(f"{exc}; the run stopped (every line before it is kept)")
+        return EXIT_ERROR
+    finally:
+        writer.close()
+    echo_err(f"log: {_shown(writer.path)}")
+    if state.status in (Status.MAX_STEPS, Status.CANCELLED):
+        echo_err(f"continue with: ruizn resume {state.run_id}")
     return EXIT_CODES[state.status]
 
 
 async def _with_signals(
     work: Callable[[], Awaitable[ExecutionContext]],
 ) -> ExecutionContext:
-    """First SIGINT/SIGTERM cancels the run cleanly; a second one exits at once."""
+    """First SIGINT/SIGTERM/SIGHUP cancels the run cleanly; a second one exits at once."""
     result: list[ExecutionContext] = []
     async with anyio.create_task_group() as group:
 
         async def watch() -> None:
-            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as sigs:
                 cancelled = False
-                async for _ in signals:
+                async for _ in sigs:
                     if cancelled:
                         os._exit(130)  # the user insists; every line so far is on disk
                     cancelled = True
@@ -171,9 +240,20 @@ async def _with_signals(
     return result[0]
 
 
-def click_echo_err(message: str) -> None:
+def config_from_options(**options: object) -> RunConfig:
+    try:
+        return RunConfig(**options)  # type: ignore[arg-type]
+    except ConfigError as exc:
+        fail(str(exc), EXIT_USAGE)
+
+
+def echo_err(message: str) -> None:
     with contextlib.suppress(BrokenPipeError, ValueError):
         print(message, file=sys.stderr, flush=True)
+
+
+def echo_warning(message: str) -> None:
+    echo_err("ruizn: warning: " + " ".join(message.split()))
 
 
 def _shown(path: Path) -> str:

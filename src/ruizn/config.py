@@ -1,0 +1,127 @@
+"""One record for a run's options, and the one home of every default.
+
+The CLI builds a `RunConfig` from its options, `ruizn.Agent` from its arguments, and the
+runner reads it; nothing threads the options through keyword arguments. Pure data: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from attrs import field, frozen
+
+Validator = Callable[[Any, Any, Any], None]
+
+DEFAULT_MODEL = "claude-sonnet-4-5"
+TEST_MODEL = "test"
+DEFAULT_SYSTEM = (
+    "You are ruizn, a careful assistant working in the user's workspace. Use the tools to"
+    " look at files instead of guessing, and answer concisely in the language of the request."
+)
+DEFAULT_MAX_STEPS = 20
+DEFAULT_MAX_TOKENS = 4096
+DEFAULT_READ_TIMEOUT = 60.0
+DEFAULT_MAX_RETRIES = 4
+DEFAULT_RETRY_BASE_DELAY = 0.5
+DEFAULT_TOOL_TIMEOUT = 10.0
+
+
+class ConfigError(ValueError):
+    """An option that cannot work; the message is one line naming the option."""
+
+
+def _positive_int(name: str) -> Validator:
+    def check(_: object, __: object, value: Any) -> None:
+        if type(value) is not int or value < 1:
+            raise ConfigError(f"{name} must be a whole number >= 1, not {value!r}")
+
+    return check
+
+
+def _seconds(name: str, *, minimum: float) -> Validator:
+    def check(_: object, __: object, value: Any) -> None:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value < minimum
+        ):
+            raise ConfigError(f"{name} must be a finite number >= {minimum}, not {value!r}")
+
+    return check
+
+
+def _text(name: str, *, empty_ok: bool = False) -> Validator:
+    def check(_: object, __: object, value: Any) -> None:
+        if not isinstance(value, str):
+            raise ConfigError(f"{name} must be text, not {type(value).__name__}")
+        if not empty_ok and not value.strip():
+            raise ConfigError(f"{name} must not be empty")
+        # Lone surrogates are what Python makes of argv bytes that are not UTF-8; they
+        # cannot be written to a UTF-8 log, so they are refused before anything is created.
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(f"{name} is not valid UTF-8") from None
+
+    return check
+
+
+@frozen(kw_only=True)
+class RunConfig:
+    """Everything that shapes a run. Recorded in `run_started`, so replay and resume see it."""
+
+    model: str = field(default=DEFAULT_MODEL, validator=_text("model"))
+    """Claude model id; `test` is the built-in offline model."""
+
+    max_steps: int = field(
+        default=DEFAULT_MAX_STEPS,
+        validator=_positive_int("max_steps"),
+    )
+    """The most model calls in the run."""
+
+    max_tokens: int = field(
+        default=DEFAULT_MAX_TOKENS,
+        validator=_positive_int("max_tokens"),
+    )
+    """`max_tokens` of each model call."""
+
+    system: str = field(
+        default=DEFAULT_SYSTEM,
+        validator=_text("system", empty_ok=True),
+    )
+    """The system prompt (empty: none)."""
+
+    workspace: str = field(default=".", validator=_text("workspace"))
+    """The folder the tools may read; the run records it resolved."""
+
+    log_dir: str | None = None
+    """Where run folders go; None: WORKSPACE/.ruizn/runs."""
+
+    read_timeout: float = field(
+        default=DEFAULT_READ_TIMEOUT,
+        validator=_seconds("read_timeout", minimum=0.1),
+    )
+    """Seconds a model stream may stay silent before the call fails (and is retried)."""
+
+    max_retries: int = field(default=DEFAULT_MAX_RETRIES)
+    """Retries of a failed model call (429, 5xx, overloaded, broken or invalid stream)."""
+
+    retry_base_delay: float = field(
+        default=DEFAULT_RETRY_BASE_DELAY,
+        validator=_seconds("retry_base_delay", minimum=0.0),
+    )
+    """The first back-off between retries; it doubles each time (a retry-after wins)."""
+
+    tool_timeout: float = field(
+        default=DEFAULT_TOOL_TIMEOUT,
+        validator=_seconds("tool_timeout", minimum=0.001),
+    )
+    """Seconds a tool call may take before it is answered `timeout`."""
+
+    @max_retries.validator
+    def _check_retries(self, _: object, value: int) -> None:
+        if type(value) is not int or value < 0:
+            raise ConfigError(f"max_retries must be a whole number >= 0, not {value!r}")

@@ -1,0 +1,356 @@
+"""The Observe→Act loop: ask the core what to do, do it, record what happened.
+
+Every change of state goes through `_emit`, in h11's order: the event is stamped (seq, ts)
+and *reduced first*; an event the reducer refuses is never written. Then it goes to the
+sink (the log), then to the subscribers (the printer), and only then is the new state
+committed. So the log is never behind the state, and replaying it gives exactly the state
+this loop ended with. Every decision (retry, give up, refuse, finish) comes from
+`ruizn.decide`; this module only carries them out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+import anyio
+
+from ruizn import __version__
+from ruizn.config import RunConfig
+from ruizn.decide import (
+    CallModel,
+    Finish,
+    Finished,
+    RefuseTools,
+    ResumePlan,
+    RunTools,
+    after_failure,
+    interrupted_calls,
+    interrupted_result,
+    next_action,
+    reply_refusal,
+)
+from ruizn.effects.provider import ModelReply, Provider, ProviderError
+from ruizn.effects.sink import EventSink, LogLost, SinkError
+from ruizn.effects.tools import ToolRegistry, invoke_tool
+from ruizn.events import (
+    Event,
+    LlmCallFailed,
+    LlmCallStarted,
+    LlmResponse,
+    LlmToken,
+    RunFinished,
+    RunResumed,
+    RunStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from ruizn.reducers import add_tokens, reduce, start
+from ruizn.request import build_request
+from ruizn.state import ErrorType, ExecutionContext, Status, ToolCall, ToolResult
+
+E = TypeVar("E", bound=Event)
+Subscriber = Callable[[Event], None]
+
+
+class AgentRunner:
+    def __init__(
+        self,
+        *,
+        provider: Provider,
+        registry: ToolRegistry,
+        sink: EventSink,
+        subscribers: Iterable[Subscriber] = (),
+        clock: Callable[[], float],
+        timer: Callable[[], float],
+        state: ExecutionContext | None = None,
+        tool_concurrency: int = 1,
+    ) -> None:
+        self._provider = provider
+        self._registry = registry
+        self._sink = sink
+        self._subscribers = tuple(subscribers)
+        self._clock = clock
+        self._timer = timer
+        self._state = state
+        self._tool_concurrency = max(1, tool_concurrency)
+        # Tokens written and shown but not yet reduced: they are applied in one update
+        # (reducers.add_tokens, equal to reducing them one by one) the moment anything reads
+        # the state, so a long answer does not copy the state once per token. The log is
+        # never behind the state.
+        self._tokens = 0
+        self._started_at = timer()
+        self._request: tuple[int, dict[str, Any]] | None = None
+        self.lost: LogLost | None = None
+
+    @property
+    def state(self) -> ExecutionContext:
+        assert self._state is not None, "begin() or a replayed state first"
+        if self._tokens:
+            self._state = add_tokens(self._state, self._tokens)
+            self._tokens = 0
+        return self._state
+
+    def begin(self, *, run_id: str, goal: str, config: RunConfig, workspace: str) -> None:
+        """Start a new run: its first event is checked, then written."""
+        event = RunStarted(
+            seq=1,
+            ts=self._clock(),
+            run_id=run_id,
+            goal=goal,
+            model=config.model,
+            max_steps=config.max_steps,
+            max_tokens=config.max_tokens,
+            system=config.system,
+            tools=self._registry.tool_schemas(),
+            workspace=workspace,
+            ruizn_version=__version__,
+            max_retries=config.max_retries,
+            retry_base_delay=config.retry_base_delay,
+        )
+        state = start(event)  # checked before it is written, like every other event
+        self._publish(event)
+        self._state = state
+
+    def resume(self, plan: ResumePlan, *, torn_bytes: int = 0) -> None:
+        """Continue a replayed run. A tool call the stop interrupted is run again only if the
+        tool says that is safe (read-only); otherwise the model is told it was cut off, so
+        every tool_use is answered and the next request is valid (decide.interrupted_calls)."""
+        interrupted = interrupted_calls(self.state, self._read_only)
+        self._emit(
+            RunResumed,
+            max_steps=plan.max_steps,
+            max_tokens=plan.max_tokens,
+            torn_bytes=torn_bytes,
+        )
+        for call in interrupted:
+            self._emit(ToolCallFinished, id=call.id, result=interrupted_result(call))
+
+    def _read_only(self, name: str) -> bool:
+        tool = self._registry.get(name)
+        return tool is not None and tool.read_only
+
+    async def drive(self) -> ExecutionContext:
+        """Run until the core says finish. Ends the log with RunFinished whenever it can.
+
+        Raises `SinkError` when the log cannot be written (the state is what the log holds)
+        and `LogLost` when the log was deleted or replaced (its events are recovered beside
+        it). Cancellation is never swallowed: the run is finished `cancelled`, then it goes on.
+        """
+        self._started_at = self._timer()
+        try:
+            await self._loop()
+        except anyio.get_cancelled_exc_class():
+            self._finish_quietly(Status.CANCELLED, None)
+            self._sink.close()
+            raise
+        except KeyboardInterrupt:
+            self._finish_quietly(Status.CANCELLED, None)
+            self._sink.close()
+            raise
+        except LogLost as lost:
+            self.lost = lost
+            self._finish_quietly(Status.ERROR, str(lost))
+            self._sink.close()
+            raise
+        except SinkError:
+            self._sink.close()
+            raise
+        except Exception as exc:  # a bug in ruizn or a tool: end the run, keep the log whole
+            self._finish(Status.ERROR, f"internal error: {type(exc).__name__}: {exc}")
+        finally:
+            self._sink.close()
+        return self.state
+
+    async def _loop(self) -> None:
+        while True:
+            match next_action(self.state):
+                case CallModel(step=step, attempt=attempt, delay=delay):
+                    await self._call_model(step, attempt, delay)
+                case RunTools(calls=calls):
+                    await self._run_tools(calls)
+                case RefuseTools(calls=calls, reason=reason):
+                    for call in calls:
+                        refusal = ToolResult.error(ErrorType.INVALID_INPUT, reason)
+                        self._emit(ToolCallFinished, id=call.id, result=refusal)
+                case Finish(status=status, error=error):
+                    self._finish(status, error)
+                    return
+                case Finished():
+                    return
+
+    async def _call_model(self, step: int, attempt: int, delay: float) -> None:
+        if delay > 0:
+            await anyio.sleep(delay)
+        # The request of a step is built once; retries send the same body.
+        if self._request is None or self._request[0] != step:
+            self._request = (step, build_request(self.state))
+        request = self._request[1]
+        self._emit(LlmCallStarted, step=step, attempt=attempt)
+        try:
+            reply = await self._stream(request)
+        except ProviderError as exc:
+            self._failed(
+                exc.error_type,
+                exc.message,
+                retryable=exc.retryable,
+                retry_after=exc.retry_after,
+                status_code=exc.status_code,
+                request_id=exc.request_id,
+            )
+            return
+        refusal = reply_refusal(reply.content)
+        if refusal is not None:
+            self._failed(
+                ErrorType.INVALID_RESPONSE.value,
+                refusal,
+                retryable=True,
+                request_id=reply.request_id,
+            )
+            return
+        self._emit(
+            LlmResponse,
+            content=reply.content,
+            stop_reason=reply.stop_reason,
+            usage=reply.usage,
+            request_id=reply.request_id,
+        )
+
+    def _failed(
+        self,
+        error_type: str,
+        message: str,
+        *,
+        retryable: bool,
+        retry_after: float | None = None,
+        status_code: int | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        state = self.state
+        decision = after_failure(state, retryable=retryable, retry_after=retry_after)
+        self._emit(
+            LlmCallFailed,
+            error_type=error_type,
+            message=message,
+            attempt=state.attempt,
+            will_retry=decision.will_retry,
+            retry_in=decision.retry_in,
+            status_code=status_code,
+            request_id=request_id,
+            retry_after=retry_after,
+        )
+
+    async def _stream(self, request: dict[str, Any]) -> ModelReply:
+        reply: ModelReply | None = None
+        publish, clock = self._publish, self._clock
+        async for item in self._provider.stream(request):
+            if isinstance(item, str):
+                # Tokens are legal in the streaming phase, which _call_model just entered;
+                # they are reduced in bulk (see `state`).
+                assert self._state is not None
+                seq = self._state.last_seq + self._tokens + 1
+                publish(LlmToken(seq=seq, ts=clock(), text=item))
+                self._tokens += 1
+            else:
+                reply = item
+        if reply is None:
+            raise ProviderError(
+                "the model stream ended without a message",
+                error_type=ErrorType.INVALID_RESPONSE.value,
+                retryable=True,
+            )
+        return reply
+
+    async def _run_tools(self, calls: Sequence[ToolCall]) -> None:
+        """Run a turn's calls, up to `tool_concurrency` at once. A tool marked `sequential`
+        runs alone, as a barrier, in the order the model asked. Events are logged in the
+        order things happen; the reducer merges the results in tool_use order."""
+        batch: list[ToolCall] = []
+        for call in calls:
+            tool = self._registry.get(call.name)
+            if tool is not None and getattr(tool, "sequential", False):
+                await self._run_batch(batch)
+                batch = []
+                await self._run_tool(call)
+            else:
+                batch.append(call)
+        await self._run_batch(batch)
+
+    async def _run_batch(self, calls: Sequence[ToolCall]) -> None:
+        if len(calls) <= 1 or self._tool_concurrency == 1:
+            for call in calls:
+                await self._run_tool(call)
+            return
+        limiter = anyio.CapacityLimiter(self._tool_concurrency)
+
+        async def one(call: ToolCall) -> None:
+            async with limiter:
+                await self._run_tool(call)
+
+        try:
+            async with anyio.create_task_group() as group:
+                for call in calls:
+                    group.start_soon(one, call)
+        except BaseExceptionGroup as failed:
+            # invoke_tool never raises, so this is the log failing (or a bug): the first such
+            # error ends the run as it would in the sequential path, not wrapped in a group.
+            raise _first_leaf(failed) from None
+
+    async def _run_tool(self, call: ToolCall) -> None:
+        self._emit(ToolCallStarted, id=call.id, name=call.name, input=call.input)
+        began = self._timer()
+        result = await invoke_tool(self._registry, call)
+        self._emit(ToolCallFinished, id=call.id, result=result, duration=self._timer() - began)
+
+    def _finish(self, status: Status, error: str | None) -> None:
+        if self._state is None or self.state.status is not Status.RUNNING:
+            return
+        self._emit(
+            RunFinished,
+            status=status,
+            steps=self.state.step,
+            elapsed=round(self._timer() - self._started_at, 3),
+            error=error,
+            usage=self.state.usage,
+        )
+
+    def _finish_quietly(self, status: Status, error: str | None) -> None:
+        """Finish on the way out of an interruption; a sink that fails now changes nothing."""
+        with contextlib.suppress(SinkError):
+            self._finish(status, error)
+
+    def _publish(self, event: Event) -> None:
+        # The sink first: when it returns, the line is on disk; only then is it shown.
+        try:
+            self._sink(event)
+        except SinkError as exc:
+            if not exc.written:
+                raise
+            for subscriber in self._subscribers:
+                subscriber(event)
+            raise
+        for subscriber in self._subscribers:
+            subscriber(event)
+
+    def _emit(self, cls: type[E], **fields: Any) -> None:
+        state = self.state
+        event = cls(seq=state.last_seq + 1, ts=self._clock(), **fields)
+        new_state = reduce(state, event)  # refused events are never written
+        try:
+            self._publish(event)
+        except SinkError as exc:
+            if exc.written:
+                self._state = new_state
+            raise
+        self._state = new_state
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            return _first_leaf(exc)
+        if isinstance(exc, SinkError):
+            return exc
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first

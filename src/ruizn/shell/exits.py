@@ -1,0 +1,38 @@
+"""Exit codes and the one-line error: the only place library errors become process exits.
+
+Kept free of the state module, so `ruizn --help` imports nothing but click.
+"""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+import click
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_MAX_STEPS, EXIT_CANCELLED = 0, 1, 2, 3, 130
+# Keyed by Status values (a StrEnum hashes as its value).
+EXIT_CODES = {
+    "success": EXIT_OK,
+    "error": EXIT_ERROR,
+    "max_steps": EXIT_MAX_STEPS,
+    "cancelled": EXIT_CANCELLED,
+    "running": EXIT_ERROR,
+}
+
+
+class Exit(Exception):
+    """Leave the command with `code` after printing `message` (if any) as one line."""
+
+    def __init__(self, code: int, message: str | None = None) -> None:
+        super().__init__(message or "")
+        self.code = code
+        self.message = message
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    raise Exit(code, message)
+
+
+def echo_error(message: str) -> None:
+    # One line, always: a message with a newline in it (an API's text) is folded.
+    click.echo("ruizn: error: " + " ".join(message.split()), err=True)

@@ -1,0 +1,143 @@
+"""The read side of the run logs, as a library: find a run, load it, list runs.
+
+No network and no SDK. Errors are typed (`RunNotFound`, `LogError`); only the CLI turns
+them into exit codes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from attrs import frozen
+
+from ruizn.effects.logfile import LOG_NAME, LogError, Replayed, TornTail, replay_file
+from ruizn.effects.writer import holder_pid, is_locked
+from ruizn.events import Event
+from ruizn.state import ExecutionContext, Status
+
+__all__ = [
+    "LogError",
+    "RunInfo",
+    "RunNotFound",
+    "default_root",
+    "iter_runs",
+    "load",
+    "replay",
+    "resolve_run",
+]
+
+LAST = "last"
+
+
+class RunNotFound(LookupError):
+    """No run by that id, folder or path."""
+
+
+def default_root(workspace: str | Path = ".", log_dir: str | Path | None = None) -> Path:
+    """Where `ruizn run --workspace W --log-dir D` puts its runs."""
+    if log_dir is not None:
+        return Path(log_dir)
+    return Path(workspace).resolve() / ".ruizn" / "runs"
+
+
+def resolve_run(run: str | Path, root: Path) -> Path:
+    """RUN may be a path to an events.jsonl, a run folder, a run id under root, or `last`."""
+    candidate = Path(run)
+    if candidate.is_file():
+        return candidate
+    if candidate.is_dir() and (candidate / LOG_NAME).is_file():
+        return candidate / LOG_NAME
+    if str(run) == LAST:
+        newest = next(iter_run_folders(root), None)
+        if newest is None:
+            raise RunNotFound(f"no runs in {root}")
+        return newest / LOG_NAME
+    by_id = root / str(run) / LOG_NAME
+    if by_id.is_file():
+        return by_id
+    raise RunNotFound(f"no run {str(run)!r}: not a log file, a run folder, or a run id in {root}")
+
+
+def _started_at(folder: Path) -> float:
+    """The ts of the run's first line (its start), or -1 if it cannot be read."""
+    try:
+        with (folder / LOG_NAME).open("rb") as f:
+            first = json.loads(f.readline(1 << 20))
+        ts = first.get("ts") if isinstance(first, dict) else None
+        return float(ts) if isinstance(ts, int | float) else -1.0
+    except (OSError, ValueError):
+        return -1.0
+
+
+def iter_run_folders(root: Path) -> Iterator[Path]:
+    """Run folders under root, newest start first (ties: the run id, descending)."""
+    if not root.is_dir():
+        return iter(())
+    folders = [p for p in root.iterdir() if not p.name.startswith(".") and (p / LOG_NAME).is_file()]
+    folders.sort(key=lambda p: (_started_at(p), p.name), reverse=True)
+    return iter(folders)
+
+
+def replay(
+    path: str | Path,
+    on_event: Callable[[Event], None] | None = None,
+    torn: Callable[[TornTail], None] | None = None,
+) -> ExecutionContext:
+    """The state a run's log describes (`ruizn replay --json` prints it)."""
+    return replay_file(Path(path), on_event=on_event, torn=torn).state
+
+
+def load(
+    path: str | Path,
+    on_event: Callable[[Event], None] | None = None,
+    torn: Callable[[TornTail], None] | None = None,
+) -> Replayed:
+    return replay_file(Path(path), on_event=on_event, torn=torn)
+
+
+@frozen(kw_only=True)
+class RunInfo:
+    run_id: str
+    path: Path
+    replayed: Replayed | None
+    error: str | None  # why the log could not be read
+    live: bool  # a writer holds the run's lock
+    pid: int | None
+
+    @property
+    def status(self) -> str:
+        """running (a writer holds the lock), interrupted (no lock, no run_finished), or the
+        run's final status; `+torn` when the last line is torn."""
+        if self.replayed is None:
+            return "unreadable"
+        state = self.replayed.state
+        if state.status is Status.RUNNING:
+            word = "running" if self.live else "interrupted"
+        else:
+            word = state.status.value
+        return f"{word}+torn" if self.replayed.torn and not self.live else word
+
+
+def info(path: Path, on_event: Callable[[Event], None] | None = None) -> RunInfo:
+    folder = path.parent
+    live = is_locked(folder)
+    try:
+        replayed: Replayed | None = replay_file(path, on_event=on_event)
+        error = None
+    except LogError as exc:
+        replayed, error = None, str(exc)
+    return RunInfo(
+        run_id=folder.name,
+        path=path,
+        replayed=replayed,
+        error=error,
+        live=live,
+        pid=holder_pid(folder) if live else None,
+    )
+
+
+def iter_runs(root: Path) -> Iterator[RunInfo]:
+    for folder in iter_run_folders(root):
+        yield info(folder / LOG_NAME)
