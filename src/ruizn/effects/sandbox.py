@@ -37,6 +37,7 @@ import weakref
 from collections import deque
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Literal
 
 from attrs import frozen
 
@@ -203,8 +204,19 @@ class Sandbox:
         """Open the directory `given` names; return its fd (the caller closes it) and rel path."""
         say = shown(given)
         parts = self.split(given)
-        entry = self._walk(parts, say, want_dir=True)
+        entry = self._walk(parts, say, want="dir")
         return entry.dir_fd, entry.rel
+
+    def resolve_any(self, given: str) -> Entry:
+        """Like `resolve_entry`, but a directory is opened: then `name` is "" and `dir_fd`
+        is the directory itself."""
+        say = shown(given)
+        parts = self.split(given)
+        entry = self._walk(parts, say, want="any")
+        if entry.info is not None and parts and self.is_secret(parts[-1]):
+            os.close(entry.dir_fd)
+            raise PermissionError(_secret_text(say))
+        return entry
 
     def resolve_entry(
         self, given: str, *, missing_ok: bool = False, create_dirs: bool = False
@@ -251,7 +263,7 @@ class Sandbox:
         given: list[str],
         say: str,
         *,
-        want_dir: bool = False,
+        want: Literal["entry", "dir", "any"] = "entry",
         missing_ok: bool = False,
         create_dirs: bool = False,
     ) -> Entry:
@@ -296,7 +308,7 @@ class Sandbox:
                 except OSError as exc:
                     raise _os_error(exc, say) from None
                 if info is None:
-                    if last and missing_ok and not want_dir:
+                    if last and missing_ok and want == "entry":
                         return self._entry(stack, names, name, None)
                     if last or not create_dirs:
                         raise FileNotFoundError(errno.ENOENT, "no such file", say)
@@ -325,16 +337,18 @@ class Sandbox:
                     else:
                         parts.extendleft((part, True) for part in reversed(target.split("/")))
                     continue
-                if stat.S_ISDIR(info.st_mode) and (not last or want_dir):
+                if stat.S_ISDIR(info.st_mode) and (not last or want != "entry"):
                     stack.append(open_child_dir(here(), name, info, say))
                     names.append(name)
                     continue
                 if not last:  # a file used as a directory
                     raise FileNotFoundError(errno.ENOENT, "no such file", say)
-                if want_dir:
+                if want == "dir":
                     raise ToolInputError(f"{say} is not a directory")
+                if self.is_secret(name) and want == "any":
+                    raise PermissionError(_secret_text(say))
                 return self._entry(stack, names, name, info)
-            if not want_dir:  # every name was `..` or a symlink to the root
+            if want == "entry":  # the last name was `..` or a symlink to a directory
                 raise ToolInputError(f"{say} is a directory, not a file")
             fd = stack.pop() if stack else self.dup_root()
             return Entry(dir_fd=fd, name="", info=None, rel=tuple(names))
