@@ -466,6 +466,6 @@ def _escape_text(say: str, via_link: bool) -> str:
 
 def _secret_text(say: str) -> str:
     return (
-        f"{say} looks like a secret (credentials, keys, .env) and is not readable by tools;"
+        f"{say} looks like a secret (credentials, keys, .env) and is off limits to tools;"
         " the user can allow it with --allow-secret-files"
     )
