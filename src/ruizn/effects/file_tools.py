@@ -54,8 +54,13 @@ def _walk_seconds(timeout: float) -> float:
     return max(0.1, timeout * 0.8)
 
 
+class _Match(Protocol):
+    def start(self) -> int: ...
+    def end(self) -> int: ...
+
+
 class _Regex(Protocol):
-    def search(self, text: str) -> object | None: ...
+    def search(self, text: bytes, pos: int = 0) -> _Match | None: ...
 
 
 def _is_hidden(name: str) -> bool:
@@ -343,7 +348,8 @@ def _compile(pattern: object) -> _Regex:
     options = re2.Options()
     options.log_errors = False  # RE2 would print parse errors on our stderr
     try:
-        return cast(_Regex, re2.compile(pattern, options))
+        # Multi-line, on bytes: see _Search._scan. A bad pattern fails the same either way.
+        return cast(_Regex, re2.compile(("(?m)" + pattern).encode("utf-8"), options))
     except re2.error as exc:
         why = exc.args[0] if exc.args else "invalid"
         text = why.decode("utf-8", "replace") if isinstance(why, bytes) else str(why)
@@ -387,7 +393,8 @@ class _Search:
         self.budget = budget
         self.filter = tuple(name_filter) if name_filter is not None else None
         self.lines: list[str] = []
-        self.more_matches = 0
+        self.more_in: list[str] = []  # files with matches past the per-file cap
+        self.stopped = False  # the total cap was reached
         self.binary = 0
         self.secret = 0
         self.cut_files = 0
@@ -446,29 +453,57 @@ class _Search:
         if len(data) > MAX_GREP_FILE_BYTES:
             self.cut_files += 1
             data = data[:MAX_GREP_FILE_BYTES]
-        self._scan(data.decode("utf-8", errors="replace"), shown(path))
+        self._scan(data, shown(path))
 
-    def _scan(self, text: str, path: str) -> None:
+    def _scan(self, data: bytes, path: str) -> None:
+        """Report the lines of `data` the pattern matches, as a line-by-line search would.
+
+        One search over the whole buffer finds the next line that can match, rather than one
+        call per line: any match within a line is also a match in the buffer (the pattern is
+        multi-line, `.` never crosses a newline), so no line before the buffer's next match can
+        match alone. A buffer match that spans lines is checked again on its first line alone.
+        """
+        pos = line_no = 0
+        counted_to = 0
         here = 0
-        # Split on \n only, so line numbers agree with editors and `grep -n` (splitlines would
-        # also split on form feeds and U+2028).
-        for number, line in enumerate(text.split("\n"), start=1):
-            if number % 1024 == 0 and not self.budget.tick(1024):
+        while pos < len(data):
+            if self.budget.exhausted or not self.budget.tick(0):
                 return
-            if self.regex.search(line) is None:
+            found = self.regex.search(data, pos)
+            # (At the very end, after a final newline, there is no line: `^$` matches there.)
+            if found is None or (found.start() == len(data) and data.endswith(b"\n")):
+                return
+            start = data.rfind(b"\n", 0, found.start()) + 1
+            end = data.find(b"\n", found.start())
+            end = len(data) if end < 0 else end
+            line = data[start:end]
+            pos = end + 1
+            if found.end() > end and self.regex.search(line) is None:
                 continue
-            if here >= MAX_GREP_PER_FILE or len(self.lines) >= MAX_GREP_MATCHES:
-                self.more_matches += 1
-                continue
+            line_no += data.count(b"\n", counted_to, start) + 1
+            counted_to = pos
+            if here >= MAX_GREP_PER_FILE:
+                self.more_in.append(path)
+                return
+            if len(self.lines) >= MAX_GREP_MATCHES:
+                self.stopped = True
+                return
             here += 1
-            self.lines.append(f"{path}:{number}:{_clip_line(line.removesuffix(chr(13)))}")
+            text = line.removesuffix(b"\r").decode("utf-8", errors="replace")
+            self.lines.append(f"{path}:{line_no}:{_clip_line(text)}")
 
     def report(self) -> str:
         lines = list(self.lines) or ["no matches"]
-        if self.more_matches:
+        if self.more_in:
+            files = ", ".join(self.more_in[:5]) + (" ..." if len(self.more_in) > 5 else "")
             lines.append(
-                f"[{self.more_matches} more matching lines not shown"
-                f" (at most {MAX_GREP_PER_FILE} per file, {MAX_GREP_MATCHES} in all)]"
+                f"[more matches not shown in {len(self.more_in)} files (at most"
+                f" {MAX_GREP_PER_FILE} per file): {files}]"
+            )
+        if self.stopped:
+            lines.append(
+                f"[search stopped at {MAX_GREP_MATCHES} matching lines; narrow the pattern,"
+                " path or glob]"
             )
         skipped = []
         if self.binary:
