@@ -121,6 +121,11 @@ class Sandbox:
     Thread-safe: the only shared state is the root descriptor, which is never moved. It is
     closed when the sandbox is garbage-collected or by `close()`; close it only once no tool
     thread can still use it (a reused fd number would otherwise point a walk elsewhere).
+
+    `exclude`: folders the tools may never see, besides `.ruizn` at the root. A relative one
+    is taken relative to the workspace (pass the CLI's `--log-dir` absolute); one outside the
+    workspace, or the workspace itself, needs no exclusion and is ignored. Matching is by the
+    real path at construction, so a folder that does not exist yet is excluded too.
     """
 
     def __init__(
