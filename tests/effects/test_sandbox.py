@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import stat
 import threading
 import time
 from pathlib import Path
@@ -291,3 +292,25 @@ async def test_absolute_symlinks_that_stay_inside_work(ws: Path) -> None:
     )
     listing = await call(tools["list_dir"], {"path": "abs_sub"})
     assert "note.txt" in listing.content
+
+
+def _make_device(path: Path) -> bool:
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 5))  # /dev/zero: never ends
+    except PermissionError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not hasattr(os, "mknod"), reason="no mknod on this OS")
+async def test_a_device_inside_the_workspace_is_refused_by_every_tool(ws: Path) -> None:
+    if not _make_device(ws / "zero"):
+        pytest.skip("mknod needs CAP_MKNOD; the FIFO cases cover the same check")
+    tools = all_tools(ws)
+    for tool_name in ("read_file", "grep", "write_file", "edit_file"):
+        result = await call(tools[tool_name], input_for(tool_name, "zero", "zero"))
+        assert result.error_type == "invalid_input", (tool_name, result)
+        assert "not a regular file" in result.content
+    assert (ws / "zero").is_char_device()  # not replaced by write_file
+    grep = await call(tools["grep"], {"pattern": "x"})  # walked past, never opened
+    assert not grep.is_error

@@ -16,12 +16,14 @@ from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ruizn.effects.sandbox import Sandbox
 from ruizn.effects.tools import ToolInputError
 from ruizn.effects.write_tools import EditFileTool, WriteFileTool
 from ruizn.state import ToolResult
-from tests.effects.sandbox_world import build, call, outside_snapshot
+from tests.effects.sandbox_world import LOG_SECRET, build, call, outside_snapshot
 
 pytestmark = pytest.mark.anyio
 
@@ -310,3 +312,35 @@ async def test_writes_do_not_block_the_event_loop(ws: Path) -> None:
             await call(WriteFileTool(ws), {"path": "t.txt", "content": "x" * (1 << 20)})
         group.cancel_scope.cancel()
     assert ticks > 20
+
+
+# --- property: no path made of these pieces ever writes outside ---------------------------------
+
+_PIECES = ["new.txt", "..", ".", "", "sub", "out", "outabs", "outfile", "chain", "loop", "logs"]
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=5), st.booleans())
+def test_no_path_ever_writes_outside_the_workspace(
+    tmp_path: Path, pieces: list[str], edit: bool
+) -> None:
+    world = tmp_path / "prop"
+    if not world.exists():
+        world.mkdir()
+        build(world)
+    before = outside_snapshot(world)
+    path = "/".join(pieces)
+    if edit:
+        tool_input = {"path": path, "old_text": "top secret", "new_text": "changed"}
+        tool: WriteFileTool | EditFileTool = EditFileTool(world / "ws")
+    else:
+        tool_input = {"path": path, "content": "changed"}
+        tool = WriteFileTool(world / "ws")
+    result = anyio.run(call, tool, tool_input)
+    assert isinstance(result, ToolResult)
+    assert outside_snapshot(world) == before, path
+    assert (world / "ws" / ".ruizn" / "runs" / "r1" / "events.jsonl").read_text() == LOG_SECRET
