@@ -71,6 +71,14 @@ async def test_write_file_through_a_symlink_inside_replaces_its_target(ws: Path)
     assert (ws / "sub" / "note.txt").read_text() == "new note"
 
 
+async def test_write_file_through_a_dangling_symlink_inside_creates_its_target(ws: Path) -> None:
+    (ws / "later.txt").symlink_to("./sub/later.txt")
+    result = await call(WriteFileTool(ws), {"path": "later.txt", "content": "made"})
+    assert result == ToolResult.ok("created later.txt (4 bytes)")
+    assert (ws / "later.txt").is_symlink()
+    assert (ws / "sub" / "later.txt").read_text() == "made"
+
+
 @pytest.mark.parametrize(
     ("path", "kind", "says"),
     [

@@ -340,7 +340,9 @@ class Sandbox:
                         unwind()
                         parts.extendleft((part, True) for part in reversed(inside))
                     else:
-                        parts.extendleft((part, True) for part in reversed(target.split("/")))
+                        # Without "" and ".", so the name before them is still seen as last.
+                        named = [part for part in target.split("/") if part not in ("", ".")]
+                        parts.extendleft((part, True) for part in reversed(named))
                     continue
                 if stat.S_ISDIR(info.st_mode) and (not last or want != "entry"):
                     stack.append(open_child_dir(here(), name, info, say))
