@@ -58,9 +58,23 @@ async def test_dotdot_after_a_subdirectory_is_refused(ws: Path) -> None:
     refused(await read(ws, "a/../../outside.txt"), "permission_error", "'..' is not allowed")
 
 
-async def test_dotdot_that_would_stay_inside_is_still_refused(ws: Path) -> None:
+async def test_dotdot_that_stays_inside_is_allowed(ws: Path) -> None:
+    # Changed promise (issue 10's sandbox): `..` is resolved physically and allowed while it
+    # stays inside; only a climb above the root is refused (the tests above).
     (ws / "sub").mkdir()
-    refused(await read(ws, "sub/../README.md"), "permission_error", "'..' is not allowed")
+    assert await read(ws, "sub/../README.md") == ToolResult.ok("# Demo\n")
+
+
+async def test_dotdot_follows_the_directory_actually_reached_like_the_kernel(ws: Path) -> None:
+    (ws / "docs" / "deep").mkdir(parents=True)
+    (ws / "docs" / "note.md").write_text("note")
+    (ws / "in").symlink_to("docs/deep")
+    assert await read(ws, "in/../note.md") == ToolResult.ok("note")
+
+
+async def test_dotdot_through_a_symlink_to_the_root_cannot_climb_out(ws: Path) -> None:
+    (ws / "top").symlink_to(".")
+    refused(await read(ws, "top/../outside.txt"), "permission_error", "'..' is not allowed")
 
 
 async def test_absolute_path_is_refused(ws: Path) -> None:
@@ -170,10 +184,10 @@ def _failing_open(monkeypatch: pytest.MonkeyPatch, name: str, err: int, message:
     """Make read_file's own os.open of `name` fail with `err`; other opens pass through."""
     real_open = os.open
 
-    def fake(path: Any, flags: int, *args: Any) -> int:
+    def fake(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
         if str(path).endswith(name):
             raise OSError(err, message, str(path))
-        return real_open(path, flags, *args)
+        return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr(os, "open", fake)
 
