@@ -1,4 +1,9 @@
-"""Commands that only read logs: replay, runs, show. No network, no SDK, no anyio."""
+"""Commands that only read logs: replay, runs, show. No network, no SDK, no anyio.
+
+A log holds text from outside ruizn (the goal, the model's words, error texts) exactly as it
+was; every piece of it printed here goes through `ruizn.terminal.visible` first, like the
+live transcript, so reading a hostile run back is as safe as watching it.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from ruizn.format import human_seconds, tokens
 from ruizn.serde import state_to_json
 from ruizn.shell.cli import EXIT_OK, fail
 from ruizn.state import Status
+from ruizn.terminal import visible
 
 
 def default_root(log_dir: str | Path | None) -> Path:
@@ -45,7 +51,8 @@ def read_run(path: Path, on_event: Callable[[Event], None] | None = None) -> Rep
     try:
         return replay_file(path, on_event=on_event, torn=note)
     except LogError as exc:
-        fail(str(exc) if str(exc).startswith(str(path)) else f"{path}: {exc}")
+        # A decoder's message may quote the bad line: show it, never let it act.
+        fail(visible(str(exc) if str(exc).startswith(str(path)) else f"{path}: {exc}"))
 
 
 def replay_run(run: str, *, log_dir: str | Path | None, as_json: bool) -> int:
@@ -93,9 +100,9 @@ def list_runs(log_dir: str | Path | None) -> int:
             replayed = replay_file(folder / LOG_NAME)
         except LogError as exc:
             print(
-                f"{folder.name:<22} {'unreadable':<16} {'':>5} {'':>7} {'':>9} {'':>7}  {exc}"[
-                    :width
-                ]
+                visible(
+                    f"{folder.name:<22} {'unreadable':<16} {'':>5} {'':>7} {'':>9} {'':>7}  {exc}"
+                )[:width]
             )
             continue
         state = replayed.state
@@ -104,7 +111,7 @@ def list_runs(log_dir: str | Path | None) -> int:
             f" {human_seconds(state.elapsed):>7} {tokens(state.usage.total_input_tokens):>9}"
             f" {tokens(state.usage.output_tokens):>7}  "
         )
-        goal = " ".join(state.goal.split())
+        goal = visible(" ".join(state.goal.split()))
         room = max(width - len(row), 10)
         print(row + (goal if len(goal) <= room else goal[: room - 1] + "…"))
     return EXIT_OK
@@ -142,5 +149,5 @@ def show_run(run: str, log_dir: str | Path | None) -> int:
         ("log", str(path)),
     ]
     for key, value in lines:
-        print(f"{key + ':':<11}{value}")
+        print(f"{key + ':':<11}{visible(value)}")
     return EXIT_OK
