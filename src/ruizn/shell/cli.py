@@ -148,6 +148,12 @@ def _run(
         raise UsageFailure("--model must not be empty")
     if model != "test" and not os.environ.get("ANTHROPIC_API_KEY"):
         fail("ANTHROPIC_API_KEY is not set: set it, or try --model test (offline)")
+    if model != "test":  # WIRING(terminal)
+        from ruizn.redact import api_key_problem
+
+        problem = api_key_problem(os.environ)
+        if problem is not None:
+            fail(problem)
     folder = Path(workspace).resolve()
     root = Path(log_dir) if log_dir is not None else folder / ".ruizn" / "runs"
     run_id = run_id_now()

@@ -50,8 +50,11 @@ class AgentRunner:
         max_attempts: int = 5,
         retry_base_delay: float = 0.5,
         state: ExecutionContext | None = None,
+        redact: Callable[[Event], Event] | None = None,  # WIRING(terminal)
     ) -> None:
         self._provider = provider
+        # WIRING(terminal): every event passes here before it is logged, shown or reduced.
+        self._redact = redact if redact is not None else _unchanged
         self._registry = registry
         self._writer = writer
         # The writer first: a line is on disk before anyone shows or reduces it.
@@ -214,7 +217,7 @@ class AgentRunner:
             if isinstance(item, str):
                 assert self._state is not None
                 seq = self._state.last_seq + self._tokens + 1
-                publish(LlmToken(seq=seq, ts=clock(), text=item))
+                publish(self._redact(LlmToken(seq=seq, ts=clock(), text=item)))  # WIRING(terminal)
                 self._tokens += 1
             else:
                 reply = item
@@ -244,9 +247,15 @@ class AgentRunner:
 
     def _emit(self, cls: type[E], **fields: Any) -> None:
         state = self.state
-        event = cls(seq=state.last_seq + 1, ts=self._clock(), **fields)
+        event = self._redact(
+            cls(seq=state.last_seq + 1, ts=self._clock(), **fields)
+        )  # WIRING(terminal)
         self._bus.publish(event)
         self._state = reduce(state, event)
+
+
+def _unchanged(event: Event) -> Event:  # WIRING(terminal)
+    return event
 
 
 class _RunFailed(Exception):

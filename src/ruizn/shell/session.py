@@ -18,6 +18,8 @@ from ruizn.effects.provider import Provider, RetryNotice
 from ruizn.effects.read_file import ReadFileTool
 from ruizn.effects.tools import ToolRegistry
 from ruizn.effects.writer import EventWriter
+from ruizn.events import Event  # WIRING(terminal)
+from ruizn.redact import Redactor  # WIRING(terminal)
 from ruizn.shell.cli import EXIT_CODES, EXIT_USAGE, fail
 from ruizn.shell.runner import AgentRunner
 from ruizn.state import ExecutionContext
@@ -58,6 +60,13 @@ def make_provider(
 def printer() -> StdoutPrinter:
     color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     return StdoutPrinter(sys.stdout, color=color)
+
+
+def redactor() -> Callable[[Event], Event] | None:  # WIRING(terminal)
+    """Scrubs the API key and every *_API_KEY/*_TOKEN value ruizn was given from each event;
+    None when there is none, so the token path pays nothing."""
+    redactor = Redactor.from_env(os.environ)
+    return redactor.redact_event if redactor else None
 
 
 def open_writer(log_path: Path) -> EventWriter:
@@ -126,6 +135,7 @@ def build_runner(
         max_attempts=max_retries + 1,
         retry_base_delay=retry_base_delay(),
         state=state,
+        redact=redactor(),  # WIRING(terminal)
     )
     return runner
 
