@@ -1,9 +1,11 @@
 """What the terminal sanitiser costs per streamed delta (a timing script, not a test).
 
-Times `ruizn.terminal.visible` over 20,000 deltas shaped like a real answer (1-12 characters,
-some newlines, some CJK), over the same deltas with an escape in every 50th, and, for scale,
-the raw SDK's cost per delta from bench/README (12.4k deltas/s, about 80 µs). Also times the
-alternatives that were tried, so the choice can be checked again.
+Times `ruizn.terminal.visible` over 20,000 deltas shaped like a real answer (1-3 words,
+some newlines, some CJK) and over the same deltas with an escape in every 50th, beside the
+alternatives that were tried, so the choice can be checked again. Then the other per-delta
+steps: `Redactor.redact_event` with two secrets, and the whole StdoutPrinter into /dev/null.
+For scale: the raw SDK's text_stream does about 12.4k deltas/s here, ~80 µs a delta
+(bench/README.md).
 
     python bench/terminal_cost.py
 """
@@ -13,6 +15,10 @@ from __future__ import annotations
 import random
 import timeit
 
+from ruizn.effects import printer as printer_module
+from ruizn.effects.printer import StdoutPrinter
+from ruizn.events import LlmToken
+from ruizn.redact import Redactor
 from ruizn.terminal import _TABLE, visible
 
 N = 20_000
@@ -73,3 +79,16 @@ if __name__ == "__main__":
                 f"{name:36} {label:18} {ns:6.0f} ns/delta  = {ns * N / 1e6:5.2f} ms per 20k deltas"
                 f"  ({ns / 80_000:.2%} of the raw SDK's ~80 µs/delta)"
             )
+
+    events = [LlmToken(seq=i, ts=0.0, text=d) for i, d in enumerate(clean)]
+    redactor = Redactor(secrets=("sk-ant-api03-" + "x" * 90, "ghp_" + "y" * 36))
+    ns = per_delta_ns(redactor.redact_event, events) - base
+    print(f"{'Redactor.redact_event, 2 secrets':36} {'clean':18} {ns:6.0f} ns/delta")
+
+    with open("/dev/null", "w", encoding="utf-8") as sink:
+        printer = StdoutPrinter(sink)
+        ns = per_delta_ns(printer, events) - base
+        print(f"{'StdoutPrinter to /dev/null (all in)':36} {'clean':18} {ns:6.0f} ns/delta")
+        printer_module.visible = identity  # the printer as it was before the sanitiser
+        ns = per_delta_ns(StdoutPrinter(sink), events) - base
+        print(f"{'  the same without visible':36} {'clean':18} {ns:6.0f} ns/delta")

@@ -76,10 +76,11 @@ class Redactor:
         """
         if not self.secrets:
             return event
+        if type(event) is LlmToken:  # the hot path: one per streamed delta, before `match`
+            text = event.text
+            new = self.redact(text)
+            return event if new is text else evolve(event, text=new)
         match event:
-            case LlmToken(text=text):
-                new = self.redact(text)
-                return event if new is text else evolve(event, text=new)
             case LlmCallFailed(message=message):
                 new = self.redact(message)
                 return event if new is message else evolve(event, message=new)
