@@ -19,7 +19,18 @@ import ruizn
 
 SRC = Path(ruizn.__file__).parent
 PACKAGE = "ruizn"
-CORE = ("state", "events", "serde", "reducers", "decide", "request", "format", "config")
+CORE = (
+    "state",
+    "events",
+    "serde",
+    "reducers",
+    "decide",
+    "request",
+    "format",
+    "config",
+    "terminal",
+    "redact",
+)
 # Modules directly in src/ruizn/ that are not core, each with its reason.
 NOT_CORE: dict[str, str] = {
     "__main__": "the `python -m ruizn` entry point: it starts the CLI",

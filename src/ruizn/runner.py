@@ -66,6 +66,7 @@ class AgentRunner:
         timer: Callable[[], float],
         state: ExecutionContext | None = None,
         tool_concurrency: int = 1,
+        redact: Callable[[Event], Event] | None = None,
     ) -> None:
         self._provider = provider
         self._registry = registry
@@ -75,6 +76,9 @@ class AgentRunner:
         self._timer = timer
         self._state = state
         self._tool_concurrency = max(1, tool_concurrency)
+        # Scrubs secrets (the API key...) from each event before anything sees it, so a key
+        # never reaches the log, the terminal or the next request (see ruizn.redact).
+        self._redact = redact if redact is not None else _unchanged
         # Tokens written and shown but not yet reduced: they are applied in one update
         # (reducers.add_tokens, equal to reducing them one by one) the moment anything reads
         # the state, so a long answer does not copy the state once per token. The log is
@@ -250,7 +254,7 @@ class AgentRunner:
                 # they are reduced in bulk (see `state`).
                 assert self._state is not None
                 seq = self._state.last_seq + self._tokens + 1
-                publish(LlmToken(seq=seq, ts=clock(), text=item))
+                publish(self._redact(LlmToken(seq=seq, ts=clock(), text=item)))
                 self._tokens += 1
             else:
                 reply = item
@@ -335,7 +339,7 @@ class AgentRunner:
 
     def _emit(self, cls: type[E], **fields: Any) -> None:
         state = self.state
-        event = cls(seq=state.last_seq + 1, ts=self._clock(), **fields)
+        event = self._redact(cls(seq=state.last_seq + 1, ts=self._clock(), **fields))
         new_state = reduce(state, event)  # refused events are never written
         try:
             self._publish(event)
@@ -354,3 +358,7 @@ def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
             return exc
     first = group.exceptions[0]
     return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+
+
+def _unchanged(event: Event) -> Event:
+    return event

@@ -4,6 +4,13 @@
 replay are the same bytes. Tokens are written inline as they arrive; `_ensure_newline` keeps a
 tool line from gluing onto streamed text. A closed stdout (`ruizn ... | head -1`) turns the
 printer off; it never stops the run or the log.
+
+Everything that comes from outside ruizn (the model's text, tool names and inputs, tool
+errors, API error texts) goes through `ruizn.terminal.visible` before it is written, so a
+control character shows as `␛`, `␍`... and the terminal never acts on it; ruizn's own
+colour codes are added around the sanitised text. This happens whether or not stdout is a
+terminal: the transcript is the same bytes in a pipe, a file or a replay (a file piped to
+`less -R` or `cat` later is a terminal again), and the log keeps the exact text.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from ruizn.events import (
     ToolCallStarted,
 )
 from ruizn.format import human_bytes, human_seconds, tokens
+from ruizn.terminal import visible
 
 _DIM, _RED, _GREEN, _RESET = "\x1b[2m", "\x1b[31m", "\x1b[32m", "\x1b[0m"
 _MAX_INPUT_SHOWN = 200
@@ -47,26 +55,27 @@ class StdoutPrinter:
         match event:
             case LlmToken(text=text):
                 if text:
-                    self._out.write(text)
+                    self._out.write(visible(text))
                     self._inline = not text.endswith("\n")
             case ToolCallStarted(name=name, input=tool_input):
                 shown = json.dumps(tool_input, ensure_ascii=False)
                 if len(shown) > _MAX_INPUT_SHOWN:
                     shown = shown[:_MAX_INPUT_SHOWN] + "…"
-                self._line(self._paint(_DIM, "[tool]") + f" {name} {shown}")
+                self._line(self._paint(_DIM, "[tool]") + f" {visible(name)} {visible(shown)}")
             case ToolCallFinished(result=result):
                 if result.is_error:
                     first = result.content.splitlines()[0] if result.content else ""
-                    text = f"error · {result.error_type} · {first}"
+                    text = visible(f"error · {result.error_type} · {first}")
                     self._line(self._paint(_DIM, "[tool]") + " " + self._paint(_RED, text))
                 else:
                     size = human_bytes(len(result.content.encode()))
                     self._line(self._paint(_DIM, "[tool]") + f" ok · {size}")
             case LlmCallFailed(will_retry=True) as failed:
                 where = f" (request-id {failed.request_id})" if failed.request_id else ""
+                why = visible(f"{failed.message}{where}")
                 self._line(
                     self._paint(_DIM, "[retry]")
-                    + f" attempt {failed.attempt} failed: {failed.message}{where}; retrying"
+                    + f" attempt {failed.attempt} failed: {why}; retrying"
                 )
             case RunResumed(max_steps=max_steps):
                 self._line(self._paint(_DIM, "[run]") + f" resumed · max {max_steps} steps")
@@ -87,7 +96,7 @@ class StdoutPrinter:
         ]
         line = self._paint(_DIM, "[run]") + " " + " · ".join(parts)
         if event.error:
-            line += "\n" + self._paint(_RED, f"[run] error: {event.error}")
+            line += "\n" + self._paint(_RED, f"[run] error: {visible(event.error)}")
         return line
 
     def _line(self, text: str) -> None:

@@ -34,5 +34,8 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
 
 
 def echo_error(message: str) -> None:
-    # One line, always: a message with a newline in it (an API's text) is folded.
-    click.echo("ruizn: error: " + " ".join(message.split()), err=True)
+    # One line, always: a message with a newline in it (an API's text) is folded, and no
+    # control character in it (a model's, a file name's) reaches the terminal.
+    from ruizn.terminal import visible
+
+    click.echo("ruizn: error: " + visible(" ".join(message.split())), err=True)

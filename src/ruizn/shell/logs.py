@@ -1,4 +1,8 @@
-"""Commands that only read logs: replay, runs, show. No network, no SDK, no anyio."""
+"""Commands that only read logs: replay, runs, show. No network, no SDK, no anyio.
+
+A log holds what the model and the user wrote, exactly as it was; every piece of it printed
+here goes through `ruizn.terminal.visible` first, like the live transcript.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from ruizn.format import human_seconds, tokens
 from ruizn.serde import state_to_json
 from ruizn.shell.exits import EXIT_OK, fail
 from ruizn.store import RunInfo, RunNotFound, info, iter_runs, load, resolve_run
+from ruizn.terminal import visible
 
 
 def _resolve(run: str, root: Path) -> Path:
@@ -34,7 +39,7 @@ def read_run(path: Path, on_event: Callable[[Event], None] | None = None) -> Rep
     try:
         return load(path, on_event=on_event, torn=note)
     except LogError as exc:
-        fail(str(exc) if str(exc).startswith(str(path)) else f"{path}: {exc}")
+        fail(visible(str(exc) if str(exc).startswith(str(path)) else f"{path}: {exc}"))
 
 
 def replay_run(run: str, *, root: Path, as_json: bool) -> int:
@@ -77,7 +82,7 @@ def list_runs(root: Path) -> int:
     for run in iter_runs(root):
         if run.replayed is None:
             line = f"{run.run_id:<22} {'unreadable':<16} {'':>5} {'':>7} {'':>9} {'':>7}  "
-            print((line + " ".join(str(run.error).split()))[:width])
+            print(visible(line + " ".join(str(run.error).split()))[:width])
             continue
         state = run.replayed.state
         row = (
@@ -85,7 +90,7 @@ def list_runs(root: Path) -> int:
             f" {human_seconds(state.elapsed):>7} {tokens(state.usage.total_input_tokens):>9}"
             f" {tokens(state.usage.output_tokens):>7}  "
         )
-        goal = " ".join(state.goal.split())
+        goal = visible(" ".join(state.goal.split()))
         room = max(width - len(row), 10)
         print(row + (goal if len(goal) <= room else goal[: room - 1] + "…"))
     return EXIT_OK
@@ -129,5 +134,5 @@ def show_run(run: str, root: Path) -> int:
         ("log", str(path)),
     ]
     for key, value in lines:
-        print(f"{key + ':':<11}{value}")
+        print(f"{key + ':':<11}{visible(value)}")
     return EXIT_OK

@@ -24,6 +24,9 @@ from ruizn.effects.read_file import ReadFileTool
 from ruizn.effects.sink import LogLost, SinkError
 from ruizn.effects.tools import ToolRegistry
 from ruizn.effects.writer import EventWriter, RunLocked
+from ruizn.events import Event
+from ruizn.redact import Redactor
+from ruizn.redact import api_key_problem as key_whitespace_problem
 from ruizn.runner import AgentRunner
 from ruizn.shell.exits import EXIT_CODES, EXIT_ERROR, EXIT_OK, EXIT_USAGE, echo_error, fail
 from ruizn.state import ExecutionContext, Status
@@ -41,11 +44,9 @@ def api_key_problem(model: str) -> str | None:
     key = os.environ.get("ANTHROPIC_API_KEY")
     if not key:
         return "ANTHROPIC_API_KEY is not set: set it, or try --model test (offline)"
-    if key != key.strip() or any(c.isspace() for c in key):
-        # A key read from a CRLF file keeps its \r; the HTTP client would put the key itself
-        # into its error text. Refuse it before anything is sent or logged.
-        return "ANTHROPIC_API_KEY contains whitespace (a stray newline?): remove it"
-    return None
+    # A key read from a CRLF file keeps its \r; the HTTP client would put the key itself
+    # into its error text. Refuse it before anything is sent or logged.
+    return key_whitespace_problem(os.environ)
 
 
 def make_registry(workspace: Path, config: RunConfig) -> ToolRegistry:
@@ -81,7 +82,15 @@ def build_runner(
         clock=time.time,
         timer=time.monotonic,
         state=state,
+        redact=redactor(),
     )
+
+
+def redactor() -> Callable[[Event], Event] | None:
+    """Scrubs the API key and every *_API_KEY/*_TOKEN value ruizn was given from each event;
+    None when there is none, so the token path pays nothing."""
+    found = Redactor.from_env(os.environ)
+    return found.redact_event if found else None
 
 
 def new_run(config: RunConfig, goal: str) -> int:

@@ -1,0 +1,143 @@
+"""Secrets out of every text ruizn writes: the API key leaves the process only in its header.
+
+The key can reach text by many roads: an HTTP client quoting the header it refused, a file a
+tool read (`.env`, a config), an error that echoes a request. Rather than guard each road,
+every event is passed through `Redactor.redact_event` once, where it is made, before it is
+logged, shown or folded into the state (so before it can be sent back to the model either).
+
+Only exact values are scrubbed: the configured ANTHROPIC_API_KEY and the value of every
+`*_API_KEY` / `*_TOKEN` variable ruizn was started with. Values shorter than 8 characters
+are ignored: scrubbing `1` or `true` would mangle ordinary text and protects nothing.
+
+The normal path (no secret in the text) allocates nothing: `redact` returns the very string
+it was given and `redact_event` the very event, so the token hot path stays a few substring
+scans per delta.
+
+Pure: the environment comes in as a mapping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from attrs import evolve, field, frozen
+
+from ruizn.events import (
+    Event,
+    LlmCallFailed,
+    LlmToken,
+    RunFinished,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+
+REDACTED = "[redacted]"
+MIN_SECRET_LENGTH = 8
+API_KEY_VAR = "ANTHROPIC_API_KEY"
+_SECRET_SUFFIXES = ("_API_KEY", "_TOKEN")
+
+
+def _usable(secrets: Iterable[str]) -> tuple[str, ...]:
+    # Longest first: when one secret contains another, the whole of the longer one goes.
+    kept = {s for s in secrets if len(s) >= MIN_SECRET_LENGTH}
+    return tuple(sorted(kept, key=lambda s: (-len(s), s)))
+
+
+@frozen(kw_only=True)
+class Redactor:
+    secrets: tuple[str, ...] = field(default=(), converter=_usable)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Redactor:
+        return cls(secrets=secrets_from_env(env))
+
+    def __bool__(self) -> bool:
+        return bool(self.secrets)
+
+    def redact(self, text: str) -> str:
+        """`text` with every secret replaced by `[redacted]`; `text` itself if none occurs."""
+        for secret in self.secrets:
+            if secret in text:
+                break
+        else:
+            return text
+        for secret in self.secrets:
+            text = text.replace(secret, REDACTED)
+        return text
+
+    def redact_event(self, event: Event) -> Event:
+        """`event` with secrets scrubbed from its free-text fields; `event` itself if clean.
+
+        The fields are those outside text can reach: a token, an error message, a tool's
+        result and the string values of a tool's input. The model's finished reply
+        (`llm_response`) is left as the API sent it: thinking must go back byte for byte,
+        and the model can only repeat a secret it was sent, which this prevents.
+        """
+        if not self.secrets:
+            return event
+        if type(event) is LlmToken:  # the hot path: one per streamed delta, before `match`
+            text = event.text
+            new = self.redact(text)
+            return event if new is text else evolve(event, text=new)
+        match event:
+            case LlmCallFailed(message=message):
+                new = self.redact(message)
+                return event if new is message else evolve(event, message=new)
+            case RunFinished(error=str() as error):
+                new = self.redact(error)
+                return event if new is error else evolve(event, error=new)
+            case ToolCallFinished(result=result):
+                new = self.redact(result.content)
+                if new is result.content:
+                    return event
+                return evolve(event, result=evolve(result, content=new))
+            case ToolCallStarted(input=tool_input):
+                new_input = self._redact_json(tool_input)
+                return event if new_input is tool_input else evolve(event, input=new_input)
+            case _:
+                return event
+
+    def _redact_json(self, value: Any) -> Any:
+        """`value` (decoded JSON) with secrets scrubbed from its strings, keys included; the
+        same object when nothing changed, so a clean input is never copied."""
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, dict):
+            items = [(self._redact_json(k), self._redact_json(v)) for k, v in value.items()]
+            if all(
+                nk is k and nv is v for (nk, nv), (k, v) in zip(items, value.items(), strict=True)
+            ):
+                return value
+            return dict(items)
+        if isinstance(value, list):
+            values = [self._redact_json(v) for v in value]
+            if all(nv is v for nv, v in zip(values, value, strict=True)):
+                return value
+            return values
+        return value
+
+
+def secrets_from_env(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The values to scrub: ANTHROPIC_API_KEY and every `*_API_KEY` / `*_TOKEN` variable.
+
+    Values are stripped: a key read from a CRLF file is `sk-...\\r\\n`, and the text that
+    leaks it (`Illegal header value b'Bearer sk-...\\r\\n'`) spells the whitespace as
+    escapes, so it is the bare value that must be found.
+    """
+    found = []
+    for name, value in env.items():
+        if name == API_KEY_VAR or name.upper().endswith(_SECRET_SUFFIXES):
+            found.append(value.strip())
+    return _usable(found)
+
+
+def api_key_problem(env: Mapping[str, str]) -> str | None:
+    """Why the configured API key cannot be used as it is, or None. Never quotes the key."""
+    key = env.get(API_KEY_VAR)
+    if key is None or key == key.strip():
+        return None
+    return (
+        f"{API_KEY_VAR} has whitespace at its start or end (a CR or LF from a CRLF file?):"
+        " remove it and try again"
+    )
