@@ -21,11 +21,16 @@ class ModelReply:
     stop_reason: str | None
     usage: Usage
     request_id: str | None = None
+    # Content block types the reply held that ruizn does not keep (server tools such as
+    # web_search): dropped from `content`, named here so the caller can say so.
+    dropped_blocks: tuple[str, ...] = ()
 
 
 @frozen(kw_only=True)
 class RetryNotice:
-    """The SDK is about to send the same request again (it retries before a stream starts)."""
+    """Deprecated: the SDK no longer retries (providers run with max_retries=0, and every
+    failure is a ProviderError the core's retry policy sees). Kept only so the runner that
+    still imports it loads; nothing creates one."""
 
     attempt: int
     reason: str
@@ -34,8 +39,12 @@ class RetryNotice:
 
 
 class ProviderError(Exception):
-    """A model call failed. `retryable` errors happened mid-stream, after the SDK's own
-    retries no longer apply; the runner retries the whole call for those."""
+    """A model call failed; the core decides whether and when to try again.
+
+    `retryable`: the same request may succeed later (429, 5xx, 529, connection refused or
+    reset, an `error` event mid-stream, a dropped or stalled stream, a malformed reply).
+    `retry_after`: seconds the server asked us to wait (retry-after-ms / retry-after), if any.
+    """
 
     def __init__(
         self,
@@ -45,6 +54,7 @@ class ProviderError(Exception):
         retryable: bool = False,
         status_code: int | None = None,
         request_id: str | None = None,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -52,9 +62,17 @@ class ProviderError(Exception):
         self.retryable = retryable
         self.status_code = status_code
         self.request_id = request_id
+        self.retry_after = retry_after
+
+
+class ProviderConfigError(Exception):
+    """The provider cannot be built as configured (e.g. a malformed ANTHROPIC_BASE_URL).
+    The message is one line, fit to print as is."""
 
 
 class Provider(Protocol):
+    # AnthropicProvider also takes a `MessagesRequest` (request.plan_request), which lets it
+    # encode each message once; the runner passes build_request's dict until it is wired.
     def stream(self, request: JsonObject) -> AsyncIterator[str | ModelReply]:
         """Yield each text delta as it arrives, then exactly one ModelReply."""
         ...

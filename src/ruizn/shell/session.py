@@ -51,8 +51,15 @@ def make_provider(
 
         return TestModelProvider(workspace)
     from ruizn.effects.anthropic_provider import AnthropicProvider
+    from ruizn.effects.provider import ProviderConfigError
 
-    return AnthropicProvider(read_timeout=read_timeout, max_retries=max_retries, on_retry=on_retry)
+    # WIRING(provider): the SDK no longer retries (the runner retries every retryable
+    # ProviderError), so max_retries and on_retry stop here; a bad ANTHROPIC_BASE_URL or key
+    # is one line, exit 2.
+    try:
+        return AnthropicProvider(read_timeout=read_timeout)
+    except ProviderConfigError as exc:
+        fail(str(exc), EXIT_USAGE)
 
 
 def printer() -> StdoutPrinter:
