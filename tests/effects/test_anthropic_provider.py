@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import pytest
 from attrs import evolve
 from hypothesis import given
@@ -635,3 +636,15 @@ def test_the_cached_body_equals_a_fresh_encoding_on_every_step(
             fresh = _dumps({**build_request(state), "stream": True})
             assert encoder.encode(plan_request(state)) == fresh
             assert json.loads(fresh) == {**build_request(state), "stream": True}
+
+
+async def test_cancellation_goes_through_a_stalled_stream(serve: Any) -> None:
+    server = serve(Stream((Text("abc"),), stall_after=3, stall_seconds=30))
+    provider = AnthropicProvider(api_key=KEY, base_url=server.base_url)
+    began = time.monotonic()
+    with anyio.move_on_after(0.3) as scope:
+        async for _ in provider.stream(_request()):
+            pass
+    await provider.aclose()
+    assert scope.cancelled_caught
+    assert time.monotonic() - began < 5

@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import anthropic
+import anyio
 import httpx2
 
 # The SDK's own SSE decoder (what AsyncStream.raw_events uses), taken directly so the body's
@@ -178,7 +179,10 @@ class AnthropicProvider:
             raise _invalid("the stream is not valid UTF-8", request_id) from None
         finally:
             if response is not None:
-                await response.aclose()
+                # Shielded: a cancelled call still hands its connection back closed; the
+                # cancellation itself goes on as soon as this returns.
+                with anyio.CancelScope(shield=True):
+                    await response.aclose()
         yield result
 
     def _status_error(self, exc: anthropic.APIStatusError, model: object) -> ProviderError:
@@ -444,13 +448,14 @@ class _Reply:
     def _tool_input(self, block: _Block) -> JsonObject:
         raw = "".join(block.parts)
         if not raw:
-            return block.input  # no deltas: the start event held the whole input (or {})
-        try:
-            value = json.loads(raw, parse_constant=_no_constant)
-        except ValueError:
-            if not block.closed:  # cut by max_tokens mid-JSON: the core will not run it
-                return {}
-            raise self._bad(f"tool_use {block.id!r} input is not valid JSON") from None
+            value: object = block.input  # no deltas: the start event held it whole (or {})
+        else:
+            try:
+                value = json.loads(raw, parse_constant=_no_constant)
+            except (ValueError, RecursionError):
+                if not block.closed:  # cut by max_tokens mid-JSON: the core will not run it
+                    return {}
+                raise self._bad(f"tool_use {block.id!r} input is not valid JSON") from None
         if not isinstance(value, dict):
             raise self._bad(f"tool_use {block.id!r} input is not a JSON object")
         try:
