@@ -648,3 +648,19 @@ async def test_cancellation_goes_through_a_stalled_stream(serve: Any) -> None:
     await provider.aclose()
     assert scope.cancelled_caught
     assert time.monotonic() - began < 5
+
+
+def test_equal_messages_with_different_json_are_not_confused() -> None:
+    state = _state(3)
+    first = state.messages[1]
+    call = next(b for b in first.content if isinstance(b, ToolUseBlock))
+    twin = Message(
+        role="assistant",
+        content=(TextBlock(text=" "), evolve(call, input={"path": call.input["path"], "n": 1})),
+    )
+    assert twin == first  # 1 == 1.0, yet the JSON differs
+    other = evolve(state, messages=(state.messages[0], twin, *state.messages[2:]))
+    encoder = _BodyEncoder()
+    for each in (state, other, state):
+        assert encoder.encode(plan_request(each)) == _dumps({**build_request(each), "stream": True})
+    assert b'"n":1}' in encoder.encode(plan_request(other))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import email.utils
 import json
 import math
+import operator
 import os
 import re
 import time
@@ -240,39 +241,42 @@ async def _ended(response: httpx2.Response) -> AsyncIterator[bytes]:
 class _BodyEncoder:
     """The request body as bytes, each message encoded once.
 
-    A `Message` is immutable, so its JSON never changes: it is cached by identity (the cache
-    holds the message, so its id cannot be reused while cached) and the body is joined from
-    the cached pieces. Only the messages that carry a rolling cache breakpoint, and the head
-    (model, system, tools), are encoded fresh. The cache keeps what the last request used,
-    so it never outgrows one history. The bytes are exactly `_dumps({**to_json(), "stream":
-    true})`: the tests hold this encoder to that.
+    A `Message` is immutable, so its JSON never changes. The history only grows, and every
+    message before the oldest rolling cache breakpoint is unmarked now and in every later
+    request: that prefix is kept joined, as bytes, and extended by the messages that enter
+    it. The few messages from the breakpoint on, and the head (model, system, tools), are
+    encoded fresh. The prefix is matched by identity (`is`), never by equality: equal
+    records can have different JSON (1 and 1.0, true and 1). So each step costs the new
+    messages plus one copy of the bytes, not a walk over the whole history. The bytes are
+    exactly `_dumps({**to_json(), "stream": true})`: the tests hold this encoder to that.
     """
 
     def __init__(self) -> None:
-        self._pieces: dict[int, tuple[Message, bytes]] = {}
+        self._prefix: tuple[Message, ...] = ()
+        self._prefix_bytes = b""  # the prefix's messages, joined with ","
 
     def encode(self, request: JsonObject | MessagesRequest) -> bytes:
         if not isinstance(request, MessagesRequest):
             return _dumps({**request, "stream": True})
-        cached = self._pieces
-        kept: dict[int, tuple[Message, bytes]] = {}
-        pieces: list[bytes] = []
-        marked = request.marked
-        for index, message in enumerate(request.messages):
-            if index in marked:
-                pieces.append(_dumps(message_json(message, marked=True)))
-                continue
-            key = id(message)
-            hit = cached.get(key)
-            if hit is not None and hit[0] is message:
-                piece = hit[1]
-            else:
-                piece = _dumps(message_json(message, marked=False))
-            kept[key] = (message, piece)
-            pieces.append(piece)
-        self._pieces = kept
+        messages, marked = request.messages, request.marked
+        first = min(marked) if marked else len(messages)
+        prefix, joined = self._prefix, self._prefix_bytes
+        done = len(prefix)
+        if done > first or not all(map(operator.is_, prefix, messages)):
+            done, joined = 0, b""
+        if done < first:
+            new = b",".join(
+                _dumps(message_json(message, marked=False)) for message in messages[done:first]
+            )
+            joined = joined + b"," + new if joined else new
+            self._prefix, self._prefix_bytes = messages[:first], joined
+        tail = b",".join(
+            _dumps(message_json(message, marked=index in marked))
+            for index, message in enumerate(messages[first:], start=first)
+        )
+        body = joined + b"," + tail if joined and tail else joined or tail
         head = _dumps(head_json(request))
-        return b"".join((head[:-1], b',"messages":[', b",".join(pieces), b'],"stream":true}'))
+        return b"".join((head[:-1], b',"messages":[', body, b'],"stream":true}'))
 
 
 class _Block:
