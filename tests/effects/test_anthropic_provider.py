@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ruizn.decide import CallModel, next_action
-from ruizn.effects.anthropic_provider import AnthropicProvider, _BodyEncoder, _dumps
+from ruizn.effects.anthropic_provider import AnthropicProvider, BodyEncoder
 from ruizn.effects.provider import ModelReply, ProviderConfigError, ProviderError
 from ruizn.events import LlmResponse
 from ruizn.request import build_request, plan_request
@@ -126,6 +126,11 @@ def _raw(events: list[tuple[str, Any]], **options: Any) -> Raw:
 
 def _find(events: list[tuple[str, dict[str, Any]]], name: str, nth: int = 0) -> dict[str, Any]:
     return [data for event, data in events if event == name][nth]
+
+
+def _dumps(value: Any) -> bytes:
+    """What the SDK's own encoder makes of a body (anthropic._utils._json.openapi_dumps)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
 def _assert_loggable(reply: ModelReply) -> None:
@@ -630,7 +635,7 @@ def test_the_cached_body_equals_a_fresh_encoding_on_every_step(
     data: st.DataObject, max_steps: int
 ) -> None:
     run = simulate(data, max_steps=max_steps)
-    encoder = _BodyEncoder()  # one encoder for the whole run: its cache is exercised
+    encoder = BodyEncoder()  # one encoder for the whole run: its cache is exercised
     for state in run.states:
         if isinstance(next_action(state), CallModel):
             fresh = _dumps({**build_request(state), "stream": True})
@@ -660,7 +665,7 @@ def test_equal_messages_with_different_json_are_not_confused() -> None:
     )
     assert twin == first  # 1 == 1.0, yet the JSON differs
     other = evolve(state, messages=(state.messages[0], twin, *state.messages[2:]))
-    encoder = _BodyEncoder()
+    encoder = BodyEncoder()
     for each in (state, other, state):
         assert encoder.encode(plan_request(each)) == _dumps({**build_request(each), "stream": True})
     assert b'"n":1}' in encoder.encode(plan_request(other))

@@ -7,7 +7,7 @@ What we use of the SDK: its client (auth, headers, base URL, typed HTTP errors) 
 public `client.post(..., content=<bytes>, stream=True)`, and its SSE decoder
 (`AsyncStream.raw_events`). What we do not: `messages.stream`. That helper deep-copies and
 re-encodes the whole history on every request and folds each event into pydantic models;
-ruizn's history is immutable, so each message is encoded once and reused (see `_BodyEncoder`),
+ruizn's history is immutable, so each message is encoded once and reused (see `BodyEncoder`),
 and the reply is folded straight into ruizn's own blocks, checked as it goes (`_Reply`).
 
 The SDK does not retry (max_retries=0): every failure comes out as one `ProviderError` saying
@@ -95,7 +95,7 @@ class AnthropicProvider:
         # Unset or blank: the SDK's default, the real API.
         url = _checked_base_url(url) if url is not None and url.strip() else None
         self._key = key
-        self._encoder = _BodyEncoder()
+        self._encoder = BodyEncoder()
         try:
             # follow_redirects=False: the API never redirects, and following a POST there
             # silently turns it into a GET somewhere else. A 3xx is reported instead.
@@ -238,7 +238,7 @@ async def _ended(response: httpx2.Response) -> AsyncIterator[bytes]:
     yield b"\n\n"
 
 
-class _BodyEncoder:
+class BodyEncoder:
     """The request body as bytes, each message encoded once.
 
     A `Message` is immutable, so its JSON never changes. The history only grows, and every
