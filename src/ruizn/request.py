@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from attrs import frozen
+
 from ruizn.state import (
     ContentBlock,
     ExecutionContext,
@@ -29,42 +31,92 @@ MAX_BREAKPOINTS = 4
 _ROLLING_BREAKPOINTS = 2
 
 
+@frozen(kw_only=True)
+class MessagesRequest:
+    """The next request, made of the state's own immutable records.
+
+    `to_json()` is the Messages API body. A provider may instead encode each message once
+    (a Message never changes, so its JSON never does) and join the cached pieces; `marked`
+    says which messages carry a rolling cache breakpoint on their last block.
+    """
+
+    model: str
+    max_tokens: int
+    system: str
+    tools: tuple[JsonObject, ...]
+    messages: tuple[Message, ...]
+    marked: frozenset[int]
+
+    def to_json(self) -> JsonObject:
+        request = head_json(self)
+        request["messages"] = [
+            message_json(m, marked=i in self.marked) for i, m in enumerate(self.messages)
+        ]
+        return request
+
+
+def plan_request(state: ExecutionContext) -> MessagesRequest:
+    messages = _continued(state.messages)
+    return MessagesRequest(
+        model=state.model,
+        max_tokens=state.max_tokens,
+        system=state.system,
+        tools=state.tools,
+        messages=messages,
+        marked=_rolling_breakpoints(messages),
+    )
+
+
+def _continued(messages: tuple[Message, ...]) -> tuple[Message, ...]:
+    """A continued turn (pause_turn, or an answer cut at max_tokens) ends the history with the
+    assistant's partial answer, which the API takes as the start of its reply. It refuses one
+    that ends in whitespace or sends no block, so that one is trimmed or left out."""
+    last = messages[-1]
+    if last.role != "assistant":
+        return messages
+    blocks = [b for b in last.content if _block(b) is not None]
+    if not blocks:
+        return messages[:-1]
+    tail = blocks[-1]
+    if isinstance(tail, TextBlock) and tail.text != tail.text.rstrip():
+        blocks[-1] = TextBlock(text=tail.text.rstrip())
+        return (*messages[:-1], Message(role="assistant", content=tuple(blocks)))
+    return messages
+
+
 def build_request(state: ExecutionContext) -> JsonObject:
-    request: JsonObject = {"model": state.model, "max_tokens": state.max_tokens}
-    if state.system:
-        request["system"] = [{"type": "text", "text": state.system, "cache_control": EPHEMERAL}]
-    if state.tools:
-        tools = [dict(tool) for tool in state.tools]
+    return plan_request(state).to_json()
+
+
+def head_json(request: MessagesRequest) -> JsonObject:
+    """Everything before `messages`, in the body's key order."""
+    head: JsonObject = {"model": request.model, "max_tokens": request.max_tokens}
+    if request.system:
+        head["system"] = [{"type": "text", "text": request.system, "cache_control": EPHEMERAL}]
+    if request.tools:
+        tools = [dict(tool) for tool in request.tools]
         tools[-1]["cache_control"] = EPHEMERAL
-        request["tools"] = tools
-    request["messages"] = _messages(state.messages)
-    return request
+        head["tools"] = tools
+    return head
 
 
-def _messages(messages: tuple[Message, ...]) -> list[JsonObject]:
-    contents: list[list[JsonObject]] = [
-        [b for b in map(_block, m.content) if b is not None] for m in messages
-    ]
-    marked = 0
-    for message, content in zip(reversed(messages), reversed(contents), strict=True):
-        if marked == _ROLLING_BREAKPOINTS:
+def message_json(message: Message, *, marked: bool) -> JsonObject:
+    content = [b for b in map(_block, message.content) if b is not None]
+    if marked and content:
+        content[-1]["cache_control"] = EPHEMERAL
+    return {"role": message.role, "content": content}
+
+
+def _rolling_breakpoints(messages: tuple[Message, ...]) -> frozenset[int]:
+    """The two newest user messages that send at least one block."""
+    marked: list[int] = []
+    for index in range(len(messages) - 1, -1, -1):
+        if len(marked) == _ROLLING_BREAKPOINTS:
             break
-        if message.role == "user" and content:
-            content[-1]["cache_control"] = EPHEMERAL
-            marked += 1
-    out = [
-        {"role": m.role, "content": content} for m, content in zip(messages, contents, strict=True)
-    ]
-    last = contents[-1]
-    if messages[-1].role == "assistant":
-        # A continued turn (pause_turn, or an answer cut at max_tokens): the API takes the
-        # final assistant message as the start of its answer, and refuses one that is empty
-        # or ends in whitespace.
-        if last and last[-1]["type"] == "text":
-            last[-1] = {**last[-1], "text": last[-1]["text"].rstrip()}
-        if not last:
-            out.pop()
-    return out
+        message = messages[index]
+        if message.role == "user" and any(_block(b) is not None for b in message.content):
+            marked.append(index)
+    return frozenset(marked)
 
 
 def _block(block: ContentBlock) -> JsonObject | None:

@@ -47,7 +47,7 @@ from ruizn.events import (
     ToolCallStarted,
 )
 from ruizn.reducers import add_tokens, reduce, start
-from ruizn.request import build_request
+from ruizn.request import MessagesRequest, plan_request
 from ruizn.state import ErrorType, ExecutionContext, Status, ToolCall, ToolResult
 
 E = TypeVar("E", bound=Event)
@@ -85,7 +85,7 @@ class AgentRunner:
         # never behind the state.
         self._tokens = 0
         self._started_at = timer()
-        self._request: tuple[int, dict[str, Any]] | None = None
+        self._request: tuple[int, MessagesRequest] | None = None
         self.lost: LogLost | None = None
 
     @property
@@ -189,7 +189,7 @@ class AgentRunner:
             await anyio.sleep(delay)
         # The request of a step is built once; retries send the same body.
         if self._request is None or self._request[0] != step:
-            self._request = (step, build_request(self.state))
+            self._request = (step, plan_request(self.state))
         request = self._request[1]
         self._emit(LlmCallStarted, step=step, attempt=attempt)
         try:
@@ -245,7 +245,7 @@ class AgentRunner:
             retry_after=retry_after,
         )
 
-    async def _stream(self, request: dict[str, Any]) -> ModelReply:
+    async def _stream(self, request: MessagesRequest) -> ModelReply:
         reply: ModelReply | None = None
         publish, clock = self._publish, self._clock
         async for item in self._provider.stream(request):

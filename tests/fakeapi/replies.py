@@ -95,7 +95,20 @@ class Recording:
     stem: Path
 
 
-Reply = Stream | HttpError | Hang | Recording
+@dataclass(frozen=True)
+class Raw:
+    """Any response at all, for replies the real API should never send: `body` as given
+    (an event-stream body goes out in `chunks` pieces, chunked; anything else with a
+    content-length). For malformed streams, HTML pages, bad bytes and redirects."""
+
+    body: bytes
+    status: int = 200
+    content_type: str = "text/event-stream; charset=utf-8"
+    headers: Mapping[str, str] = field(default_factory=dict)
+    chunks: int = 1
+
+
+Reply = Stream | HttpError | Hang | Recording | Raw
 Script = Sequence[Reply] | Callable[[dict[str, Any], int], Reply]
 
 

@@ -33,6 +33,7 @@ from tests.fakeapi.cache import PromptCache
 from tests.fakeapi.replies import (
     Hang,
     HttpError,
+    Raw,
     Recording,
     Reply,
     Script,
@@ -70,6 +71,7 @@ _RECORDED_HEADERS = ("x-should-retry", "retry-after", "retry-after-ms")
 class RecordedRequest:
     body: dict[str, Any]
     headers: dict[str, str]  # names lower-cased
+    raw: bytes = b""  # the body's bytes exactly as they came
 
 
 class _Dropped(Exception):
@@ -141,11 +143,11 @@ class FakeAnthropic:
             else:
                 self._connections.discard(conn)
 
-    def next_reply(self, body: dict[str, Any], headers: dict[str, str]) -> Reply:
+    def next_reply(self, body: dict[str, Any], headers: dict[str, str], raw: bytes = b"") -> Reply:
         # Index and record under one lock so requests[i] is the request that got reply i.
         with self._lock:
             index = len(self.requests)
-            self.requests.append(RecordedRequest(body=body, headers=headers))
+            self.requests.append(RecordedRequest(body=body, headers=headers, raw=raw))
         if callable(self.script):
             try:
                 return self.script(body, index)
@@ -249,7 +251,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(400, error_body("invalid_request_error", message, request_id), request_id)
             return
         headers = {k.lower(): v for k, v in self.headers.items()}
-        self._serve(self.fake.next_reply(body, headers), body, request_id)
+        self._serve(self.fake.next_reply(body, headers, raw), body, request_id)
 
     def _serve(self, reply: Reply, body: dict[str, Any], request_id: str) -> None:
         match reply:
@@ -260,6 +262,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True  # no status line at all, then the socket closes
             case Recording(stem=stem):
                 self._recording(Path(stem), request_id)
+            case Raw():
+                self._raw_reply(reply, request_id)
             case Stream():
                 if reply.usage is None:
                     uncached, creation, read = self.fake.cache.usage(body)
@@ -309,8 +313,19 @@ class _Handler(BaseHTTPRequestHandler):
         payload = stem.with_name(stem.name + ".response.json").read_bytes()
         self._raw(status, payload, request_id, extra)
 
-    def _sse_head(self, request_id: str, extra: Mapping[str, str]) -> None:
-        self.send_response(200)
+    def _raw_reply(self, reply: Raw, request_id: str) -> None:
+        if not reply.content_type.startswith("text/event-stream"):
+            extra = {"content-type": reply.content_type, **reply.headers}
+            self._raw(reply.status, reply.body, request_id, extra, content_type=None)
+            return
+        self._sse_head(request_id, reply.headers, status=reply.status)
+        size = max(1, -(-len(reply.body) // max(1, reply.chunks)))
+        for i in range(0, len(reply.body), size):
+            self._chunk(reply.body[i : i + size])
+        self._end()
+
+    def _sse_head(self, request_id: str, extra: Mapping[str, str], status: int = 200) -> None:
+        self.send_response(status)
         self.send_header("content-type", "text/event-stream; charset=utf-8")
         self.send_header("cache-control", "no-cache")
         self.send_header("request-id", request_id)
@@ -329,10 +344,16 @@ class _Handler(BaseHTTPRequestHandler):
         self._raw(status, dumps(data).encode(), request_id, extra)
 
     def _raw(
-        self, status: int, payload: bytes, request_id: str, extra: Mapping[str, str] | None = None
+        self,
+        status: int,
+        payload: bytes,
+        request_id: str,
+        extra: Mapping[str, str] | None = None,
+        content_type: str | None = "application/json",
     ) -> None:
         self.send_response(status)
-        self.send_header("content-type", "application/json")
+        if content_type is not None:
+            self.send_header("content-type", content_type)
         self.send_header("request-id", request_id)
         self.send_header("content-length", str(len(payload)))
         for key, value in (extra or {}).items():

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Union
 
 from ruizn.effects.provider import ModelReply
+from ruizn.request import MessagesRequest
 from ruizn.state import JsonObject, TextBlock, Usage
 
 Reply = Union[str, ModelReply]  # noqa: UP007 - a runtime alias used in isinstance-free code
@@ -28,8 +29,8 @@ class FunctionModel:
     def __init__(self, function: ReplyFunction) -> None:
         self._function = function
 
-    async def stream(self, request: JsonObject) -> AsyncIterator[str | ModelReply]:
-        outcome = self._function(request)
+    async def stream(self, request: MessagesRequest) -> AsyncIterator[str | ModelReply]:
+        outcome = self._function(request.to_json())
         if isinstance(outcome, AsyncIterator):
             async for item in outcome:
                 yield item

@@ -12,7 +12,8 @@ from typing import Protocol
 
 from attrs import frozen
 
-from ruizn.state import ContentBlock, JsonObject, Usage
+from ruizn.request import MessagesRequest
+from ruizn.state import ContentBlock, Usage
 
 
 @frozen(kw_only=True)
@@ -21,21 +22,18 @@ class ModelReply:
     stop_reason: str | None
     usage: Usage
     request_id: str | None = None
-
-
-@frozen(kw_only=True)
-class RetryNotice:
-    """The SDK is about to send the same request again (it retries before a stream starts)."""
-
-    attempt: int
-    reason: str
-    status_code: int | None = None
-    request_id: str | None = None
+    # Content block types the reply held that ruizn does not keep (server tools such as
+    # web_search): dropped from `content`, named here so the caller can say so.
+    dropped_blocks: tuple[str, ...] = ()
 
 
 class ProviderError(Exception):
-    """A model call failed. The core's retry policy (decide.after_failure) decides, from
-    `retryable` and `retry_after`, whether the runner tries the call again."""
+    """A model call failed; the core decides whether and when to try again.
+
+    `retryable`: the same request may succeed later (429, 5xx, 529, connection refused or
+    reset, an `error` event mid-stream, a dropped or stalled stream, a malformed reply).
+    `retry_after`: seconds the server asked us to wait (retry-after-ms / retry-after), if any.
+    """
 
     def __init__(
         self,
@@ -53,11 +51,17 @@ class ProviderError(Exception):
         self.retryable = retryable
         self.status_code = status_code
         self.request_id = request_id
-        # Seconds the server asked us to wait (retry-after / retry-after-ms), if it did.
         self.retry_after = retry_after
 
 
+class ProviderConfigError(Exception):
+    """The provider cannot be built as configured (e.g. a malformed ANTHROPIC_BASE_URL).
+    The message is one line, fit to print as is."""
+
+
 class Provider(Protocol):
-    def stream(self, request: JsonObject) -> AsyncIterator[str | ModelReply]:
+    # The request is made of the state's own immutable records (request.plan_request), so a
+    # provider may encode each message once; `request.to_json()` is the plain body.
+    def stream(self, request: MessagesRequest) -> AsyncIterator[str | ModelReply]:
         """Yield each text delta as it arrives, then exactly one ModelReply."""
         ...

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ruizn.effects.provider import ModelReply
-from ruizn.state import ContentBlock, JsonObject, TextBlock, ToolUseBlock, Usage
+from ruizn.request import MessagesRequest
+from ruizn.state import ContentBlock, TextBlock, ToolUseBlock, Usage
 
 TEST_MODEL = "test"
 _PATH_LIKE = re.compile(r"[A-Za-z0-9_./\-]+")
@@ -26,8 +27,9 @@ class TestModelProvider:
     def __init__(self, workspace: Path) -> None:
         self._workspace = workspace
 
-    async def stream(self, request: JsonObject) -> AsyncIterator[str | ModelReply]:
-        messages: list[dict[str, Any]] = request["messages"]
+    async def stream(self, request: MessagesRequest) -> AsyncIterator[str | ModelReply]:
+        body = request.to_json()
+        messages: list[dict[str, Any]] = body["messages"]
         results = [b for b in messages[-1]["content"] if b.get("type") == "tool_result"]
         content: tuple[ContentBlock, ...]
         if results:
@@ -52,7 +54,7 @@ class TestModelProvider:
             content=content,
             stop_reason=stop,
             usage=Usage(
-                input_tokens=len(json.dumps(request, ensure_ascii=False)) // 4,
+                input_tokens=len(json.dumps(body, ensure_ascii=False)) // 4,
                 output_tokens=max(1, len(text) // 4),
             ),
             request_id=None,

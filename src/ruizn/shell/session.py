@@ -59,8 +59,14 @@ def make_provider(config: RunConfig, workspace: Path) -> Provider:
 
         return TestModelProvider(workspace)
     from ruizn.effects.anthropic_provider import AnthropicProvider
+    from ruizn.effects.provider import ProviderConfigError
 
-    return AnthropicProvider(read_timeout=config.read_timeout, max_retries=0)
+    # The SDK makes no retries of its own (decide.after_failure makes them all); a bad
+    # ANTHROPIC_BASE_URL or key is one line, exit 2.
+    try:
+        return AnthropicProvider(read_timeout=config.read_timeout)
+    except ProviderConfigError as exc:
+        fail(str(exc), EXIT_USAGE)
 
 
 def printer() -> StdoutPrinter:
