@@ -19,7 +19,7 @@ import ruizn
 
 SRC = Path(ruizn.__file__).parent
 PACKAGE = "ruizn"
-CORE = ("state", "events", "serde", "reducers", "decide", "request", "format")
+CORE = ("state", "events", "serde", "reducers", "decide", "request", "format", "toolsource")
 # Modules directly in src/ruizn/ that are not core, each with its reason.
 NOT_CORE: dict[str, str] = {
     "__main__": "the `python -m ruizn` entry point: it starts the CLI",
