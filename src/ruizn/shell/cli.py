@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from ruizn import __version__
+
+if TYPE_CHECKING:  # WIRING(functools)
+    from pathlib import Path
+
+    from ruizn.effects.tool_loader import Toolbox
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 DEFAULT_SYSTEM = (
@@ -96,7 +101,37 @@ def _run_options(f: Any) -> Any:
     ]
     for option in reversed(options):
         f = option(f)
+    return _tool_options(f)  # WIRING(functools)
+
+
+# WIRING(functools): --tool / --no-plugins, shared by `run` and `tools`.
+def _tool_options(f: Any) -> Any:
+    options = [
+        click.option(
+            "--tool",
+            "tool_specs",
+            multiple=True,
+            metavar="MODULE:ATTR",
+            help="Add the tools MODULE:ATTR names (a module or a .py file; repeatable).",
+        ),
+        click.option("--no-plugins", is_flag=True, help="Load no plug-in tools."),
+    ]
+    for option in reversed(options):
+        f = option(f)
     return f
+
+
+# WIRING(functools): the run's tools, or one line and exit 2; plug-in warnings on stderr.
+def _load_tools(workspace: Path, tool_specs: tuple[str, ...], no_plugins: bool) -> Toolbox:
+    from ruizn.effects.tool_loader import ToolLoadError, collect_tools
+
+    try:
+        toolbox = collect_tools(workspace, tool_specs, plugins=not no_plugins)
+    except ToolLoadError as exc:
+        fail(str(exc))
+    for warning in toolbox.warnings:
+        click.echo(f"ruizn: warning: {warning}", err=True)
+    return toolbox
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -136,6 +171,8 @@ def _run(
     log_dir: str | None,
     read_timeout: float,
     max_retries: int,
+    tool_specs: tuple[str, ...] = (),  # WIRING(functools)
+    no_plugins: bool = False,  # WIRING(functools)
 ) -> int:
     # Imported here, not at the top: pathlib alone costs ~10 ms of `ruizn --help`.
     from pathlib import Path
@@ -150,6 +187,7 @@ def _run(
         fail("ANTHROPIC_API_KEY is not set: set it, or try --model test (offline)")
     folder = Path(workspace).resolve()
     root = Path(log_dir) if log_dir is not None else folder / ".ruizn" / "runs"
+    toolbox = _load_tools(folder, tool_specs, no_plugins)  # WIRING(functools)
     run_id = run_id_now()
     return new_run(
         run_id=run_id,
@@ -162,7 +200,46 @@ def _run(
         workspace=folder,
         read_timeout=read_timeout,
         max_retries=max_retries,
+        registry=toolbox.registry(),  # WIRING(functools)
     )
+
+
+# WIRING(functools): `ruizn tools`, like `llm tools`.
+@cli.command("tools")
+@click.option("--json", "as_json", is_flag=True, help="Print the tools as a JSON array.")
+@click.option(
+    "--workspace",
+    type=click.Path(exists=True, file_okay=False),
+    default=".",
+    help="The workspace the built-in tools are made for.",
+)
+@_tool_options
+def tools_command(
+    as_json: bool, workspace: str, tool_specs: tuple[str, ...], no_plugins: bool
+) -> None:
+    """List every available tool: its name, where it comes from, and its input schema."""
+    import json
+    from pathlib import Path
+
+    toolbox = _load_tools(Path(workspace).resolve(), tool_specs, no_plugins)
+    listed = [
+        {
+            "name": loaded.tool.name,
+            "source": {"kind": loaded.source.kind.value, "ref": loaded.source.ref},
+            "description": loaded.tool.description,
+            "input_schema": loaded.tool.input_schema,
+        }
+        for loaded in toolbox.tools
+    ]
+    if as_json:
+        click.echo(json.dumps(listed, ensure_ascii=False, indent=2))
+        return
+    for loaded, entry in zip(toolbox.tools, listed, strict=True):
+        click.echo(f"{entry['name']}  ({loaded.source.describe()})")
+        for line in str(entry["description"]).splitlines():
+            click.echo(f"  {line}".rstrip())
+        schema = json.dumps(entry["input_schema"], ensure_ascii=False, separators=(",", ":"))
+        click.echo(f"  input schema: {schema}")
 
 
 @cli.command("replay")

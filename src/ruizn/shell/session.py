@@ -35,8 +35,9 @@ def retry_base_delay() -> float:
     return float(os.environ.get("RUIZN_RETRY_BASE_DELAY", "0.5"))
 
 
-def make_registry(workspace: Path) -> ToolRegistry:
-    return ToolRegistry([ReadFileTool(workspace)])
+def make_registry(workspace: Path, registry: ToolRegistry | None = None) -> ToolRegistry:
+    # WIRING(functools): a registry the CLI built from --tool and the plug-ins wins.
+    return registry if registry is not None else ToolRegistry([ReadFileTool(workspace)])
 
 
 def make_provider(
@@ -79,6 +80,7 @@ def new_run(
     workspace: Path,
     read_timeout: float,
     max_retries: int,
+    registry: ToolRegistry | None = None,  # WIRING(functools)
 ) -> int:
     writer = open_writer(log_path)
     runner = build_runner(
@@ -87,6 +89,7 @@ def new_run(
         read_timeout=read_timeout,
         max_retries=max_retries,
         writer=writer,
+        registry=registry,  # WIRING(functools)
     )
     runner.begin(
         run_id=run_id,
@@ -108,6 +111,7 @@ def build_runner(
     max_retries: int,
     writer: EventWriter,
     state: ExecutionContext | None = None,
+    registry: ToolRegistry | None = None,  # WIRING(functools)
 ) -> AgentRunner:
     runner: AgentRunner | None = None
 
@@ -117,7 +121,7 @@ def build_runner(
 
     runner = AgentRunner(
         provider=make_provider(model, workspace, read_timeout, max_retries, on_retry),
-        registry=make_registry(workspace),
+        registry=make_registry(workspace, registry),  # WIRING(functools)
         writer=writer,
         subscribers=[printer()],
         clock=time.time,
