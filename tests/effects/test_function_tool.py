@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import enum
+import functools
 import threading
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
@@ -618,3 +619,27 @@ async def test_cancellation_of_an_async_tool_is_not_turned_into_a_result() -> No
         await started.wait()
         group.cancel_scope.cancel()
     assert results == []
+
+
+async def test_an_object_with_an_async_call_runs_on_the_loop() -> None:
+    class Greeter:
+        """Greet someone."""
+
+        __name__ = "greet"
+
+        async def __call__(self, who: str) -> str:
+            await anyio.lowlevel.checkpoint()
+            return f"hello {who}"
+
+    greet = tool(Greeter())
+    assert await _call(greet, {"who": "ann"}) == ToolResult.ok("hello ann")
+
+
+async def test_a_partial_keeps_the_hints_of_what_it_has_not_bound() -> None:
+    def scale(factor: int, n: int) -> int:
+        """Scale n."""
+        return factor * n
+
+    triple = tool(name="triple")(functools.partial(scale, 3))
+    assert triple.input_schema["properties"] == {"n": {"type": "integer"}}
+    assert await _call(triple, {"n": 4}) == ToolResult.ok("12")

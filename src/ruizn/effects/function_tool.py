@@ -65,10 +65,11 @@ class FunctionTool(BaseTool, Generic[P, R]):
         sequential: bool = False,
         needs_approval: ApprovalPolicy = False,
     ) -> None:
-        super().__init__(timeout=timeout)
         if not callable(func):
             raise ToolDefinitionError(f"@tool needs a function, not {type(func).__name__}")
+        # First, so nothing the function carries in its __dict__ overwrites the tool's own.
         functools.update_wrapper(self, func)
+        super().__init__(timeout=timeout)
         self.func = func
         tool_name = name if name is not None else getattr(func, "__name__", "")
         if not _NAME.fullmatch(tool_name):
@@ -87,7 +88,10 @@ class FunctionTool(BaseTool, Generic[P, R]):
         self.sequential = sequential
         self.needs_approval = needs_approval
         self._signature = inspect.signature(func)
-        self._is_async = inspect.iscoroutinefunction(func)
+        # An object with an `async def __call__` is async too, though not a function.
+        self._is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
+            type(func).__call__
+        )
         self._model, self._fields = _input_model(func, tool_name, self._signature, docs)
         try:
             schema = self._model.model_json_schema(schema_generator=_NoFieldTitles)
@@ -220,7 +224,7 @@ def _input_model(
     with BaseModel's own attributes.
     """
     try:
-        hints = typing.get_type_hints(func, include_extras=True)
+        hints = typing.get_type_hints(_annotated(func), include_extras=True)
     except Exception as exc:  # a NameError for a type defined where the hints cannot see it
         raise ToolDefinitionError(
             f"tool {tool_name}: cannot read the type hints ({type(exc).__name__}: {exc})"
@@ -256,6 +260,15 @@ def _input_model(
     except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError) as exc:
         raise ToolDefinitionError(f"tool {tool_name}: {_first_line(str(exc))}") from None
     return model, params
+
+
+def _annotated(func: Callable[..., Any]) -> Callable[..., Any]:
+    """What carries the hints: a partial's function, a callable object's `__call__`."""
+    if inspect.isfunction(func) or inspect.ismethod(func):
+        return func
+    if isinstance(func, functools.partial):
+        return _annotated(func.func)
+    return type(func).__call__
 
 
 def _has_description(annotation: Any, default: Any) -> bool:
