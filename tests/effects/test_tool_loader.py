@@ -77,6 +77,18 @@ class Holder:
     TOOLS = [add, shout]
 
 
+class BadSchema(Echo):
+    input_schema: ClassVar[JsonObject] = {"type": "objekt"}
+
+
+class Nameless(BaseTool):
+    description = "No name."
+    input_schema: ClassVar[JsonObject] = {"type": "object"}
+
+    async def invoke(self, input: JsonObject) -> ToolResult | str:
+        return ""
+
+
 ECHO = Echo(timeout=2)
 ALL = [add, shout, Echo, (ECHO,)]
 NOTHING: list[object] = []
@@ -200,6 +212,12 @@ def test_attr_may_be_dotted(tools_dir: Path) -> None:
             " NeedsArgs.__init__() missing 1 required positional argument: 'prefix'",
         ),
         ("my_tools:NOTHING", "tool spec 'my_tools:NOTHING' names an empty list"),
+        (
+            "my_tools:BadSchema",
+            "my_tools:BadSchema: BadSchema's input_schema is not valid: 'objekt' is not valid"
+            " under any of the given schemas",
+        ),
+        ("my_tools:Nameless", "my_tools:Nameless: Nameless has no name (str)"),
     ],
 )
 def test_a_bad_spec_is_a_one_line_tool_load_error(tools_dir: Path, spec: str, message: str) -> None:

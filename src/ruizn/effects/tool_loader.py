@@ -22,6 +22,8 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import jsonschema
+import jsonschema.exceptions
 from attrs import frozen
 
 from ruizn.effects.read_file import ReadFileTool
@@ -180,18 +182,19 @@ def as_tools(target: object, where: str) -> tuple[BaseTool, ...]:
     from ruizn.effects.function_tool import FunctionTool, ToolDefinitionError, tool
 
     if isinstance(target, BaseTool):
-        return (target,)
+        return (_checked(target, where),)
     if isinstance(target, list | tuple):
         return tuple(t for item in target for t in as_tools(item, where))
     if isinstance(target, type):
         if not issubclass(target, BaseTool):
             raise ToolLoadError(f"{where}: class {target.__name__} is not a BaseTool")
         try:
-            return (target(),)
+            built = target()
         except Exception as exc:
             raise ToolLoadError(
                 f"{where}: cannot make a {target.__name__} with no arguments: {_describe(exc)}"
             ) from None
+        return (_checked(built, where),)
     if inspect.isfunction(target) or inspect.ismethod(target):
         try:
             made: FunctionTool[..., object] = tool(target)
@@ -202,6 +205,23 @@ def as_tools(target: object, where: str) -> tuple[BaseTool, ...]:
         f"{where} is a {type(target).__name__}, not a function, a BaseTool class or"
         " instance, or a list of them"
     )
+
+
+def _checked(tool: BaseTool, where: str) -> BaseTool:
+    """The tool, if the registry will take it: otherwise a one-line error now, rather than
+    a traceback from ToolRegistry later."""
+    kind = type(tool).__name__
+    for attr, wanted in (("name", str), ("description", str), ("input_schema", dict)):
+        if not isinstance(getattr(tool, attr, None), wanted):
+            raise ToolLoadError(f"{where}: {kind} has no {attr} ({wanted.__name__})")
+    validator = jsonschema.validators.validator_for(
+        tool.input_schema, default=jsonschema.Draft202012Validator
+    )
+    try:
+        validator.check_schema(tool.input_schema)
+    except jsonschema.exceptions.SchemaError as exc:
+        raise ToolLoadError(f"{where}: {kind}'s input_schema is not valid: {exc.message}") from None
+    return tool
 
 
 def _load_source(source: ToolSource, workspace: Path) -> tuple[BaseTool, ...]:
