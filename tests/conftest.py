@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
+
+PLUGIN_PACKAGE = Path(__file__).parent / "plugin_pkg"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -22,3 +28,21 @@ def update_goldens(request: pytest.FixtureRequest) -> bool:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def installed_plugin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/plugin_pkg really installed (built by pip, entry points and all) into a folder
+    of its own. Put the folder on sys.path or PYTHONPATH and importlib.metadata finds it;
+    the test venv itself is left as it was."""
+    target = tmp_path_factory.mktemp("plugins")
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"]
+    done = subprocess.run(
+        [*pip, "--target", str(target), str(PLUGIN_PACKAGE)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, f"pip could not install the test plug-in:\n{done.stderr}"
+    return target

@@ -30,6 +30,7 @@ CORE = (
     "config",
     "terminal",
     "redact",
+    "toolsource",
 )
 # Modules directly in src/ruizn/ that are not core, each with its reason.
 NOT_CORE: dict[str, str] = {

@@ -26,6 +26,7 @@ DEFAULT_READ_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 4
 DEFAULT_RETRY_BASE_DELAY = 0.5
 DEFAULT_TOOL_TIMEOUT = 10.0
+DEFAULT_TOOL_CONCURRENCY = 8
 
 
 class ConfigError(ValueError):
@@ -69,6 +70,11 @@ def _text(name: str, *, empty_ok: bool = False) -> Validator:
     return check
 
 
+def _path_text(value: Any) -> Any:
+    """A path given as a Path (or any os.PathLike) is kept as its text."""
+    return value.__fspath__() if hasattr(value, "__fspath__") else value
+
+
 @frozen(kw_only=True)
 class RunConfig:
     """Everything that shapes a run. Recorded in `run_started`, so replay and resume see it."""
@@ -94,10 +100,10 @@ class RunConfig:
     )
     """The system prompt (empty: none)."""
 
-    workspace: str = field(default=".", validator=_text("workspace"))
+    workspace: str = field(default=".", converter=_path_text, validator=_text("workspace"))
     """The folder the tools may read; the run records it resolved."""
 
-    log_dir: str | None = None
+    log_dir: str | None = field(default=None, converter=_path_text)
     """Where run folders go; None: WORKSPACE/.ruizn/runs."""
 
     read_timeout: float = field(
@@ -120,6 +126,21 @@ class RunConfig:
         validator=_seconds("tool_timeout", minimum=0.001),
     )
     """Seconds a tool call may take before it is answered `timeout`."""
+
+    tools: tuple[str, ...] = ()
+    """Extra tools, as `MODULE:ATTR` specs (a module or a .py file), besides the built-ins."""
+
+    plugins: bool = True
+    """Load the tools of installed plug-ins (entry point group `ruizn.tools`)."""
+
+    tool_concurrency: int = field(
+        default=DEFAULT_TOOL_CONCURRENCY,
+        validator=_positive_int("tool_concurrency"),
+    )
+    """The most tool calls of one turn that run at once (1: one at a time, in order)."""
+
+    allow_secret_files: bool = False
+    """Let the file tools read well-known secret files (.env, *.pem, id_rsa...)."""
 
     @max_retries.validator
     def _check_retries(self, _: object, value: int) -> None:

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from attrs import field, frozen
 
 from ruizn.state import ContentBlock, JsonObject, Status, ToolResult, Usage
+from ruizn.toolsource import ToolSource
 
 # Bump when a change to the events would make an older reader misread a newer log.
 # 2: `attempt` counts every attempt of a step's model call (ruizn makes all retries);
@@ -39,6 +40,10 @@ class RunStarted:
     # The retry policy (decide.after_failure) the run follows, so replay can check it.
     max_retries: int = 4
     retry_base_delay: float = 0.5
+    # Where each tool came from, so `resume` loads the same tools (see ruizn.toolsource).
+    tool_sources: tuple[ToolSource, ...] = ()
+    tool_concurrency: int = 1
+    allow_secret_files: bool = False
 
 
 @frozen(kw_only=True)

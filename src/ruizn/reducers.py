@@ -82,6 +82,9 @@ def start(event: RunStarted) -> ExecutionContext:
         workspace=event.workspace,
         max_retries=event.max_retries,
         retry_base_delay=event.retry_base_delay,
+        tool_sources=event.tool_sources,
+        tool_concurrency=event.tool_concurrency,
+        allow_secret_files=event.allow_secret_files,
         messages=(Message(role="user", content=(TextBlock(text=event.goal),)),),
         last_seq=1,
     )

@@ -49,6 +49,7 @@ from ruizn.events import (
 from ruizn.reducers import add_tokens, reduce, start
 from ruizn.request import MessagesRequest, plan_request
 from ruizn.state import ErrorType, ExecutionContext, Status, ToolCall, ToolResult
+from ruizn.toolsource import ToolSource
 
 E = TypeVar("E", bound=Event)
 Subscriber = Callable[[Event], None]
@@ -96,7 +97,15 @@ class AgentRunner:
             self._tokens = 0
         return self._state
 
-    def begin(self, *, run_id: str, goal: str, config: RunConfig, workspace: str) -> None:
+    def begin(
+        self,
+        *,
+        run_id: str,
+        goal: str,
+        config: RunConfig,
+        workspace: str,
+        tool_sources: tuple[ToolSource, ...] = (),
+    ) -> None:
         """Start a new run: its first event is checked, then written."""
         event = RunStarted(
             seq=1,
@@ -112,6 +121,9 @@ class AgentRunner:
             ruizn_version=__version__,
             max_retries=config.max_retries,
             retry_base_delay=config.retry_base_delay,
+            tool_sources=tool_sources,
+            tool_concurrency=config.tool_concurrency,
+            allow_secret_files=config.allow_secret_files,
         )
         state = start(event)  # checked before it is written, like every other event
         self._publish(event)

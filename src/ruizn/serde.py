@@ -25,6 +25,7 @@ from ruizn.state import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from ruizn.toolsource import SourceKind
 
 # The oldest log version this reader takes (see events.SCHEMA_VERSION).
 MIN_SCHEMA_VERSION = 2
@@ -68,6 +69,7 @@ def _make_converter() -> cattrs.Converter:
     # Registered after str: Status is a str subclass, and an unknown status must be refused.
     converter.register_structure_hook(Status, lambda value, _: Status(value))
     converter.register_structure_hook(Phase, lambda value, _: Phase(value))
+    converter.register_structure_hook(SourceKind, lambda value, _: SourceKind(value))
     return converter
 
 

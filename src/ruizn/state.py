@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from attrs import field, frozen
 
+from ruizn.toolsource import ToolSource
+
 JsonObject = dict[str, Any]
 
 
@@ -159,6 +161,9 @@ class ExecutionContext:
     workspace: str = ""
     max_retries: int = 4
     retry_base_delay: float = 0.5
+    tool_sources: tuple[ToolSource, ...] = ()
+    tool_concurrency: int = 1
+    allow_secret_files: bool = False
     phase: Phase = Phase.READY
     # A step is one model call; `step` counts the calls that returned a response.
     step: int = 0

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from attrs import frozen
 
-from ruizn.effects.logfile import LOG_NAME, LogError, Replayed, TornTail, replay_file
+from ruizn.effects.logfile import LOG_NAME, LogError, Replayed, TornTail, iter_events, replay_file
 from ruizn.effects.writer import holder_pid, is_locked
 from ruizn.events import Event
 from ruizn.state import ExecutionContext, Status
@@ -87,6 +87,11 @@ def replay(
 ) -> ExecutionContext:
     """The state a run's log describes (`ruizn replay --json` prints it)."""
     return replay_file(Path(path), on_event=on_event, torn=torn).state
+
+
+def replay_events(path: str | Path) -> Iterator[Event]:
+    """The events of a run's log, in order (a torn last line is left out)."""
+    return iter_events(Path(path))
 
 
 def load(

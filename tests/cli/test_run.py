@@ -113,7 +113,11 @@ def test_two_tool_calls_one_failing_share_one_user_message(
             Stream((Text("One file is missing."),), usage=Usage(input_tokens=80, output_tokens=5)),
         ]
     )
-    result = run_cli(["run", "--goal", "read both"], workspace=workspace, base_url=server.base_url)
+    result = run_cli(
+        ["run", "--goal", "read both", "--tool-concurrency", "1"],
+        workspace=workspace,
+        base_url=server.base_url,
+    )
     assert result.code == 0, result.stderr
     assert "[tool] error · not_found · " in result.stdout
     messages = server.requests[1].body["messages"]

@@ -476,3 +476,9 @@ def _secret_text(say: str) -> str:
         f"{say} looks like a secret (credentials, keys, .env) and is off limits to tools;"
         " the user can allow it with --allow-secret-files"
     )
+
+
+def workspace_sandbox(workspace: Path, log_root: Path, *, allow_secret_files: bool) -> Sandbox:
+    """The sandbox of a run: the workspace, with the run logs' folder hidden from the model
+    (it holds full tool results and secrets of past runs)."""
+    return Sandbox(workspace, exclude=[log_root.resolve()], allow_secret_files=allow_secret_files)

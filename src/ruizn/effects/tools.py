@@ -11,8 +11,8 @@ import abc
 import contextlib
 import math
 import threading
-from collections.abc import Iterable, Iterator
-from typing import Any, ClassVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, ClassVar, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -27,6 +27,10 @@ DEFAULT_TIMEOUT = 10.0
 # and a model can send a 100 KB string where a number belongs.
 _MAX_ERROR_CHARS = 300
 
+T = TypeVar("T")
+# Whether a call needs the user's approval: a fixed answer, or one that depends on the input.
+ApprovalPolicy = bool | Callable[[JsonObject], bool]
+
 
 class ToolInputError(Exception):
     """Raised by a tool for input its JSON schema cannot rule out."""
@@ -40,6 +44,11 @@ class BaseTool(abc.ABC):
     read_only: ClassVar[bool] = False
     # Also a class attribute, so a subclass with its own __init__ still has one.
     timeout: float = DEFAULT_TIMEOUT
+    # Runs alone, as a barrier between the calls of a turn, when calls run concurrently.
+    sequential: bool = False
+    # Ask the user before each call (or before the calls the callable picks). A callable set
+    # at class level must be a staticmethod, or Python binds it as a method.
+    needs_approval: ApprovalPolicy = False
 
     def __init__(self, *, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.timeout = timeout
@@ -47,6 +56,11 @@ class BaseTool(abc.ABC):
     @abc.abstractmethod
     async def invoke(self, input: JsonObject) -> ToolResult | str:
         """Do the work; a str is ok content."""
+
+    def approval_required(self, input: JsonObject) -> bool:
+        """Whether this call of the tool needs the user's approval before it runs."""
+        policy = self.needs_approval
+        return bool(policy(input)) if callable(policy) else bool(policy)
 
     def schema(self) -> JsonObject:
         return {
@@ -70,26 +84,35 @@ class BlockingTool(BaseTool):
         """The blocking work."""
 
     async def invoke(self, input: JsonObject) -> ToolResult | str:
-        done = anyio.Event()
-        token = anyio.lowlevel.current_token()
-        outcome: list[ToolResult | str] = []
-        failure: list[BaseException] = []
+        return await run_blocking(lambda: self.run(input), name=f"tool-{self.name}")
 
-        def work() -> None:
-            try:
-                outcome.append(self.run(input))
-            except BaseException as exc:  # handed to the event loop, which re-raises it
-                failure.append(exc)
-            finally:
-                # The loop may be gone if the call was abandoned and the run has ended.
-                with contextlib.suppress(RuntimeError):
-                    anyio.from_thread.run_sync(done.set, token=token)
 
-        threading.Thread(target=work, name=f"tool-{self.name}", daemon=True).start()
-        await done.wait()
-        if failure:
-            raise failure[0]
-        return outcome[0]
+async def run_blocking(work: Callable[[], T], *, name: str) -> T:
+    """Run `work()` in a daemon thread of its own and wait for it without blocking the loop.
+
+    Cancelling the wait abandons the thread (see BlockingTool); its exception, if any, is
+    raised here.
+    """
+    done = anyio.Event()
+    token = anyio.lowlevel.current_token()
+    outcome: list[T] = []
+    failure: list[BaseException] = []
+
+    def thread_body() -> None:
+        try:
+            outcome.append(work())
+        except BaseException as exc:  # handed to the event loop, which re-raises it
+            failure.append(exc)
+        finally:
+            # The loop may be gone if the call was abandoned and the run has ended.
+            with contextlib.suppress(RuntimeError):
+                anyio.from_thread.run_sync(done.set, token=token)
+
+    threading.Thread(target=thread_body, name=name, daemon=True).start()
+    await done.wait()
+    if failure:
+        raise failure[0]
+    return outcome[0]
 
 
 class ToolRegistry:

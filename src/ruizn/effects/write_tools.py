@@ -56,7 +56,7 @@ _BINARY_PROBE = 8192
 
 class _ChangingTool(BlockingTool):
     read_only = False
-    needs_approval: ClassVar[bool] = True
+    needs_approval = True
 
     def __init__(
         self,

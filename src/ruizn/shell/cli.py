@@ -22,6 +22,7 @@ from ruizn.config import (
     DEFAULT_READ_TIMEOUT,
     DEFAULT_RETRY_BASE_DELAY,
     DEFAULT_SYSTEM,
+    DEFAULT_TOOL_CONCURRENCY,
     TEST_MODEL,
 )
 from ruizn.shell.exits import EXIT_CANCELLED, EXIT_OK, EXIT_USAGE, Exit, echo_error, fail
@@ -87,10 +88,34 @@ def _run_options(f: Any) -> Any:
             show_default=True,
             help="Retries of a failed model call (429, 5xx, overloaded, broken stream).",
         ),
+        click.option(
+            "--tool-concurrency",
+            type=click.IntRange(min=1),
+            default=DEFAULT_TOOL_CONCURRENCY,
+            show_default=True,
+            help="Most tool calls of one turn run at once (1: one at a time, in order).",
+        ),
+        click.option(
+            "--allow-secret-files",
+            is_flag=True,
+            help="Let the file tools read .env, *.pem, id_rsa and other secret files.",
+        ),
     ]
     for option in reversed(options):
         f = option(f)
-    return _where_options(f)
+    return _tool_options(_where_options(f))
+
+
+def _tool_options(f: Any) -> Any:
+    """--tool / --no-plugins, shared by `run` and `tools`."""
+    f = click.option("--no-plugins", is_flag=True, help="Load no plug-in tools.")(f)
+    return click.option(
+        "--tool",
+        "tools",
+        multiple=True,
+        metavar="MODULE:ATTR",
+        help="Add the tools MODULE:ATTR names (a module or a .py file; repeatable).",
+    )(f)
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -148,7 +173,9 @@ def _retry_base_delay() -> float:
         fail(f"RUIZN_RETRY_BASE_DELAY must be a number of seconds, not {raw!r}")
 
 
-def _run(*, goal: str, workspace: str, log_dir: str | None, **options: Any) -> int:
+def _run(
+    *, goal: str, workspace: str, log_dir: str | None, no_plugins: bool, **options: Any
+) -> int:
     from ruizn.shell.session import config_from_options, new_run
 
     if not _checked_text("the goal", goal).strip():
@@ -159,9 +186,46 @@ def _run(*, goal: str, workspace: str, log_dir: str | None, **options: Any) -> i
         workspace=workspace,
         log_dir=log_dir,
         retry_base_delay=_retry_base_delay(),
+        plugins=not no_plugins,
         **options,
     )
     return new_run(config, goal)
+
+
+@cli.command("tools")
+@click.option("--json", "as_json", is_flag=True, help="Print the tools as a JSON array.")
+@_tool_options
+@_where_options
+def tools_command(
+    *, as_json: bool, tools: tuple[str, ...], no_plugins: bool, workspace: str, log_dir: str | None
+) -> None:
+    """List every available tool: its name, where it comes from, and its input schema."""
+    import json
+    from pathlib import Path
+
+    from ruizn.shell.session import config_from_options, make_toolbox
+
+    folder = Path(workspace).resolve()
+    config = config_from_options(workspace=workspace, tools=tools, plugins=not no_plugins)
+    toolbox = make_toolbox(config, folder, _root(workspace, log_dir))
+    listed = [
+        {
+            "name": loaded.tool.name,
+            "source": {"kind": loaded.source.kind.value, "ref": loaded.source.ref},
+            "description": loaded.tool.description,
+            "input_schema": loaded.tool.input_schema,
+        }
+        for loaded in toolbox.tools
+    ]
+    if as_json:
+        click.echo(json.dumps(listed, ensure_ascii=False, indent=2))
+        return
+    for loaded, entry in zip(toolbox.tools, listed, strict=True):
+        click.echo(f"{entry['name']}  ({loaded.source.describe()})")
+        for line in str(entry["description"]).splitlines():
+            click.echo(f"  {line}".rstrip())
+        schema = json.dumps(entry["input_schema"], ensure_ascii=False, separators=(",", ":"))
+        click.echo(f"  input schema: {schema}")
 
 
 def _root(workspace: str, log_dir: str | None) -> Any:

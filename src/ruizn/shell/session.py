@@ -20,8 +20,9 @@ from ruizn.decide import ResumePlan, ResumeRefused, plan_resume
 from ruizn.effects.logfile import LogError, TornTail, replay_file
 from ruizn.effects.printer import StdoutPrinter
 from ruizn.effects.provider import Provider
-from ruizn.effects.read_file import ReadFileTool
+from ruizn.effects.sandbox import workspace_sandbox
 from ruizn.effects.sink import LogLost, SinkError
+from ruizn.effects.tool_loader import Toolbox
 from ruizn.effects.tools import ToolRegistry
 from ruizn.effects.writer import EventWriter, RunLocked
 from ruizn.events import Event
@@ -49,8 +50,34 @@ def api_key_problem(model: str) -> str | None:
     return key_whitespace_problem(os.environ)
 
 
-def make_registry(workspace: Path, config: RunConfig) -> ToolRegistry:
-    return ToolRegistry([ReadFileTool(workspace, timeout=config.tool_timeout)])
+def make_toolbox(config: RunConfig, workspace: Path, root: Path) -> Toolbox:
+    """The built-ins, the --tool specs and the plug-ins; one line and exit 2 if one fails."""
+    from ruizn.effects.tool_loader import ToolLoadError, collect_tools
+
+    sandbox = workspace_sandbox(workspace, root, allow_secret_files=config.allow_secret_files)
+    try:
+        toolbox = collect_tools(
+            sandbox, config.tools, plugins=config.plugins, timeout=config.tool_timeout
+        )
+    except ToolLoadError as exc:
+        fail(str(exc))
+    for warning in toolbox.warnings:
+        echo_warning(warning)
+    return toolbox
+
+
+def reload_tools(state: ExecutionContext, workspace: Path, root: Path) -> ToolRegistry:
+    """The tools the run started with, loaded again from where they came from; a tool that is
+    gone stops the resume before any model call."""
+    from ruizn.effects.tool_loader import ToolLoadError, collect_tools, load_sources
+
+    sandbox = workspace_sandbox(workspace, root, allow_secret_files=state.allow_secret_files)
+    try:
+        if not state.tool_sources:  # a run from before sources were recorded: the built-ins
+            return collect_tools(sandbox, plugins=False).registry()
+        return ToolRegistry(load_sources(state.tool_sources, sandbox))
+    except ToolLoadError as exc:
+        fail(str(exc))
 
 
 def make_provider(config: RunConfig, workspace: Path) -> Provider:
@@ -78,11 +105,13 @@ def build_runner(
     config: RunConfig,
     workspace: Path,
     writer: EventWriter,
+    registry: ToolRegistry,
     state: ExecutionContext | None = None,
 ) -> AgentRunner:
     return AgentRunner(
         provider=make_provider(config, workspace),
-        registry=make_registry(workspace, config),
+        registry=registry,
+        tool_concurrency=config.tool_concurrency,
         sink=writer,
         subscribers=[printer()],
         clock=time.time,
@@ -109,10 +138,17 @@ def new_run(config: RunConfig, goal: str) -> int:
     root = default_root(workspace, config.log_dir)
     run_id = run_id_now()
     log_path = root / run_id / "events.jsonl"
+    toolbox = make_toolbox(config, workspace, root)
     writer = EventWriter.new(log_path)
-    runner = build_runner(config, workspace, writer)
+    runner = build_runner(config, workspace, writer, toolbox.registry())
     try:
-        runner.begin(run_id=run_id, goal=goal, config=config, workspace=str(workspace))
+        runner.begin(
+            run_id=run_id,
+            goal=goal,
+            config=config,
+            workspace=str(workspace),
+            tool_sources=toolbox.sources,
+        )
     except SinkError as exc:
         # Nothing was created: the run folder appears only with its first line. A log dir
         # we may not write is bad input (2); a full disk or an I/O error is an error (1).
@@ -145,14 +181,15 @@ def resume_run(
     except SinkError as exc:
         fail(str(exc))
     try:
-        return _resume_locked(writer, path, max_steps, max_tokens, read_timeout)
+        return _resume_locked(writer, path, root, max_steps, max_tokens, read_timeout)
     finally:
         writer.close()
 
 
-def _resume_locked(
+def _resume_locked(  # noqa: PLR0917 - private, called once, every argument needed
     writer: EventWriter,
     path: Path,
+    root: Path,
     max_steps: int | None,
     max_tokens: int | None,
     read_timeout: float,
@@ -178,6 +215,7 @@ def _resume_locked(
     workspace = Path(state.workspace or ".")
     if not workspace.is_dir():
         fail(f"the run's workspace {workspace} no longer exists")
+    registry = reload_tools(state, workspace, root)  # before anything is cut or written
     torn_bytes = 0
     if replayed.torn is not None:
         # Only the unfinished last write is cut; every whole line stays byte for byte.
@@ -192,8 +230,10 @@ def _resume_locked(
         read_timeout=read_timeout,
         max_retries=state.max_retries,
         retry_base_delay=state.retry_base_delay,
+        tool_concurrency=max(1, state.tool_concurrency),
+        allow_secret_files=state.allow_secret_files,
     )
-    runner = build_runner(config, workspace, writer, state=state)
+    runner = build_runner(config, workspace, writer, registry, state=state)
     try:
         runner.resume(plan, torn_bytes=torn_bytes)
     except SinkError as exc:

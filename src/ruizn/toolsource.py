@@ -1,0 +1,28 @@
+"""Where a run's tool came from, recorded so a resumed run can load the same tool again.
+
+A pure record (no I/O here): it belongs in `RunStarted`, and the loader that turns it back
+into a tool lives in `ruizn.effects.tool_loader`.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from attrs import frozen
+
+
+class SourceKind(enum.StrEnum):
+    BUILTIN = "builtin"  # shipped with ruizn; `ref` is its name (read_file)
+    SPEC = "spec"  # `--tool MODULE:ATTR`; `ref` is the spec (a file path made absolute)
+    PLUGIN = "plugin"  # an entry point in the group `ruizn.tools`; `ref` is its name
+
+
+@frozen(kw_only=True)
+class ToolSource:
+    tool: str  # the tool's name, as the model calls it
+    kind: SourceKind
+    ref: str
+
+    def describe(self) -> str:
+        """One line for people: `builtin`, `spec tools.py:add`, `plugin weather`."""
+        return self.kind.value if self.kind is SourceKind.BUILTIN else f"{self.kind} {self.ref}"

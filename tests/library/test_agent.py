@@ -1,0 +1,146 @@
+"""`import ruizn` as a library user meets it: Agent, @tool, FunctionModel, stream, replay."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import ruizn
+from ruizn.effects.provider import ModelReply
+from ruizn.events import ToolCallFinished, ToolCallStarted
+from ruizn.state import TextBlock, ToolUseBlock, Usage
+
+
+@ruizn.tool
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: The first number.
+        b: The second number.
+    """
+    return a + b
+
+
+def _asks(*calls: tuple[str, dict[str, Any]]) -> Any:
+    """A model that asks for `calls` in one turn, then answers with the results it got."""
+
+    def model(request: dict[str, Any]) -> ModelReply | str:
+        last = request["messages"][-1]["content"]
+        results = [b["content"] for b in last if b.get("type") == "tool_result"]
+        if results:
+            return "results: " + ", ".join(results)
+        blocks = tuple(
+            ToolUseBlock(id=f"toolu_{i}", name=name, input=args)
+            for i, (name, args) in enumerate(calls)
+        )
+        return ModelReply(content=blocks, stop_reason="tool_use", usage=Usage(output_tokens=3))
+
+    return model
+
+
+def test_the_readme_example_runs_a_typed_tool_and_the_log_rebuilds_the_result(
+    tmp_path: Path,
+) -> None:
+    agent = ruizn.Agent(model=_asks(("add", {"a": 2, "b": 3})), tools=[add], workspace=tmp_path)
+    result = agent.run("What is 2 + 3?")
+    assert result.status == "success"
+    assert result.output == "results: 5"
+    assert result.log_path is not None
+    assert result.log_path.parent.name == result.run_id
+    assert ruizn.replay(result.log_path) == result.state
+    assert add(1, 1) == 2  # the decorated function is still a function
+
+
+def test_invalid_input_is_an_invalid_input_result_naming_the_field(tmp_path: Path) -> None:
+    agent = ruizn.Agent(model=_asks(("add", {"a": 2, "b": "x"})), tools=[add], workspace=tmp_path)
+    result = agent.run("add badly")
+    assert result.status == "success"
+    assert "invalid" in result.output
+    assert "b" in result.output
+
+
+def test_stream_yields_the_logged_events_in_order(tmp_path: Path) -> None:
+    agent = ruizn.Agent(model=_asks(("add", {"a": 1, "b": 1})), tools=[add], workspace=tmp_path)
+
+    async def collect() -> list[Any]:
+        return [event async for event in agent.stream("1 + 1?")]
+
+    events = anyio.run(collect)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert events[0].TAG == "run_started"
+    assert events[-1].TAG == "run_finished"
+
+
+def test_the_offline_test_model_reads_a_file(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text("# hello\n")
+    result = ruizn.Agent(model="test", workspace=tmp_path).run("read README.md")
+    assert result.status == "success"
+    assert "README.md" in result.output
+
+
+def test_two_slow_calls_of_one_turn_run_side_by_side_and_merge_in_tool_use_order(
+    tmp_path: Path,
+) -> None:
+    @ruizn.tool
+    async def nap(label: str) -> str:
+        """Sleep a second, then say the label."""
+        await anyio.sleep(1)
+        return label
+
+    model = _asks(("nap", {"label": "first"}), ("nap", {"label": "second"}))
+    agent = ruizn.Agent(model=model, tools=[nap], workspace=tmp_path, builtins=False)
+    began = time.monotonic()
+    result = agent.run("nap twice")
+    took = time.monotonic() - began
+    assert result.output == "results: first, second"  # tool_use order, however they finished
+    assert took < 1.8, f"two 1 s calls took {took:.2f} s: they did not run side by side"
+
+
+def test_a_sequential_tool_runs_alone(tmp_path: Path) -> None:
+    @ruizn.tool(sequential=True)
+    def step(n: int) -> int:
+        """One step that must not overlap another."""
+        time.sleep(0.05)
+        return n
+
+    model = _asks(("step", {"n": 1}), ("step", {"n": 2}), ("step", {"n": 3}))
+    agent = ruizn.Agent(model=model, tools=[step], workspace=tmp_path, builtins=False)
+    result = agent.run("three steps")
+    assert result.log_path is not None
+    events = [
+        e
+        for e in ruizn.replay_events(result.log_path)
+        if isinstance(e, ToolCallStarted | ToolCallFinished)
+    ]
+    # started, finished, started, finished...: never two in flight, in the order asked
+    assert [type(e).__name__ for e in events] == ["ToolCallStarted", "ToolCallFinished"] * 3
+    assert [e.id for e in events[::2]] == ["toolu_0", "toolu_1", "toolu_2"]
+
+
+def test_importing_ruizn_loads_no_heavy_module() -> None:
+    code = (
+        "import sys, ruizn; ruizn.__version__;"
+        " print(sorted(m for m in ('anyio','anthropic','pydantic') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_every_public_name_resolves() -> None:
+    for name in ruizn.__all__:
+        assert getattr(ruizn, name) is not None
+    with pytest.raises(AttributeError):
+        _ = ruizn.no_such_name  # type: ignore[attr-defined]
+
+
+def test_a_function_model_text_reply_is_the_output(tmp_path: Path) -> None:
+    result = ruizn.Agent(model=lambda request: "hi", workspace=tmp_path).run("say hi")
+    assert result.output == "hi"
+    assert result.state.messages[-1].content == (TextBlock(text="hi"),)
