@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from ruizn.events import EVENT_TYPES, Event, LlmToken
 from ruizn.serde import DecodeError, decode, encode
 from ruizn.state import JsonObject, Status
+from ruizn.toolsource import SourceKind
 from tests.properties.runs import json_objects, json_values, runs_settings, simulate, texts
 
 RUNS = runs_settings(50)
@@ -39,6 +40,7 @@ def strategy_for(tp: Any) -> st.SearchStrategy[Any]:
         str: texts,
         bool: st.booleans(),
         Status: st.sampled_from(list(Status)),
+        SourceKind: st.sampled_from(list(SourceKind)),
         JsonObject: json_objects,
     }
     if tp in simple:

@@ -75,7 +75,7 @@ class StdoutPrinter:
                 why = visible(f"{failed.message}{where}")
                 self._line(
                     self._paint(_DIM, "[retry]")
-                    + f" attempt {failed.attempt} failed: {why}; retrying"
+                    + f" attempt {failed.attempt} failed: {why}; retrying in {failed.retry_in:.1f}s"
                 )
             case RunResumed(max_steps=max_steps):
                 self._line(self._paint(_DIM, "[run]") + f" resumed · max {max_steps} steps")

@@ -1,6 +1,7 @@
 """The event writer: one JSON line per event, written and flushed at once, one writer per run.
 
-- Each event is one write(2) of a whole line to a file opened unbuffered in append mode, so
+- Each event is one write(2) of a whole line to a file opened unbuffered in append mode
+  (read-write, so a lost log can be copied back out of its descriptor), so
   a reader never sees half a line unless the process died inside that write. Lines that end
   a step are also fsynced: a power cut loses at most the tokens of the step in flight.
 - One writer per run: the writer holds an exclusive `flock` on the run folder's `lock`
@@ -123,7 +124,7 @@ class EventWriter:
         folder = self.path.parent
         try:
             self._lock_fd = _acquire(folder, folder.name)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
         except OSError as exc:
             self.close()
             raise LogWriteError(_describe(exc, self.path)) from None
@@ -138,7 +139,7 @@ class EventWriter:
             self._lock_fd = _acquire(staging, folder.name)
             fd = os.open(
                 staging / self.path.name,
-                os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
+                os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
                 0o644,
             )
             self._fd = fd
