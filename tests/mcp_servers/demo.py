@@ -106,7 +106,7 @@ def getenv(name: str) -> str:
 
 
 def main() -> None:
-    print("demo server starting", file=sys.stderr, flush=True)
+    print(f"demo server pid {os.getpid()} starting", file=sys.stderr, flush=True)
     if len(sys.argv) == 3 and sys.argv[1] == "--http":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:

@@ -130,6 +130,10 @@ class McpToolset:
         """The servers as a run records them (RunStarted): no secret values."""
         return tuple(server.describe() for server in self.servers)
 
+    def alive(self, name: str) -> bool:
+        """Whether server `name` is connected and not known to have stopped."""
+        return any(server.name == name and server.alive for server in self._running)
+
     async def __aenter__(self) -> tuple[McpTool, ...]:
         if self._group is not None:
             raise RuntimeError("an McpToolset is entered once")
@@ -184,7 +188,11 @@ class McpToolset:
                 return None
             # Waits for every connection task, so every server has been stopped (the SDK
             # closes stdin, then SIGTERMs and SIGKILLs the process group) when this returns.
-            return await group.__aexit__(exc_type, exc, tb)
+            # Only a cancellation is the group's business; any other exception passed in would
+            # come back wrapped in an ExceptionGroup instead of reaching the caller as it is.
+            if isinstance(exc, anyio.get_cancelled_exc_class()):
+                return await group.__aexit__(exc_type, exc, tb)
+            return await group.__aexit__(None, None, None)
         finally:
             for server in self._running:
                 server.close_stderr()
