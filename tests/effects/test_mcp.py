@@ -70,7 +70,8 @@ def gone(pid: int) -> bool:
 async def wait_until(condition: object, what: str, limit: float = 10.0) -> None:
     assert callable(condition)
     with anyio.move_on_after(limit):
-        while not condition():
+        # Polling is the point: the condition is another process's state or the toolset's.
+        while not condition():  # noqa: ASYNC110
             await anyio.sleep(0.02)
         return
     raise AssertionError(f"waited {limit}s for {what}")
@@ -259,10 +260,15 @@ async def test_servers_are_stopped_after_success(tmp_path: Path) -> None:
 
 async def test_servers_are_stopped_after_an_error(tmp_path: Path) -> None:
     pids: list[int] = []
-    with pytest.raises(RuntimeError, match="the run failed"):
+
+    async def failing_run() -> None:
         async with toolset(demo(), stderr_dir=tmp_path) as run:
             pids.append(await run.pid())
             raise RuntimeError("the run failed")
+
+    # The caller gets its own exception back, not wrapped in an ExceptionGroup.
+    with pytest.raises(RuntimeError, match="the run failed"):
+        await failing_run()
     assert pids
     assert gone(pids[0])
 
@@ -298,25 +304,34 @@ async def test_cancelled_during_start_up_leaves_no_process(tmp_path: Path) -> No
 # -- Streamable HTTP -------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def http_demo() -> Iterator[str]:
+def start_http_demo(port: int) -> subprocess.Popen[bytes]:
     """The demo server over Streamable HTTP on 127.0.0.1, as a process of its own."""
-    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, DEMO, "--http", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    _wait_for_port(port, proc)
+    return proc
+
+
+def stop_http_demo(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
     try:
-        _wait_for_port(port, proc)
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def http_demo() -> Iterator[str]:
+    port = free_port()
+    proc = start_http_demo(port)
+    try:
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_http_demo(proc)
 
 
 def _wait_for_port(port: int, proc: subprocess.Popen[bytes]) -> None:
@@ -328,9 +343,10 @@ def _wait_for_port(port: int, proc: subprocess.Popen[bytes]) -> None:
             raise RuntimeError(f"the HTTP demo server exited with {proc.returncode}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
         except OSError:
             time.sleep(0.05)
+        else:
+            return
     raise RuntimeError("the HTTP demo server did not open its port")
 
 
@@ -355,6 +371,27 @@ async def test_http_slow_tool_times_out(http_demo: str) -> None:
         assert await run.call("mcp__web__echo", text="ok") == ToolResult.ok("ok")
 
 
+async def test_http_server_gone_then_back_is_reconnected_once() -> None:
+    port = free_port()
+    proc = start_http_demo(port)
+    try:
+        server = MCPServer.http("web", f"http://127.0.0.1:{port}/mcp", timeout=5)
+        async with toolset(server) as run:
+            assert await run.call("mcp__web__echo", text="1") == ToolResult.ok("1")
+            proc.kill()
+            proc.wait()
+            lost = await run.call("mcp__web__echo", text="2")
+            assert lost.error_type == ErrorType.RUNTIME_ERROR
+            assert lost.content.startswith("MCP server web ")
+            assert "will reconnect before the next call" in lost.content
+            proc = start_http_demo(port)
+            back = await run.call("mcp__web__echo", text="3")
+            assert back == ToolResult.ok("[ruizn reconnected to MCP server web]\n3")
+            assert any("web went away" in n for n in run.notices)
+    finally:
+        stop_http_demo(proc)
+
+
 # -- recording -------------------------------------------------------------------------------
 
 
@@ -364,7 +401,13 @@ async def test_describe_records_no_secret_and_resume_can_reconnect(http_demo: st
     records: tuple[JsonObject, ...] = ts.describe()
     assert records == (
         {"name": "web", "transport": "http", "url": http_demo, "headers": ["X-Demo-Token"]},
-        {"name": "demo", "transport": "stdio", "command": sys.executable, "args": [DEMO], "env": []},
+        {
+            "name": "demo",
+            "transport": "stdio",
+            "command": sys.executable,
+            "args": [DEMO],
+            "env": [],
+        },
     )
     assert "s3cret" not in repr(records) + repr(server)
     again = MCPServer.from_record(records[0], environ={"RUIZN_MCP_HEADER_WEB_X_DEMO_TOKEN": "new"})

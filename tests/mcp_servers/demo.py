@@ -53,7 +53,9 @@ def picture() -> list[object]:
 
 
 @server.tool(
-    description="One block of every other content type.", annotations=READ_ONLY, structured_output=False
+    description="One block of every other content type.",
+    annotations=READ_ONLY,
+    structured_output=False,
 )
 def assorted() -> list[object]:
     return [
@@ -61,13 +63,22 @@ def assorted() -> list[object]:
         Audio(data=b"RIFF0000WAVE", format="wav"),
         EmbeddedResource(
             type="resource",
-            resource=TextResourceContents(uri="file:///notes.txt", mime_type="text/plain", text="note text"),
+            resource=TextResourceContents(
+                uri="file:///notes.txt", mime_type="text/plain", text="note text"
+            ),
         ),
         EmbeddedResource(
             type="resource",
-            resource=BlobResourceContents(uri="file:///data.bin", blob=base64.b64encode(b"\0" * 2048).decode()),
+            resource=BlobResourceContents(
+                uri="file:///data.bin", blob=base64.b64encode(b"\0" * 2048).decode()
+            ),
         ),
-        ResourceLink(type="resource_link", name="report", uri="https://example.com/report.pdf", mime_type="application/pdf"),
+        ResourceLink(
+            type="resource_link",
+            name="report",
+            uri="https://example.com/report.pdf",
+            mime_type="application/pdf",
+        ),
         TextContent(type="text", text="last"),
     ]
 
@@ -94,7 +105,9 @@ def garbage() -> str:
     return "answered after the garbage"
 
 
-@server.tool(description="The value of one HTTP request header, or '(none)'.", annotations=READ_ONLY)
+@server.tool(
+    description="The value of one HTTP request header, or '(none)'.", annotations=READ_ONLY
+)
 def header(name: str, ctx: Context) -> str:
     headers = ctx.headers or {}
     return headers.get(name.lower(), "(none)")

@@ -22,7 +22,8 @@ def main() -> None:
     child = subprocess.Popen(
         [sys.executable, str(DEMO)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
     )
-    assert child.stdin is not None and child.stdout is not None
+    assert child.stdin is not None
+    assert child.stdout is not None
     child_in = child.stdin
 
     def pump_in() -> None:

@@ -61,7 +61,7 @@ class MCPServer:
     command: str = ""
     args: tuple[str, ...] = ()
     env: Pairs = field(default=(), repr=_names_only)
-    url: str = ""
+    url: str = field(default="", repr=lambda url: repr(_safe_url(url)))
     headers: Pairs = field(default=(), repr=_names_only)
     timeout: float | None = None
 

@@ -314,6 +314,7 @@ class _Server:
         self._connection: _Connection | None = None
         # Said in the result of the first call after a restart, so the model and the log know.
         self._restart_note = ""
+        self._reconnect_owed = False
 
     def describe(self) -> JsonObject:
         return self.config.describe()
@@ -382,7 +383,10 @@ class _Server:
         return conn
 
     def _broken(self, conn: _Connection) -> None:
-        """`conn`, which had come up, is of no more use: start the server again, once."""
+        """`conn`, which had come up, is of no more use: start the server again, once. A stdio
+        server is started at once, so the next call does not wait for it; an HTTP server is
+        someone else's process, so ruizn reconnects when the next call comes, giving it the
+        most time to come back."""
         if self._closing or conn is not self._connection:
             return
         conn.stop()  # its task leaves the SDK's client, which reaps the process
@@ -390,13 +394,19 @@ class _Server:
             self._notice(f"MCP server {self.name} stopped{self._tail()}; not restarting it again")
             return
         self._restarts += 1
-        what = "restarting" if self.config.transport == "stdio" else "reconnecting to"
-        self._notice(f"MCP server {self.name} stopped{self._tail()}; {what} it")
-        done = "restarted" if self.config.transport == "stdio" else "reconnected to"
-        self._restart_note = f"[ruizn {done} MCP server {self.name}, which had stopped]\n"
-        self._spawn()
+        if self.config.transport == "stdio":
+            self._notice(f"MCP server {self.name} stopped{self._tail()}; restarting it")
+            self._restart_note = f"[ruizn restarted MCP server {self.name}, which had stopped]\n"
+            self._spawn()
+        else:
+            self._notice(f"MCP server {self.name} went away; reconnecting before the next call")
+            self._restart_note = f"[ruizn reconnected to MCP server {self.name}]\n"
+            self._reconnect_owed = True
 
     async def call(self, tool: str, arguments: JsonObject) -> ToolResult:
+        if self._reconnect_owed:
+            self._reconnect_owed = False
+            self._spawn()
         conn = self._connection
         assert conn is not None, "start() first"
         # A restart may still be starting; its start-up limit ends this wait, and the call's
@@ -404,9 +414,10 @@ class _Server:
         await conn.settled.wait()
         note, self._restart_note = self._restart_note, ""
         if conn.failure is not None:
+            again = "started again" if self.config.transport == "stdio" else "reconnected to"
             return ToolResult.error(
                 ErrorType.RUNTIME_ERROR,
-                f"{self._who()} stopped and could not be started again: {conn.failure}",
+                f"{self._who()} stopped and could not be {again}: {conn.failure}",
             )
         client = conn.client
         if client is None or conn.broken:
@@ -440,10 +451,10 @@ class _Server:
     def _lost(self, conn: _Connection, note: str, what: str) -> ToolResult:
         tail = self._tail()  # before a restart adds its own lines
         conn.mark_broken()
-        if self._connection is not conn:
+        if self._reconnect_owed:
+            then = "ruizn will reconnect before the next call to it"
+        elif self._connection is not conn:
             then = "ruizn is starting it again for the next call"
-            if self.config.transport == "http":
-                then = "ruizn is reconnecting for the next call"
         else:
             then = (
                 f"it was restarted {_times(self._restarts)} already: its tools are now unavailable"
