@@ -130,6 +130,16 @@ async def test_stdio_results_text_images_other_content_and_errors() -> None:
         # ruizn checks the server's own schema before anything is sent.
         bad = await run.call("mcp__demo__add", a="two", b=40)
         assert bad.error_type == ErrorType.INVALID_INPUT
+        # Calls from parallel tasks share the connection and each gets its own answer.
+        answers: dict[int, ToolResult] = {}
+
+        async def slow(i: int) -> None:
+            answers[i] = await run.call("mcp__demo__slow", seconds=0.2 * i)
+
+        async with anyio.create_task_group() as group:
+            for i in (3, 1, 2):
+                group.start_soon(slow, i)
+        assert answers == {i: ToolResult.ok(f"slept {0.2 * i}") for i in (1, 2, 3)}
 
 
 async def test_a_slow_tool_times_out_and_the_server_still_answers() -> None:

@@ -7,7 +7,13 @@ import base64
 import mcp.types as mt
 import pytest
 
-from ruizn.effects.mcp_config import McpConfigError, MCPServer, header_env_name, parse_cli
+from ruizn.effects.mcp_config import (
+    McpConfigError,
+    MCPServer,
+    header_env_name,
+    parse_cli,
+    servers_from_records,
+)
 from ruizn.effects.mcp_tools import _api_name, _render
 
 
@@ -111,6 +117,18 @@ def test_a_record_whose_secret_is_missing_says_where_to_put_it() -> None:
         MCPServer.from_record(local.describe(), environ={})
     with pytest.raises(McpConfigError, match="incomplete"):
         MCPServer.from_record({"name": "x"})
+
+
+def test_resume_rebuilds_every_recorded_server_with_headers_given_again() -> None:
+    recorded = [
+        MCPServer.http("web", "https://example.com/mcp", {"Authorization": "old"}).describe(),
+        MCPServer.stdio("local", "srv", ["--x"]).describe(),
+    ]
+    web, local = servers_from_records(recorded, ["web:Authorization=new"], environ={})
+    assert web.headers == (("Authorization", "new"),)
+    assert local == MCPServer.stdio("local", "srv", ["--x"])
+    with pytest.raises(McpConfigError, match="the run has no MCP server 'gh'"):
+        servers_from_records(recorded, ["gh:Authorization=x"], environ={})
 
 
 def test_tool_names_fit_the_api_and_never_collide() -> None:

@@ -256,6 +256,32 @@ def parse_cli(
     return tuple(servers)
 
 
+def servers_from_records(
+    records: Sequence[JsonObject],
+    header_specs: Sequence[str] = (),
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> tuple[MCPServer, ...]:
+    """For resume: the recorded servers again, with header values from `--mcp-header
+    NAME:KEY=VALUE` given to resume (else from the environment, see `from_record`)."""
+    names = {str(r.get("name")) for r in records}
+    given: dict[str, dict[str, str]] = {}
+    for spec in header_specs:
+        server, colon, rest = spec.partition(":")
+        key, eq, value = rest.partition("=")
+        if not colon or not eq or not key.strip():
+            raise McpConfigError(f"--mcp-header {_shown_header(spec)!r}: expected NAME:KEY=VALUE")
+        if server.strip() not in names:
+            raise McpConfigError(
+                f"--mcp-header {server}:{key}: the run has no MCP server {server!r}"
+            )
+        given.setdefault(server.strip(), {})[key.strip()] = value
+    return tuple(
+        MCPServer.from_record(r, headers=given.get(str(r.get("name"))), environ=environ)
+        for r in records
+    )
+
+
 def _shown_header(spec: str) -> str:
     # An error message must not echo the secret back: keep NAME:KEY, hide the value.
     head, eq, _ = spec.partition("=")

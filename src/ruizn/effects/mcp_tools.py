@@ -535,6 +535,8 @@ class _Connection:
                 self.failure = _startup_failure(self.config, exc) + _tail(
                     self._stderr, self.stderr_start
                 )
+            elif not self._stop.is_set():
+                self._notice(f"MCP server {self.config.name}: connection failed: {_describe(exc)}")
         finally:
             self.client = None
             if not self.settled.is_set():

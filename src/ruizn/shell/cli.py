@@ -93,6 +93,23 @@ def _run_options(f: Any) -> Any:
             show_default=True,
             help="Retries of a failed model call (429, 5xx, overloaded, broken stream).",
         ),
+        # WIRING(mcp): the two MCP options; parsed by ruizn.effects.mcp_config.parse_cli.
+        click.option(
+            "--mcp",
+            "mcp",
+            multiple=True,
+            metavar="NAME=COMMAND|URL",
+            help="An MCP server: NAME='COMMAND ARGS...' (stdio) or NAME=https://... "
+            "(Streamable HTTP). Its tools are mcp__NAME__TOOL. Repeatable.",
+        ),
+        click.option(
+            "--mcp-header",
+            "mcp_headers",
+            multiple=True,
+            metavar="NAME:KEY[=VALUE]",
+            help="A header for HTTP server NAME; without =VALUE it is read from "
+            "$RUIZN_MCP_HEADER_<NAME>_<KEY>. Repeatable.",
+        ),
     ]
     for option in reversed(options):
         f = option(f)
@@ -136,11 +153,19 @@ def _run(
     log_dir: str | None,
     read_timeout: float,
     max_retries: int,
+    mcp: tuple[str, ...] = (),
+    mcp_headers: tuple[str, ...] = (),
 ) -> int:
     # Imported here, not at the top: pathlib alone costs ~10 ms of `ruizn --help`.
     from pathlib import Path
 
+    from ruizn.effects.mcp_config import McpConfigError, parse_cli
     from ruizn.shell.session import new_run, run_id_now
+
+    try:  # WIRING(mcp)
+        mcp_servers = parse_cli(mcp, mcp_headers)
+    except McpConfigError as exc:
+        raise UsageFailure(str(exc)) from None
 
     if not goal.strip():
         raise UsageFailure("--goal must not be empty")
@@ -162,6 +187,7 @@ def _run(
         workspace=folder,
         read_timeout=read_timeout,
         max_retries=max_retries,
+        mcp_servers=mcp_servers,  # WIRING(mcp)
     )
 
 

@@ -8,19 +8,23 @@ import secrets
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
 from ruizn.effects.printer import StdoutPrinter
 from ruizn.effects.provider import Provider, RetryNotice
 from ruizn.effects.read_file import ReadFileTool
-from ruizn.effects.tools import ToolRegistry
+from ruizn.effects.tools import BaseTool, ToolRegistry
 from ruizn.effects.writer import EventWriter
 from ruizn.shell.cli import EXIT_CODES, EXIT_USAGE, fail
 from ruizn.shell.runner import AgentRunner
 from ruizn.state import ExecutionContext
+
+if TYPE_CHECKING:
+    from ruizn.effects.mcp_config import MCPServer
 
 TEST_MODEL = "test"
 
@@ -35,8 +39,8 @@ def retry_base_delay() -> float:
     return float(os.environ.get("RUIZN_RETRY_BASE_DELAY", "0.5"))
 
 
-def make_registry(workspace: Path) -> ToolRegistry:
-    return ToolRegistry([ReadFileTool(workspace)])
+def make_registry(workspace: Path, extra_tools: Sequence[BaseTool] = ()) -> ToolRegistry:
+    return ToolRegistry([ReadFileTool(workspace), *extra_tools])  # WIRING(mcp): extra_tools
 
 
 def make_provider(
@@ -79,7 +83,22 @@ def new_run(
     workspace: Path,
     read_timeout: float,
     max_retries: int,
+    mcp_servers: tuple[MCPServer, ...] = (),  # WIRING(mcp)
 ) -> int:
+    if mcp_servers:  # WIRING(mcp)
+        return _new_run_with_mcp(
+            run_id=run_id,
+            log_path=log_path,
+            goal=goal,
+            model=model,
+            max_steps=max_steps,
+            max_tokens=max_tokens,
+            system=system,
+            workspace=workspace,
+            read_timeout=read_timeout,
+            max_retries=max_retries,
+            mcp_servers=mcp_servers,
+        )
     writer = open_writer(log_path)
     runner = build_runner(
         model=model,
@@ -108,6 +127,7 @@ def build_runner(
     max_retries: int,
     writer: EventWriter,
     state: ExecutionContext | None = None,
+    extra_tools: Sequence[BaseTool] = (),  # WIRING(mcp)
 ) -> AgentRunner:
     runner: AgentRunner | None = None
 
@@ -117,7 +137,7 @@ def build_runner(
 
     runner = AgentRunner(
         provider=make_provider(model, workspace, read_timeout, max_retries, on_retry),
-        registry=make_registry(workspace),
+        registry=make_registry(workspace, extra_tools),
         writer=writer,
         subscribers=[printer()],
         clock=time.time,
@@ -128,6 +148,70 @@ def build_runner(
         state=state,
     )
     return runner
+
+
+def _new_run_with_mcp(
+    *,
+    run_id: str,
+    log_path: Path,
+    goal: str,
+    model: str,
+    max_steps: int,
+    max_tokens: int,
+    system: str,
+    workspace: Path,
+    read_timeout: float,
+    max_retries: int,
+    mcp_servers: tuple[MCPServer, ...],
+) -> int:
+    """WIRING(mcp): `new_run` with MCP servers. The servers start before the log is opened and
+    before the first model call (a start-up failure is exit 2, with no run), and the toolset is
+    held open, in this one task, around the whole run, so every server is stopped on every
+    way out. Notices (restarts, garbage on a server's stdout, the SDK's warnings) go to stderr:
+    stdout is the transcript that replay reproduces."""
+    from ruizn.effects.mcp_tools import McpStartupError, McpToolset, sdk_logs_as_notices
+
+    def notice(text: str) -> None:
+        click_echo_err(f"ruizn: mcp: {text}")
+
+    runners: list[AgentRunner] = []
+
+    async def main() -> ExecutionContext:
+        toolset = McpToolset(
+            mcp_servers, cwd=workspace, stderr_dir=log_path.parent, on_notice=notice
+        )
+        async with toolset as mcp_tools:
+            runner = build_runner(
+                model=model,
+                workspace=workspace,
+                read_timeout=read_timeout,
+                max_retries=max_retries,
+                writer=open_writer(log_path),
+                extra_tools=mcp_tools,
+            )
+            runners.append(runner)
+            runner.begin(
+                run_id=run_id,
+                goal=goal,
+                model=model,
+                max_steps=max_steps,
+                max_tokens=max_tokens,
+                system=system,
+                workspace=str(workspace),
+            )
+            return await _with_signals(runner.drive)
+
+    try:
+        with sdk_logs_as_notices(notice):
+            state = anyio.run(main)
+    except McpStartupError as exc:
+        fail(str(exc), EXIT_USAGE)
+    except KeyboardInterrupt:
+        if not runners:  # Ctrl-C while the servers were starting: no run began
+            return EXIT_CODES["cancelled"]
+        state = runners[0].state
+    click_echo_err(f"log: {_shown(log_path)}")
+    return EXIT_CODES[state.status]
 
 
 def drive(runner: AgentRunner, log_path: Path) -> int:
