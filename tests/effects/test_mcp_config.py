@@ -14,7 +14,7 @@ from ruizn.effects.mcp_config import (
     parse_cli,
     servers_from_records,
 )
-from ruizn.effects.mcp_tools import _api_name, _render
+from ruizn.effects.mcp_tools import _api_name, _render, _schema_problem
 
 
 def test_cli_stdio_command_is_split_like_a_shell() -> None:
@@ -154,3 +154,9 @@ def test_results_without_text_are_described() -> None:
     big = base64.b64encode(b"\0" * (3 * 1024 * 1024)).decode()
     image = mt.CallToolResult(content=[mt.ImageContent(type="image", data=big, mime_type="x/y")])
     assert _render(image) == "[image: x/y, 3.0 MB, not shown]"
+
+
+def test_a_tool_whose_schema_the_api_would_refuse_is_found_out() -> None:
+    assert _schema_problem({"type": "object", "properties": {"a": {"type": "string"}}}) is None
+    assert _schema_problem({"type": "object", "properties": {"a": {"type": "nope"}}})
+    assert _schema_problem({"type": "string"}) == "its type is not 'object'"

@@ -148,7 +148,8 @@ class McpToolset:
         return self.tools
 
     async def _start_all(self, group: anyio.abc.TaskGroup) -> tuple[McpTool, ...]:
-        self._running = [self._server(config, group) for config in self.servers]
+        for config in self.servers:  # one by one, so _close closes what was opened
+            self._running.append(self._server(config, group))
         listings: dict[str, list[mt.Tool]] = {}
         failures: list[McpStartupError] = []
 
@@ -198,13 +199,19 @@ class McpToolset:
                 server.close_stderr()
 
     def _server(self, config: MCPServer, group: anyio.abc.TaskGroup) -> _Server:
+        try:
+            stderr = self._open_stderr(config.name)
+        except OSError as exc:
+            raise McpStartupError(
+                config.name, f"cannot open a file for its stderr: {_describe(exc)}"
+            ) from None
         return _Server(
             config,
             group,
             startup_timeout=self._startup_timeout,
             max_restarts=self._max_restarts,
             cwd=self._cwd,
-            stderr=self._open_stderr(config.name),
+            stderr=stderr,
             notice=self._notice,
         )
 
@@ -311,6 +318,7 @@ class _Server:
         self._stderr = stderr
         self._notice = notice
         self._closing = False
+        self._started = False  # listed its tools: from then on a stop means a restart
         self._connection: _Connection | None = None
         # Said in the result of the first call after a restart, so the model and the log know.
         self._restart_note = ""
@@ -338,11 +346,13 @@ class _Server:
         # tools/list would otherwise hang the run before its first model call.
         with anyio.move_on_after(self._startup_timeout):
             try:
-                return await self._list_tools(conn)
+                tools = await self._list_tools(conn)
             except (MCPError, ValidationError, OSError) as exc:
                 raise McpStartupError(
                     self.name, f"listing its tools failed: {_describe(exc)}{self._tail()}"
                 ) from None
+            self._started = True
+            return tools
         raise McpStartupError(
             self.name, f"did not list its tools within {_seconds(self._startup_timeout)}"
         )
@@ -387,7 +397,7 @@ class _Server:
         server is started at once, so the next call does not wait for it; an HTTP server is
         someone else's process, so ruizn reconnects when the next call comes, giving it the
         most time to come back."""
-        if self._closing or conn is not self._connection:
+        if self._closing or not self._started or conn is not self._connection:
             return
         conn.stop()  # its task leaves the SDK's client, which reaps the process
         if self._restarts >= self._max_restarts:
