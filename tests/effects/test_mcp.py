@@ -222,7 +222,7 @@ async def test_a_server_that_exits_at_start_up_is_quoted(tmp_path: Path) -> None
         async with toolset(server):
             pytest.fail("unreachable")
     assert str(caught.value) == (
-        "MCP server exits: exited before answering initialize"
+        "MCP server exits: exited during the MCP handshake (initialize)"
         " (its stderr ends: exits: missing configuration file demo.toml)"
     )
     assert "\n" not in str(caught.value)
@@ -234,7 +234,8 @@ async def test_a_server_that_never_answers_initialize_is_stopped(tmp_path: Path)
         async with toolset(server, startup_timeout=1.5, stderr_dir=tmp_path):
             pytest.fail("unreachable")
     assert str(caught.value).startswith(
-        "MCP server quiet: did not answer initialize within 1.5s (its stderr ends: silent server"
+        "MCP server quiet: did not complete the MCP handshake (initialize) within 1.5s"
+        " (its stderr ends: silent server"
     )
     [pid] = pids_in(tmp_path / "mcp-quiet.stderr")
     assert gone(pid)

@@ -537,7 +537,8 @@ class _Connection:
                     await self._stop.wait()
             if self._scope.cancelled_caught and not self._stop.is_set():
                 self.failure = (
-                    f"did not answer initialize within {_seconds(self._startup_timeout)}"
+                    "did not complete the MCP handshake (initialize) within"
+                    f" {_seconds(self._startup_timeout)}"
                     f"{_tail(self._stderr, self.stderr_start)}"
                 )
         except Exception as exc:  # the owner task never raises: its state says what happened
@@ -728,10 +729,10 @@ def _startup_failure(config: MCPServer, exc: BaseException) -> str:
             return f"cannot run {config.command}: permission denied"
         case MCPError() if exc.code == mt.CONNECTION_CLOSED:
             if config.transport == "stdio":
-                return "exited before answering initialize"
-            return "closed the connection before answering initialize"
+                return "exited during the MCP handshake (initialize)"
+            return "closed the connection during the MCP handshake (initialize)"
         case MCPError():
-            return f"refused initialize: {_one_line(exc.message)} (error {exc.code})"
+            return f"refused the MCP handshake: {_one_line(exc.message)} (error {exc.code})"
         case _:
             if config.transport == "http":
                 return f"cannot connect to {config.describe()['url']}: {_describe(exc)}"
