@@ -804,7 +804,7 @@ def sdk_logs_as_notices(notice: Notice) -> Iterator[None]:
     class _Lines(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
             with contextlib.suppress(Exception):
-                notice(f"mcp: {_clip(_one_line(record.getMessage()), 300)}")
+                notice(f"{record.name}: {_clip(_one_line(record.getMessage()), 300)}")
 
     handler = _Lines(logging.WARNING)
     # The SDK logs under "mcp.*" and, for its client session, under "client".
