@@ -44,6 +44,8 @@ class RunStarted:
     tool_sources: tuple[ToolSource, ...] = ()
     tool_concurrency: int = 1
     allow_secret_files: bool = False
+    # The MCP servers (name, command or URL, header names: never a secret value).
+    mcp_servers: tuple[JsonObject, ...] = field(default=(), hash=False)
 
 
 @frozen(kw_only=True)

@@ -85,6 +85,7 @@ def start(event: RunStarted) -> ExecutionContext:
         tool_sources=event.tool_sources,
         tool_concurrency=event.tool_concurrency,
         allow_secret_files=event.allow_secret_files,
+        mcp_servers=event.mcp_servers,
         messages=(Message(role="user", content=(TextBlock(text=event.goal),)),),
         last_seq=1,
     )

@@ -48,7 +48,7 @@ from ruizn.events import (
 )
 from ruizn.reducers import add_tokens, reduce, start
 from ruizn.request import MessagesRequest, plan_request
-from ruizn.state import ErrorType, ExecutionContext, Status, ToolCall, ToolResult
+from ruizn.state import ErrorType, ExecutionContext, JsonObject, Status, ToolCall, ToolResult
 from ruizn.toolsource import ToolSource
 
 E = TypeVar("E", bound=Event)
@@ -105,6 +105,7 @@ class AgentRunner:
         config: RunConfig,
         workspace: str,
         tool_sources: tuple[ToolSource, ...] = (),
+        mcp_servers: tuple[JsonObject, ...] = (),
     ) -> None:
         """Start a new run: its first event is checked, then written."""
         event = RunStarted(
@@ -124,6 +125,7 @@ class AgentRunner:
             tool_sources=tool_sources,
             tool_concurrency=config.tool_concurrency,
             allow_secret_files=config.allow_secret_files,
+            mcp_servers=mcp_servers,
         )
         state = start(event)  # checked before it is written, like every other event
         self._publish(event)

@@ -164,6 +164,7 @@ class ExecutionContext:
     tool_sources: tuple[ToolSource, ...] = ()
     tool_concurrency: int = 1
     allow_secret_files: bool = False
+    mcp_servers: tuple[JsonObject, ...] = field(default=(), hash=False)
     phase: Phase = Phase.READY
     # A step is one model call; `step` counts the calls that returned a response.
     step: int = 0

@@ -96,6 +96,15 @@ def _run_options(f: Any) -> Any:
             help="Most tool calls of one turn run at once (1: one at a time, in order).",
         ),
         click.option(
+            "--mcp",
+            "mcp",
+            multiple=True,
+            metavar="NAME=COMMAND|URL",
+            help="An MCP server: NAME='COMMAND ARGS...' (stdio) or NAME=https://... (Streamable"
+            " HTTP). Its tools are mcp__NAME__TOOL. Repeatable.",
+        ),
+        _mcp_header_option,
+        click.option(
             "--allow-secret-files",
             is_flag=True,
             help="Let the file tools read .env, *.pem, id_rsa and other secret files.",
@@ -104,6 +113,16 @@ def _run_options(f: Any) -> Any:
     for option in reversed(options):
         f = option(f)
     return _tool_options(_where_options(f))
+
+
+_mcp_header_option = click.option(
+    "--mcp-header",
+    "mcp_headers",
+    multiple=True,
+    metavar="NAME:KEY[=VALUE]",
+    help="A header for MCP server NAME; without =VALUE it is read from"
+    " $RUIZN_MCP_HEADER_<NAME>_<KEY>. Repeatable.",
+)
 
 
 def _tool_options(f: Any) -> Any:
@@ -174,7 +193,14 @@ def _retry_base_delay() -> float:
 
 
 def _run(
-    *, goal: str, workspace: str, log_dir: str | None, no_plugins: bool, **options: Any
+    *,
+    goal: str,
+    workspace: str,
+    log_dir: str | None,
+    no_plugins: bool,
+    mcp: tuple[str, ...],
+    mcp_headers: tuple[str, ...],
+    **options: Any,
 ) -> int:
     from ruizn.shell.session import config_from_options, new_run
 
@@ -189,7 +215,15 @@ def _run(
         plugins=not no_plugins,
         **options,
     )
-    return new_run(config, goal)
+    servers: tuple[Any, ...] = ()
+    if mcp or mcp_headers:
+        from ruizn.effects.mcp_config import McpConfigError, parse_cli
+
+        try:
+            servers = parse_cli(mcp, mcp_headers)
+        except McpConfigError as exc:
+            raise UsageFailure(str(exc)) from None
+    return new_run(config, goal, servers)
 
 
 @cli.command("tools")
@@ -267,10 +301,11 @@ def resume_command(
     max_steps: int | None,
     max_tokens: int | None,
     read_timeout: float,
+    mcp_headers: tuple[str, ...],
     workspace: str,
     log_dir: str | None,
 ) -> None:
-    """Continue RUN where it stopped, appending to the same log."""
+    """Continue RUN where it stopped, appending to the same log (and to its MCP servers)."""
     from ruizn.shell.session import config_from_options, resume_run
 
     config_from_options(read_timeout=read_timeout)  # checked like run's (no nan, no 0)
@@ -281,6 +316,7 @@ def resume_command(
             max_steps=max_steps,
             max_tokens=max_tokens,
             read_timeout=read_timeout,
+            mcp_headers=mcp_headers,
         )
     )
 

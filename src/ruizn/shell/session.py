@@ -10,7 +10,7 @@ import secrets
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -18,19 +18,20 @@ import anyio
 from ruizn.config import TEST_MODEL, ConfigError, RunConfig
 from ruizn.decide import ResumePlan, ResumeRefused, plan_resume
 from ruizn.effects.logfile import LogError, TornTail, replay_file
+from ruizn.effects.mcp_config import MCPServer
 from ruizn.effects.printer import StdoutPrinter
 from ruizn.effects.provider import Provider
 from ruizn.effects.sandbox import workspace_sandbox
 from ruizn.effects.sink import LogLost, SinkError
 from ruizn.effects.tool_loader import Toolbox
-from ruizn.effects.tools import ToolRegistry
+from ruizn.effects.tools import BaseTool, ToolRegistry
 from ruizn.effects.writer import EventWriter, RunLocked
 from ruizn.events import Event
 from ruizn.redact import Redactor
 from ruizn.redact import api_key_problem as key_whitespace_problem
 from ruizn.runner import AgentRunner
 from ruizn.shell.exits import EXIT_CODES, EXIT_ERROR, EXIT_OK, EXIT_USAGE, echo_error, fail
-from ruizn.state import ExecutionContext, Status
+from ruizn.state import ExecutionContext, JsonObject, Status
 from ruizn.store import RunNotFound, default_root, resolve_run
 
 
@@ -128,7 +129,7 @@ def redactor() -> Callable[[Event], Event] | None:
     return found.redact_event if found else None
 
 
-def new_run(config: RunConfig, goal: str) -> int:
+def new_run(config: RunConfig, goal: str, mcp_servers: tuple[MCPServer, ...] = ()) -> int:
     problem = api_key_problem(config.model)
     if problem:
         fail(problem)
@@ -140,22 +141,28 @@ def new_run(config: RunConfig, goal: str) -> int:
     log_path = root / run_id / "events.jsonl"
     toolbox = make_toolbox(config, workspace, root)
     writer = EventWriter.new(log_path)
-    runner = build_runner(config, workspace, writer, toolbox.registry())
-    try:
-        runner.begin(
-            run_id=run_id,
-            goal=goal,
-            config=config,
-            workspace=str(workspace),
-            tool_sources=toolbox.sources,
-        )
-    except SinkError as exc:
-        # Nothing was created: the run folder appears only with its first line. A log dir
-        # we may not write is bad input (2); a full disk or an I/O error is an error (1).
-        cause = exc.__context__
-        usage = isinstance(cause, OSError) and cause.errno in _USAGE_ERRNOS
-        fail(str(exc), EXIT_USAGE if usage else EXIT_ERROR)
-    return drive(runner, writer)
+
+    def start(mcp_tools: tuple[BaseTool, ...], mcp_records: tuple[JsonObject, ...]) -> AgentRunner:
+        registry = ToolRegistry([*(loaded.tool for loaded in toolbox.tools), *mcp_tools])
+        runner = build_runner(config, workspace, writer, registry)
+        try:
+            runner.begin(
+                run_id=run_id,
+                goal=goal,
+                config=config,
+                workspace=str(workspace),
+                tool_sources=toolbox.sources,
+                mcp_servers=mcp_records,
+            )
+        except SinkError as exc:
+            # Nothing was created: the run folder appears only with its first line. A log
+            # dir we may not write is bad input (2); a full disk or an I/O error is 1.
+            cause = exc.__context__
+            usage = isinstance(cause, OSError) and cause.errno in _USAGE_ERRNOS
+            fail(str(exc), EXIT_USAGE if usage else EXIT_ERROR)
+        return runner
+
+    return drive(start, writer, mcp_servers, workspace, root / ".mcp" / run_id)
 
 
 _USAGE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EROFS, errno.EEXIST})
@@ -168,6 +175,7 @@ def resume_run(
     max_steps: int | None,
     max_tokens: int | None,
     read_timeout: float,
+    mcp_headers: tuple[str, ...] = (),
 ) -> int:
     try:
         path = resolve_run(run, root)
@@ -181,7 +189,7 @@ def resume_run(
     except SinkError as exc:
         fail(str(exc))
     try:
-        return _resume_locked(writer, path, root, max_steps, max_tokens, read_timeout)
+        return _resume_locked(writer, path, root, max_steps, max_tokens, read_timeout, mcp_headers)
     finally:
         writer.close()
 
@@ -193,6 +201,7 @@ def _resume_locked(  # noqa: PLR0917 - private, called once, every argument need
     max_steps: int | None,
     max_tokens: int | None,
     read_timeout: float,
+    mcp_headers: tuple[str, ...],
 ) -> int:
     def note(tail: TornTail) -> None:
         echo_warning(f"{tail.describe(path)}; cutting it before resuming")
@@ -216,6 +225,7 @@ def _resume_locked(  # noqa: PLR0917 - private, called once, every argument need
     if not workspace.is_dir():
         fail(f"the run's workspace {workspace} no longer exists")
     registry = reload_tools(state, workspace, root)  # before anything is cut or written
+    servers = reload_mcp(state, mcp_headers)
     torn_bytes = 0
     if replayed.torn is not None:
         # Only the unfinished last write is cut; every whole line stays byte for byte.
@@ -233,22 +243,64 @@ def _resume_locked(  # noqa: PLR0917 - private, called once, every argument need
         tool_concurrency=max(1, state.tool_concurrency),
         allow_secret_files=state.allow_secret_files,
     )
-    runner = build_runner(config, workspace, writer, registry, state=state)
-    try:
-        runner.resume(plan, torn_bytes=torn_bytes)
-    except SinkError as exc:
-        fail(str(exc), EXIT_ERROR)
-    return drive(runner, writer)
+
+    def start(mcp_tools: tuple[BaseTool, ...], _: tuple[JsonObject, ...]) -> AgentRunner:
+        tools = ToolRegistry([*registry, *mcp_tools])
+        runner = build_runner(config, workspace, writer, tools, state=state)
+        try:
+            runner.resume(plan, torn_bytes=torn_bytes)
+        except SinkError as exc:
+            fail(str(exc), EXIT_ERROR)
+        return runner
+
+    return drive(start, writer, servers, workspace, path.parent)
 
 
-def drive(runner: AgentRunner, writer: EventWriter) -> int:
-    """Run to the end under signal handling; the log is closed on every way out."""
-    # The objects made at start-up live as long as the run: keep the collector off them.
-    gc.freeze()
+def reload_mcp(state: ExecutionContext, header_specs: tuple[str, ...]) -> tuple[MCPServer, ...]:
+    """The MCP servers the run started with, with header values given again (never logged)."""
+    if not state.mcp_servers:
+        return ()
+    from ruizn.effects.mcp_config import McpConfigError, servers_from_records
+
     try:
-        state = anyio.run(_with_signals, runner.drive)
+        return servers_from_records(state.mcp_servers, header_specs)
+    except McpConfigError as exc:
+        fail(str(exc))
+
+
+Start = Callable[[tuple[BaseTool, ...], tuple[JsonObject, ...]], AgentRunner]
+
+
+def drive(
+    start: Start,
+    writer: EventWriter,
+    mcp_servers: tuple[MCPServer, ...] = (),
+    workspace: Path | None = None,
+    mcp_stderr: Path | None = None,
+) -> int:
+    """Run to the end under signal handling; the log is closed on every way out.
+
+    MCP servers start first, in the same task that stops them, and are held open around the
+    whole run: a server that fails to start is one line, exit 2, before any model call and
+    with no run created; every server is stopped on every way out.
+    """
+    runners: list[AgentRunner] = []
+
+    async def main() -> ExecutionContext:
+        async with _mcp_tools(mcp_servers, workspace, mcp_stderr) as (tools, records):
+            runner = start(tools, records)
+            runners.append(runner)
+            # The objects made at start-up live as long as the run: keep the collector off.
+            gc.freeze()
+            return await _with_signals(runner.drive)
+
+    try:
+        with _mcp_notices(bool(mcp_servers)):
+            state = anyio.run(main)
     except KeyboardInterrupt:
-        state = runner.state
+        if not runners:  # Ctrl-C before the run began (MCP servers starting)
+            return EXIT_CODES["cancelled"]
+        state = runners[0].state
     except LogLost as exc:
         writer.close()
         echo_error(str(exc))
@@ -256,12 +308,46 @@ def drive(runner: AgentRunner, writer: EventWriter) -> int:
     except SinkError as exc:
         echo_error(f"{exc}; the run stopped (every line before it is kept)")
         return EXIT_ERROR
+    except Exception as exc:
+        from ruizn.effects.mcp_tools import McpStartupError
+
+        if isinstance(exc, McpStartupError):
+            fail(str(exc), EXIT_USAGE)
+        raise
     finally:
         writer.close()
     echo_err(f"log: {_shown(writer.path)}")
     if state.status in (Status.MAX_STEPS, Status.CANCELLED):
         echo_err(f"continue with: ruizn resume {state.run_id}")
     return EXIT_CODES[state.status]
+
+
+@contextlib.asynccontextmanager
+async def _mcp_tools(
+    servers: tuple[MCPServer, ...], workspace: Path | None, stderr_dir: Path | None
+) -> AsyncIterator[tuple[tuple[BaseTool, ...], tuple[JsonObject, ...]]]:
+    if not servers:
+        yield (), ()
+        return
+    from ruizn.effects.mcp_tools import McpToolset
+
+    def notice(text: str) -> None:
+        echo_err(f"ruizn: mcp: {text}")
+
+    toolset = McpToolset(servers, cwd=workspace, stderr_dir=stderr_dir, on_notice=notice)
+    async with toolset as tools:
+        yield tuple(tools), toolset.describe()
+
+
+@contextlib.contextmanager
+def _mcp_notices(active: bool) -> Iterator[None]:
+    if not active:
+        yield
+        return
+    from ruizn.effects.mcp_tools import sdk_logs_as_notices
+
+    with sdk_logs_as_notices(lambda text: echo_err(f"ruizn: mcp: {text}")):
+        yield
 
 
 async def _with_signals(
