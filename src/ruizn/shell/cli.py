@@ -220,6 +220,13 @@ def show_command(run: str, log_dir: str | None) -> None:
     raise SystemExit(show_run(run, log_dir))
 
 
+# WIRING(fleet): batch, worker and submit. The module imports only click; DBOS loads inside
+# the commands, so `ruizn --help` and single runs never import it.
+from ruizn.fleet.commands import register as _register_fleet  # noqa: E402
+
+_register_fleet(cli)
+
+
 def main() -> None:
     try:
         code = cli.main(standalone_mode=False, prog_name="ruizn")
