@@ -53,7 +53,11 @@ class FleetContext:
     announce: Callable[[str], None] | None = None
 
 
-_context: FleetContext | None = None
+class _Launched:
+    """The context of the fleet launched in this process (DBOS workflows are module-level
+    functions, so they find it here)."""
+
+    context: FleetContext | None = None
 
 
 class FleetLogError(RuntimeError):
@@ -73,8 +77,9 @@ def replay_lines(lines: Iterable[str]) -> ExecutionContext | None:
 
 @DBOS.workflow(name=WORKFLOW, serialization_type=WorkflowSerializationFormat.PORTABLE)
 def run_workflow(data: dict[str, Any]) -> dict[str, Any]:
-    assert _context is not None, "the fleet was not launched in this process"
-    return execute(_context, spec_from_json(data))
+    context = _Launched.context
+    assert context is not None, "the fleet was not launched in this process"
+    return execute(context, spec_from_json(data))
 
 
 def execute(ctx: FleetContext, spec: RunSpec) -> dict[str, Any]:
@@ -121,8 +126,7 @@ def launch(
 ) -> None:
     """Start DBOS in this process: it recovers this executor's own pending workflows and
     takes work from the queue, at most `concurrency` runs at once."""
-    global _context
-    _context = FleetContext(
+    _Launched.context = FleetContext(
         store=store,
         log_root=log_root,
         worker=worker,

@@ -101,7 +101,13 @@ def runs_db(db: str) -> int:
     return list_runs_db(db)
 
 
-def show_db(db: str, run: str, **options: Any) -> int:
+def show_db(db: str, run: str) -> int:
     from ruizn.fleet.run_worker import show_db as show
 
-    return show(db, run, **options)
+    return show(db, run, what="show")
+
+
+def replay_db(db: str, run: str, *, as_json: bool) -> int:
+    from ruizn.fleet.run_worker import show_db as show
+
+    return show(db, run, what="replay", as_json=as_json)

@@ -84,14 +84,19 @@ class EventStore:
             parsed = sa.make_url(url)
         except sa.exc.ArgumentError:
             raise StoreUnreachable(f"not a database URL: {url!r}") from None
+        if parsed.drivername == "postgresql":
+            # DBOS speaks psycopg 3; so do we, whatever driver SQLAlchemy would default to.
+            parsed = parsed.set(drivername="postgresql+psycopg")
         if parsed.get_backend_name() == "sqlite":
             # Several worker threads write at once: wait for the lock instead of failing.
             self.engine = sa.create_engine(
-                url, connect_args={"timeout": 30, "check_same_thread": False}
+                parsed, connect_args={"timeout": 30, "check_same_thread": False}
             )
             sa.event.listen(self.engine, "connect", _sqlite_pragmas)
         else:
-            self.engine = sa.create_engine(url, pool_pre_ping=True, pool_size=8)
+            self.engine = sa.create_engine(
+                parsed, pool_pre_ping=True, pool_size=8, connect_args={"connect_timeout": 5}
+            )
         try:
             _META.create_all(self.engine)
         except sa.exc.SQLAlchemyError as exc:
@@ -225,6 +230,12 @@ class EventStore:
                 conn.execute(
                     sa.insert(WORKERS).values(worker_id=worker_id, heartbeat=now, started=now)
                 )
+
+    def mark_dead(self, worker_id: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(
+                sa.update(WORKERS).where(WORKERS.c.worker_id == worker_id).values(heartbeat=0.0)
+            )
 
     def forget_worker(self, worker_id: str) -> None:
         with self.engine.begin() as conn:

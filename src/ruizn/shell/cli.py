@@ -169,8 +169,14 @@ def _run(
 @click.argument("run")
 @click.option("--json", "as_json", is_flag=True, help="Print the final state as JSON.")
 @click.option("--log-dir", type=click.Path(), default=None, help="Root of the runs.")
-def replay_command(run: str, as_json: bool, log_dir: str | None) -> None:
+# WIRING(fleet): --db reads the run from a fleet's database.
+@click.option("--db", envvar="RUIZN_DB", default=None, help="A fleet's database (env RUIZN_DB).")
+def replay_command(run: str, as_json: bool, log_dir: str | None, db: str | None) -> None:
     """Rebuild RUN's state from its log and print its transcript (no network)."""
+    if db is not None:  # WIRING(fleet)
+        from ruizn.fleet.commands import replay_db
+
+        raise SystemExit(replay_db(db, run, as_json=as_json))
     from ruizn.shell.logs import replay_run
 
     raise SystemExit(replay_run(run, log_dir=log_dir, as_json=as_json))
@@ -203,8 +209,14 @@ def resume_command(
 
 @cli.command("runs")
 @click.option("--log-dir", type=click.Path(), default=None, help="Root of the runs.")
-def runs_command(log_dir: str | None) -> None:
+# WIRING(fleet): --db lists a fleet's runs.
+@click.option("--db", envvar="RUIZN_DB", default=None, help="A fleet's database (env RUIZN_DB).")
+def runs_command(log_dir: str | None, db: str | None) -> None:
     """List the runs in the log dir, newest first."""
+    if db is not None:  # WIRING(fleet)
+        from ruizn.fleet.commands import runs_db
+
+        raise SystemExit(runs_db(db))
     from ruizn.shell.logs import list_runs
 
     raise SystemExit(list_runs(log_dir))
@@ -213,8 +225,14 @@ def runs_command(log_dir: str | None) -> None:
 @cli.command("show")
 @click.argument("run")
 @click.option("--log-dir", type=click.Path(), default=None, help="Root of the runs.")
-def show_command(run: str, log_dir: str | None) -> None:
+# WIRING(fleet): --db reads the run from a fleet's database.
+@click.option("--db", envvar="RUIZN_DB", default=None, help="A fleet's database (env RUIZN_DB).")
+def show_command(run: str, log_dir: str | None, db: str | None) -> None:
     """Summarise one run: goal, model, status, steps, tools, usage and cache ratio."""
+    if db is not None:  # WIRING(fleet)
+        from ruizn.fleet.commands import show_db
+
+        raise SystemExit(show_db(db, run))
     from ruizn.shell.logs import show_run
 
     raise SystemExit(show_run(run, log_dir))
