@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.cli.conftest import server_factory, workspace  # noqa: F401 (shared fixtures)
 from tests.fakeapi import Reply, Stream, Text, ToolUse, free_port
 
 PG_BIN = Path("/usr/lib/postgresql")
