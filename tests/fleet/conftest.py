@@ -85,7 +85,17 @@ def postgres_url() -> Iterator[str]:
     port = free_port()
     run = _as_postgres()
     subprocess.run(
-        [*run, str(bindir / "initdb"), "-D", str(data), "-U", "ruizn", "--auth=trust", "-E", "UTF8"],
+        [
+            *run,
+            str(bindir / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            "ruizn",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+        ],
         check=True,
         capture_output=True,
     )

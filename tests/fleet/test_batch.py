@@ -115,8 +115,13 @@ def test_batch_runs_twenty_goals_four_at_a_time(workspace: Path, server_factory:
     # Nothing is run again by a second batch of the same file.
     asked = len(server.requests)
     again = subprocess.run(
-        batch_args(goals), cwd=workspace, env=env(server.base_url), capture_output=True,
-        text=True, timeout=120, check=False,
+        batch_args(goals),
+        cwd=workspace,
+        env=env(server.base_url),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert again.returncode == 0, again.stderr
     assert len(server.requests) == asked
@@ -147,8 +152,13 @@ def test_batch_killed_mid_way_resumes_without_loss_or_duplicates(
     assert done < RUNS, "the batch finished before the kill: nothing was tested"
     time.sleep(0.1)
     again = subprocess.run(
-        batch_args(goals), cwd=workspace, env=env(server.base_url), capture_output=True,
-        text=True, timeout=120, check=False,
+        batch_args(goals),
+        cwd=workspace,
+        env=env(server.base_url),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert again.returncode == 0, again.stderr
     assert f"batch: {RUNS} runs: {RUNS} success" in again.stdout
@@ -162,8 +172,13 @@ def test_a_malformed_goals_line_is_one_error_and_nothing_runs(
     goals = workspace / "goals.jsonl"
     goals.write_text('{"goal": "fine"}\n{"goal": "broken"\n', encoding="utf-8")
     proc = subprocess.run(
-        batch_args(goals), cwd=workspace, env=env(server.base_url), capture_output=True,
-        text=True, timeout=60, check=False,
+        batch_args(goals),
+        cwd=workspace,
+        env=env(server.base_url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1

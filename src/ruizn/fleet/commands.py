@@ -18,8 +18,13 @@ def _common(f: Any) -> Any:
     from ruizn.shell.cli import DEFAULT_MODEL, DEFAULT_SYSTEM
 
     options = [
-        click.option("--model", envvar="RUIZN_MODEL", default=DEFAULT_MODEL, show_default=True,
-                     help="Model of runs whose line names none."),
+        click.option(
+            "--model",
+            envvar="RUIZN_MODEL",
+            default=DEFAULT_MODEL,
+            show_default=True,
+            help="Model of runs whose line names none.",
+        ),
         click.option("--max-steps", type=click.IntRange(min=1), default=20, show_default=True),
         click.option("--max-tokens", type=click.IntRange(min=1), default=4096, show_default=True),
         click.option("--system", default=DEFAULT_SYSTEM, help="System prompt."),
@@ -33,14 +38,31 @@ def _common(f: Any) -> Any:
 
 def _worker_options(f: Any) -> Any:
     options = [
-        click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True,
-                     help="Runs at once in this process."),
-        click.option("--workspace", type=click.Path(exists=True, file_okay=False), default=".",
-                     help="Folder of runs whose line names none."),
-        click.option("--log-dir", type=click.Path(), default=None,
-                     help="Root of the run logs (default: WORKSPACE/.ruizn/runs)."),
-        click.option("--tools-from", default=None, metavar="MODULE:FUNCTION",
-                     help="A function of the workspace giving extra tools for every run."),
+        click.option(
+            "--concurrency",
+            type=click.IntRange(min=1),
+            default=4,
+            show_default=True,
+            help="Runs at once in this process.",
+        ),
+        click.option(
+            "--workspace",
+            type=click.Path(exists=True, file_okay=False),
+            default=".",
+            help="Folder of runs whose line names none.",
+        ),
+        click.option(
+            "--log-dir",
+            type=click.Path(),
+            default=None,
+            help="Root of the run logs (default: WORKSPACE/.ruizn/runs).",
+        ),
+        click.option(
+            "--tools-from",
+            default=None,
+            metavar="MODULE:FUNCTION",
+            help="A function of the workspace giving extra tools for every run.",
+        ),
     ]
     for option in reversed(options):
         f = option(f)
@@ -63,8 +85,13 @@ def batch_command(goals: str, **options: Any) -> None:
 @click.command("worker")
 @click.option("--db", envvar="RUIZN_DB", required=True, help=DB_HELP)
 @click.option("--id", "worker_id", default=None, help="This worker's name (default host-pid).")
-@click.option("--dead-after", type=click.FloatRange(min=0.5), default=30.0, show_default=True,
-              help="Seconds without a heartbeat before a worker's runs are taken over.")
+@click.option(
+    "--dead-after",
+    type=click.FloatRange(min=0.5),
+    default=30.0,
+    show_default=True,
+    help="Seconds without a heartbeat before a worker's runs are taken over.",
+)
 @_worker_options
 def worker_command(db: str, worker_id: str | None, dead_after: float, **options: Any) -> None:
     """Take runs from the fleet's database until Ctrl-C or SIGTERM."""
@@ -77,8 +104,9 @@ def worker_command(db: str, worker_id: str | None, dead_after: float, **options:
 @click.argument("goals", type=click.Path(dir_okay=False), required=False)
 @click.option("--db", envvar="RUIZN_DB", required=True, help=DB_HELP)
 @click.option("--goal", default=None, help="One goal instead of a file.")
-@click.option("--workspace", default=None,
-              help="Workspace on the workers (default: each worker's own).")
+@click.option(
+    "--workspace", default=None, help="Workspace on the workers (default: each worker's own)."
+)
 @_common
 def submit_command(goals: str | None, db: str, goal: str | None, **options: Any) -> None:
     """Queue GOALS.jsonl (or --goal TEXT) on the fleet; prints the run ids."""

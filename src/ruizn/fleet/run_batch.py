@@ -111,8 +111,10 @@ def _wait(dbos: Any, goals: dict[str, str], terminal: frozenset[str]) -> dict[st
             else:
                 result = {"status": "error", "error": f"{status.status}: {status.error}"}
             done[status.workflow_id] = result
-            print(f"[{len(done):>{len(str(total))}}/{total}] {_row(status.workflow_id, result)}",
-                  flush=True)
+            print(
+                f"[{len(done):>{len(str(total))}}/{total}] {_row(status.workflow_id, result)}",
+                flush=True,
+            )
         if len(done) < total:
             time.sleep(0.1)
     return done
@@ -123,8 +125,10 @@ def _row(run_id: str, result: dict[str, Any]) -> str:
     if "steps" in result:
         parts.append(f"{result['steps']} steps")
         parts.append(human_seconds(float(result.get("elapsed") or 0.0)))
-        parts.append(f"in {tokens(int(result.get('input_tokens') or 0))}"
-                     f" out {tokens(int(result.get('output_tokens') or 0))}")
+        parts.append(
+            f"in {tokens(int(result.get('input_tokens') or 0))}"
+            f" out {tokens(int(result.get('output_tokens') or 0))}"
+        )
     if result.get("error"):
         parts.append(str(result["error"]).splitlines()[0][:120])
     return " · ".join(parts)

@@ -185,8 +185,10 @@ def list_runs_db(db: str) -> int:
     from ruizn.fleet.app import replay_lines
     from ruizn.format import human_seconds, tokens
 
-    print(f"{'RUN':<30} {'STATUS':<11} {'WORKER':<14} {'STEPS':>5} {'TIME':>7} {'IN':>9}"
-          f" {'OUT':>7}  GOAL")
+    print(
+        f"{'RUN':<30} {'STATUS':<11} {'WORKER':<14} {'STEPS':>5} {'TIME':>7} {'IN':>9}"
+        f" {'OUT':>7}  GOAL"
+    )
     for row in store.runs():
         state = replay_lines(store.lines(row.run_id))
         steps = str(state.step) if state else ""

@@ -250,11 +250,15 @@ class EventStore:
         cutoff = time.time() - dead_after
         claimed: list[str] = []
         with self.engine.connect() as conn:
-            stale = conn.execute(
-                sa.select(WORKERS.c.worker_id).where(
-                    WORKERS.c.heartbeat < cutoff, WORKERS.c.worker_id != alive
+            stale = (
+                conn.execute(
+                    sa.select(WORKERS.c.worker_id).where(
+                        WORKERS.c.heartbeat < cutoff, WORKERS.c.worker_id != alive
+                    )
                 )
-            ).scalars().all()
+                .scalars()
+                .all()
+            )
         for worker_id in stale:
             with self.engine.begin() as conn:
                 gone = conn.execute(
