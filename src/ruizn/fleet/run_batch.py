@@ -99,11 +99,17 @@ def batch(
 
 
 def _wait(dbos: Any, goals: dict[str, str], terminal: frozenset[str]) -> dict[str, dict[str, Any]]:
+    """One line per finished run; on a terminal, also a bar that is redrawn in place."""
     ids = list(goals)
     done: dict[str, dict[str, Any]] = {}
     total = len(ids)
+    bar = sys.stdout.isatty()
+    width = len(str(total))
     while len(done) < total:
+        running = 0
         for status in dbos.list_workflows(workflow_ids=ids, load_input=False):
+            if status.status == "PENDING":
+                running += 1
             if status.workflow_id in done or status.status not in terminal:
                 continue
             if status.status == "SUCCESS" and isinstance(status.output, dict):
@@ -111,12 +117,21 @@ def _wait(dbos: Any, goals: dict[str, str], terminal: frozenset[str]) -> dict[st
             else:
                 result = {"status": "error", "error": f"{status.status}: {status.error}"}
             done[status.workflow_id] = result
-            print(
-                f"[{len(done):>{len(str(total))}}/{total}] {_row(status.workflow_id, result)}",
-                flush=True,
+            line = f"[{len(done):>{width}}/{total}] {_row(status.workflow_id, result)}"
+            print(("\r\x1b[K" if bar else "") + line, flush=True)
+        if bar:
+            failed = sum(r.get("status") != "success" for r in done.values())
+            used_in = sum(int(r.get("input_tokens") or 0) for r in done.values())
+            used_out = sum(int(r.get("output_tokens") or 0) for r in done.values())
+            sys.stdout.write(
+                f"\r\x1b[K{len(done)}/{total} done · {failed} failed · {running} running"
+                f" · in {tokens(used_in)} out {tokens(used_out)} tok"
             )
+            sys.stdout.flush()
         if len(done) < total:
             time.sleep(0.1)
+    if bar:
+        sys.stdout.write("\r\x1b[K")
     return done
 
 
