@@ -132,9 +132,9 @@ def finished_logs(ws: Path, count: int, timeout: float) -> list[Path]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         done = {}
-        for log in ws.glob("w*/*/events.jsonl"):
-            text = log.read_text()
-            if '"type":"run_finished"' in text.rsplit("\n", 2)[-2:][0] + text[-300:]:
+        for log in ws.glob("*/*/events.jsonl"):
+            lines = log.read_text().splitlines()
+            if lines and '"type":"run_finished"' in lines[-1]:
                 done[log.parent.name] = log
         if len(done) >= count:
             return list(done.values())
@@ -186,10 +186,18 @@ def bench_takeover(db: str) -> str:
             deadline = time.monotonic() + 60
             while not list(ws.glob("v1/*/events.jsonl")) and time.monotonic() < deadline:
                 time.sleep(0.05)
-            time.sleep(1.0)  # mid-run: in the trickled final answer
+            # The heir starts once the victim holds the run, and is up before the kill.
+            heir = worker(db, "h1", ws, env)
+            while time.monotonic() < deadline:
+                # Mid-run: past the tool turns, in the trickled final answer.
+                if any(
+                    log.read_text().count('"type":"llm_response"') >= 2
+                    for log in ws.glob("v1/*/events.jsonl")
+                ):
+                    break
+                time.sleep(0.05)
             os.kill(victim.pid, signal.SIGKILL)
             killed = time.time()
-            heir = worker(db, "h1", ws, env)
             log = finished_logs(ws, 1, 120)  # any finished copy
             resumed = [
                 json.loads(line)
@@ -201,7 +209,7 @@ def bench_takeover(db: str) -> str:
             if not resumed:
                 return "| takeover | the run finished before the kill; nothing measured |"
             return (
-                f"| takeover (--dead-after 2, heir started at the kill) |"
+                f"| takeover (--dead-after 2, heir already up) |"
                 f" {resumed[0]['ts'] - killed:.2f} s from kill -9 to run_resumed |"
             )
     finally:
@@ -213,18 +221,19 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=48)
     parser.add_argument("--smoke", action="store_true", help="8 runs, no Postgres")
+    parser.add_argument("--takeover-only", action="store_true")
     args = parser.parse_args()
     runs = 8 if args.smoke else args.runs
     server, url = start_server("--tool-loop", str(TOOL_TURNS))
     print("| what | runs | seconds | runs/s | steps/s | per-run overhead |")
     print("|---|---|---|---|---|---|")
     try:
-        for concurrency in (1, 4, 16):
+        for concurrency in () if args.takeover_only else (1, 4, 16):
             print(bench_batch(url, runs, concurrency), flush=True)
         if not args.smoke:
             try:
                 with postgres_server() as db:
-                    for line in bench_postgres(url, db, runs):
+                    for line in () if args.takeover_only else bench_postgres(url, db, runs):
                         print(line, flush=True)
                     print(bench_takeover(db), flush=True)
             except NoPostgres as exc:

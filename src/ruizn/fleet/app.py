@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from attrs import evolve, frozen
-from dbos import DBOS, DBOSConfig
-from dbos._serialization import WorkflowSerializationFormat
+from dbos import DBOS, DBOSConfig, WorkflowSerializationFormat
 
 from ruizn.effects.logfile import LOG_NAME
 from ruizn.events import RunStarted

@@ -66,6 +66,10 @@ def work(
         polling=0.2,
         announce=say,
     )
+    # Loaded now, not by the first run: a run taken over from a dead worker should not
+    # wait a second more for the SDK's import.
+    import ruizn.effects.anthropic_provider  # noqa: F401
+
     say(f"ready · concurrency {concurrency} · logs {root}")
     stop = threading.Event()
 
@@ -149,8 +153,7 @@ def submit(
     else:
         specs = [RunSpec(**{**spec_to_json(defaults), "run_id": run_id_now()})]
     store = _store(db)
-    from dbos import DBOS, DBOSClient
-    from dbos._serialization import WorkflowSerializationFormat
+    from dbos import DBOS, DBOSClient, WorkflowSerializationFormat
 
     from ruizn.fleet.app import APP_VERSION, QUEUE, WORKFLOW, quiet_dbos
 
