@@ -28,10 +28,13 @@ _OPTIONS: dict[str, tuple[type[Any], Any, str]] = {
 }
 
 
-def read_goals(path: Path, defaults: RunSpec, *, id_prefix: str | None = None) -> list[RunSpec]:
+def read_goals(
+    path: Path, defaults: RunSpec, *, id_prefix: str | None = None, local: bool = True
+) -> list[RunSpec]:
     """Each line's RunSpec, on top of `defaults`. The run id is the line's `id`, or one made
-    from the line's number and content, so the same file gives the same ids again (that is
-    how `ruizn batch` resumes)."""
+        from the line's number and content, so the same file gives the same ids again (that is
+        how `ruizn batch` resumes). `local`: the runs will run here, so a `workspace` is resolved
+    against the file's folder and must exist; for `submit` it is a path on the workers."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -41,7 +44,7 @@ def read_goals(path: Path, defaults: RunSpec, *, id_prefix: str | None = None) -
     for number, line in enumerate(raw.splitlines(), start=1):
         if not line.strip():
             continue
-        spec = _parse(path, number, line, defaults, id_prefix)
+        spec = _parse(path, number, line, defaults, id_prefix, local=local)
         if spec.run_id in seen:
             raise GoalsError(
                 f"{path} line {number}: run id {spec.run_id!r} is also on line {seen[spec.run_id]}"
@@ -54,7 +57,7 @@ def read_goals(path: Path, defaults: RunSpec, *, id_prefix: str | None = None) -
 
 
 def _parse(
-    path: Path, number: int, line: bytes, defaults: RunSpec, id_prefix: str | None
+    path: Path, number: int, line: bytes, defaults: RunSpec, id_prefix: str | None, *, local: bool
 ) -> RunSpec:
     where = f"{path} line {number}"
     try:
@@ -79,7 +82,7 @@ def _parse(
     if run_id is None:
         digest = hashlib.sha256(line.strip()).hexdigest()[:8]
         run_id = f"{id_prefix or 'goal'}-{number:04d}-{digest}"
-    if "workspace" in options:
+    if "workspace" in options and local:
         folder = (path.parent / options["workspace"]).resolve()
         if not folder.is_dir():
             raise GoalsError(f"{where}: workspace {options['workspace']!r} is not a folder")

@@ -147,7 +147,7 @@ def submit(
     if goals is not None:
         try:
             # A file submitted twice is two batches: the ids carry the submission's time.
-            specs = read_goals(Path(goals), defaults, id_prefix=run_id_now())
+            specs = read_goals(Path(goals), defaults, id_prefix=run_id_now(), local=False)
         except GoalsError as exc:
             fail(str(exc))
     else:
