@@ -81,6 +81,7 @@ def work(
             # Back on the queue: the first live executor to dequeue it runs it; DBOS's
             # ENQUEUED -> PENDING dequeue admits exactly one.
             DBOS.resume_workflow(status.workflow_id, queue_name=QUEUE)
+        store.forget_worker(dead)
         say(f"worker {dead} is silent for {dead_after:g}s: {len(pending)} runs back on the queue")
 
     def beat() -> None:

@@ -242,12 +242,15 @@ class EventStore:
             conn.execute(sa.delete(WORKERS).where(WORKERS.c.worker_id == worker_id))
 
     def claim_dead(self, alive: str, dead_after: float) -> list[str]:
-        """Workers silent for `dead_after` seconds, each removed by exactly one claimant.
+        """Workers silent for `dead_after` seconds, each claimed by exactly one live worker.
 
-        The delete is conditional on the stale heartbeat, so when two live workers see the
-        same dead one, only the one whose delete removed the row takes its runs over.
+        The claim is a conditional update that refreshes the dead worker's heartbeat: every
+        other live worker then sees it alive and leaves it. The claimant forgets the worker
+        once its runs are back on the queue; if the claimant dies first, the heartbeat goes
+        stale again and another live worker claims it and finishes the job.
         """
-        cutoff = time.time() - dead_after
+        now = time.time()
+        cutoff = now - dead_after
         claimed: list[str] = []
         with self.engine.connect() as conn:
             stale = (
@@ -261,12 +264,12 @@ class EventStore:
             )
         for worker_id in stale:
             with self.engine.begin() as conn:
-                gone = conn.execute(
-                    sa.delete(WORKERS).where(
-                        WORKERS.c.worker_id == worker_id, WORKERS.c.heartbeat < cutoff
-                    )
+                won = conn.execute(
+                    sa.update(WORKERS)
+                    .where(WORKERS.c.worker_id == worker_id, WORKERS.c.heartbeat < cutoff)
+                    .values(heartbeat=now)
                 ).rowcount
-            if gone:
+            if won:
                 claimed.append(worker_id)
         return claimed
 
