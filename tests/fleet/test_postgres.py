@@ -134,6 +134,10 @@ def test_three_workers_finish_twelve_runs_while_one_is_killed(
                 proc.send_signal(signal.SIGTERM)
         for proc in workers.values():
             proc.wait(20)
+    for name in ("w2", "w3"):
+        out, err = workers[name].communicate()
+        assert "Traceback" not in err, err
+        assert f"[worker {name}] stopped" in out
     final = statuses(fresh_db)
     assert set(final) == set(run_ids)
     assert all(worker in ("w2", "w3") for _, worker in (final[r] for r in killed_runs))
@@ -186,3 +190,15 @@ def test_a_run_id_not_in_the_database_is_one_error(fresh_db: str, workspace: Pat
         proc = ruizn([command, "--db", fresh_db, "no-such-run"], workspace, cli_env(None))
         assert proc.returncode == 2
         assert proc.stderr.strip().endswith("no run 'no-such-run' in the database " + fresh_db)
+
+
+def test_a_malformed_line_submits_nothing(fresh_db: str, workspace: Path) -> None:
+    goals = workspace / "goals.jsonl"
+    goals.write_text('{"goal": "fine"}\n{"goal": 3}\n')
+    proc = ruizn(["submit", "--db", fresh_db, str(goals)], workspace, cli_env(None))
+    assert proc.returncode == 2
+    assert proc.stderr == f"ruizn: error: {goals} line 2: 'goal' must be a non-empty string\n"
+    assert proc.stdout == ""
+    store = EventStore(fresh_db)
+    assert store.runs() == []
+    store.close()
