@@ -52,26 +52,8 @@ def work(
     def say(message: str) -> None:
         print(f"[worker {name}] {message}", flush=True)
 
-    # The heartbeat goes in before DBOS starts taking work, so no run of ours is ever
-    # without a row that says we are alive.
-    store.heartbeat(name)
-    launch(
-        db,
-        store=store,
-        log_root=root,
-        worker=name,
-        concurrency=concurrency,
-        tools=tools,
-        workspace=str(folder),
-        polling=0.2,
-        announce=say,
-    )
-    # Loaded now, not by the first run: a run taken over from a dead worker should not
-    # wait a second more for the SDK's import.
-    import ruizn.effects.anthropic_provider  # noqa: F401
-
-    say(f"ready · concurrency {concurrency} · logs {root}")
     stop = threading.Event()
+    launched = threading.Event()
 
     def take_over(dead: str) -> None:
         pending = DBOS.list_workflows(
@@ -89,13 +71,34 @@ def work(
         while not stop.wait(interval):
             try:
                 store.heartbeat(name)
-                for dead in store.claim_dead(name, dead_after):
-                    take_over(dead)
+                if launched.is_set():
+                    for dead in store.claim_dead(name, dead_after):
+                        take_over(dead)
             except Exception as exc:  # the database may blink; the next beat tries again
                 say(f"heartbeat failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
 
+    # Beating before DBOS starts taking work, and all through its start-up (seconds on a
+    # busy machine): a worker that runs anything is never seen silent by the others.
+    store.heartbeat(name)
     beater = threading.Thread(target=beat, name="ruizn-heartbeat", daemon=True)
     beater.start()
+    launch(
+        db,
+        store=store,
+        log_root=root,
+        worker=name,
+        concurrency=concurrency,
+        tools=tools,
+        workspace=str(folder),
+        polling=0.2,
+        announce=say,
+    )
+    # Loaded now, not by the first run: a run taken over from a dead worker should not
+    # wait a second more for the SDK's import.
+    import ruizn.effects.anthropic_provider  # noqa: F401
+
+    launched.set()
+    say(f"ready · concurrency {concurrency} · logs {root}")
     signals = [signal.SIGINT, signal.SIGTERM]
     for sig in signals:
         signal.signal(sig, lambda *_: stop.set())

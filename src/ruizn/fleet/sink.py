@@ -1,9 +1,9 @@
 """The fleet's event sink: each event to the run's events.jsonl and to the events table.
 
-It is an `EventWriter` (today's runner takes one, subscribed first on its bus), so the
-file gets every line at once, as for a single run. The database gets lines in small
-transactions: token lines wait (at most `TOKEN_BATCH` of them) for the next other event,
-every other event commits before the runner goes on. So `tool_call_started` is in the
+It is an `EventWriter` (today's runner takes one, subscribed first on its bus). Token lines
+go to the file at once and to the database in batches (at most `TOKEN_BATCH` of them, or
+with the next other event); every other event is committed to the database, then written
+to the file, before the runner goes on. So `tool_call_started` is in the
 database before the tool runs, which is what lets a recovery answer it `interrupted`
 instead of running a non-read-only tool twice.
 """
@@ -28,10 +28,16 @@ class FleetSink(EventWriter):
         self._pending: list[tuple[int, str]] = []
 
     def __call__(self, event: Event) -> None:
-        super().__call__(event)
         self._pending.append((event.seq, encode(event)))
-        if type(event) is not LlmToken or len(self._pending) >= TOKEN_BATCH:
-            self.flush()
+        if type(event) is LlmToken:
+            super().__call__(event)
+            if len(self._pending) >= TOKEN_BATCH:
+                self.flush()
+            return
+        # The database first: if it refuses the line (another executor owns the run), the
+        # file does not get it either, and the run stops here.
+        self.flush()
+        super().__call__(event)
 
     def flush(self) -> None:
         if self._pending:
