@@ -69,7 +69,7 @@ def start_worker(name: str, workspace: Path, environ: dict[str, str]) -> subproc
             "--concurrency",
             "2",
             "--dead-after",
-            "2",
+            "3",
             "--log-dir",
             str(workspace / "logs" / name),
             "--tools-from",
