@@ -125,6 +125,11 @@ _mcp_header_option = click.option(
 )
 
 
+_db_option = click.option(
+    "--db", envvar="RUIZN_DB", default=None, help="A fleet's database (env RUIZN_DB)."
+)
+
+
 def _tool_options(f: Any) -> Any:
     """--tool / --no-plugins, shared by `run` and `tools`."""
     f = click.option("--no-plugins", is_flag=True, help="Load no plug-in tools.")(f)
@@ -272,11 +277,18 @@ def _root(workspace: str, log_dir: str | None) -> Any:
 @click.argument("run")
 @click.option("--json", "as_json", is_flag=True, help="Print the final state as JSON.")
 @_where_options
-def replay_command(run: str, as_json: bool, workspace: str, log_dir: str | None) -> None:
+@_db_option
+def replay_command(
+    run: str, as_json: bool, workspace: str, log_dir: str | None, db: str | None
+) -> None:
     """Rebuild RUN's state from its log and print its transcript (no network).
 
     RUN is a run id, `last`, a run folder or a path to an events.jsonl.
     """
+    if db is not None:
+        from ruizn.fleet.commands import replay_db
+
+        raise Exit(replay_db(db, run, as_json=as_json))
     from ruizn.shell.logs import replay_run
 
     raise Exit(replay_run(run, root=_root(workspace, log_dir), as_json=as_json))
@@ -323,8 +335,13 @@ def resume_command(
 
 @cli.command("runs")
 @_where_options
-def runs_command(workspace: str, log_dir: str | None) -> None:
+@_db_option
+def runs_command(workspace: str, log_dir: str | None, db: str | None) -> None:
     """List the runs, newest first: id, status, steps, time, tokens, goal."""
+    if db is not None:
+        from ruizn.fleet.commands import runs_db
+
+        raise Exit(runs_db(db))
     from ruizn.shell.logs import list_runs
 
     raise Exit(list_runs(_root(workspace, log_dir)))
@@ -333,11 +350,23 @@ def runs_command(workspace: str, log_dir: str | None) -> None:
 @cli.command("show")
 @click.argument("run")
 @_where_options
-def show_command(run: str, workspace: str, log_dir: str | None) -> None:
+@_db_option
+def show_command(run: str, workspace: str, log_dir: str | None, db: str | None) -> None:
     """Summarise one run: goal, model, status, steps, tools, usage and cache ratio."""
+    if db is not None:
+        from ruizn.fleet.commands import show_db
+
+        raise Exit(show_db(db, run))
     from ruizn.shell.logs import show_run
 
     raise Exit(show_run(run, _root(workspace, log_dir)))
+
+
+# batch, worker and submit: the fleet layer (ruizn.fleet) adds its commands. Its module
+# imports only click; DBOS loads inside the commands, so `ruizn --help` never imports it.
+from ruizn.fleet.commands import register as _register_fleet  # noqa: E402 - cli must exist
+
+_register_fleet(cli)
 
 
 def main() -> None:

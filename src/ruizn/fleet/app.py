@@ -1,0 +1,158 @@
+"""The fleet on DBOS: a run is a workflow whose id is the run_id, on one durable queue.
+
+How a run maps onto DBOS (see also store.py). The workflow has no DBOS steps: its
+checkpoints are ruizn's own events, committed to the events table as they happen. When DBOS
+recovers the workflow (the same executor back, or a live worker taking a dead one's runs),
+the function starts again from the top, rebuilds the state from the table and continues as
+`ruizn resume` does. So only the step in flight is redone: a model call in flight is asked
+again (its tokens so far stay in the log before `run_resumed`), and a tool call in flight
+that is not read-only is answered `interrupted`, because its `tool_call_started` was
+committed before it ran. DBOS keeps the queue, the concurrency limits, who runs what, and
+the exactly-once outcome; the log stays the one truth of the run, stored once (events,
+never states, never pickle: inputs and outputs are DBOS's portable JSON).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from attrs import evolve, frozen
+from dbos import DBOS, DBOSConfig, WorkflowSerializationFormat
+
+from ruizn.effects.logfile import LOG_NAME
+from ruizn.events import RunStarted
+from ruizn.fleet.driver import RunSpec, ToolsFactory, continue_run, start_run
+from ruizn.fleet.goals import spec_from_json
+from ruizn.fleet.sink import FleetSink
+from ruizn.fleet.store import EventStore
+from ruizn.reducers import fold, start
+from ruizn.serde import decode
+from ruizn.state import ExecutionContext, Status
+
+QUEUE = "ruizn"
+WORKFLOW = "ruizn.run"
+# The same on every machine, whatever the code's hash: an executor only dequeues and
+# recovers workflows of its own application version.
+APP_VERSION = "ruizn-fleet-1"
+TERMINAL = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
+
+
+@frozen(kw_only=True)
+class FleetContext:
+    store: EventStore
+    log_root: Path
+    worker: str
+    tools: ToolsFactory | None
+    workspace: str  # for runs submitted without one
+    announce: Callable[[str], None] | None = None
+
+
+class _Launched:
+    """The context of the fleet launched in this process (DBOS workflows are module-level
+    functions, so they find it here)."""
+
+    context: FleetContext | None = None
+
+
+class FleetLogError(RuntimeError):
+    """The events stored for a run do not replay."""
+
+
+def replay_lines(lines: Iterable[str]) -> ExecutionContext | None:
+    stream = iter(lines)
+    first_line = next(stream, None)
+    if first_line is None:
+        return None
+    first = decode(first_line)
+    if not isinstance(first, RunStarted):
+        raise FleetLogError(f"the stored run begins with {first.TAG}, not run_started")
+    return fold(start(first), (decode(line) for line in stream))
+
+
+@DBOS.workflow(name=WORKFLOW, serialization_type=WorkflowSerializationFormat.PORTABLE)
+def run_workflow(data: dict[str, Any]) -> dict[str, Any]:
+    context = _Launched.context
+    assert context is not None, "the fleet was not launched in this process"
+    return execute(context, spec_from_json(data))
+
+
+def execute(ctx: FleetContext, spec: RunSpec) -> dict[str, Any]:
+    if not spec.workspace:
+        spec = evolve(spec, workspace=ctx.workspace)
+    store = ctx.store
+    path = ctx.log_root / spec.run_id / LOG_NAME
+    store.note_run(spec.run_id, goal=spec.goal, status="running", worker=ctx.worker)
+    state = replay_lines(store.lines(spec.run_id))
+    # The file follows the database: lines the file got but the database never committed
+    # (tokens of a call in flight when the process died) are dropped, on this machine or
+    # not, so the file and the export stay equal byte for byte.
+    store.export(spec.run_id, path)
+    if state is None or state.status is Status.RUNNING:
+        sink = FleetSink(path, store=store, run_id=spec.run_id)
+        if state is None:
+            state = start_run(spec, sink, ctx.tools)
+        else:
+            state = continue_run(spec, state, sink, ctx.tools)
+    store.note_run(spec.run_id, goal=spec.goal, status=state.status.value, worker=None)
+    if ctx.announce is not None:
+        ctx.announce(f"{spec.run_id} {state.status.value} · {state.step} steps")
+    return {
+        "status": state.status.value,
+        "steps": state.step,
+        "elapsed": state.elapsed,
+        "input_tokens": state.usage.total_input_tokens,
+        "output_tokens": state.usage.output_tokens,
+        "error": state.error,
+    }
+
+
+def launch(
+    url: str,
+    *,
+    store: EventStore,
+    log_root: Path,
+    worker: str,
+    concurrency: int,
+    tools: ToolsFactory | None,
+    workspace: str,
+    polling: float,
+    announce: Callable[[str], None] | None = None,
+) -> None:
+    """Start DBOS in this process: it recovers this executor's own pending workflows and
+    takes work from the queue, at most `concurrency` runs at once."""
+    _Launched.context = FleetContext(
+        store=store,
+        log_root=log_root,
+        worker=worker,
+        tools=tools,
+        workspace=workspace,
+        announce=announce,
+    )
+    quiet_dbos()
+    config: DBOSConfig = {
+        "name": "ruizn",
+        "system_database_url": url,
+        "application_version": APP_VERSION,
+        "executor_id": worker,
+        "log_level": "CRITICAL",
+    }
+    DBOS(config=config)
+    DBOS.launch()
+    DBOS.register_queue(QUEUE, worker_concurrency=concurrency, polling_interval_sec=polling)
+
+
+def shutdown() -> None:
+    with contextlib.suppress(Exception):
+        DBOS.destroy(workflow_completion_timeout_sec=0)
+
+
+def quiet_dbos() -> None:
+    # DBOS logs to the console, tracebacks too; a run's errors reach the user as ruizn's
+    # own one-line results instead.
+    logging.getLogger("dbos").setLevel(logging.CRITICAL)
+    os.environ.setdefault("DBOS__DISABLE_TELEMETRY", "1")

@@ -1,0 +1,168 @@
+"""`ruizn batch GOALS.jsonl`: a fleet of one machine, on SQLite under the log dir."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ruizn.fleet.errors import fail, need_fleet_extra
+from ruizn.format import human_seconds, tokens
+
+# Batch runs belong to one fixed executor id: a batch started again recovers them.
+BATCH_WORKER = "batch"
+
+
+def batch(
+    goals: str,
+    *,
+    concurrency: int,
+    workspace: str,
+    log_dir: str | None,
+    tools_from: str | None,
+    model: str,
+    max_steps: int,
+    max_tokens: int,
+    system: str,
+    read_timeout: float,
+    max_retries: int,
+) -> int:
+    need_fleet_extra()
+    from dbos import DBOS, SetWorkflowID
+
+    from ruizn.fleet.app import QUEUE, TERMINAL, launch, run_workflow, shutdown
+    from ruizn.fleet.driver import RunSpec, ToolsFromError, load_tools_factory
+    from ruizn.fleet.goals import GoalsError, read_goals, spec_to_json
+    from ruizn.fleet.store import EventStore, StoreUnreachable
+
+    folder = Path(workspace).resolve()
+    defaults = RunSpec(
+        run_id="",
+        goal="",
+        model=model,
+        max_steps=max_steps,
+        max_tokens=max_tokens,
+        system=system,
+        workspace=str(folder),
+        read_timeout=read_timeout,
+        max_retries=max_retries,
+    )
+    path = Path(goals)
+    try:
+        specs = read_goals(path, defaults)
+        tools = load_tools_factory(tools_from)
+    except (GoalsError, ToolsFromError) as exc:
+        fail(str(exc))
+    if any(s.model != "test" for s in specs) and not os.environ.get("ANTHROPIC_API_KEY"):
+        fail("ANTHROPIC_API_KEY is not set: set it, or give the runs model 'test' (offline)")
+    root = (Path(log_dir) if log_dir is not None else folder / ".ruizn" / "runs").resolve()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"cannot create the log dir {root}: {exc.strerror or exc}")
+    url = f"sqlite:///{root / 'fleet.sqlite'}"
+    try:
+        store = EventStore(url)
+    except StoreUnreachable as exc:
+        fail(str(exc))
+    launch(
+        url,
+        store=store,
+        log_root=root,
+        worker=BATCH_WORKER,
+        concurrency=concurrency,
+        tools=tools,
+        workspace=str(folder),
+        polling=0.05,
+    )
+    try:
+        for spec in specs:
+            with SetWorkflowID(spec.run_id):
+                DBOS.enqueue_workflow(QUEUE, run_workflow, spec_to_json(spec))
+        goals_by_id = {spec.run_id: spec.goal for spec in specs}
+        results = _wait(DBOS, goals_by_id, TERMINAL)
+    except KeyboardInterrupt:
+        print(
+            f"ruizn: batch interrupted; run `ruizn batch {goals}` again to resume",
+            file=sys.stderr,
+            flush=True,
+        )
+        # Runs in flight stop where they are, as after kill -9: the next batch resumes them.
+        os._exit(130)
+    _summary(results, goals_by_id)
+    shutdown()
+    store.close()
+    ok = all(r.get("status") == "success" for r in results.values())
+    return 0 if ok else 1
+
+
+def _wait(dbos: Any, goals: dict[str, str], terminal: frozenset[str]) -> dict[str, dict[str, Any]]:
+    """One line per finished run; on a terminal, also a bar that is redrawn in place."""
+    ids = list(goals)
+    done: dict[str, dict[str, Any]] = {}
+    total = len(ids)
+    bar = sys.stdout.isatty()
+    width = len(str(total))
+    while len(done) < total:
+        running = 0
+        for status in dbos.list_workflows(workflow_ids=ids, load_input=False):
+            if status.status == "PENDING":
+                running += 1
+            if status.workflow_id in done or status.status not in terminal:
+                continue
+            if status.status == "SUCCESS" and isinstance(status.output, dict):
+                result = dict(status.output)
+            else:
+                result = {"status": "error", "error": f"{status.status}: {status.error}"}
+            done[status.workflow_id] = result
+            line = f"[{len(done):>{width}}/{total}] {_row(status.workflow_id, result)}"
+            print(("\r\x1b[K" if bar else "") + line, flush=True)
+        if bar:
+            failed = sum(r.get("status") != "success" for r in done.values())
+            used_in = sum(int(r.get("input_tokens") or 0) for r in done.values())
+            used_out = sum(int(r.get("output_tokens") or 0) for r in done.values())
+            sys.stdout.write(
+                f"\r\x1b[K{len(done)}/{total} done · {failed} failed · {running} running"
+                f" · in {tokens(used_in)} out {tokens(used_out)} tok"
+            )
+            sys.stdout.flush()
+        if len(done) < total:
+            time.sleep(0.1)
+    if bar:
+        sys.stdout.write("\r\x1b[K")
+    return done
+
+
+def _row(run_id: str, result: dict[str, Any]) -> str:
+    parts = [run_id, str(result.get("status"))]
+    if "steps" in result:
+        parts.append(f"{result['steps']} steps")
+        parts.append(human_seconds(float(result.get("elapsed") or 0.0)))
+        parts.append(
+            f"in {tokens(int(result.get('input_tokens') or 0))}"
+            f" out {tokens(int(result.get('output_tokens') or 0))}"
+        )
+    if result.get("error"):
+        parts.append(str(result["error"]).splitlines()[0][:120])
+    return " · ".join(parts)
+
+
+def _summary(results: dict[str, dict[str, Any]], goals: dict[str, str]) -> None:
+    counts: dict[str, int] = {}
+    for result in results.values():
+        counts[str(result.get("status"))] = counts.get(str(result.get("status")), 0) + 1
+    print()
+    print(f"{'RUN':<28} {'STATUS':<10} {'STEPS':>5} {'TIME':>7} {'IN':>8} {'OUT':>7}  GOAL")
+    for run_id, goal in goals.items():
+        r = results[run_id]
+        goal_text = " ".join(goal.split())
+        print(
+            f"{run_id:<28} {r.get('status')!s:<10} {r.get('steps', ''):>5}"
+            f" {human_seconds(float(r.get('elapsed') or 0.0)):>7}"
+            f" {tokens(int(r.get('input_tokens') or 0)):>8}"
+            f" {tokens(int(r.get('output_tokens') or 0)):>7}  {goal_text[:60]}"
+        )
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    print(f"\nbatch: {len(results)} runs: {summary}", flush=True)

@@ -1,0 +1,50 @@
+"""GOALS.jsonl: every bad line is one error naming it; the same file gives the same ids."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ruizn.fleet.driver import RunSpec
+from ruizn.fleet.goals import GoalsError, read_goals
+
+DEFAULTS = RunSpec(
+    run_id="", goal="", model="m", max_steps=20, max_tokens=4096, system="s", workspace="/w"
+)
+
+
+def goals(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "goals.jsonl"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_options_override_the_defaults_and_ids_are_stable(tmp_path: Path) -> None:
+    path = goals(tmp_path, '{"goal": "a", "max_steps": 3}\n\n{"goal": "b", "id": "mine"}\n')
+    first = read_goals(path, DEFAULTS)
+    assert [(s.goal, s.max_steps, s.model) for s in first] == [("a", 3, "m"), ("b", 20, "m")]
+    assert first[1].run_id == "mine"
+    assert [s.run_id for s in read_goals(path, DEFAULTS)] == [s.run_id for s in first]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"goal": "a"}\n[1]\n', "line 2: expected a JSON object, got list"),
+        ('{"goal": ""}\n', "line 1: 'goal' must be a non-empty string"),
+        ('{"goal": "a", "steps": 3}\n', "line 1: unknown option 'steps'"),
+        ('{"goal": "a", "max_steps": "3"}\n', "line 1: 'max_steps' must be an integer >= 1"),
+        ('{"goal": "a", "max_steps": 0}\n', "line 1: 'max_steps' must be an integer >= 1"),
+        ('{"goal": "a", "id": "x"}\n{"goal": "b", "id": "x"}\n', "line 2: run id 'x'"),
+        ('{"goal": "a", "workspace": "nowhere"}\n', "line 1: workspace 'nowhere'"),
+        ("\n\n", "no goals in the file"),
+    ],
+)
+def test_a_bad_goals_file_is_refused_naming_the_line(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    with pytest.raises(GoalsError, match="^" + str(tmp_path)) as caught:
+        read_goals(goals(tmp_path, text), DEFAULTS)
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
