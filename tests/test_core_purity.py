@@ -35,6 +35,7 @@ CORE = (
 # Modules directly in src/ruizn/ that are not core, each with its reason.
 NOT_CORE: dict[str, str] = {
     "__main__": "the `python -m ruizn` entry point: it starts the CLI",
+    "agent": "the library's front door: it drives the runner and writes logs",
     "runner": "the Observe->Act loop: it drives the effects (anyio, provider, tools, sink)",
     "store": "the read side of the logs: it opens files and probes their locks",
 }

@@ -264,11 +264,13 @@ def simulate(
 
     state: ExecutionContext | None = None
     sessions = 0
+    crash_budget = 3
     final: ExecutionContext | None = None
     while True:
         sessions += 1
         crash_at = None
-        if crashes and sessions <= 3 and data.draw(st.booleans(), label="crash?"):
+        if crashes and crash_budget and data.draw(st.booleans(), label="crash?"):
+            crash_budget -= 1
             crash_at = data.draw(st.integers(1, 40), label="crash at")
         sink = MemorySink(fail_at=crash_at)
         runner = AgentRunner(
@@ -285,6 +287,12 @@ def simulate(
         if not crashed:
             final = runner.state
             break
+        if not events:
+            # It died before its first line: no run exists (the folder appears only with
+            # run_started), so the user simply runs it again.
+            state = None
+            sessions -= 1
+            continue
         # The process died: all we have is the log. Replay it and resume, as the CLI does.
         state = replay(events)
         assert state == runner.state, "the state a crash left equals the replay of its log"

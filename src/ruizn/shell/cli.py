@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -49,8 +50,20 @@ def _where_options(f: Any) -> Any:
     )(f)
 
 
+def _mcp_header_option(f: Any) -> Any:
+    # A function, not a shared decorator object: click's decorators are made for one use.
+    return click.option(
+        "--mcp-header",
+        "mcp_headers",
+        multiple=True,
+        metavar="NAME:KEY[=VALUE]",
+        help="A header for MCP server NAME; without =VALUE it is read from"
+        " $RUIZN_MCP_HEADER_<NAME>_<KEY>. Repeatable.",
+    )(f)
+
+
 def _run_options(f: Any) -> Any:
-    options = [
+    options: list[Callable[[Any], Any]] = [
         click.option("--goal", help="What ruizn should do (or give it as an argument)."),
         click.option(
             "--model",
@@ -115,19 +128,10 @@ def _run_options(f: Any) -> Any:
     return _tool_options(_where_options(f))
 
 
-_mcp_header_option = click.option(
-    "--mcp-header",
-    "mcp_headers",
-    multiple=True,
-    metavar="NAME:KEY[=VALUE]",
-    help="A header for MCP server NAME; without =VALUE it is read from"
-    " $RUIZN_MCP_HEADER_<NAME>_<KEY>. Repeatable.",
-)
-
-
-_db_option = click.option(
-    "--db", envvar="RUIZN_DB", default=None, help="A fleet's database (env RUIZN_DB)."
-)
+def _db_option(f: Any) -> Any:
+    return click.option(
+        "--db", envvar="RUIZN_DB", default=None, help="A fleet's database (env RUIZN_DB)."
+    )(f)
 
 
 def _tool_options(f: Any) -> Any:
@@ -306,6 +310,7 @@ def replay_command(
     help="A new max_tokens per call (lets an answer cut at max_tokens go on).",
 )
 @click.option("--read-timeout", type=float, default=DEFAULT_READ_TIMEOUT, help="See `ruizn run`.")
+@_mcp_header_option
 @_where_options
 def resume_command(
     run: str,
