@@ -77,6 +77,7 @@ PYCACHE = Path(tempfile.gettempdir()) / "ruizn-bench-pycache"
 class Plan:
     loop_steps: tuple[int, ...]
     loop_reps: int  # runs a side, ABBA
+    peer_reps: int  # runs a peer: in the first rounds, the rest are ruizn and raw SDK alone
     warmup: bool  # one untimed run of each side first
     peers: bool
     growth_window: int  # first/last steps of the growth ratio
@@ -96,6 +97,7 @@ class Plan:
 FULL = Plan(
     loop_steps=(50, 200),
     loop_reps=4,
+    peer_reps=2,
     warmup=True,
     peers=True,
     growth_window=10,
@@ -117,6 +119,7 @@ FULL = Plan(
 SMOKE = Plan(
     loop_steps=(20,),
     loop_reps=1,
+    peer_reps=0,
     warmup=False,
     peers=False,
     growth_window=5,
@@ -170,6 +173,10 @@ def abba(sides: Sequence[str], reps: int) -> list[str]:
     for rep in range(reps):
         order += list(sides) if rep % 2 == 0 else list(reversed(sides))
     return order
+
+
+class TimedOut(RuntimeError):
+    """A measured command ran past its time limit (a figure, not a broken harness)."""
 
 
 class Checks:
@@ -426,7 +433,7 @@ def run_ruizn_loop(server: Server, steps: int, ws: Path, timeout: float | None =
     cmd = [RUIZN, "run", "--goal", "loop", "--max-steps", str(steps + 1), "--system", SYSTEM_TEXT]
     proc = timed([*cmd, "--log-dir", str(logs)], ws, client_env(server.url), timeout=timeout)
     if proc.timed_out:
-        raise RuntimeError(f"{label}: still running after {timeout:.0f} s")
+        raise TimedOut(f"{label}: still running after {timeout:.0f} s")
     events = read_log(logs)
     last = events[-1]
     CHECKS.check(
@@ -518,7 +525,9 @@ def loop_section(plan: Plan, ws: Path, data: dict[str, Any]) -> list[Row]:
             # Before the first timed runs, one untimed run of each side: the page cache, the
             # .pyc cache (a first run compiles every module), the server's warm-up.
             warmups = sides if plan.warmup and steps == plan.loop_steps[0] else []
-            order = [*warmups, *abba(sides, plan.loop_reps)]
+            rounds = min(plan.peer_reps, plan.loop_reps)
+            order = [*warmups, *abba(sides, rounds)]
+            order += abba(sides[:2], plan.loop_reps - rounds)
             for i, side in enumerate(order):
                 warm = i < len(warmups)
                 note(f"loop, {steps} steps: {side}{' (warm-up)' if warm else ''}")
@@ -624,9 +633,12 @@ def long_section(plan: Plan, ws: Path, data: dict[str, Any]) -> list[Row]:
     if done:  # smoke: the loop's own run
         run = LoopRun(**done[0])
     else:
-        note(f"long loop: ruizn, {steps} steps (one run)")
+        note(f"long loop: ruizn, {steps} steps (one run, at most {plan.long_timeout:.0f} s)")
         with Server("--tool-loop", str(steps)) as server:
-            run = run_ruizn_loop(server, steps, ws, timeout=plan.long_timeout)
+            try:
+                run = run_ruizn_loop(server, steps, ws, timeout=plan.long_timeout)
+            except TimedOut:
+                return [long_unfinished(plan, server, data)]
     early, late = run.window_ms(a0, a1), run.window_ms(b0, b1)
     data["long"] = {
         "steps": steps,
@@ -649,6 +661,35 @@ def long_section(plan: Plan, ws: Path, data: dict[str, Any]) -> list[Row]:
 
 
 # ---------------------------------------------------------------- the token pipeline
+
+
+def long_unfinished(plan: Plan, server: Server, data: dict[str, Any]) -> Row:
+    """The row of a long run killed at its timeout: how far it got, and its per-step time
+    there (the server's record up to the kill) against steps 101-200."""
+    timings = server.timings(0)
+    ends = [t["last_byte"] for t in timings]
+    gaps = [b["request_line"] - a for a, b in zip(ends, timings[1:], strict=False)]
+    (a0, a1), _ = plan.long_windows
+    data["long"] = {"steps": plan.long_steps, "gaps": gaps, "killed": plan.long_timeout}
+    reached = len(gaps)
+    if reached < a1 + 10:
+        shown = f"killed at {plan.long_timeout:.0f} s after {reached} steps"
+    else:
+        early = med(gaps[a0 - 1 : a1]) * 1000
+        late = med(gaps[-10:]) * 1000
+        shown = (
+            f"killed at {plan.long_timeout:.0f} s after {reached} steps; steps"
+            f" {reached - 9}-{reached} / {a0}-{a1}: {late / early:.2f}x"
+            f" ({early:.2f} → {late:.2f} ms)"
+        )
+    return (
+        f"{plan.long_steps}-step run: client ms/step, late / steps {a0}-{a1}",
+        shown,
+        "",
+        "",
+        "≤ 2x",
+        met(False),
+    )
 
 
 def sse_file(deltas: int) -> Path:
