@@ -3,7 +3,7 @@
     pip install pyinstrument            (or: pip install -e '.[bench]')
     python bench/profile_loop.py [--steps 200] [--clock wall|cpu] [--interval 0.0005]
 
-Starts bench/fake_server.py --tool-loop STEPS in its own process (so the server's time is
+Starts bench/fake_server.py --bench-loop STEPS in its own process (so the server's time is
 not in the profile) and runs the `ruizn` console script's entry point in this process,
 exactly as `ruizn run --goal loop --max-steps STEPS+1 --system <bench prompt>` with
 ANTHROPIC_BASE_URL pointing at the server. A 2-step run goes first, unprofiled: the imports
@@ -153,7 +153,7 @@ def main() -> int:
             sys.stdout = stdout
         return code
 
-    with Server("--tool-loop", str(args.steps)) as server:
+    with Server("--bench-loop", str(args.steps)) as server:
         os.environ.update(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="sk-bench")
         os.environ["NO_COLOR"] = "1"
         warm = run(2, None)
