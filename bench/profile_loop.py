@@ -1,7 +1,7 @@
 """Profile ruizn's tool loop with pyinstrument: where a step's client time goes.
 
     pip install pyinstrument            (or: pip install -e '.[bench]')
-    python bench/profile_loop.py [--steps 200] [--clock wall|cpu] [--interval 0.0005]
+    python bench/profile_loop.py [--steps 200] [--interval 0.0005]
 
 Starts bench/fake_server.py --bench-loop STEPS in its own process (so the server's time is
 not in the profile) and runs the `ruizn` console script's entry point in this process,
@@ -9,11 +9,12 @@ exactly as `ruizn run --goal loop --max-steps STEPS+1 --system <bench prompt>` w
 ANTHROPIC_BASE_URL pointing at the server. A 2-step run goes first, unprofiled: the imports
 and first-call set-up it pays (seconds on a busy machine) are start-up, not a step.
 
---clock wall (the default) samples wall time: what a step's gap is made of, waits included
-(fsync, the socket, the GIL, and the time the OS gives other processes). --clock cpu samples
-the main thread's CPU time (time.thread_time): the Python work alone, free of the machine's
-load. Writes to bench/results/ (git-ignored): profile-STEPS-CLOCK.txt (functions by self
-time, then the call tree, library frames included), .html, and .pyisession
+It samples wall time: what a step is made of, waits included (fsync, the socket, the tool
+thread, and the time the OS gives other processes: profile on a quiet machine). A CPU-time
+clock (time.thread_time) was tried and dropped: it costs a system call per Python call and
+event, which quadrupled the run and doubled the share of call-heavy code such as copy_tree.
+Writes to bench/results/ (git-ignored): profile-STEPS.txt (three summaries in ms per model
+call, then the call tree, library frames included), .html, and .pyisession
 (`pyinstrument --load=FILE -r html` re-renders it).
 """
 
@@ -37,7 +38,6 @@ from run import PY, SYSTEM_TEXT, Server, base_env  # noqa: E402  # after the pat
 try:
     from pyinstrument import Profiler
     from pyinstrument.renderers import ConsoleRenderer, HTMLRenderer
-    from pyinstrument.stack_sampler import get_stack_sampler
 except ImportError:  # pragma: no cover
     raise SystemExit("bench/profile_loop.py needs pyinstrument: pip install pyinstrument") from None
 
@@ -120,7 +120,6 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--interval", type=float, default=0.0005, help="seconds per sample")
-    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     args = parser.parse_args()
     env = base_env()
     if os.environ.get("PYTHONPYCACHEPREFIX") != env["PYTHONPYCACHEPREFIX"]:
@@ -161,11 +160,6 @@ def main() -> int:
             print(f"warm-up: ruizn exited {warm}", file=sys.stderr)
             return 1
         gc.collect()
-        if args.clock == "cpu":
-            # From zero: the sampler's first sample counts from 0, and would charge all the CPU
-            # time before the profile to whatever frame it lands in.
-            zero = time.thread_time()
-            get_stack_sampler().timer_func = lambda: time.thread_time() - zero
         # Async mode off: the samples say what the main thread runs, whichever task it is.
         profiler = Profiler(interval=args.interval, async_mode="disabled")
         began = time.perf_counter()
@@ -176,7 +170,7 @@ def main() -> int:
         return 1
     session = profiler.last_session
     assert session is not None
-    stem = results / f"profile-{args.steps}-{args.clock}"
+    stem = results / f"profile-{args.steps}"
     session.save(str(stem) + ".pyisession")
     tree = ConsoleRenderer(show_all=True, unicode=True, color=False, short_mode=True)
     root = session.root_frame()
@@ -184,7 +178,7 @@ def main() -> int:
     top = summary(root, args.steps + 1)
     header = (
         f"ruizn run, {args.steps} tool steps against bench/fake_server.py, profiled in-process"
-        f" with pyinstrument ({args.clock} clock, interval {args.interval} s); {seconds:.2f} s"
+        f" with pyinstrument (wall clock, interval {args.interval} s); {seconds:.2f} s"
         f" wall, {seconds / (args.steps + 1) * 1000:.1f} ms per model call, CPU"
         f" {session.cpu_time:.2f} s; load average {os.getloadavg()[0]:.1f}; Python {PY}\n\n"
     )
