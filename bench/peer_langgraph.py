@@ -1,9 +1,13 @@
 """LangGraph on the same server: create_react_agent with langchain-anthropic's ChatAnthropic.
 
-Usage: python bench/peer_langgraph.py STEPS   (prints the loop's seconds on stderr)
-Run with a Python that has langgraph and langchain-anthropic (see bench/README.md).
+Usage: python bench/peer_langgraph.py CONFIG.json   (env: ANTHROPIC_BASE_URL)
+Runs until the model stops asking for tools, streaming (stream_mode "messages"): each text
+chunk goes to stdout, flushed, as the other loops do. Prints {"requests": n, "answers": n,
+"seconds": s} on stderr: requests are the distinct model calls whose chunks streamed, answers
+the model node's finished updates.
 """
 
+import json
 import os
 import sys
 import time
@@ -11,11 +15,9 @@ import warnings
 from pathlib import Path
 
 from langchain_anthropic import ChatAnthropic
+from langchain_core.messages import AIMessageChunk
 from langchain_core.tools import tool
-from langgraph.errors import GraphRecursionError
 from langgraph.prebuilt import create_react_agent
-
-SYSTEM = Path(os.environ["RUIZN_BENCH_SYSTEM"]).read_text(encoding="utf-8")
 
 
 @tool
@@ -24,9 +26,9 @@ def read_file(path: str) -> str:
     return Path(path).read_text(encoding="utf-8")
 
 
-def main(steps: int) -> None:
+def main(config: dict) -> None:
     model = ChatAnthropic(
-        model="claude-sonnet-4-5",
+        model=config["model"],
         base_url=os.environ["ANTHROPIC_BASE_URL"],
         api_key="sk-bench",
         streaming=True,
@@ -34,17 +36,39 @@ def main(steps: int) -> None:
     )
     with warnings.catch_warnings():  # deprecated in favour of langchain.agents; same loop
         warnings.simplefilter("ignore")
-        agent = create_react_agent(model, [read_file], prompt=SYSTEM)
-    began = time.perf_counter()
-    try:
-        # Each step is a model node and a tool node: 2 supersteps.
-        for chunk, _ in agent.stream(
-            {"messages": [("user", "loop")]}, {"recursion_limit": 2 * steps}, stream_mode="messages"
-        ):
-            sys.stdout.write(str(chunk.content)[:0])
-    except GraphRecursionError:
-        pass
-    print(time.perf_counter() - began, file=sys.stderr)
+        agent = create_react_agent(model, [read_file], prompt=config["system"])
+    # Each step is a model node and a tool node: 2 supersteps; the limit only guards.
+    limit = {"recursion_limit": 2 * config["steps"] + 10}
+    calls: set[str] = set()
+    answers = 0
+    began = time.monotonic()  # run.py compares it with the server's stamps
+    modes = ["messages", "updates"]
+    for mode, item in agent.stream({"messages": [("user", "loop")]}, limit, stream_mode=modes):
+        if mode == "updates":
+            answers += sum(1 for node in item if node != "tools")
+            continue
+        chunk, _ = item
+        if not isinstance(chunk, AIMessageChunk):
+            continue
+        calls.add(str(chunk.id))
+        content = chunk.content
+        if isinstance(content, str):
+            sys.stdout.write(content)
+        else:
+            for part in content:
+                if isinstance(part, dict) and part.get("type") == "text":
+                    sys.stdout.write(part.get("text", ""))
+        sys.stdout.flush()
+    ended = time.monotonic()
+    seconds = ended - began
+    report = {
+        "requests": len(calls),
+        "answers": answers,
+        "seconds": seconds,
+        "began": began,
+        "ended": ended,
+    }
+    print(json.dumps(report), file=sys.stderr)
 
 
-main(int(sys.argv[1]))
+main(json.loads(Path(sys.argv[1]).read_text(encoding="utf-8")))

@@ -28,9 +28,11 @@ from tests.fakeapi.replies import (
 )
 
 if TYPE_CHECKING:
-    from tests.fakeapi.server import FakeAnthropic, RecordedRequest, free_port, long_answer
+    from tests.fakeapi.server import FakeAnthropic, RecordedRequest, Timing, free_port, long_answer
 
-_SERVER_NAMES = frozenset({"FakeAnthropic", "RecordedRequest", "free_port", "long_answer"})
+_SERVER_NAMES = frozenset(
+    {"FakeAnthropic", "RecordedRequest", "Timing", "free_port", "long_answer"}
+)
 
 
 def __getattr__(name: str) -> object:
@@ -56,6 +58,7 @@ __all__ = [
     "Stream",
     "Text",
     "Thinking",
+    "Timing",
     "ToolUse",
     "Usage",
     "free_port",

@@ -56,6 +56,7 @@ from tests.fakeapi.sse import (
 __all__ = [
     "FakeAnthropic",
     "RecordedRequest",
+    "Timing",
     "final_message",
     "free_port",
     "long_answer",
@@ -74,6 +75,17 @@ class RecordedRequest:
     raw: bytes = b""  # the body's bytes exactly as they came
 
 
+@dataclass(frozen=True)
+class Timing:
+    """One POST as the server saw it, on its own time.monotonic() clock. A benchmark takes
+    the gap from one answer's `last_byte` to the next request's `request_line` as pure client
+    time: the server's own work (parsing, cache emulation, encoding) lies outside every gap."""
+
+    request_line: float  # the request line had just been read
+    last_byte: float  # the last byte of the response had been handed to the socket
+    complete: bool  # False if the reply was cut (a fault) or the client hung up
+
+
 class _Dropped(Exception):
     """The handler cut the connection on purpose; nothing more may be written."""
 
@@ -83,8 +95,8 @@ class FakeAnthropic:
         self.script = script
         self.port = port
         self.requests: list[RecordedRequest] = []
-        # Seconds the server spent on each request, so a benchmark can subtract them.
-        self.handler_seconds: list[float] = []
+        # One per POST, in the order the handlers finished (bench/ reads them via /_stats).
+        self.timings: list[Timing] = []
         self.cache = PromptCache(min_cache_tokens)
         self.base_url = ""
         self._lock = threading.Lock()
@@ -162,6 +174,30 @@ class FakeAnthropic:
     def request_id(self) -> str:
         return f"req_fake_{next(self._counter):06d}"
 
+    def timed(self, timing: Timing) -> None:
+        with self._lock:
+            self.timings.append(timing)
+
+    def stats(self) -> dict[str, Any]:
+        """What GET /_stats returns: the POSTs' timings, ordered by request line."""
+        with self._lock:
+            timings = sorted(self.timings, key=lambda t: t.request_line)
+        return {
+            "requests": len(timings),
+            "clock": "time.monotonic",
+            "timings": [
+                {"request_line": t.request_line, "last_byte": t.last_byte, "complete": t.complete}
+                for t in timings
+            ],
+        }
+
+    def reset(self) -> None:
+        """Forget the requests, their timings and the prompt cache (DELETE /_stats)."""
+        with self._lock:
+            self.requests.clear()
+            self.timings.clear()
+        self.cache.reset()
+
 
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeAnthropic
@@ -169,6 +205,13 @@ class _Handler(BaseHTTPRequestHandler):
     # TCP_NODELAY: each SSE event is its own small send; with Nagle on, the client's delayed
     # ACK holds every event after the first for ~40 ms.
     disable_nagle_algorithm = True
+    request_line_at = 0.0
+
+    def parse_request(self) -> bool:
+        # socketserver calls this right after reading the request line (a keep-alive
+        # connection waits in that readline), so this is when the request line arrived.
+        self.request_line_at = time.monotonic()
+        return super().parse_request()
 
     def setup(self) -> None:
         super().setup()
@@ -190,11 +233,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # stdlib's name
         if self.path == "/_stats":
-            stats = {
-                "requests": len(self.fake.handler_seconds),
-                "handler_seconds": self.fake.handler_seconds,
-            }
-            self._json(200, stats, self.fake.request_id())
+            self._json(200, self.fake.stats(), self.fake.request_id())
         else:
             self._not_found()
 
@@ -202,11 +241,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path != "/_stats":
             self._not_found()
             return
-        # Reset between benchmark runs.
-        self.fake.handler_seconds.clear()
-        with self.fake._lock:
-            self.fake.requests.clear()
-        self.fake.cache.reset()
+        self.fake.reset()  # between benchmark runs
         self._json(200, {}, self.fake.request_id())
 
     def do_PUT(self) -> None:  # stdlib's name
@@ -216,13 +251,16 @@ class _Handler(BaseHTTPRequestHandler):
         self._not_found()
 
     def do_POST(self) -> None:  # stdlib's name
-        began = time.perf_counter()
+        complete = False
         try:
             self._post()
+            complete = True
         except (BrokenPipeError, ConnectionResetError, _Dropped):
             self.close_connection = True
         finally:
-            self.fake.handler_seconds.append(time.perf_counter() - began)
+            # Every write is unbuffered (socketserver's wbufsize is 0) and flushed: the last
+            # byte is on the socket now.
+            self.fake.timed(Timing(self.request_line_at, time.monotonic(), complete))
 
     def _not_found(self) -> None:
         self._read_body()  # keep the connection usable for the next request

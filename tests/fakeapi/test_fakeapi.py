@@ -633,6 +633,48 @@ def test_requests_are_recorded_in_order_with_lower_case_headers(
     assert server.requests[0].body["stream"] is True
 
 
+def _get_stats(server: FakeAnthropic, method: str = "GET") -> Any:
+    conn = http.client.HTTPConnection(server.base_url.removeprefix("http://"), timeout=5)
+    conn.request(method, "/_stats")
+    body = json.loads(conn.getresponse().read())
+    conn.close()
+    return body
+
+
+def test_stats_time_each_request_line_and_last_byte(fake: Factory, clients: Any) -> None:
+    """bench/ takes answer i's last byte to request i+1's line as client time: each timing
+    must fall inside the client's own call, one per POST, in order, and reset on DELETE."""
+    server = fake([LONG, LONG, Stream(LONG.blocks, drop_after=4), LONG])
+    client = clients(server)
+    calls = []
+    for _ in range(2):
+        sent = time.monotonic()
+        _final(client)
+        calls.append((sent, time.monotonic()))
+    stats = _get_stats(server)
+    assert stats["requests"] == 2
+    assert stats["clock"] == "time.monotonic"
+    first, second = stats["timings"]
+    # The server stamps the last byte after its send returns, possibly after the client has
+    # read it; but one keep-alive connection's handler reads the next request line only
+    # after that stamp.
+    assert calls[0][0] <= first["request_line"] <= calls[0][1]
+    assert first["request_line"] <= first["last_byte"] <= second["request_line"]
+    assert calls[1][0] <= second["request_line"] <= min(second["last_byte"], calls[1][1])
+    assert (first["complete"], second["complete"]) == (True, True)
+    with pytest.raises(httpx2.RemoteProtocolError):
+        _final(client)
+    for _ in range(500):  # the handler records just after the client saw the cut
+        if len(server.timings) == 3:
+            break
+        time.sleep(0.01)
+    assert [t["complete"] for t in _get_stats(server)["timings"]] == [True, True, False]
+    assert _get_stats(server, "DELETE") == {}
+    assert (_get_stats(server)["timings"], server.requests) == ([], [])
+    _final(client)
+    assert _get_stats(server)["requests"] == 1
+
+
 def test_tool_loop_drives_exactly_n_tool_turns(fake: Factory, clients: Any) -> None:
     server = fake(tool_loop(3, tool_input={"path": "a.txt"}))
     client = clients(server)
