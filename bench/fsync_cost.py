@@ -39,7 +39,7 @@ def _step(write: EventWriter, seq: int) -> int:
 def ms_per_step(fsync: bool, folder: Path) -> list[float]:
     times = []
     for run in range(RUNS):
-        writer = EventWriter(folder / f"{fsync}-{run}.jsonl", fsync=fsync)
+        writer = EventWriter.new(folder / f"{fsync}-{run}" / "events.jsonl", fsync=fsync)
         began, seq = time.perf_counter(), 1
         for _ in range(STEPS):
             seq = _step(writer, seq)
