@@ -10,6 +10,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import math
+import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ClassVar, TypeVar
@@ -88,31 +89,74 @@ class BlockingTool(BaseTool):
 
 
 async def run_blocking(work: Callable[[], T], *, name: str) -> T:
-    """Run `work()` in a daemon thread of its own and wait for it without blocking the loop.
+    """Run `work()` in a daemon thread and wait for it without blocking the loop.
 
     Cancelling the wait abandons the thread (see BlockingTool); its exception, if any, is
-    raised here.
+    raised here. Threads are reused (starting one costs more than most tool calls), and a
+    busy one is named `name`, an idle one `_IDLE_NAME`.
     """
     done = anyio.Event()
     token = anyio.lowlevel.current_token()
     outcome: list[T] = []
     failure: list[BaseException] = []
 
-    def thread_body() -> None:
+    def job() -> None:
         try:
             outcome.append(work())
         except BaseException as exc:  # handed to the event loop, which re-raises it
             failure.append(exc)
         finally:
+            # Idle before the loop hears of it: a caller that looks right after sees no
+            # thread still working for it.
+            threading.current_thread().name = _IDLE_NAME
             # The loop may be gone if the call was abandoned and the run has ended.
             with contextlib.suppress(RuntimeError):
                 anyio.from_thread.run_sync(done.set, token=token)
 
-    threading.Thread(target=thread_body, name=name, daemon=True).start()
+    _THREADS.submit(job, name)
     await done.wait()
     if failure:
         raise failure[0]
     return outcome[0]
+
+
+_IDLE_NAME = "ruizn-idle-worker"
+
+
+class _DaemonThreads:
+    """Reusable daemon threads for blocking tools.
+
+    Not a ThreadPoolExecutor: its threads are joined at exit, so one stuck in a hung tool
+    would keep the process alive. Here an abandoned thread stays busy until its work ends
+    (then idles again, or exits if enough are idle), and never holds the process open.
+    """
+
+    _MAX_IDLE = 8
+
+    def __init__(self) -> None:
+        self._idle: list[queue.SimpleQueue[tuple[Callable[[], None], str]]] = []
+        self._lock = threading.Lock()
+
+    def submit(self, job: Callable[[], None], name: str) -> None:
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(target=self._serve, args=(inbox,), name=name, daemon=True).start()
+        inbox.put((job, name))
+
+    def _serve(self, inbox: queue.SimpleQueue[tuple[Callable[[], None], str]]) -> None:
+        while True:
+            job, name = inbox.get()
+            threading.current_thread().name = name
+            job()
+            with self._lock:
+                if len(self._idle) >= self._MAX_IDLE:
+                    return
+                self._idle.append(inbox)
+
+
+_THREADS = _DaemonThreads()
 
 
 class ToolRegistry:

@@ -3,7 +3,8 @@
 - Each event is one write(2) of a whole line to a file opened unbuffered in append mode
   (read-write, so a lost log can be copied back out of its descriptor), so
   a reader never sees half a line unless the process died inside that write. Lines that end
-  a step are also fsynced: a power cut loses at most the tokens of the step in flight.
+  a step are also fsynced, behind the loop (`_Syncer`): a power cut loses at most the last
+  step's tool results and the call in flight.
 - One writer per run: the writer holds an exclusive `flock` on the run folder's `lock`
   file for as long as it writes. The kernel drops it when the process dies, so kill -9
   never leaves a stale lock. A second writer gets `RunLocked`, naming the holder's pid.
@@ -21,12 +22,13 @@ import contextlib
 import errno
 import fcntl
 import os
+import threading
 import time
 from pathlib import Path
 from types import TracebackType
 
 from ruizn.effects.sink import LogLost, LogWriteError
-from ruizn.events import DURABLE_EVENTS, Event
+from ruizn.events import DURABLE_EVENTS, Event, LlmResponse, RunFinished, RunStarted
 from ruizn.serde import encode
 
 LOCK_NAME = "lock"
@@ -107,6 +109,7 @@ class EventWriter:
         self._lock_fd: int | None = None
         self._identity: tuple[int, int] | None = None
         self._lost = False
+        self._syncer: _Syncer | None = None
         self.recovered: Path | None = None
         if not _new:
             self._open_existing()
@@ -169,9 +172,13 @@ class EventWriter:
         if self._fd is None:
             raise LogWriteError(f"the event log {self.path} is closed")
         try:
+            durable = isinstance(event, DURABLE_EVENTS)
+            if durable and self._syncer is not None and type(event) is LlmResponse:
+                # A step's lines are on disk before the next step's response is kept.
+                self._syncer.wait()
             _write_all(self._fd, data)
-            if self._fsync and isinstance(event, DURABLE_EVENTS):
-                os.fsync(self._fd)
+            if durable and self._fsync:
+                self._sync(wait=type(event) in _SYNC_NOW)
         except OSError as exc:
             raise LogWriteError(_describe(exc, self.path)) from None
         if isinstance(event, DURABLE_EVENTS) and not self._lost and not self._still_ours():
@@ -182,6 +189,16 @@ class EventWriter:
                 recovery=str(self.path.with_name(RECOVERY_NAME)),
             )
 
+    def _sync(self, *, wait: bool) -> None:
+        """fsync the log: at once for the first and last lines, behind the loop otherwise
+        (the next request goes out while the disk catches up; see `_Syncer`)."""
+        assert self._fd is not None
+        if self._syncer is None:
+            self._syncer = _Syncer(self._fd)
+        self._syncer.request()
+        if wait:
+            self._syncer.wait()
+
     def _still_ours(self) -> bool:
         try:
             return _identity(os.stat(self.path)) == self._identity
@@ -189,6 +206,11 @@ class EventWriter:
             return False
 
     def close(self) -> None:
+        if self._syncer is not None:
+            syncer, self._syncer = self._syncer, None
+            with contextlib.suppress(OSError):
+                syncer.wait()
+            syncer.stop()
         if self._fd is not None:
             fd, self._fd = self._fd, None
             if self._lost:
@@ -226,6 +248,66 @@ class EventWriter:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+# Lines fsynced before the writer returns: a run's first line and each session's last.
+_SYNC_NOW = (RunStarted, RunFinished)
+
+
+class _Syncer:
+    """fsync in a thread of its own, coalesced: many requests while one fsync runs cost one
+    more. `wait()` returns once every line written before the last `request()` is on disk.
+
+    This takes the fsync off the loop's critical path (it overlaps the next request), and the
+    writer still waits for it before the next step's response: a power cut loses at most the
+    tool results of the last step and the call in flight, never an earlier step.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._cond = threading.Condition()
+        self._wanted = 0
+        self._done = 0
+        self._error: OSError | None = None
+        self._stopped = False
+        threading.Thread(target=self._run, name="ruizn-fsync", daemon=True).start()
+
+    def request(self) -> None:
+        with self._cond:
+            self._wanted += 1
+            self._cond.notify_all()
+
+    def wait(self) -> None:
+        with self._cond:
+            target = self._wanted
+            while self._done < target and self._error is None:
+                self._cond.wait()
+            if self._error is not None:
+                raise self._error
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._done == self._wanted and not self._stopped:
+                    self._cond.wait()
+                if self._stopped and self._done == self._wanted:
+                    return
+                target = self._wanted
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                with self._cond:
+                    self._error = exc
+                    self._cond.notify_all()
+                return
+            with self._cond:
+                self._done = target
+                self._cond.notify_all()
 
 
 def _identity(st: os.stat_result) -> tuple[int, int]:
