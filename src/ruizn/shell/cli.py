@@ -15,6 +15,8 @@ import click
 
 from ruizn import __version__
 from ruizn.config import (
+    APPROVAL_MODES,
+    DEFAULT_APPROVAL,
     DEFAULT_MAX_RETRIES,
     DEFAULT_MAX_STEPS,
     DEFAULT_MAX_TOKENS,
@@ -99,6 +101,15 @@ def _run_options(f: Any) -> Any:
             "--allow-secret-files",
             is_flag=True,
             help="Let the file tools read .env, *.pem, id_rsa and other secret files.",
+        ),
+        click.option(
+            "--approval",
+            type=click.Choice(APPROVAL_MODES),
+            default=DEFAULT_APPROVAL,
+            show_default=True,
+            help="Tool calls that need approval (write_file, edit_file): ask at the terminal"
+            " (with no terminal the run stops, exit 4, for `resume --approve`), approve them"
+            " always, or deny them never.",
         ),
     ]
     for option in reversed(options):
@@ -260,6 +271,19 @@ def replay_command(run: str, as_json: bool, workspace: str, log_dir: str | None)
     help="A new max_tokens per call (lets an answer cut at max_tokens go on).",
 )
 @click.option("--read-timeout", type=float, default=DEFAULT_READ_TIMEOUT, help="See `ruizn run`.")
+@click.option(
+    "--approve",
+    multiple=True,
+    metavar="ID|all",
+    help="Approve the waiting tool call ID, or all of them (repeatable).",
+)
+@click.option(
+    "--deny",
+    multiple=True,
+    metavar="ID|all",
+    help="Deny the waiting tool call ID, or all of them (repeatable).",
+)
+@click.option("--reason", default=None, help="Why the calls are denied (the model is told).")
 @_where_options
 def resume_command(
     run: str,
@@ -267,10 +291,17 @@ def resume_command(
     max_steps: int | None,
     max_tokens: int | None,
     read_timeout: float,
+    approve: tuple[str, ...],
+    deny: tuple[str, ...],
+    reason: str | None,
     workspace: str,
     log_dir: str | None,
 ) -> None:
-    """Continue RUN where it stopped, appending to the same log."""
+    """Continue RUN where it stopped, appending to the same log.
+
+    A run that waits for approval goes on with --approve/--deny deciding its calls (at a
+    terminal, ruizn asks about any call they leave waiting).
+    """
     from ruizn.shell.session import config_from_options, resume_run
 
     config_from_options(read_timeout=read_timeout)  # checked like run's (no nan, no 0)
@@ -281,6 +312,9 @@ def resume_command(
             max_steps=max_steps,
             max_tokens=max_tokens,
             read_timeout=read_timeout,
+            approve=approve,
+            deny=deny,
+            reason=None if reason is None else _checked_text("--reason", reason),
         )
     )
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import anyio
 
 from ruizn.config import TEST_MODEL, ConfigError, RunConfig
-from ruizn.decide import ResumePlan, ResumeRefused, plan_resume
+from ruizn.decide import ResumePlan, ResumeRefused, plan_resume, resume_decisions
+from ruizn.effects.approval import Approver, needs_approval_of
 from ruizn.effects.logfile import LogError, TornTail, replay_file
 from ruizn.effects.printer import StdoutPrinter
 from ruizn.effects.provider import Provider
@@ -29,6 +30,7 @@ from ruizn.events import Event
 from ruizn.redact import Redactor
 from ruizn.redact import api_key_problem as key_whitespace_problem
 from ruizn.runner import AgentRunner
+from ruizn.shell.approval import awaiting_report, terminal_approver
 from ruizn.shell.exits import EXIT_CODES, EXIT_ERROR, EXIT_OK, EXIT_USAGE, echo_error, fail
 from ruizn.state import ExecutionContext, Status
 from ruizn.store import RunNotFound, default_root, resolve_run
@@ -107,6 +109,8 @@ def build_runner(
     writer: EventWriter,
     registry: ToolRegistry,
     state: ExecutionContext | None = None,
+    *,
+    approver: Approver | None = None,
 ) -> AgentRunner:
     return AgentRunner(
         provider=make_provider(config, workspace),
@@ -118,6 +122,7 @@ def build_runner(
         timer=time.monotonic,
         state=state,
         redact=redactor(),
+        approver=approver,
     )
 
 
@@ -140,7 +145,9 @@ def new_run(config: RunConfig, goal: str) -> int:
     log_path = root / run_id / "events.jsonl"
     toolbox = make_toolbox(config, workspace, root)
     writer = EventWriter.new(log_path)
-    runner = build_runner(config, workspace, writer, toolbox.registry())
+    runner = build_runner(
+        config, workspace, writer, toolbox.registry(), approver=terminal_approver(config.approval)
+    )
     try:
         runner.begin(
             run_id=run_id,
@@ -168,6 +175,9 @@ def resume_run(
     max_steps: int | None,
     max_tokens: int | None,
     read_timeout: float,
+    approve: tuple[str, ...] = (),
+    deny: tuple[str, ...] = (),
+    reason: str | None = None,
 ) -> int:
     try:
         path = resolve_run(run, root)
@@ -181,7 +191,9 @@ def resume_run(
     except SinkError as exc:
         fail(str(exc))
     try:
-        return _resume_locked(writer, path, root, max_steps, max_tokens, read_timeout)
+        return _resume_locked(
+            writer, path, root, max_steps, max_tokens, read_timeout, (approve, deny, reason)
+        )
     finally:
         writer.close()
 
@@ -193,6 +205,7 @@ def _resume_locked(  # noqa: PLR0917 - private, called once, every argument need
     max_steps: int | None,
     max_tokens: int | None,
     read_timeout: float,
+    decided: tuple[tuple[str, ...], tuple[str, ...], str | None] = ((), (), None),
 ) -> int:
     def note(tail: TornTail) -> None:
         echo_warning(f"{tail.describe(path)}; cutting it before resuming")
@@ -206,7 +219,10 @@ def _resume_locked(  # noqa: PLR0917 - private, called once, every argument need
         plan: ResumePlan | None = plan_resume(state, max_steps=max_steps, max_tokens=max_tokens)
     except ResumeRefused as exc:
         fail(str(exc))
+    approve, deny, reason = decided
     if plan is None:
+        if approve or deny:  # a decision for a run that waits for none is a mistake
+            fail(f"run {state.run_id} finished with {state.status.value}: no call awaits approval")
         print(f"run {state.run_id} already finished with {state.status.value}; nothing to resume")
         return EXIT_OK
     problem = api_key_problem(state.model)
@@ -216,6 +232,12 @@ def _resume_locked(  # noqa: PLR0917 - private, called once, every argument need
     if not workspace.is_dir():
         fail(f"the run's workspace {workspace} no longer exists")
     registry = reload_tools(state, workspace, root)  # before anything is cut or written
+    try:  # --approve/--deny name calls that wait: checked before anything is written
+        decisions = resume_decisions(
+            state, needs_approval_of(registry), approve=approve, deny=deny, reason=reason
+        )
+    except ResumeRefused as exc:
+        fail(str(exc))
     torn_bytes = 0
     if replayed.torn is not None:
         # Only the unfinished last write is cut; every whole line stays byte for byte.
@@ -232,10 +254,13 @@ def _resume_locked(  # noqa: PLR0917 - private, called once, every argument need
         retry_base_delay=state.retry_base_delay,
         tool_concurrency=max(1, state.tool_concurrency),
         allow_secret_files=state.allow_secret_files,
+        approval=state.approval,
     )
-    runner = build_runner(config, workspace, writer, registry, state=state)
+    runner = build_runner(
+        config, workspace, writer, registry, state=state, approver=terminal_approver(state.approval)
+    )
     try:
-        runner.resume(plan, torn_bytes=torn_bytes)
+        runner.resume(plan, torn_bytes=torn_bytes, decisions=decisions)
     except SinkError as exc:
         fail(str(exc), EXIT_ERROR)
     return drive(runner, writer)
@@ -259,6 +284,8 @@ def drive(runner: AgentRunner, writer: EventWriter) -> int:
     finally:
         writer.close()
     echo_err(f"log: {_shown(writer.path)}")
+    for line in awaiting_report(state):  # the calls a stopped run waits on, with their ids
+        echo_err(line)
     if state.status in (Status.MAX_STEPS, Status.CANCELLED):
         echo_err(f"continue with: ruizn resume {state.run_id}")
     return EXIT_CODES[state.status]
