@@ -76,10 +76,12 @@ def test_a_call_that_asked_for_approval_runs_only_after_a_yes_and_a_no_is_answer
                 assert call_id not in requested, "asked twice"
                 requested.add(call_id)
             case ToolApprovalDecided(id=call_id, by=by, approved=approved):
-                assert call_id in requested and call_id not in decided
+                assert call_id in requested
+                assert call_id not in decided
                 decided[call_id] = event
                 if by == "policy":
-                    assert mode != "ask" and approved == (mode == "always")
+                    assert mode != "ask"
+                    assert approved == (mode == "always")
                 else:
                     assert mode == "ask" or by == "user"
             case ToolCallStarted(id=call_id, name=name):
