@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 import ruizn
@@ -62,7 +63,7 @@ def test_a_sync_callback_sees_the_call_and_its_yes_lets_it_run(workspace: Path) 
 
 def test_an_async_callback_may_deny_with_a_reason(workspace: Path) -> None:
     async def approve(call: ruizn.ToolCall) -> tuple[bool, str]:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         return False, "read only today"
 
     result = ruizn.Agent(_writes, workspace=workspace, approve=approve).run("write")
