@@ -241,3 +241,31 @@ def test_a_bad_approval_mode_is_a_usage_error(workspace: Path) -> None:
     assert result.code == 2
     assert "--approval" in result.stderr
     assert not (workspace / ".ruizn").exists()
+
+
+def test_an_approved_call_is_still_refused_by_the_sandbox(
+    workspace: Path, server_factory: Any
+) -> None:
+    turn = [
+        write("toolu_up", "../escape.txt", "x"),
+        write("toolu_env", ".env", "KEY=1"),
+        write("toolu_log", ".ruizn/runs/evil.txt", "x"),
+    ]
+    server = server_factory(turns_model([turn]))
+    result = run_cli(
+        ["run", "--goal", "escape", "--approval", "always"],
+        workspace=workspace,
+        base_url=server.base_url,
+    )
+    assert result.code == 0, result.stderr
+    assert len(of_type(result.log_path, "tool_approval_decided")) == 3  # all approved...
+    results = tool_results(server.requests[-1].body)
+    for call_id in ("toolu_up", "toolu_env", "toolu_log"):
+        assert results[call_id]["is_error"] is True, results[call_id]  # ...none written
+    finished = {
+        e["id"]: e["result"]["error_type"] for e in of_type(result.log_path, "tool_call_finished")
+    }
+    assert set(finished.values()) == {"permission_error"}
+    assert not (workspace.parent / "escape.txt").exists()
+    assert not (workspace / ".env").exists()
+    assert not (workspace / ".ruizn" / "runs" / "evil.txt").exists()

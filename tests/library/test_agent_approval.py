@@ -100,3 +100,13 @@ def test_a_callback_that_returns_no_decision_ends_the_run_with_an_error(workspac
 def test_a_bad_approval_mode_is_a_config_error() -> None:
     with pytest.raises(ruizn.ConfigError, match="approval must be one of ask, always, never"):
         ruizn.Agent(_writes, approval="sometimes")
+
+
+def test_only_the_built_ins_that_change_the_workspace_need_approval(tmp_path: Path) -> None:
+    from ruizn.effects.tool_loader import collect_tools
+
+    tools = [loaded.tool for loaded in collect_tools(tmp_path, plugins=False).tools]
+    asking = {tool.name for tool in tools if tool.approval_required({"path": "a"})}
+    assert asking == {"write_file", "edit_file"}
+    assert all(tool.read_only for tool in tools if tool.name not in asking)
+    assert not any(tool.read_only for tool in tools if tool.name in asking)
