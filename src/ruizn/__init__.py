@@ -35,6 +35,8 @@ _PUBLIC: dict[str, str] = {
     "ModelReply": "ruizn.effects.provider",
     "ProviderError": "ruizn.effects.provider",
     "RunLocked": "ruizn.effects.writer",
+    "Answer": "ruizn.effects.approval",
+    "ToolCall": "ruizn.state",
     "ToolResult": "ruizn.state",
     "ErrorType": "ruizn.state",
     "ExecutionContext": "ruizn.state",
@@ -49,6 +51,7 @@ _PUBLIC: dict[str, str] = {
 
 __all__ = [
     "Agent",
+    "Answer",
     "BaseTool",
     "BlockingTool",
     "ConfigError",
@@ -65,6 +68,7 @@ __all__ = [
     "RunNotFound",
     "RunResult",
     "Status",
+    "ToolCall",
     "ToolInputError",
     "ToolResult",
     "__version__",
@@ -78,12 +82,13 @@ __all__ = [
 if TYPE_CHECKING:
     from ruizn.agent import Agent, RunResult, run
     from ruizn.config import ConfigError, RunConfig
+    from ruizn.effects.approval import Answer
     from ruizn.effects.function_model import FunctionModel
     from ruizn.effects.function_tool import FunctionTool, tool
     from ruizn.effects.provider import ModelReply, ProviderError
     from ruizn.effects.tools import BaseTool, BlockingTool, ToolInputError
     from ruizn.effects.writer import RunLocked
-    from ruizn.state import ErrorType, ExecutionContext, Status, ToolResult
+    from ruizn.state import ErrorType, ExecutionContext, Status, ToolCall, ToolResult
     from ruizn.store import LogError, RunInfo, RunNotFound, iter_runs, replay, replay_events
 
 

@@ -22,6 +22,7 @@ import anyio
 from attrs import evolve, frozen
 
 from ruizn.config import TEST_MODEL, RunConfig
+from ruizn.effects.approval import ApproveFunction, CallbackApprover
 from ruizn.effects.function_model import FunctionModel, ReplyFunction
 from ruizn.effects.provider import Provider
 from ruizn.effects.sandbox import workspace_sandbox
@@ -41,7 +42,8 @@ ToolLike = BaseTool | Callable[..., Any] | type[BaseTool]
 @frozen(kw_only=True)
 class RunResult:
     status: Status
-    """success, max_steps, error or cancelled."""
+    """success, max_steps, error, cancelled or awaiting_approval (a call needs a decision
+    and nobody could be asked: `ruizn resume RUN --approve/--deny` goes on)."""
     output: str
     """The text of the model's last answer."""
     run_id: str
@@ -62,12 +64,18 @@ class Agent:
         builtins: bool = True,
         log: bool = True,
         config: RunConfig | None = None,
+        approve: ApproveFunction | None = None,
         **options: Any,
     ) -> None:
         """`options` are RunConfig's fields (system, workspace, max_steps, max_tokens, log_dir,
         max_retries, retry_base_delay, read_timeout, tool_timeout, tool_concurrency,
-        allow_secret_files, plugins); `config` gives them all at once. `model` is a model id,
-        `"test"`, a function (request -> reply, see FunctionModel) or a Provider."""
+        allow_secret_files, plugins, approval); `config` gives them all at once. `model` is a
+        model id, `"test"`, a function (request -> reply, see FunctionModel) or a Provider.
+
+        `approve` decides the tool calls that need approval in `approval="ask"` mode (the
+        default): a function, sync or async, of the `ToolCall`, returning True/False,
+        `(approved, reason)` or an `Answer`. Without it such a call stops the run with status
+        awaiting_approval."""
         base = config if config is not None else RunConfig(plugins=False)
         name = model if isinstance(model, str) else "function"
         self.config = evolve(base, model=name, **options)
@@ -75,6 +83,7 @@ class Agent:
         self._tools = tuple(tools)
         self._builtins = builtins
         self._log = log
+        self._approve = approve
 
     def run(self, goal: str) -> RunResult:
         """Run to the end (blocking). Inside an event loop, use `await run_async(goal)`."""
@@ -120,6 +129,7 @@ class Agent:
             timer=time.monotonic,
             tool_concurrency=config.tool_concurrency,
             redact=redactor.redact_event if redactor else None,
+            approver=CallbackApprover(self._approve) if self._approve is not None else None,
         )
         runner.begin(
             run_id=run_id,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from attrs import field, frozen
 
@@ -27,6 +27,12 @@ DEFAULT_MAX_RETRIES = 4
 DEFAULT_RETRY_BASE_DELAY = 0.5
 DEFAULT_TOOL_TIMEOUT = 10.0
 DEFAULT_TOOL_CONCURRENCY = 8
+# How a run treats tool calls that need approval (recorded in run_started): ask a person (or
+# stop and wait for one), approve every call, or deny every call. Defined here, not in state,
+# so the CLI's start-up (`--help`) does not pay for importing the state records.
+ApprovalMode = Literal["ask", "always", "never"]
+APPROVAL_MODES: tuple[ApprovalMode, ...] = ("ask", "always", "never")
+DEFAULT_APPROVAL: ApprovalMode = "ask"
 
 
 class ConfigError(ValueError):
@@ -141,6 +147,16 @@ class RunConfig:
 
     allow_secret_files: bool = False
     """Let the file tools read well-known secret files (.env, *.pem, id_rsa...)."""
+
+    approval: ApprovalMode = field(default=DEFAULT_APPROVAL)
+    """Tool calls that need approval (write_file, edit_file, `needs_approval` tools): "ask" a
+    person (a terminal, `Agent(approve=...)`; with neither the run stops awaiting_approval),
+    approve them "always", or deny them ("never")."""
+
+    @approval.validator
+    def _check_approval(self, _: object, value: object) -> None:
+        if value not in APPROVAL_MODES:
+            raise ConfigError(f"approval must be one of {', '.join(APPROVAL_MODES)}, not {value!r}")
 
     @max_retries.validator
     def _check_retries(self, _: object, value: int) -> None:

@@ -2,21 +2,26 @@
 
 Every policy of the loop is here, pure and testable: when to stop and what a stop reason
 means (`next_action`), whether a failed model call is retried and after how long
-(`after_failure`), what a resume may do (`plan_resume`) and which tool calls a crash
-interrupted (`interrupted_calls`). The runner executes what these return and nothing else.
+(`after_failure`), what a resume may do (`plan_resume`), which tool calls a crash
+interrupted (`interrupted_calls`) and which calls need a human's approval and who decides
+them (`next_action` with `needs_approval`, `approval_candidates`). The runner executes what
+these return and nothing else.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from attrs import frozen
+from attrs import field, frozen
 
 from ruizn.reducers import PAUSE_STOP, SUCCESS_STOPS, reply_problem
 from ruizn.state import (
+    Approval,
     ContentBlock,
+    DecidedBy,
     ErrorType,
     ExecutionContext,
+    JsonObject,
     Phase,
     Status,
     ToolCall,
@@ -46,6 +51,42 @@ class RefuseTools:
 
 
 @frozen(kw_only=True)
+class RequestApproval:
+    """Log an approval request for each of these calls (before anything asks or decides)."""
+
+    calls: tuple[ToolCall, ...]
+
+
+@frozen(kw_only=True)
+class ApprovalDecision:
+    id: str
+    approved: bool
+    by: DecidedBy
+    reason: str | None = None
+
+
+@frozen(kw_only=True)
+class DecideApprovals:
+    """Decisions the run's rules make without a person: log them."""
+
+    decisions: tuple[ApprovalDecision, ...]
+
+
+@frozen(kw_only=True)
+class AskApproval:
+    """Ask a person about this call (one at a time: an `a` answer can decide the rest)."""
+
+    call: ToolCall
+
+
+@frozen(kw_only=True)
+class AnswerDenied:
+    """Answer each denied call with its `denied` error result, so every tool_use is answered."""
+
+    answers: tuple[tuple[ToolCall, ToolResult], ...] = field(hash=False)
+
+
+@frozen(kw_only=True)
 class Finish:
     status: Status
     error: str | None = None
@@ -58,7 +99,26 @@ class Finished:
     status: Status
 
 
-Action = CallModel | RunTools | RefuseTools | Finish | Finished
+Action = (
+    CallModel
+    | RunTools
+    | RefuseTools
+    | RequestApproval
+    | DecideApprovals
+    | AskApproval
+    | AnswerDenied
+    | Finish
+    | Finished
+)
+
+# Whether a call needs a person's approval before it runs: the shell's answer from the tool
+# (BaseTool.approval_required), passed in like `read_only` is to interrupted_calls.
+NeedsApproval = Callable[[str, JsonObject], bool]
+
+
+def _never(name: str, input: JsonObject) -> bool:
+    return False
+
 
 # A turn cut off by max_tokens may hold a tool_use whose JSON was never finished: running it
 # would act on a guess. The model is told instead and can ask again (see README).
@@ -78,7 +138,15 @@ MAX_RETRY_AFTER = 60.0
 MAX_BACKOFF = 30.0
 
 
-def next_action(state: ExecutionContext) -> Action:
+def next_action(
+    state: ExecutionContext,
+    needs_approval: NeedsApproval = _never,
+    *,
+    can_ask: bool = False,
+) -> Action:
+    """The next thing to do. `needs_approval` says which tool calls need a decision before
+    they run; `can_ask` whether a person (a terminal, a callback) can be asked now: when
+    nobody can, a run with a call awaiting a decision stops `awaiting_approval`."""
     if state.status is not Status.RUNNING:
         return Finished(status=state.status)
     match state.phase:
@@ -94,7 +162,7 @@ def next_action(state: ExecutionContext) -> Action:
             pending = state.pending_tool_calls
             if state.stop_reason == "max_tokens":
                 return RefuseTools(calls=pending, reason=TRUNCATED_TOOL_CALL)
-            return RunTools(calls=pending)
+            return _tools_turn(state, pending, needs_approval, can_ask=can_ask)
         case Phase.DONE:
             return _finish_turn(state)
         case Phase.STREAMING:
@@ -103,6 +171,103 @@ def next_action(state: ExecutionContext) -> Action:
             return Finish(status=Status.ERROR, error="the model call in flight was lost")
         case Phase.FINISHED:  # pragma: no cover - status is not running then
             return Finished(status=state.status)
+
+
+def _tools_turn(
+    state: ExecutionContext,
+    pending: tuple[ToolCall, ...],
+    needs_approval: NeedsApproval,
+    *,
+    can_ask: bool,
+) -> Action:
+    """The approval steps of a turn, in order: log every request first (so a stop at any
+    later point still knows what waits), let the run's rules decide what they can, answer
+    the denied calls, ask a person about the rest (or stop and wait for one), and only then
+    run every call that needs no approval or has it, in one batch."""
+    to_request = approvals_to_request(state, needs_approval)
+    if to_request:
+        return RequestApproval(calls=to_request)
+    waiting = state.awaiting_approval
+    decisions = tuple(
+        decision for call in waiting if (decision := rule_decision(state, call)) is not None
+    )
+    if decisions:
+        return DecideApprovals(decisions=decisions)
+    denied = tuple(
+        (call, denied_result(call, approval))
+        for call, approval in _approvals(state, pending)
+        if approval is not None and approval.approved is False
+    )
+    if denied:
+        return AnswerDenied(answers=denied)
+    if waiting:
+        if can_ask:
+            return AskApproval(call=waiting[0])
+        return Finish(status=Status.AWAITING_APPROVAL)
+    return RunTools(calls=pending)
+
+
+def _approvals(
+    state: ExecutionContext, calls: tuple[ToolCall, ...]
+) -> tuple[tuple[ToolCall, Approval | None], ...]:
+    return tuple((call, state.turn_approvals[state.turn_index[call.id]]) for call in calls)
+
+
+def approvals_to_request(
+    state: ExecutionContext, needs_approval: NeedsApproval
+) -> tuple[ToolCall, ...]:
+    """Unanswered calls of the turn that need approval and have not asked for it yet."""
+    if state.phase is not Phase.TOOLS or state.stop_reason == "max_tokens":
+        return ()
+    return tuple(
+        call
+        for call, approval in _approvals(state, state.pending_tool_calls)
+        if approval is None and needs_approval(call.name, call.input)
+    )
+
+
+def approval_candidates(
+    state: ExecutionContext, needs_approval: NeedsApproval
+) -> tuple[ToolCall, ...]:
+    """The calls a person may decide now (`ruizn resume --approve/--deny`): those awaiting a
+    decision and those that will ask for one as soon as the run goes on, in tool_use order."""
+    if state.phase is not Phase.TOOLS and not (state.phase is Phase.FINISHED and state.turn_open):
+        return ()
+    if state.stop_reason == "max_tokens":
+        return ()
+    return tuple(
+        call
+        for call, approval in _approvals(state, state.pending_tool_calls)
+        if (approval is None and needs_approval(call.name, call.input))
+        or (approval is not None and approval.approved is None)
+    )
+
+
+def rule_decision(state: ExecutionContext, call: ToolCall) -> ApprovalDecision | None:
+    """The decision the run's rules make about an awaiting call, or None: a person decides.
+
+    `always` approves and `never` denies every call ("policy"); in `ask` mode a tool a
+    person approved for the rest of the run is approved ("always-rule").
+    """
+    if state.approval == "always":
+        return ApprovalDecision(id=call.id, approved=True, by="policy")
+    if state.approval == "never":
+        return ApprovalDecision(id=call.id, approved=False, by="policy", reason=NEVER_APPROVED)
+    if call.name in state.always_approved:
+        return ApprovalDecision(id=call.id, approved=True, by="always-rule")
+    return None
+
+
+NEVER_APPROVED = "the run's approval mode is never: no call that needs approval may run"
+
+
+def denied_result(call: ToolCall, approval: Approval) -> ToolResult:
+    """What the model is told about a denied call: not run, who refused it, and why."""
+    who = "the approval policy" if approval.by == "policy" else "the user"
+    text = f"{call.name} was not run: {who} denied this call"
+    if approval.reason:
+        text += f". Reason: {approval.reason}"
+    return ToolResult.error(ErrorType.DENIED, text)
 
 
 def _finish_turn(state: ExecutionContext) -> Action:
@@ -191,6 +356,49 @@ class ResumeRefused(ValueError):
     """A resume that cannot go on; the message is one line for the user."""
 
 
+ALL = "all"
+
+
+def resume_decisions(
+    state: ExecutionContext,
+    needs_approval: NeedsApproval,
+    *,
+    approve: tuple[str, ...] = (),
+    deny: tuple[str, ...] = (),
+    reason: str | None = None,
+) -> tuple[ApprovalDecision, ...]:
+    """A person's decisions given with a resume (`--approve ID|all`, `--deny ID|all`,
+    `--reason TEXT` for the denials), in tool_use order. Each ID must be a call that awaits
+    (or is about to ask for) a decision; anything else is refused before a line is written.
+    A named id wins over `all`; a call named by neither waits on."""
+    if reason is not None and not deny:
+        raise ResumeRefused("--reason goes with --deny (it is what the model is told)")
+    if not approve and not deny:
+        return ()
+    candidates = approval_candidates(state, needs_approval)
+    ids = [call.id for call in candidates]
+    if not candidates:
+        raise ResumeRefused(f"run {state.run_id} has no tool call awaiting approval")
+    for given in (*approve, *deny):
+        if given != ALL and given not in ids:
+            raise ResumeRefused(
+                f"{given!r} is not a tool call awaiting approval in run {state.run_id}"
+                f" (awaiting: {', '.join(ids)})"
+            )
+    both = set(approve) & set(deny)
+    if both:
+        raise ResumeRefused(f"both --approve and --deny name {sorted(both)[0]!r}")
+    decisions = []
+    for call in candidates:
+        if call.id in approve or (ALL in approve and call.id not in deny):
+            decisions.append(ApprovalDecision(id=call.id, approved=True, by="user"))
+        elif call.id in deny or ALL in deny:
+            decisions.append(
+                ApprovalDecision(id=call.id, approved=False, by="user", reason=reason or None)
+            )
+    return tuple(decisions)
+
+
 @frozen(kw_only=True)
 class ResumePlan:
     max_steps: int
@@ -234,21 +442,33 @@ def plan_resume(
 
 __all__ = [
     "CONTEXT_EXCEEDED",
+    "NEVER_APPROVED",
     "PAUSE_STOP",
     "TRUNCATED_TOOL_CALL",
     "Action",
+    "AnswerDenied",
+    "ApprovalDecision",
+    "AskApproval",
     "CallModel",
+    "DecideApprovals",
     "Finish",
     "Finished",
+    "NeedsApproval",
     "RefuseTools",
+    "RequestApproval",
     "ResumePlan",
     "ResumeRefused",
     "RetryDecision",
     "RunTools",
     "after_failure",
+    "approval_candidates",
+    "approvals_to_request",
+    "denied_result",
     "interrupted_calls",
     "interrupted_result",
     "next_action",
     "plan_resume",
     "reply_refusal",
+    "resume_decisions",
+    "rule_decision",
 ]

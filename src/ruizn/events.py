@@ -12,7 +12,15 @@ from typing import Any, ClassVar
 
 from attrs import field, frozen
 
-from ruizn.state import ContentBlock, JsonObject, Status, ToolResult, Usage
+from ruizn.config import ApprovalMode
+from ruizn.state import (
+    ContentBlock,
+    DecidedBy,
+    JsonObject,
+    Status,
+    ToolResult,
+    Usage,
+)
 from ruizn.toolsource import ToolSource
 
 # Bump when a change to the events would make an older reader misread a newer log.
@@ -46,6 +54,9 @@ class RunStarted:
     allow_secret_files: bool = False
     # The MCP servers (name, command or URL, header names: never a secret value).
     mcp_servers: tuple[JsonObject, ...] = field(default=(), hash=False)
+    # How calls that need approval are decided (see decide, approvals). Logs from before
+    # approvals had no tool that needed one, so "ask" reads them right.
+    approval: ApprovalMode = "ask"
 
 
 @frozen(kw_only=True)
@@ -133,6 +144,36 @@ class ToolCallFinished:
 
 
 @frozen(kw_only=True)
+class ToolApprovalRequested:
+    """The call needs a decision before it may run. Logged before anyone is asked, so a run
+    stopped (or killed) while waiting still knows, on resume, what it waits for."""
+
+    TAG: ClassVar[str] = "tool_approval_requested"
+    seq: int
+    ts: float
+    id: str
+    name: str
+    input: JsonObject = field(factory=dict, hash=False)
+
+
+@frozen(kw_only=True)
+class ToolApprovalDecided:
+    """Who allowed (or refused) a requested call, and why. A denied call is then answered
+    with a `denied` error result; an approved one may start."""
+
+    TAG: ClassVar[str] = "tool_approval_decided"
+    seq: int
+    ts: float
+    id: str
+    approved: bool
+    by: DecidedBy
+    reason: str | None = None
+    # The person approved this tool for the rest of the run (`a` at the prompt): later calls
+    # of it are approved by the "always-rule".
+    always: bool = False
+
+
+@frozen(kw_only=True)
 class RunFinished:
     TAG: ClassVar[str] = "run_finished"
     seq: int
@@ -154,6 +195,8 @@ Event = (
     | LlmResponse
     | ToolCallStarted
     | ToolCallFinished
+    | ToolApprovalRequested
+    | ToolApprovalDecided
     | RunFinished
 )
 
@@ -166,8 +209,17 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     LlmResponse,
     ToolCallStarted,
     ToolCallFinished,
+    ToolApprovalRequested,
+    ToolApprovalDecided,
     RunFinished,
 )
 
 # Lines that end a step: the writer fsyncs after these (see effects/writer.py).
-DURABLE_EVENTS: tuple[type[Any], ...] = (LlmResponse, ToolCallFinished, RunFinished, RunStarted)
+# A decision is fsynced too: it is a person's answer, and must not be asked for twice.
+DURABLE_EVENTS: tuple[type[Any], ...] = (
+    LlmResponse,
+    ToolCallFinished,
+    ToolApprovalDecided,
+    RunFinished,
+    RunStarted,
+)

@@ -15,6 +15,7 @@ from typing import assert_never
 
 from attrs import evolve
 
+from ruizn.config import APPROVAL_MODES
 from ruizn.events import (
     Event,
     LlmCallFailed,
@@ -24,12 +25,16 @@ from ruizn.events import (
     RunFinished,
     RunResumed,
     RunStarted,
+    ToolApprovalDecided,
+    ToolApprovalRequested,
     ToolCallFinished,
     ToolCallStarted,
 )
 from ruizn.state import (
+    Approval,
     CallFailure,
     ContentBlock,
+    ErrorType,
     ExecutionContext,
     Message,
     Phase,
@@ -53,7 +58,14 @@ ALLOWED: Mapping[Phase, frozenset[str]] = {
         {LlmToken.TAG, LlmCallFailed.TAG, LlmResponse.TAG, RunFinished.TAG, RunResumed.TAG}
     ),
     Phase.TOOLS: frozenset(
-        {ToolCallStarted.TAG, ToolCallFinished.TAG, RunFinished.TAG, RunResumed.TAG}
+        {
+            ToolApprovalRequested.TAG,
+            ToolApprovalDecided.TAG,
+            ToolCallStarted.TAG,
+            ToolCallFinished.TAG,
+            RunFinished.TAG,
+            RunResumed.TAG,
+        }
     ),
     Phase.DONE: frozenset({RunFinished.TAG, RunResumed.TAG}),
     Phase.FINISHED: frozenset({RunResumed.TAG}),
@@ -71,6 +83,8 @@ def start(event: RunStarted) -> ExecutionContext:
         raise InvalidTransition(f"run_started must have seq 1, not {event.seq}")
     if event.max_steps < 1 or event.max_tokens < 1 or event.max_retries < 0:
         raise InvalidTransition("run_started with a limit below its minimum")
+    if event.approval not in APPROVAL_MODES:
+        raise InvalidTransition(f"run_started with an unknown approval mode {event.approval!r}")
     return ExecutionContext(
         run_id=event.run_id,
         goal=event.goal,
@@ -86,6 +100,7 @@ def start(event: RunStarted) -> ExecutionContext:
         tool_concurrency=event.tool_concurrency,
         allow_secret_files=event.allow_secret_files,
         mcp_servers=event.mcp_servers,
+        approval=event.approval,
         messages=(Message(role="user", content=(TextBlock(text=event.goal),)),),
         last_seq=1,
     )
@@ -123,6 +138,10 @@ def reduce(state: ExecutionContext, event: Event) -> ExecutionContext:
             return _on_tool_call_started(state, event)
         case ToolCallFinished():
             return _on_tool_call_finished(state, event)
+        case ToolApprovalRequested():
+            return _on_approval_requested(state, event)
+        case ToolApprovalDecided():
+            return _on_approval_decided(state, event)
         case RunFinished():
             return _on_run_finished(state, event)
         case _:
@@ -309,6 +328,7 @@ def _on_llm_response(state: ExecutionContext, event: LlmResponse) -> ExecutionCo
         turn_calls=calls,
         turn_results=(None,) * len(calls),
         turn_open=len(calls),
+        turn_approvals=(None,) * len(calls),
         turn_index={call.id: i for i, call in enumerate(calls)},
         streamed_tokens=0,
         last_seq=event.seq,
@@ -334,11 +354,29 @@ def _on_tool_call_started(state: ExecutionContext, event: ToolCallStarted) -> Ex
         )
     if event.id in state.tools_in_flight:
         raise InvalidTransition(f"tool_call_started twice for {event.id!r}")
+    approval = state.turn_approvals[index]
+    if approval is not None and approval.approved is not True:
+        # The one rule approval rests on: a call that asked for a decision runs only after
+        # a yes. The runner reduces before it writes, so it cannot start such a call.
+        raise InvalidTransition(
+            f"tool_call_started for {event.id!r}, which is "
+            + ("denied" if approval.approved is False else "still awaiting approval")
+        )
     return evolve(state, tools_in_flight=(*state.tools_in_flight, event.id), last_seq=event.seq)
 
 
 def _on_tool_call_finished(state: ExecutionContext, event: ToolCallFinished) -> ExecutionContext:
     index = _turn_position(state, event.id, "tool_call_finished")
+    approval = state.turn_approvals[index]
+    if approval is not None:
+        if approval.approved is None:
+            raise InvalidTransition(
+                f"tool_call_finished for {event.id!r}, which is still awaiting approval"
+            )
+        if approval.approved is False and event.result.error_type != ErrorType.DENIED.value:
+            raise InvalidTransition(
+                f"tool_call_finished for the denied call {event.id!r} is not a denied result"
+            )
     results = (*state.turn_results[:index], event.result, *state.turn_results[index + 1 :])
     in_flight = state.tools_in_flight
     if event.id in in_flight:
@@ -367,15 +405,85 @@ def _on_tool_call_finished(state: ExecutionContext, event: ToolCallFinished) -> 
         turn_calls=(),
         turn_results=(),
         turn_open=0,
+        turn_approvals=(),
         turn_index={},
         tools_in_flight=in_flight,
         last_seq=event.seq,
     )
 
 
+def _on_approval_requested(
+    state: ExecutionContext, event: ToolApprovalRequested
+) -> ExecutionContext:
+    index = _turn_position(state, event.id, "tool_approval_requested")
+    call = state.turn_calls[index]
+    if event.name != call.name or event.input != call.input:
+        raise InvalidTransition(
+            f"tool_approval_requested for {event.id!r} names another tool or input than the model's"
+        )
+    if state.turn_approvals[index] is not None:
+        raise InvalidTransition(f"tool_approval_requested twice for {event.id!r}")
+    if event.id in state.tools_in_flight:
+        raise InvalidTransition(f"tool_approval_requested for {event.id!r}, which has started")
+    return evolve(
+        state,
+        turn_approvals=_replace_at(state.turn_approvals, index, Approval()),
+        last_seq=event.seq,
+    )
+
+
+def _on_approval_decided(state: ExecutionContext, event: ToolApprovalDecided) -> ExecutionContext:
+    index = _turn_position(state, event.id, "tool_approval_decided")
+    approval = state.turn_approvals[index]
+    if approval is None:
+        raise InvalidTransition(f"tool_approval_decided for {event.id!r}, which was not requested")
+    if approval.approved is not None:
+        raise InvalidTransition(f"tool_approval_decided twice for {event.id!r}")
+    name = state.turn_calls[index].name
+    match event.by:
+        case "policy":
+            # Only the modes that decide without a person, and only their own answer.
+            if state.approval == "ask" or event.approved != (state.approval == "always"):
+                raise InvalidTransition(
+                    f"a policy decision ({'approve' if event.approved else 'deny'}) under"
+                    f" approval mode {state.approval}"
+                )
+        case "always-rule":
+            if not event.approved or name not in state.always_approved:
+                raise InvalidTransition(
+                    f"an always-rule decision for {name!r}, which nobody approved for the run"
+                )
+        case "user":
+            pass
+        case _:
+            raise InvalidTransition(f"tool_approval_decided by {event.by!r}")
+    if event.always and not (event.approved and event.by == "user"):
+        raise InvalidTransition("only a person's approval can approve a tool for the whole run")
+    always = state.always_approved
+    if event.always and name not in always:
+        always = (*always, name)
+    decided = Approval(approved=event.approved, by=event.by, reason=event.reason)
+    return evolve(
+        state,
+        turn_approvals=_replace_at(state.turn_approvals, index, decided),
+        always_approved=always,
+        last_seq=event.seq,
+    )
+
+
+def _replace_at(
+    items: tuple[Approval | None, ...], index: int, item: Approval
+) -> tuple[Approval | None, ...]:
+    return (*items[:index], item, *items[index + 1 :])
+
+
 def _on_run_finished(state: ExecutionContext, event: RunFinished) -> ExecutionContext:
     if event.status is Status.RUNNING:
         raise InvalidTransition("run_finished with status running")
+    if event.status is Status.AWAITING_APPROVAL and not (
+        state.phase is Phase.TOOLS and state.awaiting_approval
+    ):
+        raise InvalidTransition("run_finished awaiting_approval, but no call awaits a decision")
     if event.status is Status.SUCCESS and not (
         state.phase is Phase.DONE and state.stop_reason in SUCCESS_STOPS
     ):

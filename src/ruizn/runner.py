@@ -19,18 +19,25 @@ import anyio
 from ruizn import __version__
 from ruizn.config import RunConfig
 from ruizn.decide import (
+    AnswerDenied,
+    ApprovalDecision,
+    AskApproval,
     CallModel,
+    DecideApprovals,
     Finish,
     Finished,
     RefuseTools,
+    RequestApproval,
     ResumePlan,
     RunTools,
     after_failure,
+    approvals_to_request,
     interrupted_calls,
     interrupted_result,
     next_action,
     reply_refusal,
 )
+from ruizn.effects.approval import Approver, needs_approval_of
 from ruizn.effects.provider import ModelReply, Provider, ProviderError
 from ruizn.effects.sink import EventSink, LogLost, SinkError
 from ruizn.effects.tools import ToolRegistry, invoke_tool
@@ -43,6 +50,8 @@ from ruizn.events import (
     RunFinished,
     RunResumed,
     RunStarted,
+    ToolApprovalDecided,
+    ToolApprovalRequested,
     ToolCallFinished,
     ToolCallStarted,
 )
@@ -68,6 +77,7 @@ class AgentRunner:
         state: ExecutionContext | None = None,
         tool_concurrency: int = 1,
         redact: Callable[[Event], Event] | None = None,
+        approver: Approver | None = None,
     ) -> None:
         self._provider = provider
         self._registry = registry
@@ -88,6 +98,11 @@ class AgentRunner:
         self._started_at = timer()
         self._request: tuple[int, MessagesRequest] | None = None
         self.lost: LogLost | None = None
+        # Who answers for calls that need approval in `ask` mode (a terminal, a callback);
+        # None, or an approver that could not answer, stops the run awaiting_approval.
+        self._approver = approver
+        self._can_ask = approver is not None
+        self.needs_approval = needs_approval_of(registry)
 
     @property
     def state(self) -> ExecutionContext:
@@ -126,15 +141,26 @@ class AgentRunner:
             tool_concurrency=config.tool_concurrency,
             allow_secret_files=config.allow_secret_files,
             mcp_servers=mcp_servers,
+            approval=config.approval,
         )
         state = start(event)  # checked before it is written, like every other event
         self._publish(event)
         self._state = state
 
-    def resume(self, plan: ResumePlan, *, torn_bytes: int = 0) -> None:
+    def resume(
+        self,
+        plan: ResumePlan,
+        *,
+        torn_bytes: int = 0,
+        decisions: Sequence[ApprovalDecision] = (),
+    ) -> None:
         """Continue a replayed run. A tool call the stop interrupted is run again only if the
         tool says that is safe (read-only); otherwise the model is told it was cut off, so
-        every tool_use is answered and the next request is valid (decide.interrupted_calls)."""
+        every tool_use is answered and the next request is valid (decide.interrupted_calls).
+
+        `decisions` are a person's answers given with the resume (`--approve/--deny`), for
+        calls in `decide.approval_candidates` (the caller checks that first): any approval
+        request still missing is logged, then each decision."""
         interrupted = interrupted_calls(self.state, self._read_only)
         self._emit(
             RunResumed,
@@ -144,6 +170,10 @@ class AgentRunner:
         )
         for call in interrupted:
             self._emit(ToolCallFinished, id=call.id, result=interrupted_result(call))
+        if decisions:
+            self._request_approvals(approvals_to_request(self.state, self.needs_approval))
+            for decision in decisions:
+                self._decide(decision)
 
     def _read_only(self, name: str) -> bool:
         tool = self._registry.get(name)
@@ -183,7 +213,7 @@ class AgentRunner:
 
     async def _loop(self) -> None:
         while True:
-            match next_action(self.state):
+            match next_action(self.state, self.needs_approval, can_ask=self._can_ask):
                 case CallModel(step=step, attempt=attempt, delay=delay):
                     await self._call_model(step, attempt, delay)
                 case RunTools(calls=calls):
@@ -192,6 +222,16 @@ class AgentRunner:
                     for call in calls:
                         refusal = ToolResult.error(ErrorType.INVALID_INPUT, reason)
                         self._emit(ToolCallFinished, id=call.id, result=refusal)
+                case RequestApproval(calls=calls):
+                    self._request_approvals(calls)
+                case DecideApprovals(decisions=decisions):
+                    for decision in decisions:
+                        self._decide(decision)
+                case AskApproval(call=call):
+                    await self._ask(call)
+                case AnswerDenied(answers=answers):
+                    for call, result in answers:
+                        self._emit(ToolCallFinished, id=call.id, result=result)
                 case Finish(status=status, error=error):
                     self._finish(status, error)
                     return
@@ -320,6 +360,33 @@ class AgentRunner:
         began = self._timer()
         result = await invoke_tool(self._registry, call)
         self._emit(ToolCallFinished, id=call.id, result=result, duration=self._timer() - began)
+
+    def _request_approvals(self, calls: Sequence[ToolCall]) -> None:
+        for call in calls:
+            self._emit(ToolApprovalRequested, id=call.id, name=call.name, input=call.input)
+
+    def _decide(self, decision: ApprovalDecision, *, always: bool = False) -> None:
+        self._emit(
+            ToolApprovalDecided,
+            id=decision.id,
+            approved=decision.approved,
+            by=decision.by,
+            reason=decision.reason,
+            always=always,
+        )
+
+    async def _ask(self, call: ToolCall) -> None:
+        """Put one call to the approver; no answer (no one there) stops the asking, and the
+        run then finishes awaiting_approval with the call still waiting."""
+        assert self._approver is not None  # decide asks only when one can answer
+        answer = await self._approver(call, self._registry.get(call.name))
+        if answer is None:
+            self._can_ask = False
+            return
+        self._decide(
+            ApprovalDecision(id=call.id, approved=answer.approved, by="user", reason=answer.reason),
+            always=answer.always and answer.approved,
+        )
 
     def _finish(self, status: Status, error: str | None) -> None:
         if self._state is None or self.state.status is not Status.RUNNING:

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from attrs import field, frozen
 
+from ruizn.config import ApprovalMode
 from ruizn.toolsource import ToolSource
 
 JsonObject = dict[str, Any]
@@ -22,6 +23,9 @@ class Status(enum.StrEnum):
     MAX_STEPS = "max_steps"
     ERROR = "error"
     CANCELLED = "cancelled"
+    # Stopped cleanly with tool calls waiting for a human's decision (see decide, approvals):
+    # `ruizn resume --approve/--deny` or a prompt goes on from here.
+    AWAITING_APPROVAL = "awaiting_approval"
 
 
 class Phase(enum.StrEnum):
@@ -45,6 +49,21 @@ class ErrorType(enum.StrEnum):
     RUNTIME_ERROR = "runtime_error"
     INTERRUPTED = "interrupted"
     INVALID_RESPONSE = "invalid_response"
+    DENIED = "denied"  # a person or the approval policy refused the call; it was not run
+
+
+# Who decided a call: the person asked, the run's approval mode, or a person's earlier
+# "always approve this tool" (`a` at the prompt).
+DecidedBy = Literal["user", "policy", "always-rule"]
+
+
+@frozen(kw_only=True)
+class Approval:
+    """Where one tool call of the turn stands with its approval request."""
+
+    approved: bool | None = None  # None: requested, no decision yet
+    by: DecidedBy | None = None
+    reason: str | None = None
 
 
 @frozen(kw_only=True)
@@ -165,6 +184,7 @@ class ExecutionContext:
     tool_concurrency: int = 1
     allow_secret_files: bool = False
     mcp_servers: tuple[JsonObject, ...] = field(default=(), hash=False)
+    approval: ApprovalMode = "ask"
     phase: Phase = Phase.READY
     # A step is one model call; `step` counts the calls that returned a response.
     step: int = 0
@@ -185,6 +205,11 @@ class ExecutionContext:
     turn_calls: tuple[ToolCall, ...] = ()
     turn_results: tuple[ToolResult | None, ...] = ()
     turn_open: int = 0
+    # Per call of turn_calls: None (no approval asked for) or where its request stands.
+    turn_approvals: tuple[Approval | None, ...] = ()
+    # Tools a person approved for the rest of the run (`a` at the prompt); later calls of
+    # these are approved by the "always-rule".
+    always_approved: tuple[str, ...] = ()
     # tool_use id -> index in turn_calls. Derived from turn_calls when a response arrives and
     # never mutated; kept so each tool event costs O(1) lookups, not a scan of the turn (a
     # turn may hold thousands of calls). Not part of equality or the JSON form.
@@ -204,4 +229,15 @@ class ExecutionContext:
             call
             for call, result in zip(self.turn_calls, self.turn_results, strict=True)
             if result is None
+        )
+
+    @property
+    def awaiting_approval(self) -> tuple[ToolCall, ...]:
+        """Calls of the last turn whose approval was requested and not decided yet."""
+        return tuple(
+            call
+            for call, result, approval in zip(
+                self.turn_calls, self.turn_results, self.turn_approvals, strict=True
+            )
+            if result is None and approval is not None and approval.approved is None
         )

@@ -15,7 +15,7 @@ from attrs import frozen
 from ruizn.effects.logfile import LOG_NAME, LogError, Replayed, TornTail, iter_events, replay_file
 from ruizn.effects.writer import holder_pid, is_locked
 from ruizn.events import Event
-from ruizn.state import ExecutionContext, Status
+from ruizn.state import ExecutionContext, Status, ToolCall
 
 __all__ = [
     "LogError",
@@ -123,6 +123,12 @@ class RunInfo:
         else:
             word = state.status.value
         return f"{word}+torn" if self.replayed.torn and not self.live else word
+
+    @property
+    def pending_approval(self) -> tuple[ToolCall, ...]:
+        """The tool calls that wait for a person's decision (a run stopped
+        awaiting_approval, or one cancelled or killed at the prompt)."""
+        return () if self.replayed is None else self.replayed.state.awaiting_approval
 
 
 def info(path: Path, on_event: Callable[[Event], None] | None = None) -> RunInfo:

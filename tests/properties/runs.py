@@ -8,6 +8,11 @@ thinking, failed attempts (retried or not, per the run's policy), duplicate tool
 reason. Optionally the "process" crashes at a drawn event (the sink fails from there on, as a
 dead process writes nothing more) and is resumed from the log, up to three times.
 
+With `approvals`, the model may also call "guarded", a tool that needs approval; the run's
+approval mode is drawn, and so is each session's approver (none, as without a terminal, or
+one whose answers y / n REASON / a / no answer hypothesis draws). A run that stops
+awaiting_approval is resumed, as `ruizn resume --approve/--deny` does, with drawn decisions.
+
 Beside the events, a run keeps the runner's own final state, the state after each event (by
 the reducer, for the laws that need every prefix), and, built without the reducer, the
 transcript the run must end with (`expected_messages`).
@@ -25,8 +30,9 @@ from attrs import frozen
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from ruizn.config import RunConfig
-from ruizn.decide import plan_resume
+from ruizn.config import APPROVAL_MODES, RunConfig
+from ruizn.decide import ResumeRefused, approval_candidates, plan_resume, resume_decisions
+from ruizn.effects.approval import Answer, needs_approval_of
 from ruizn.effects.function_model import FunctionModel
 from ruizn.effects.provider import ModelReply, ProviderError
 from ruizn.effects.sink import MemorySink, SinkError
@@ -41,8 +47,10 @@ from ruizn.state import (
     JsonObject,
     Message,
     RedactedThinkingBlock,
+    Status,
     TextBlock,
     ThinkingBlock,
+    ToolCall,
     ToolResult,
     ToolResultBlock,
     ToolUseBlock,
@@ -123,6 +131,8 @@ tool_results = st.one_of(
 )
 # "look" is read-only, "change" is not (it must never run twice), "gone" is not registered.
 TOOL_NAMES = ("look", "look", "change", "gone")
+# "guarded" is not read-only and needs approval (every call, or those its drawn rule picks).
+APPROVAL_TOOL_NAMES = ("look", "change", "guarded", "guarded", "guarded", "gone")
 
 SUCCESS_STOPS = ("end_turn", "stop_sequence")
 # Stop reasons that end a text-only turn with status error (see decide._finish_turn).
@@ -136,10 +146,19 @@ class _DrawnTool(BaseTool):
     description = "a generated tool"
     input_schema: JsonObject = {"type": "object"}  # noqa: RUF012 - read-only class data
 
-    def __init__(self, name: str, data: st.DataObject, log: list[str], *, read_only: bool):
+    def __init__(
+        self,
+        name: str,
+        data: st.DataObject,
+        log: list[str],
+        *,
+        read_only: bool,
+        needs_approval: bool | Any = False,
+    ):
         super().__init__()
         self.name = name  # type: ignore[misc]
         self.read_only = read_only  # type: ignore[misc]
+        self.needs_approval = needs_approval
         self._data = data
         self._log = log
 
@@ -167,13 +186,46 @@ class Run:
         return len({e.step for e in self.events if isinstance(e, LlmCallStarted)})
 
 
+class _DrawnApprover:
+    """A person at the prompt whose answers hypothesis draws; None: no answer (end of input),
+    and the run stops awaiting_approval."""
+
+    def __init__(self, data: st.DataObject) -> None:
+        self._data = data
+
+    async def __call__(self, call: ToolCall, tool: BaseTool | None) -> Answer | None:
+        await anyio.lowlevel.checkpoint()
+        match self._data.draw(st.sampled_from(["y", "n", "a", None]), label="answer"):
+            case "y":
+                return Answer(approved=True)
+            case "a":
+                return Answer(approved=True, always=True)
+            case "n":
+                return Answer(approved=False, reason=self._data.draw(st.none() | texts))
+            case _:
+                return None
+
+
+def _guarded_rule(input: JsonObject) -> bool:
+    """A tool's own rule: only calls whose input names a path need approval."""
+    return "path" in input
+
+
 class _Model:
     """The drawn model: each call may fail (after some tokens) or reply."""
 
-    def __init__(self, data: st.DataObject, *, tools: bool | None, errors: bool) -> None:
+    def __init__(
+        self,
+        data: st.DataObject,
+        *,
+        tools: bool | None,
+        errors: bool,
+        names: tuple[str, ...] = TOOL_NAMES,
+    ) -> None:
         self._data = data
         self._tools = tools
         self._errors = errors
+        self._names = names
         self._next_id = 1
 
     def __call__(self, request: JsonObject) -> Any:
@@ -209,7 +261,7 @@ class _Model:
             else:
                 tool_id = f"toolu_{self._next_id:04d}"
                 self._next_id += 1
-            name = draw(st.sampled_from(TOOL_NAMES), label="tool")
+            name = draw(st.sampled_from(self._names), label="tool")
             calls.append(ToolUseBlock(id=tool_id, name=name, input=draw(tool_inputs)))
         body: list[ContentBlock] = [*calls]
         for text in draw(st.lists(texts, max_size=2)):
@@ -225,8 +277,14 @@ class _Model:
         )
 
 
-def run_config(data: st.DataObject, *, max_steps: int) -> tuple[RunConfig, str]:
+def run_config(
+    data: st.DataObject, *, max_steps: int, approvals: bool = False
+) -> tuple[RunConfig, str]:
+    # "ask" twice as often: it is the mode with the most paths (prompt, stop, resume).
+    modes = st.sampled_from(["ask", *APPROVAL_MODES])
+    approval = data.draw(modes, label="approval") if approvals else "ask"
     config = RunConfig(
+        approval=approval,
         max_steps=max_steps,
         max_tokens=data.draw(st.sampled_from([1024, 4096, 64_000]), label="max_tokens"),
         system=data.draw(st.one_of(st.just(""), texts), label="system"),
@@ -243,18 +301,23 @@ def simulate(
     tools: bool | None = None,
     errors: bool = False,
     crashes: bool = False,
+    approvals: bool = False,
 ) -> Run:
-    """Drive the real runner to its end (resuming after each drawn crash)."""
-    config, goal = run_config(data, max_steps=max_steps)
+    """Drive the real runner to its end (resuming after each drawn crash, and after each
+    stop awaiting_approval, up to three of those)."""
+    config, goal = run_config(data, max_steps=max_steps, approvals=approvals)
     concurrency = data.draw(st.integers(1, 4), label="tool concurrency")
     ran: list[str] = []
-    registry = ToolRegistry(
-        [
-            _DrawnTool("look", data, ran, read_only=True),
-            _DrawnTool("change", data, ran, read_only=False),
-        ]
-    )
-    model = _Model(data, tools=tools, errors=errors)
+    tools_ = [
+        _DrawnTool("look", data, ran, read_only=True),
+        _DrawnTool("change", data, ran, read_only=False),
+    ]
+    if approvals:
+        rule = data.draw(st.sampled_from([True, True, _guarded_rule]), label="guarded rule")
+        tools_.append(_DrawnTool("guarded", data, ran, read_only=False, needs_approval=rule))
+    registry = ToolRegistry(tools_)
+    names = APPROVAL_TOOL_NAMES if approvals else TOOL_NAMES
+    model = _Model(data, tools=tools, errors=errors, names=names)
     t0 = data.draw(st.floats(1.6e9, 2.0e9), label="t0")
     events: list[Event] = []
     ticks = iter(range(10**9))
@@ -265,6 +328,7 @@ def simulate(
     state: ExecutionContext | None = None
     sessions = 0
     crash_budget = 3
+    waits = 0
     final: ExecutionContext | None = None
     while True:
         sessions += 1
@@ -273,6 +337,7 @@ def simulate(
             crash_budget -= 1
             crash_at = data.draw(st.integers(1, 40), label="crash at")
         sink = MemorySink(fail_at=crash_at)
+        asks = approvals and data.draw(st.booleans(), label="a person at the prompt?")
         runner = AgentRunner(
             provider=FunctionModel(model),
             registry=registry,
@@ -281,25 +346,39 @@ def simulate(
             timer=clock,
             state=state,
             tool_concurrency=concurrency,
+            approver=_DrawnApprover(data) if asks else None,
         )
         crashed = _session(runner, state, config, goal, sink)
         events.extend(sink.events)
-        if not crashed:
-            final = runner.state
-            break
-        if not events:
-            # It died before its first line: no run exists (the folder appears only with
-            # run_started), so the user simply runs it again.
-            state = None
+        if crashed and not events:
+            # The process died before run_started reached the log: there is no run to resume
+            # (the CLI finds no log), so the user simply starts it again.
             sessions -= 1
             continue
-        # The process died: all we have is the log. Replay it and resume, as the CLI does.
+        if not crashed:
+            final = runner.state
+            if final.status is not Status.AWAITING_APPROVAL or waits >= 3:
+                break
+            waits += 1  # stopped for a decision: another process resumes with some
+        # The process died or stopped: all we have is the log. Replay it and resume, as the
+        # CLI does.
         state = replay(events)
-        assert state == runner.state, "the state a crash left equals the replay of its log"
-        plan = plan_resume(state, max_steps=None, max_tokens=None)
+        assert state == runner.state, "the state a stop left equals the replay of its log"
+        try:
+            plan = plan_resume(state, max_steps=None, max_tokens=None)
+        except ResumeRefused:
+            # Killed after the last step, or after an answer cut at max_tokens, before its
+            # run_finished: the user does what the message says (a higher --max-steps or
+            # --max-tokens). Found by these laws; the CLI behaves the same.
+            plan = plan_resume(
+                state,
+                max_steps=max(state.max_steps, state.step + 1),
+                max_tokens=state.max_tokens * 2,
+            )
         if plan is None:
             final = state
             break
+        decisions = _drawn_decisions(data, state, registry) if approvals else ()
         resumer = AgentRunner(
             provider=FunctionModel(model),
             registry=registry,
@@ -309,7 +388,7 @@ def simulate(
             state=state,
             tool_concurrency=concurrency,
         )
-        resumer.resume(plan)
+        resumer.resume(plan, decisions=decisions)
         events.extend(resume_sink.events)
         state = resumer.state
     states: list[ExecutionContext] = []
@@ -323,6 +402,22 @@ def simulate(
         ran=tuple(ran),
         sessions=sessions,
         max_steps=max_steps,
+    )
+
+
+def _drawn_decisions(
+    data: st.DataObject, state: ExecutionContext, registry: ToolRegistry
+) -> tuple[Any, ...]:
+    """`--approve` / `--deny` as a person might give them with a resume."""
+    ids = [call.id for call in approval_candidates(state, needs_approval_of(registry))]
+    if not ids:
+        return ()
+    approve = data.draw(st.lists(st.sampled_from([*ids, "all"]), max_size=3), label="approve")
+    pool = [i for i in [*ids, "all"] if i not in approve]
+    deny = data.draw(st.lists(st.sampled_from(pool), max_size=2), label="deny") if pool else []
+    reason = data.draw(st.none() | texts, label="reason") if deny else None
+    return resume_decisions(
+        state, needs_approval_of(registry), approve=tuple(approve), deny=tuple(deny), reason=reason
     )
 
 

@@ -12,7 +12,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ruizn.events import EVENT_TYPES, Event, LlmToken
+from ruizn.events import (
+    EVENT_TYPES,
+    Event,
+    LlmToken,
+    RunFinished,
+    RunStarted,
+    ToolApprovalDecided,
+    ToolApprovalRequested,
+)
 from ruizn.serde import DecodeError, decode, encode
 from ruizn.state import JsonObject, Status
 from ruizn.toolsource import SourceKind
@@ -78,6 +86,50 @@ def test_every_event_of_a_run_decodes_to_itself_from_one_line(
         _assert_one_line_round_trip(event)
 
 
+@RUNS
+@given(st.data(), st.integers(1, 5), st.booleans())
+def test_every_event_of_a_run_with_approvals_decodes_to_itself_from_one_line(
+    data: st.DataObject, max_steps: int, crashes: bool
+) -> None:
+    run = simulate(data, max_steps=max_steps, crashes=crashes, approvals=True)
+    for event in run.events:
+        _assert_one_line_round_trip(event)
+
+
+def _line_with(event: Event, **changes: object) -> str:
+    body = json.loads(encode(event))
+    body.update(changes)
+    return json.dumps(body)
+
+
+@pytest.mark.parametrize(
+    ("event", "changes"),
+    [
+        (ToolApprovalDecided(seq=5, ts=1.0, id="t", approved=True, by="user"), {"by": "admin"}),
+        (ToolApprovalDecided(seq=5, ts=1.0, id="t", approved=True, by="user"), {"by": None}),
+        (ToolApprovalDecided(seq=5, ts=1.0, id="t", approved=True, by="user"), {"approved": "y"}),
+        (ToolApprovalDecided(seq=5, ts=1.0, id="t", approved=False, by="user"), {"always": 1}),
+        (ToolApprovalRequested(seq=4, ts=1.0, id="t", name="write_file"), {"input": "x"}),
+        (ToolApprovalRequested(seq=4, ts=1.0, id="t", name="write_file"), {"id": None}),
+        (
+            RunStarted(seq=1, ts=1.0, run_id="r", goal="g", model="m", max_steps=1,
+                       max_tokens=1, system=""),
+            {"approval": "sometimes"},
+        ),
+        (
+            RunFinished(seq=9, ts=1.0, status=Status.AWAITING_APPROVAL, steps=1, elapsed=0.0),
+            {"status": "awaiting"},
+        ),
+    ],
+)  # fmt: skip
+def test_decode_refuses_approval_fields_it_cannot_read_exactly(
+    event: Event, changes: dict[str, object]
+) -> None:
+    assert decode(encode(event)) == event
+    with pytest.raises(DecodeError):
+        decode(_line_with(event, **changes))
+
+
 @runs_settings(600)
 @given(any_event)
 def test_every_event_built_from_its_fields_decodes_to_itself_from_one_line(event: Event) -> None:
@@ -98,6 +150,7 @@ def test_the_token_fast_path_writes_the_bytes_of_the_generic_path(event: LlmToke
 
 
 def test_every_field_type_of_every_event_has_a_strategy() -> None:
+    assert {ToolApprovalRequested, ToolApprovalDecided} <= set(EVENT_TYPES)
     for cls in EVENT_TYPES:
         _builds(cls)  # raises for a field type strategy_for does not know
     assert len({cls.TAG for cls in EVENT_TYPES}) == len(EVENT_TYPES)

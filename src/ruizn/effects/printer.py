@@ -24,6 +24,9 @@ from ruizn.events import (
     LlmToken,
     RunFinished,
     RunResumed,
+    RunStarted,
+    ToolApprovalDecided,
+    ToolApprovalRequested,
     ToolCallFinished,
     ToolCallStarted,
 )
@@ -32,6 +35,11 @@ from ruizn.terminal import visible
 
 _DIM, _RED, _GREEN, _RESET = "\x1b[2m", "\x1b[31m", "\x1b[32m", "\x1b[0m"
 _MAX_INPUT_SHOWN = 200
+# The run's first line when its approval mode decides without asking anyone.
+APPROVAL_MODE_LINES = {
+    "always": "approval: always · every tool call is approved without asking",
+    "never": "approval: never · every tool call that needs approval is denied",
+}
 
 
 class StdoutPrinter:
@@ -58,10 +66,16 @@ class StdoutPrinter:
                     self._out.write(visible(text))
                     self._inline = not text.endswith("\n")
             case ToolCallStarted(name=name, input=tool_input):
-                shown = json.dumps(tool_input, ensure_ascii=False)
-                if len(shown) > _MAX_INPUT_SHOWN:
-                    shown = shown[:_MAX_INPUT_SHOWN] + "…"
-                self._line(self._paint(_DIM, "[tool]") + f" {visible(name)} {visible(shown)}")
+                self._line(self._paint(_DIM, "[tool]") + f" {visible(name)} {_input(tool_input)}")
+            case RunStarted(approval=mode) if mode in APPROVAL_MODE_LINES:
+                self._line(self._paint(_DIM, "[run]") + " " + APPROVAL_MODE_LINES[mode])
+            case ToolApprovalRequested(id=call_id, name=name, input=tool_input):
+                self._line(
+                    self._paint(_DIM, "[approval]")
+                    + f" needed · {visible(call_id)} · {visible(name)} {_input(tool_input)}"
+                )
+            case ToolApprovalDecided() as decided:
+                self._line(self._paint(_DIM, "[approval]") + " " + self._decision(decided))
             case ToolCallFinished(result=result):
                 if result.is_error:
                     first = result.content.splitlines()[0] if result.content else ""
@@ -83,6 +97,15 @@ class StdoutPrinter:
                 self._line(self._summary(finished))
             case _:
                 pass
+
+    def _decision(self, event: ToolApprovalDecided) -> str:
+        word = "approved" if event.approved else "denied"
+        text = f"{word} · {visible(event.id)} · by {event.by}"
+        if event.always:
+            text += " (and every later call of this tool)"
+        if event.reason:
+            text += f": {visible(event.reason)}"
+        return self._paint(_GREEN if event.approved else _RED, text)
 
     def _summary(self, event: RunFinished) -> str:
         usage = event.usage
@@ -110,3 +133,10 @@ class StdoutPrinter:
 
     def _paint(self, code: str, text: str) -> str:
         return f"{code}{text}{_RESET}" if self._color else text
+
+
+def _input(tool_input: object) -> str:
+    shown = json.dumps(tool_input, ensure_ascii=False)
+    if len(shown) > _MAX_INPUT_SHOWN:
+        shown = shown[:_MAX_INPUT_SHOWN] + "…"
+    return visible(shown)

@@ -30,18 +30,22 @@ from ruizn.effects.file_tools import GlobTool, GrepTool, ListDirTool
 from ruizn.effects.read_file import ReadFileTool
 from ruizn.effects.sandbox import Sandbox
 from ruizn.effects.tools import DEFAULT_TIMEOUT, BaseTool, ToolRegistry
+from ruizn.effects.write_tools import EditFileTool, WriteFileTool
 from ruizn.toolsource import SourceKind, ToolSource
 
 ENTRY_POINT_GROUP = "ruizn.tools"
 
-# The built-in tools, all read-only and sandboxed. Each is made for a workspace (a Sandbox,
-# which also knows the log folder to hide and whether secret files may be read). write_file
-# and edit_file join this table with approval (they change the workspace).
+# The built-in tools, all sandboxed. Each is made for a workspace (a Sandbox, which also
+# knows the log folder to hide and whether secret files may be read). The read-only ones never
+# need approval; write_file and edit_file change the workspace, so each call needs approval
+# (see ruizn.decide: asked at a terminal, or by --approval always/never).
 BUILTINS: dict[str, Callable[..., BaseTool]] = {
     "read_file": ReadFileTool,
     "list_dir": ListDirTool,
     "glob": GlobTool,
     "grep": GrepTool,
+    "write_file": WriteFileTool,
+    "edit_file": EditFileTool,
 }
 Workspace = Sandbox | Path
 

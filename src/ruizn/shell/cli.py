@@ -16,6 +16,8 @@ import click
 
 from ruizn import __version__
 from ruizn.config import (
+    APPROVAL_MODES,
+    DEFAULT_APPROVAL,
     DEFAULT_MAX_RETRIES,
     DEFAULT_MAX_STEPS,
     DEFAULT_MAX_TOKENS,
@@ -121,6 +123,15 @@ def _run_options(f: Any) -> Any:
             "--allow-secret-files",
             is_flag=True,
             help="Let the file tools read .env, *.pem, id_rsa and other secret files.",
+        ),
+        click.option(
+            "--approval",
+            type=click.Choice(APPROVAL_MODES),
+            default=DEFAULT_APPROVAL,
+            show_default=True,
+            help="Tool calls that need approval (write_file, edit_file, MCP tools): ask at the"
+            " terminal (with no terminal the run stops, exit 4, for `resume --approve`),"
+            " approve them always, or never.",
         ),
     ]
     for option in reversed(options):
@@ -311,6 +322,19 @@ def replay_command(
 )
 @click.option("--read-timeout", type=float, default=DEFAULT_READ_TIMEOUT, help="See `ruizn run`.")
 @_mcp_header_option
+@click.option(
+    "--approve",
+    multiple=True,
+    metavar="ID|all",
+    help="Approve the waiting tool call ID, or all of them (repeatable).",
+)
+@click.option(
+    "--deny",
+    multiple=True,
+    metavar="ID|all",
+    help="Deny the waiting tool call ID, or all of them (repeatable).",
+)
+@click.option("--reason", default=None, help="Why the calls are denied (the model is told).")
 @_where_options
 def resume_command(
     run: str,
@@ -319,10 +343,17 @@ def resume_command(
     max_tokens: int | None,
     read_timeout: float,
     mcp_headers: tuple[str, ...],
+    approve: tuple[str, ...],
+    deny: tuple[str, ...],
+    reason: str | None,
     workspace: str,
     log_dir: str | None,
 ) -> None:
-    """Continue RUN where it stopped, appending to the same log (and to its MCP servers)."""
+    """Continue RUN where it stopped, appending to the same log (and to its MCP servers).
+
+    A run that waits for approval goes on with --approve/--deny deciding its calls (at a
+    terminal, ruizn asks about any call they leave waiting).
+    """
     from ruizn.shell.session import config_from_options, resume_run
 
     config_from_options(read_timeout=read_timeout)  # checked like run's (no nan, no 0)
@@ -334,6 +365,9 @@ def resume_command(
             max_tokens=max_tokens,
             read_timeout=read_timeout,
             mcp_headers=mcp_headers,
+            approve=approve,
+            deny=deny,
+            reason=None if reason is None else _checked_text("--reason", reason),
         )
     )
 

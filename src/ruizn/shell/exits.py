@@ -10,12 +10,15 @@ from typing import NoReturn
 import click
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_MAX_STEPS, EXIT_CANCELLED = 0, 1, 2, 3, 130
+# The run stopped cleanly with tool calls waiting for a person's decision.
+EXIT_AWAITING_APPROVAL = 4
 # Keyed by Status values (a StrEnum hashes as its value).
 EXIT_CODES = {
     "success": EXIT_OK,
     "error": EXIT_ERROR,
     "max_steps": EXIT_MAX_STEPS,
     "cancelled": EXIT_CANCELLED,
+    "awaiting_approval": EXIT_AWAITING_APPROVAL,
     "running": EXIT_ERROR,
 }
 

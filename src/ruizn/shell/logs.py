@@ -18,6 +18,7 @@ from ruizn.effects.printer import StdoutPrinter
 from ruizn.events import Event, ToolCallFinished, ToolCallStarted
 from ruizn.format import human_seconds, tokens
 from ruizn.serde import state_to_json
+from ruizn.shell.approval import describe_call
 from ruizn.shell.exits import EXIT_OK, fail
 from ruizn.store import RunInfo, RunNotFound, info, iter_runs, load, resolve_run
 from ruizn.terminal import visible
@@ -70,23 +71,28 @@ class _Tally:
 
 def _status_word(run: RunInfo) -> str:
     word = run.status
-    return f"{word} (pid {run.pid})" if run.live and run.pid else word
+    if run.live and run.pid:
+        return f"{word} (pid {run.pid})"
+    pending = len(run.pending_approval)
+    if pending and word != "awaiting_approval":  # stopped at the prompt (Ctrl-C, kill -9)
+        return f"{word}, {pending} awaiting approval"
+    return word
 
 
 def list_runs(root: Path) -> int:
     if not root.is_dir():
         fail(f"no runs: {root} does not exist")
     width = shutil.get_terminal_size((100, 24)).columns
-    header = f"{'RUN':<22} {'STATUS':<16} {'STEPS':>5} {'TIME':>7} {'IN':>9} {'OUT':>7}  GOAL"
+    header = f"{'RUN':<22} {'STATUS':<17} {'STEPS':>5} {'TIME':>7} {'IN':>9} {'OUT':>7}  GOAL"
     print(header)
     for run in iter_runs(root):
         if run.replayed is None:
-            line = f"{run.run_id:<22} {'unreadable':<16} {'':>5} {'':>7} {'':>9} {'':>7}  "
+            line = f"{run.run_id:<22} {'unreadable':<17} {'':>5} {'':>7} {'':>9} {'':>7}  "
             print(visible(line + " ".join(str(run.error).split()))[:width])
             continue
         state = run.replayed.state
         row = (
-            f"{run.run_id:<22} {_status_word(run):<16} {state.step:>5}"
+            f"{run.run_id:<22} {_status_word(run):<17} {state.step:>5}"
             f" {human_seconds(state.elapsed):>7} {tokens(state.usage.total_input_tokens):>9}"
             f" {tokens(state.usage.output_tokens):>7}  "
         )
@@ -135,4 +141,10 @@ def show_run(run: str, root: Path) -> int:
     ]
     for key, value in lines:
         print(f"{key + ':':<11}{visible(value)}")
+    pending = found.pending_approval
+    if pending:
+        print(f"{'awaiting:':<11}{len(pending)} tool call{'s' if len(pending) > 1 else ''}", end="")
+        print(f" (ruizn resume {visible(state.run_id)} --approve ID|all / --deny ID|all)")
+        for call in pending:
+            print(f"{'':<11}{describe_call(call)}")
     return EXIT_OK

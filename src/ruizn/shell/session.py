@@ -16,7 +16,8 @@ from pathlib import Path
 import anyio
 
 from ruizn.config import TEST_MODEL, ConfigError, RunConfig
-from ruizn.decide import ResumePlan, ResumeRefused, plan_resume
+from ruizn.decide import ResumePlan, ResumeRefused, plan_resume, resume_decisions
+from ruizn.effects.approval import Approver, needs_approval_of
 from ruizn.effects.logfile import LogError, TornTail, replay_file
 from ruizn.effects.mcp_config import MCPServer
 from ruizn.effects.printer import StdoutPrinter
@@ -30,6 +31,7 @@ from ruizn.events import Event
 from ruizn.redact import Redactor
 from ruizn.redact import api_key_problem as key_whitespace_problem
 from ruizn.runner import AgentRunner
+from ruizn.shell.approval import awaiting_report, terminal_approver
 from ruizn.shell.exits import EXIT_CODES, EXIT_ERROR, EXIT_OK, EXIT_USAGE, echo_error, fail
 from ruizn.state import ExecutionContext, JsonObject, Status
 from ruizn.store import RunNotFound, default_root, resolve_run
@@ -108,6 +110,8 @@ def build_runner(
     writer: EventWriter,
     registry: ToolRegistry,
     state: ExecutionContext | None = None,
+    *,
+    approver: Approver | None = None,
 ) -> AgentRunner:
     return AgentRunner(
         provider=make_provider(config, workspace),
@@ -119,6 +123,7 @@ def build_runner(
         timer=time.monotonic,
         state=state,
         redact=redactor(),
+        approver=approver,
     )
 
 
@@ -144,7 +149,8 @@ def new_run(config: RunConfig, goal: str, mcp_servers: tuple[MCPServer, ...] = (
 
     def start(mcp_tools: tuple[BaseTool, ...], mcp_records: tuple[JsonObject, ...]) -> AgentRunner:
         registry = ToolRegistry([*(loaded.tool for loaded in toolbox.tools), *mcp_tools])
-        runner = build_runner(config, workspace, writer, registry)
+        approver = terminal_approver(config.approval)
+        runner = build_runner(config, workspace, writer, registry, approver=approver)
         try:
             runner.begin(
                 run_id=run_id,
@@ -176,6 +182,9 @@ def resume_run(
     max_tokens: int | None,
     read_timeout: float,
     mcp_headers: tuple[str, ...] = (),
+    approve: tuple[str, ...] = (),
+    deny: tuple[str, ...] = (),
+    reason: str | None = None,
 ) -> int:
     try:
         path = resolve_run(run, root)
@@ -189,7 +198,16 @@ def resume_run(
     except SinkError as exc:
         fail(str(exc))
     try:
-        return _resume_locked(writer, path, root, max_steps, max_tokens, read_timeout, mcp_headers)
+        return _resume_locked(
+            writer,
+            path,
+            root,
+            max_steps,
+            max_tokens,
+            read_timeout,
+            mcp_headers,
+            (approve, deny, reason),
+        )
     finally:
         writer.close()
 
@@ -202,6 +220,7 @@ def _resume_locked(  # noqa: PLR0917 - private, called once, every argument need
     max_tokens: int | None,
     read_timeout: float,
     mcp_headers: tuple[str, ...],
+    decided: tuple[tuple[str, ...], tuple[str, ...], str | None],
 ) -> int:
     def note(tail: TornTail) -> None:
         echo_warning(f"{tail.describe(path)}; cutting it before resuming")
@@ -215,7 +234,10 @@ def _resume_locked(  # noqa: PLR0917 - private, called once, every argument need
         plan: ResumePlan | None = plan_resume(state, max_steps=max_steps, max_tokens=max_tokens)
     except ResumeRefused as exc:
         fail(str(exc))
+    approve, deny, reason = decided
     if plan is None:
+        if approve or deny:  # a decision for a run that waits for none is a mistake
+            fail(f"run {state.run_id} finished with {state.status.value}: no call awaits approval")
         print(f"run {state.run_id} already finished with {state.status.value}; nothing to resume")
         return EXIT_OK
     problem = api_key_problem(state.model)
@@ -226,6 +248,12 @@ def _resume_locked(  # noqa: PLR0917 - private, called once, every argument need
         fail(f"the run's workspace {workspace} no longer exists")
     registry = reload_tools(state, workspace, root)  # before anything is cut or written
     servers = reload_mcp(state, mcp_headers)
+    try:  # --approve/--deny name calls that wait: checked before anything is written
+        decisions = resume_decisions(
+            state, needs_approval_of(registry), approve=approve, deny=deny, reason=reason
+        )
+    except ResumeRefused as exc:
+        fail(str(exc))
     torn_bytes = 0
     if replayed.torn is not None:
         # Only the unfinished last write is cut; every whole line stays byte for byte.
@@ -242,13 +270,15 @@ def _resume_locked(  # noqa: PLR0917 - private, called once, every argument need
         retry_base_delay=state.retry_base_delay,
         tool_concurrency=max(1, state.tool_concurrency),
         allow_secret_files=state.allow_secret_files,
+        approval=state.approval,
     )
 
     def start(mcp_tools: tuple[BaseTool, ...], _: tuple[JsonObject, ...]) -> AgentRunner:
         tools = ToolRegistry([*registry, *mcp_tools])
-        runner = build_runner(config, workspace, writer, tools, state=state)
+        approver = terminal_approver(state.approval)
+        runner = build_runner(config, workspace, writer, tools, state=state, approver=approver)
         try:
-            runner.resume(plan, torn_bytes=torn_bytes)
+            runner.resume(plan, torn_bytes=torn_bytes, decisions=decisions)
         except SinkError as exc:
             fail(str(exc), EXIT_ERROR)
         return runner
@@ -317,6 +347,8 @@ def drive(
     finally:
         writer.close()
     echo_err(f"log: {_shown(writer.path)}")
+    for line in awaiting_report(state):  # the calls a stopped run waits on, with their ids
+        echo_err(line)
     if state.status in (Status.MAX_STEPS, Status.CANCELLED):
         echo_err(f"continue with: ruizn resume {state.run_id}")
     return EXIT_CODES[state.status]
