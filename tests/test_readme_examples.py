@@ -33,7 +33,8 @@ def _block(language: str, containing: str) -> str:
     return found[0]
 
 
-FUNCTION_EXAMPLE = _block("python", "@ruizn.tool")
+FUNCTION_EXAMPLE = _block("python", "@ruizn.tool(read_only=True)")
+LIBRARY_EXAMPLE = _block("python", "ruizn.Agent(")
 CLASS_EXAMPLE = _block("python", "class WordCount")
 
 
@@ -41,6 +42,7 @@ CLASS_EXAMPLE = _block("python", "class WordCount")
 def examples(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     (tmp_path / "function_example.py").write_text(FUNCTION_EXAMPLE, encoding="utf-8")
     (tmp_path / "class_example.py").write_text(CLASS_EXAMPLE, encoding="utf-8")
+    (tmp_path / "library_example.py").write_text(LIBRARY_EXAMPLE, encoding="utf-8")
     before = set(sys.modules)
     monkeypatch.chdir(tmp_path)
     yield tmp_path
@@ -50,7 +52,11 @@ def examples(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 @pytest.mark.slow
 def test_the_examples_pass_mypy_strict(examples: Path) -> None:
-    files = [str(examples / "function_example.py"), str(examples / "class_example.py")]
+    files = [
+        str(examples / "function_example.py"),
+        str(examples / "class_example.py"),
+        str(examples / "library_example.py"),
+    ]
     done = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--python-version", "3.11", *files],
         cwd=ROOT,  # the repo's mypy cache, warm after a `mypy` run
@@ -101,3 +107,22 @@ def test_the_plugin_example_declares_the_entry_point_group_ruizn_loads() -> None
     }
     package = tomllib.loads((ROOT / "tests" / "plugin_pkg" / "pyproject.toml").read_text())
     assert ENTRY_POINT_GROUP in package["project"]["entry-points"]
+
+
+def test_the_library_example_runs_as_printed_and_its_log_rebuilds_the_result(
+    examples: Path,
+) -> None:
+    (examples / "README.md").write_text("# A workspace\n", encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "library_example.py"],
+        cwd=examples,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr  # its own assert: replay == the final state
+    status, _, output = done.stdout.partition(" ")
+    assert status == "success"
+    assert "README.md" in output
+    assert list((examples / ".ruizn" / "runs").glob("*/events.jsonl"))

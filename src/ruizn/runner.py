@@ -353,7 +353,7 @@ class AgentRunner:
         except BaseExceptionGroup as failed:
             # invoke_tool never raises, so this is the log failing (or a bug): the first such
             # error ends the run as it would in the sequential path, not wrapped in a group.
-            raise _first_leaf(failed) from None
+            raise first_error(failed) from None
 
     async def _run_tool(self, call: ToolCall) -> None:
         self._emit(ToolCallStarted, id=call.id, name=call.name, input=call.input)
@@ -431,14 +431,15 @@ class AgentRunner:
         self._state = new_state
 
 
-def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The error a task group's failure stands for: the first sink error, else the first."""
     for exc in group.exceptions:
         if isinstance(exc, BaseExceptionGroup):
-            return _first_leaf(exc)
+            return first_error(exc)
         if isinstance(exc, SinkError):
             return exc
     first = group.exceptions[0]
-    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+    return first_error(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 def _unchanged(event: Event) -> Event:

@@ -28,7 +28,14 @@ from pathlib import Path
 from types import TracebackType
 
 from ruizn.effects.sink import LogLost, LogWriteError
-from ruizn.events import DURABLE_EVENTS, Event, LlmResponse, RunFinished, RunStarted
+from ruizn.events import (
+    DURABLE_EVENTS,
+    Event,
+    LlmResponse,
+    RunFinished,
+    RunStarted,
+    ToolApprovalDecided,
+)
 from ruizn.serde import encode
 
 LOCK_NAME = "lock"
@@ -250,8 +257,9 @@ class EventWriter:
         self.close()
 
 
-# Lines fsynced before the writer returns: a run's first line and each session's last.
-_SYNC_NOW = (RunStarted, RunFinished)
+# Lines fsynced before the writer returns: a run's first line, each session's last, and a
+# person's decision (it must never have to be asked for twice).
+_SYNC_NOW = (RunStarted, RunFinished, ToolApprovalDecided)
 
 
 class _Syncer:

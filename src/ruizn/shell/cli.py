@@ -8,6 +8,7 @@ and `show` never pay for them. Library errors become exit codes here and only he
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +30,11 @@ from ruizn.config import (
     TEST_MODEL,
 )
 from ruizn.shell.exits import EXIT_CANCELLED, EXIT_OK, EXIT_USAGE, Exit, echo_error, fail
+
+# Ctrl-C before a run has begun (while Python imports) ends the process quietly, as the
+# shell expects, instead of printing a KeyboardInterrupt traceback. A run installs its own
+# handlers (first Ctrl-C cancels cleanly, the second exits).
+signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class UsageFailure(click.UsageError):

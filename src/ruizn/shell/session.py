@@ -30,7 +30,7 @@ from ruizn.effects.writer import EventWriter, RunLocked
 from ruizn.events import Event
 from ruizn.redact import Redactor
 from ruizn.redact import api_key_problem as key_whitespace_problem
-from ruizn.runner import AgentRunner
+from ruizn.runner import AgentRunner, first_error
 from ruizn.shell.approval import awaiting_report, terminal_approver
 from ruizn.shell.exits import EXIT_CODES, EXIT_ERROR, EXIT_OK, EXIT_USAGE, echo_error, fail
 from ruizn.state import ExecutionContext, JsonObject, Status
@@ -324,9 +324,15 @@ def drive(
             gc.freeze()
             return await _with_signals(runner.drive)
 
+    def run_main() -> ExecutionContext:
+        try:
+            with _mcp_notices(bool(mcp_servers)):
+                return anyio.run(main)
+        except BaseExceptionGroup as failed:  # the MCP servers' task group wraps errors
+            raise first_error(failed) from None
+
     try:
-        with _mcp_notices(bool(mcp_servers)):
-            state = anyio.run(main)
+        state = run_main()
     except KeyboardInterrupt:
         if not runners:  # Ctrl-C before the run began (MCP servers starting)
             return EXIT_CODES["cancelled"]
@@ -387,27 +393,34 @@ async def _with_signals(
 ) -> ExecutionContext:
     """First SIGINT/SIGTERM/SIGHUP cancels the run cleanly; a second one exits at once."""
     result: list[ExecutionContext] = []
-    async with anyio.create_task_group() as group:
+    try:
+        async with anyio.create_task_group() as group:
 
-        async def watch() -> None:
-            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as sigs:
-                cancelled = False
-                async for _ in sigs:
-                    if cancelled:
-                        os._exit(130)  # the user insists; every line so far is on disk
-                    cancelled = True
-                    worker.cancel()
+            async def watch() -> None:
+                with anyio.open_signal_receiver(
+                    signal.SIGINT, signal.SIGTERM, signal.SIGHUP
+                ) as sigs:
+                    cancelled = False
+                    async for _ in sigs:
+                        if cancelled:
+                            os._exit(130)  # the user insists; every line so far is on disk
+                        cancelled = True
+                        worker.cancel()
 
-        async def run() -> None:
-            try:
-                with worker:
-                    result.append(await work())
-            finally:
-                group.cancel_scope.cancel()
+            async def run() -> None:
+                try:
+                    with worker:
+                        result.append(await work())
+                finally:
+                    group.cancel_scope.cancel()
 
-        worker = anyio.CancelScope()
-        group.start_soon(watch)
-        group.start_soon(run)
+            worker = anyio.CancelScope()
+            group.start_soon(watch)
+            group.start_soon(run)
+    except BaseExceptionGroup as failed:
+        # One error ended the run (a log that cannot be written, a server that would not
+        # start...): raise it as itself, so the caller maps it to its one line.
+        raise first_error(failed) from None
     if not result:
         raise KeyboardInterrupt
     return result[0]
