@@ -188,7 +188,7 @@ class EventWriter:
                 self._sync(wait=type(event) in _SYNC_NOW)
         except OSError as exc:
             raise LogWriteError(_describe(exc, self.path)) from None
-        if isinstance(event, DURABLE_EVENTS) and not self._lost and not self._still_ours():
+        if type(event) in _STEP_ENDS and not self._lost and not self._still_ours():
             self._lost = True
             raise LogLost(
                 f"the event log {self.path} was deleted or replaced while the run wrote it;"
@@ -257,6 +257,9 @@ class EventWriter:
         self.close()
 
 
+# Where the writer checks that its path still names its file: once a step (a turn of a
+# thousand tool calls must not pay a stat per call), and at the end of each session.
+_STEP_ENDS = (LlmResponse, RunFinished)
 # Lines fsynced before the writer returns: a run's first line, each session's last, and a
 # person's decision (it must never have to be asked for twice).
 _SYNC_NOW = (RunStarted, RunFinished, ToolApprovalDecided)
