@@ -35,6 +35,7 @@ _PUBLIC: dict[str, str] = {
     "ModelReply": "ruizn.effects.provider",
     "ProviderError": "ruizn.effects.provider",
     "RunLocked": "ruizn.effects.writer",
+    "MCPServer": "ruizn.effects.mcp_config",
     "Answer": "ruizn.effects.approval",
     "ToolCall": "ruizn.state",
     "ToolResult": "ruizn.state",
@@ -60,6 +61,7 @@ __all__ = [
     "FunctionModel",
     "FunctionTool",
     "LogError",
+    "MCPServer",
     "ModelReply",
     "ProviderError",
     "RunConfig",
@@ -85,6 +87,7 @@ if TYPE_CHECKING:
     from ruizn.effects.approval import Answer
     from ruizn.effects.function_model import FunctionModel
     from ruizn.effects.function_tool import FunctionTool, tool
+    from ruizn.effects.mcp_config import MCPServer
     from ruizn.effects.provider import ModelReply, ProviderError
     from ruizn.effects.tools import BaseTool, BlockingTool, ToolInputError
     from ruizn.effects.writer import RunLocked

@@ -10,6 +10,7 @@ returns a `RunResult`. Errors are typed exceptions; nothing here exits the proce
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import secrets
@@ -24,6 +25,7 @@ from attrs import evolve, frozen
 from ruizn.config import TEST_MODEL, RunConfig
 from ruizn.effects.approval import ApproveFunction, CallbackApprover
 from ruizn.effects.function_model import FunctionModel, ReplyFunction
+from ruizn.effects.mcp_config import MCPServer
 from ruizn.effects.provider import Provider
 from ruizn.effects.sandbox import workspace_sandbox
 from ruizn.effects.sink import EventSink, MemorySink
@@ -32,7 +34,7 @@ from ruizn.effects.writer import EventWriter
 from ruizn.events import Event
 from ruizn.redact import Redactor
 from ruizn.runner import AgentRunner
-from ruizn.state import ExecutionContext, Status, TextBlock, Usage
+from ruizn.state import ExecutionContext, JsonObject, Status, TextBlock, Usage
 from ruizn.store import default_root
 from ruizn.toolsource import SourceKind, ToolSource
 
@@ -65,6 +67,7 @@ class Agent:
         log: bool = True,
         config: RunConfig | None = None,
         approve: ApproveFunction | None = None,
+        mcp: Iterable[MCPServer] = (),
         **options: Any,
     ) -> None:
         """`options` are RunConfig's fields (system, workspace, max_steps, max_tokens, log_dir,
@@ -75,7 +78,10 @@ class Agent:
         `approve` decides the tool calls that need approval in `approval="ask"` mode (the
         default): a function, sync or async, of the `ToolCall`, returning True/False,
         `(approved, reason)` or an `Answer`. Without it such a call stops the run with status
-        awaiting_approval."""
+        awaiting_approval.
+
+        `mcp` is MCP servers (`ruizn.MCPServer.stdio(...)` / `.http(...)`): started before each
+        run and stopped after it, their tools offered as `mcp__NAME__TOOL`."""
         base = config if config is not None else RunConfig(plugins=False)
         name = model if isinstance(model, str) else "function"
         self.config = evolve(base, model=name, **options)
@@ -84,6 +90,7 @@ class Agent:
         self._builtins = builtins
         self._log = log
         self._approve = approve
+        self._mcp = tuple(mcp)
 
     def run(self, goal: str) -> RunResult:
         """Run to the end (blocking). Inside an event loop, use `await run_async(goal)`."""
@@ -112,10 +119,24 @@ class Agent:
         return workspace, default_root(workspace, self.config.log_dir)
 
     async def _drive(self, goal: str) -> AsyncIterator[Event | RunResult]:
-        config = self.config
         workspace, root = self._prepare(goal)
-        registry, sources = self._registry(workspace, root)
         run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+        async with _mcp_toolset(self._mcp, workspace, root / ".mcp" / run_id) as (mcp, records):
+            async for item in self._run(goal, run_id, workspace, root, mcp, records):
+                yield item
+
+    async def _run(  # noqa: PLR0917 - private, called once
+        self,
+        goal: str,
+        run_id: str,
+        workspace: Path,
+        root: Path,
+        mcp_tools: tuple[BaseTool, ...],
+        mcp_records: tuple[JsonObject, ...],
+    ) -> AsyncIterator[Event | RunResult]:
+        config = self.config
+        registry, sources = self._registry(workspace, root)
+        registry = ToolRegistry([*registry, *mcp_tools])
         log_path = root / run_id / "events.jsonl" if self._log else None
         sink: EventSink = EventWriter.new(log_path) if log_path is not None else MemorySink()
         send, receive = anyio.create_memory_object_stream[Event](max_buffer_size=1 << 16)
@@ -137,6 +158,7 @@ class Agent:
             config=config,
             workspace=str(workspace),
             tool_sources=sources,
+            mcp_servers=mcp_records,
         )
         states: list[ExecutionContext] = []
 
@@ -200,6 +222,22 @@ class Agent:
             tools.append(made)
             sources.append(_source(made))
         return ToolRegistry(tools), tuple(sources)
+
+
+@contextlib.asynccontextmanager
+async def _mcp_toolset(
+    servers: tuple[MCPServer, ...], workspace: Path, stderr_dir: Path
+) -> AsyncIterator[tuple[tuple[BaseTool, ...], tuple[JsonObject, ...]]]:
+    """The servers' tools, held open around the whole run (the SDK's sessions must be closed
+    by the task that opened them); nothing is imported without servers."""
+    if not servers:
+        yield (), ()
+        return
+    from ruizn.effects.mcp_tools import McpToolset
+
+    toolset = McpToolset(servers, cwd=workspace, stderr_dir=stderr_dir)
+    async with toolset as tools:
+        yield tuple(tools), toolset.describe()
 
 
 def _as_tool(item: ToolLike, as_tool: Callable[[Any], BaseTool]) -> BaseTool:

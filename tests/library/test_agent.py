@@ -144,3 +144,15 @@ def test_a_function_model_text_reply_is_the_output(tmp_path: Path) -> None:
     result = ruizn.Agent(model=lambda request: "hi", workspace=tmp_path).run("say hi")
     assert result.output == "hi"
     assert result.state.messages[-1].content == (TextBlock(text="hi"),)
+
+
+def test_an_agent_offers_an_mcp_servers_tools_and_stops_the_server(tmp_path: Path) -> None:
+    demo = Path(__file__).resolve().parents[1] / "mcp_servers" / "demo.py"
+    server = ruizn.MCPServer.stdio("demo", sys.executable, [str(demo)])
+    model = _asks(("mcp__demo__echo", {"text": "hi"}))
+    agent = ruizn.Agent(model=model, mcp=[server], workspace=tmp_path, builtins=False)
+    result = agent.run("echo hi")
+    assert result.status == "success", result.error
+    assert "hi" in result.output
+    assert result.state.mcp_servers[0]["name"] == "demo"
+    assert ruizn.replay(result.log_path or "") == result.state
