@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 import cattrs
+import orjson
 from attrs import evolve
 
 from ruizn.events import EVENT_TYPES, SCHEMA_VERSION, Event, LlmToken
@@ -105,9 +106,19 @@ def encode(event: Event) -> str:
 _TOKEN_HEAD = f'{{"v":{SCHEMA_VERSION},"type":"{LlmToken.TAG}",'
 
 
+def _loads(line: str | bytes) -> Any:
+    """Parse one line: orjson (8x faster, and most of a replay is parsing), with the stdlib
+    parser as the judge of what orjson refuses (integers past 64 bits, lone surrogates...),
+    so exactly the same lines are accepted and the errors say the same."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return json.loads(line)
+
+
 def decode(line: str | bytes) -> Event:
     try:
-        body = json.loads(line)
+        body = _loads(line)
     except (ValueError, UnicodeDecodeError) as exc:
         raise DecodeError(f"not JSON: {exc}") from None
     except RecursionError:

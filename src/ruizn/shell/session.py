@@ -27,7 +27,7 @@ from ruizn.effects.sink import LogLost, SinkError
 from ruizn.effects.tool_loader import Toolbox
 from ruizn.effects.tools import BaseTool, ToolRegistry
 from ruizn.effects.writer import EventWriter, RunLocked
-from ruizn.events import Event
+from ruizn.events import Event, LlmResponse, ToolCallFinished
 from ruizn.redact import Redactor
 from ruizn.redact import api_key_problem as key_whitespace_problem
 from ruizn.runner import AgentRunner, first_error
@@ -118,13 +118,24 @@ def build_runner(
         registry=registry,
         tool_concurrency=config.tool_concurrency,
         sink=writer,
-        subscribers=[printer()],
+        subscribers=[printer(), _freeze_at_step_ends],
         clock=time.time,
         timer=time.monotonic,
         state=state,
         redact=redactor(),
         approver=approver,
     )
+
+
+def _freeze_at_step_ends(event: Event) -> None:
+    """What a step leaves behind lives as long as the run (the history): take it out of the
+    cyclic collector's reach, so a full collection does not rescan the whole history, which
+    would make each step slower as the run grows. Garbage is still freed by refcounting."""
+    if type(event) in _STEP_ENDS:
+        gc.freeze()
+
+
+_STEP_ENDS = (LlmResponse, ToolCallFinished)
 
 
 def redactor() -> Callable[[Event], Event] | None:
