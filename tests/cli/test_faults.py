@@ -252,7 +252,8 @@ def test_fault_unknown_tool_is_told_to_the_model(workspace: Path, server_factory
     result = _run(workspace, server.base_url)
     assert result.code == 0
     answer = server.requests[1].body["messages"][-1]["content"][0]["content"]
-    assert answer == "unknown tool 'rm_rf'; the tools are: read_file, list_dir, glob, grep, write_file, edit_file"
+    tools = "read_file, list_dir, glob, grep, write_file, edit_file"
+    assert answer == f"unknown tool 'rm_rf'; the tools are: {tools}"
 
 
 # --- the CLI -------------------------------------------------------------------------------

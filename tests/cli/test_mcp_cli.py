@@ -157,3 +157,27 @@ def _wait_for_event(root: Path, kind: str, proc: subprocess.Popen[str]) -> Path:
                 return log
         time.sleep(0.05)
     raise AssertionError(f"no {kind} in time")
+
+
+def test_resume_reconnects_the_runs_mcp_servers(workspace: Path, server_factory: Any) -> None:
+    echo = ("mcp__demo__echo", {"text": "again"})
+    server = server_factory(
+        [
+            Stream((ToolUse("toolu_01", echo[0], {"text": "first"}),), stop_reason="tool_use"),
+            Stream((ToolUse("toolu_02", *echo),), stop_reason="tool_use"),
+            Stream((Text("done"),)),
+        ]
+    )
+    first = run_cli(
+        ["run", "--goal", "echo twice", "--max-steps", "1", "--mcp", DEMO_SPEC],
+        workspace=workspace,
+        base_url=server.base_url,
+    )
+    assert first.code == 3, first.stderr  # max_steps, after the first echo
+    assert first.events()[0]["mcp_servers"][0]["name"] == "demo"
+    resumed = run_cli(
+        ["resume", "last", "--max-steps", "5"], workspace=workspace, base_url=server.base_url
+    )
+    assert resumed.code == 0, resumed.stderr
+    results = [e["result"] for e in first.events() if e["type"] == "tool_call_finished"]
+    assert [r["content"] for r in results] == ["first", "again"]

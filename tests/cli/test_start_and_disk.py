@@ -99,3 +99,48 @@ def test_a_write_that_fails_mid_run_is_one_line_and_the_log_still_replays(
     assert len(errors) == 1, done.stderr
     assert "Traceback" not in done.stderr
     assert _every_log_replays(workspace) == 1
+
+
+def test_sighup_ends_a_run_cancelled_like_sigterm(workspace: Path, server_factory: Any) -> None:
+    from tests.cli.test_durability import _slow_answer, _start, _wait_for_tokens
+
+    server = server_factory([_slow_answer(0.05)])
+    proc = _start(["run", "--goal", "slow"], workspace, server.base_url)
+    log = _wait_for_tokens(workspace / ".ruizn" / "runs", 3, proc)
+    proc.send_signal(signal.SIGHUP)
+    proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    replay = run_cli(["replay", str(log), "--json"], workspace=workspace)
+    assert '"status": "cancelled"' in replay.stdout
+
+
+def test_bad_numbers_are_one_line_and_create_nothing(workspace: Path) -> None:
+    nan = run_cli(
+        ["run", "--model", "test", "--goal", "x", "--read-timeout", "nan"], workspace=workspace
+    )
+    assert (nan.code, nan.stderr.count("\n")) == (2, 1), nan.stderr
+    assert "read_timeout" in nan.stderr
+    env = cli_env(None, RUIZN_RETRY_BASE_DELAY="abc")
+    abc = run_cli(["run", "--model", "test", "--goal", "x"], workspace=workspace, env=env)
+    assert (abc.code, abc.stderr.count("\n")) == (2, 1), abc.stderr
+    assert "RUIZN_RETRY_BASE_DELAY" in abc.stderr
+    assert not (workspace / ".ruizn").exists()
+
+
+def test_a_closed_pipe_is_no_error_for_any_command(workspace: Path) -> None:
+    for n in range(3):
+        run_cli(["run", "--model", "test", "--goal", f"goal {n}"], workspace=workspace)
+    for args in (["runs"], ["show", "last"], ["replay", "last"], ["replay", "last", "--json"]):
+        proc = subprocess.Popen(
+            [*ruizn_command(), *args],
+            cwd=workspace,
+            env=cli_env(None),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert proc.stdout is not None
+        proc.stdout.readline()
+        proc.stdout.close()  # the reader goes away, as `| head -1` does
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, (args, err)
+        assert b"Traceback" not in err

@@ -62,6 +62,12 @@ def finished(path: Path) -> bool:
     return bool(lines) and b'"type":"run_finished"' in lines[-1]
 
 
+def mid_tool_turn(path: Path) -> bool:
+    """The run has answered a tool call and is not finished: a kill now cuts it mid-way."""
+    data = path.read_bytes()
+    return b'"type":"tool_call_finished"' in data and not finished(path)
+
+
 def events(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
@@ -145,9 +151,10 @@ def test_batch_killed_mid_way_resumes_without_loss_or_duplicates(
     )
     try:
         wait_for(
-            lambda: sum(finished(p) for p in logs(workspace).values()) >= 5,
+            lambda: sum(finished(p) for p in logs(workspace).values()) >= 5
+            and any(mid_tool_turn(p) for p in logs(workspace).values()),
             60,
-            "five finished runs",
+            "five finished runs and one in the middle of its tool turns",
         )
         os.kill(proc.pid, signal.SIGKILL)
     finally:

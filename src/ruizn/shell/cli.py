@@ -288,6 +288,16 @@ def tools_command(
         click.echo(f"  input schema: {schema}")
 
 
+def _reading(command: Callable[[], int]) -> int:
+    """A read command whose reader went away (`| head -1`) ends as if all was read: exit 0,
+    as `run` does. Caught here, before click, which would turn EPIPE into exit 1."""
+    try:
+        return command()
+    except BrokenPipeError:
+        _quiet_flush()
+        return EXIT_OK
+
+
 def _root(workspace: str, log_dir: str | None) -> Any:
     from ruizn.store import default_root
 
@@ -309,10 +319,10 @@ def replay_command(
     if db is not None:
         from ruizn.fleet.commands import replay_db
 
-        raise Exit(replay_db(db, run, as_json=as_json))
+        raise Exit(_reading(lambda: replay_db(db, run, as_json=as_json)))
     from ruizn.shell.logs import replay_run
 
-    raise Exit(replay_run(run, root=_root(workspace, log_dir), as_json=as_json))
+    raise Exit(_reading(lambda: replay_run(run, root=_root(workspace, log_dir), as_json=as_json)))
 
 
 @cli.command("resume")
@@ -386,10 +396,10 @@ def runs_command(workspace: str, log_dir: str | None, db: str | None) -> None:
     if db is not None:
         from ruizn.fleet.commands import runs_db
 
-        raise Exit(runs_db(db))
+        raise Exit(_reading(lambda: runs_db(db)))
     from ruizn.shell.logs import list_runs
 
-    raise Exit(list_runs(_root(workspace, log_dir)))
+    raise Exit(_reading(lambda: list_runs(_root(workspace, log_dir))))
 
 
 @cli.command("show")
@@ -401,10 +411,10 @@ def show_command(run: str, workspace: str, log_dir: str | None, db: str | None) 
     if db is not None:
         from ruizn.fleet.commands import show_db
 
-        raise Exit(show_db(db, run))
+        raise Exit(_reading(lambda: show_db(db, run)))
     from ruizn.shell.logs import show_run
 
-    raise Exit(show_run(run, _root(workspace, log_dir)))
+    raise Exit(_reading(lambda: show_run(run, _root(workspace, log_dir))))
 
 
 # batch, worker and submit: the fleet layer (ruizn.fleet) adds its commands. Its module
