@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
-import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
@@ -35,7 +34,7 @@ from ruizn.events import Event
 from ruizn.redact import Redactor
 from ruizn.runner import AgentRunner
 from ruizn.state import ExecutionContext, JsonObject, Status, TextBlock, Usage
-from ruizn.store import default_root
+from ruizn.store import default_root, new_run_id
 from ruizn.toolsource import SourceKind, ToolSource
 
 ToolLike = BaseTool | Callable[..., Any] | type[BaseTool]
@@ -120,7 +119,7 @@ class Agent:
 
     async def _drive(self, goal: str) -> AsyncIterator[Event | RunResult]:
         workspace, root = self._prepare(goal)
-        run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+        run_id = new_run_id()
         async with _mcp_toolset(self._mcp, workspace, root / ".mcp" / run_id) as (mcp, records):
             async for item in self._run(goal, run_id, workspace, root, mcp, records):
                 yield item

@@ -410,11 +410,12 @@ class AgentRunner:
         try:
             self._sink(event)
         except SinkError as exc:
-            if not exc.written:
-                raise
-            for subscriber in self._subscribers:
-                subscriber(event)
+            if exc.written:  # on disk all the same (a lost log still holds it): show it
+                self._show(event)
             raise
+        self._show(event)
+
+    def _show(self, event: Event) -> None:
         for subscriber in self._subscribers:
             subscriber(event)
 

@@ -7,6 +7,8 @@ them into exit codes.
 from __future__ import annotations
 
 import json
+import secrets
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -24,6 +26,7 @@ __all__ = [
     "default_root",
     "iter_runs",
     "load",
+    "new_run_id",
     "replay",
     "resolve_run",
 ]
@@ -33,6 +36,11 @@ LAST = "last"
 
 class RunNotFound(LookupError):
     """No run by that id, folder or path."""
+
+
+def new_run_id() -> str:
+    """`YYYYMMDD-HHMMSS-xxxxxx`: local start time, unique by 6 random hex digits."""
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
 
 def default_root(workspace: str | Path = ".", log_dir: str | Path | None = None) -> Path:

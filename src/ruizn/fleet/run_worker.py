@@ -135,7 +135,7 @@ def submit(
     need_fleet_extra()
     from ruizn.fleet.driver import RunSpec
     from ruizn.fleet.goals import GoalsError, read_goals, spec_to_json
-    from ruizn.shell.session import run_id_now
+    from ruizn.store import new_run_id
 
     defaults = RunSpec(
         run_id="",
@@ -151,11 +151,11 @@ def submit(
     if goals is not None:
         try:
             # A file submitted twice is two batches: the ids carry the submission's time.
-            specs = read_goals(Path(goals), defaults, id_prefix=run_id_now(), local=False)
+            specs = read_goals(Path(goals), defaults, id_prefix=new_run_id(), local=False)
         except GoalsError as exc:
             fail(str(exc))
     else:
-        specs = [RunSpec(**{**spec_to_json(defaults), "run_id": run_id_now()})]
+        specs = [RunSpec(**{**spec_to_json(defaults), "run_id": new_run_id()})]
     store = _store(db)
     from dbos import DBOS, DBOSClient, WorkflowSerializationFormat
 

@@ -6,7 +6,6 @@ import contextlib
 import errno
 import gc
 import os
-import secrets
 import signal
 import sys
 import time
@@ -34,12 +33,7 @@ from ruizn.runner import AgentRunner, first_error
 from ruizn.shell.approval import awaiting_report, terminal_approver
 from ruizn.shell.exits import EXIT_CODES, EXIT_ERROR, EXIT_OK, EXIT_USAGE, echo_error, fail
 from ruizn.state import ExecutionContext, JsonObject, Status
-from ruizn.store import RunNotFound, default_root, resolve_run
-
-
-def run_id_now() -> str:
-    """`YYYYMMDD-HHMMSS-xxxxxx`: local start time, unique by 6 random hex digits."""
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+from ruizn.store import RunNotFound, default_root, new_run_id, resolve_run
 
 
 def api_key_problem(model: str) -> str | None:
@@ -153,7 +147,7 @@ def new_run(config: RunConfig, goal: str, mcp_servers: tuple[MCPServer, ...] = (
     if not workspace.is_dir():
         fail(f"the workspace {config.workspace} is not a folder")
     root = default_root(workspace, config.log_dir)
-    run_id = run_id_now()
+    run_id = new_run_id()
     log_path = root / run_id / "events.jsonl"
     toolbox = make_toolbox(config, workspace, root)
     writer = EventWriter.new(log_path)
