@@ -254,6 +254,9 @@ class BodyEncoder:
     def __init__(self) -> None:
         self._prefix: tuple[Message, ...] = ()
         self._prefix_bytes = b""  # the prefix's messages, joined with ","
+        # The head (model, max_tokens, system, tools) is the same every step of a run: its
+        # bytes are kept with what they were made from (system and tools by identity).
+        self._head: tuple[str, int, str, tuple[JsonObject, ...], bytes] | None = None
 
     def encode(self, request: JsonObject | MessagesRequest) -> bytes:
         if not isinstance(request, MessagesRequest):
@@ -275,8 +278,22 @@ class BodyEncoder:
             for index, message in enumerate(messages[first:], start=first)
         )
         body = joined + b"," + tail if joined and tail else joined or tail
-        head = _dumps(head_json(request))
-        return b"".join((head[:-1], b',"messages":[', body, b'],"stream":true}'))
+        return b"".join((self._head_bytes(request), b',"messages":[', body, b'],"stream":true}'))
+
+    def _head_bytes(self, request: MessagesRequest) -> bytes:
+        """`_dumps(head_json(request))` without its closing brace, encoded once a run."""
+        cached = self._head
+        if (
+            cached is not None
+            and cached[0] == request.model
+            and cached[1] == request.max_tokens
+            and cached[2] is request.system
+            and cached[3] is request.tools
+        ):
+            return cached[4]
+        head = _dumps(head_json(request))[:-1]
+        self._head = (request.model, request.max_tokens, request.system, request.tools, head)
+        return head
 
 
 class _Block:
