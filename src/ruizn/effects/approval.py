@@ -54,12 +54,15 @@ def needs_approval_of(registry: ToolRegistry) -> Callable[[str, JsonObject], boo
 
     def needs_approval(name: str, input: JsonObject) -> bool:
         tool = registry.get(name)
-        if tool is None or registry.validation_error(name, input) is not None:
+        if tool is None:
             return False
         try:
-            return tool.approval_required(input)
+            required = tool.approval_required(input)
         except Exception:  # a broken policy must not let a call through unasked
-            return True
+            required = True
+        # The policy first: most tools never ask, and their calls should not pay for a
+        # second schema check (invoke_tool makes the first).
+        return required and registry.validation_error(name, input) is None
 
     return needs_approval
 
