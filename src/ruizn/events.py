@@ -213,13 +213,3 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     ToolApprovalDecided,
     RunFinished,
 )
-
-# Lines that end a step: the writer fsyncs after these (see effects/writer.py).
-# A decision is fsynced too: it is a person's answer, and must not be asked for twice.
-DURABLE_EVENTS: tuple[type[Any], ...] = (
-    LlmResponse,
-    ToolCallFinished,
-    ToolApprovalDecided,
-    RunFinished,
-    RunStarted,
-)

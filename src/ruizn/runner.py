@@ -357,6 +357,10 @@ class AgentRunner:
 
     async def _run_tool(self, call: ToolCall) -> None:
         self._emit(ToolCallStarted, id=call.id, name=call.name, input=call.input)
+        if not self._read_only(call.name):
+            # On disk before the tool acts: after a power cut, resume must find the call
+            # started and answer it `interrupted`, never run it a second time.
+            self._sink.sync()  # a SinkError ends the run as a failed write does
         began = self._timer()
         result = await invoke_tool(self._registry, call)
         self._emit(ToolCallFinished, id=call.id, result=result, duration=self._timer() - began)

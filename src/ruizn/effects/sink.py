@@ -14,7 +14,12 @@ from ruizn.events import Event
 
 class EventSink(Protocol):
     def __call__(self, event: Event) -> None:
-        """Keep `event` (durably, for a file sink) before returning."""
+        """Keep `event` before returning: written, and for a file sink flushed to the OS
+        (which lines are also fsynced, and when, is the sink's policy)."""
+        ...
+
+    def sync(self) -> None:
+        """Return once every event kept so far would survive a power cut."""
         ...
 
     def close(self) -> None: ...
@@ -59,6 +64,9 @@ class MemorySink:
         if self._fail_at is not None and len(self.events) + 1 >= self._fail_at:
             raise LogWriteError(f"injected failure at event {self._fail_at}")
         self.events.append(event)
+
+    def sync(self) -> None:
+        """Nothing to do: memory is as durable as this sink gets."""
 
     def close(self) -> None:
         self.closed = True

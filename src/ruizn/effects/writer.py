@@ -2,9 +2,16 @@
 
 - Each event is one write(2) of a whole line to a file opened unbuffered in append mode
   (read-write, so a lost log can be copied back out of its descriptor), so
-  a reader never sees half a line unless the process died inside that write. Lines that end
-  a step are also fsynced, behind the loop (`_Syncer`): a power cut loses at most the last
-  step's tool results and the call in flight.
+  a reader never sees half a line unless the process died inside that write. A process
+  that dies (kill -9, a crash) loses nothing it wrote.
+- What a power cut keeps (fdatasync). At once, before the writer returns: run_started,
+  run_finished, a person's decision, and everything so far when the runner calls `sync()`,
+  which it does before any tool that is not read-only runs. Behind the loop (`_Syncer`):
+  everything before each llm_call_started, so the previous step reaches the disk while the
+  request is in flight; an llm_response is written only once that is done. So a power cut
+  loses at most the last step whose response was kept (its read-only tools run again on
+  resume, or the model is asked again) and the call in flight; never an earlier step, a
+  decision, or the start of a tool that changes things (resume answers it `interrupted`).
 - One writer per run: the writer holds an exclusive `flock` on the run folder's `lock`
   file for as long as it writes. The kernel drops it when the process dies, so kill -9
   never leaves a stale lock. A second writer gets `RunLocked`, naming the holder's pid.
@@ -24,21 +31,25 @@ import fcntl
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
 from ruizn.effects.sink import LogLost, LogWriteError
 from ruizn.events import (
-    DURABLE_EVENTS,
     Event,
+    LlmCallStarted,
     LlmResponse,
     RunFinished,
     RunStarted,
     ToolApprovalDecided,
+    ToolApprovalRequested,
 )
 from ruizn.serde import encode
 
 LOCK_NAME = "lock"
+# Makes what was written to a file descriptor durable (os.fdatasync, or a test's recorder).
+DataSync = Callable[[int], None]
 RECOVERY_NAME = "events.recovered.jsonl"
 # A reader probing the lock holds it shared for microseconds; a writer that meets such a
 # probe tries again for this long before it calls the run busy.
@@ -108,9 +119,20 @@ class EventWriter:
     """The file sink. `EventWriter.new(path)` for a run that starts now; `EventWriter.append`
     for a run that goes on (it takes the lock first, so nobody writes while resume reads)."""
 
-    def __init__(self, path: Path, *, fsync: bool = True, _new: bool = False) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        fsync: bool = True,
+        datasync: DataSync | None = None,
+        _new: bool = False,
+    ) -> None:
+        """`fsync=False` writes and flushes every line but never fsyncs; `datasync` is how a
+        line is made durable (default `os.fdatasync`; a test passes one that records what a
+        power cut would keep)."""
         self.path = path
         self._fsync = fsync
+        self._datasync = datasync if datasync is not None else _datasync
         self._new = _new
         self._fd: int | None = None
         self._lock_fd: int | None = None
@@ -122,13 +144,17 @@ class EventWriter:
             self._open_existing()
 
     @classmethod
-    def new(cls, path: Path, *, fsync: bool = True) -> EventWriter:
+    def new(
+        cls, path: Path, *, fsync: bool = True, datasync: DataSync | None = None
+    ) -> EventWriter:
         """Nothing touches the disk until the first event, which creates the run folder."""
-        return cls(path, fsync=fsync, _new=True)
+        return cls(path, fsync=fsync, datasync=datasync, _new=True)
 
     @classmethod
-    def append(cls, path: Path, *, fsync: bool = True) -> EventWriter:
-        return cls(path, fsync=fsync)
+    def append(
+        cls, path: Path, *, fsync: bool = True, datasync: DataSync | None = None
+    ) -> EventWriter:
+        return cls(path, fsync=fsync, datasync=datasync)
 
     def _open_existing(self) -> None:
         folder = self.path.parent
@@ -155,7 +181,7 @@ class EventWriter:
             self._fd = fd
             _write_all(fd, first_line)
             if self._fsync:
-                os.fsync(fd)
+                self._datasync(fd)
             os.rename(staging, folder)
             if self._fsync:
                 _fsync_dir(folder.parent)
@@ -178,14 +204,14 @@ class EventWriter:
             return
         if self._fd is None:
             raise LogWriteError(f"the event log {self.path} is closed")
+        kind = type(event)
         try:
-            durable = isinstance(event, DURABLE_EVENTS)
-            if durable and self._syncer is not None and type(event) is LlmResponse:
-                # A step's lines are on disk before the next step's response is kept.
+            if kind is LlmResponse and self._syncer is not None:
+                # The previous step's lines are on disk before this step's response is kept.
                 self._syncer.wait()
             _write_all(self._fd, data)
-            if durable and self._fsync:
-                self._sync(wait=type(event) in _SYNC_NOW)
+            if self._fsync and kind in _SYNC_POINTS:
+                self._sync(wait=kind in _SYNC_NOW)
         except OSError as exc:
             raise LogWriteError(_describe(exc, self.path)) from None
         if type(event) in _STEP_ENDS and not self._lost and not self._still_ours():
@@ -196,12 +222,23 @@ class EventWriter:
                 recovery=str(self.path.with_name(RECOVERY_NAME)),
             )
 
+    def sync(self) -> None:
+        """Return once every line written so far is on disk (the runner calls this before a
+        tool that is not read-only runs: its tool_call_started must survive a power cut, or
+        a resume would run it again)."""
+        if self._fd is None or not self._fsync:
+            return
+        try:
+            self._sync(wait=True)
+        except OSError as exc:
+            raise LogWriteError(_describe(exc, self.path)) from None
+
     def _sync(self, *, wait: bool) -> None:
         """fsync the log: at once for the first and last lines, behind the loop otherwise
         (the next request goes out while the disk catches up; see `_Syncer`)."""
         assert self._fd is not None
         if self._syncer is None:
-            self._syncer = _Syncer(self._fd)
+            self._syncer = _Syncer(self._fd, self._datasync)
         self._syncer.request()
         if wait:
             self._syncer.wait()
@@ -262,7 +299,11 @@ class EventWriter:
 _STEP_ENDS = (LlmResponse, RunFinished)
 # Lines fsynced before the writer returns: a run's first line, each session's last, and a
 # person's decision (it must never have to be asked for twice).
-_SYNC_NOW = (RunStarted, RunFinished, ToolApprovalDecided)
+_SYNC_NOW = frozenset({RunStarted, RunFinished, ToolApprovalDecided})
+# Lines after which an fsync starts behind the loop: a model call's start (everything
+# before it, the previous step's response and tool results, goes to disk while the request
+# is in flight) and an approval request (a run may wait long at the prompt).
+_SYNC_POINTS = _SYNC_NOW | {LlmCallStarted, ToolApprovalRequested}
 
 
 class _Syncer:
@@ -270,12 +311,12 @@ class _Syncer:
     more. `wait()` returns once every line written before the last `request()` is on disk.
 
     This takes the fsync off the loop's critical path (it overlaps the next request), and the
-    writer still waits for it before the next step's response: a power cut loses at most the
-    tool results of the last step and the call in flight, never an earlier step.
+    writer still waits for it before the next step's response is kept.
     """
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, datasync: DataSync) -> None:
         self._fd = fd
+        self._datasync = datasync
         self._cond = threading.Condition()
         self._wanted = 0
         self._done = 0
@@ -310,7 +351,7 @@ class _Syncer:
                     return
                 target = self._wanted
             try:
-                os.fsync(self._fd)
+                self._datasync(self._fd)
             except OSError as exc:
                 with self._cond:
                     self._error = exc
@@ -319,6 +360,11 @@ class _Syncer:
             with self._cond:
                 self._done = target
                 self._cond.notify_all()
+
+
+# fdatasync: the data and the size an append needs to be read back, not the times (a
+# fifth cheaper on ext4 here). Where there is none (macOS), fsync.
+_datasync = getattr(os, "fdatasync", os.fsync)
 
 
 def _identity(st: os.stat_result) -> tuple[int, int]:
