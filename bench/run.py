@@ -96,7 +96,7 @@ class Plan:
 
 FULL = Plan(
     loop_steps=(50, 200),
-    loop_reps=4,
+    loop_reps=8,
     peer_reps=2,
     warmup=True,
     peers=True,
