@@ -17,7 +17,14 @@ DB_HELP = "The fleet's Postgres URL (env RUIZN_DB)."
 
 
 def _common(f: Any) -> Any:
-    from ruizn.config import DEFAULT_MODEL, DEFAULT_SYSTEM
+    from ruizn.config import (
+        DEFAULT_MAX_RETRIES,
+        DEFAULT_MAX_STEPS,
+        DEFAULT_MAX_TOKENS,
+        DEFAULT_MODEL,
+        DEFAULT_READ_TIMEOUT,
+        DEFAULT_SYSTEM,
+    )
 
     options = [
         click.option(
@@ -27,11 +34,23 @@ def _common(f: Any) -> Any:
             show_default=True,
             help="Model of runs whose line names none.",
         ),
-        click.option("--max-steps", type=click.IntRange(min=1), default=20, show_default=True),
-        click.option("--max-tokens", type=click.IntRange(min=1), default=4096, show_default=True),
+        click.option(
+            "--max-steps",
+            type=click.IntRange(min=1),
+            default=DEFAULT_MAX_STEPS,
+            show_default=True,
+        ),
+        click.option(
+            "--max-tokens",
+            type=click.IntRange(min=1),
+            default=DEFAULT_MAX_TOKENS,
+            show_default=True,
+        ),
         click.option("--system", default=DEFAULT_SYSTEM, help="System prompt."),
-        click.option("--read-timeout", type=click.FloatRange(min=0.1), default=60.0),
-        click.option("--max-retries", type=click.IntRange(min=0), default=4),
+        click.option(
+            "--read-timeout", type=click.FloatRange(min=0.1), default=DEFAULT_READ_TIMEOUT
+        ),
+        click.option("--max-retries", type=click.IntRange(min=0), default=DEFAULT_MAX_RETRIES),
     ]
     for option in reversed(options):
         f = option(f)

@@ -16,7 +16,12 @@ from pathlib import Path
 import anyio
 from attrs import frozen
 
-from ruizn.config import DEFAULT_RETRY_BASE_DELAY, RunConfig
+from ruizn.config import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_READ_TIMEOUT,
+    DEFAULT_RETRY_BASE_DELAY,
+    RunConfig,
+)
 from ruizn.decide import plan_resume
 from ruizn.effects.sandbox import workspace_sandbox
 from ruizn.effects.sink import EventSink
@@ -32,7 +37,9 @@ ToolsFactory = Callable[[Path], Sequence[BaseTool]]
 
 @frozen(kw_only=True)
 class RunSpec:
-    """What a fleet run needs to start: the goal and the run options of `ruizn run`."""
+    """What a fleet run needs to start: the goal and the run options of `ruizn run`.
+
+    The defaults are RunConfig's (config.py is their one home)."""
 
     run_id: str
     goal: str
@@ -41,8 +48,8 @@ class RunSpec:
     max_tokens: int
     system: str
     workspace: str
-    read_timeout: float = 60.0
-    max_retries: int = 4
+    read_timeout: float = DEFAULT_READ_TIMEOUT
+    max_retries: int = DEFAULT_MAX_RETRIES
 
 
 class ToolsFromError(ValueError):
