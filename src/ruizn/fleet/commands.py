@@ -1,4 +1,4 @@
-"""The fleet's commands: batch, worker, submit, and `--db` for runs/show/replay.
+"""The fleet's commands: batch, worker, submit, and `--db` for runs/show/replay/resume.
 
 Only click is imported at the top: `ruizn --help` must not pay for DBOS or SQLAlchemy, and
 ruizn without the `fleet` extra still runs single goals. Everything else loads inside the
@@ -141,7 +141,7 @@ def register(cli: click.Group) -> None:
         cli.add_command(command)
 
 
-# `--db` for the reading commands, called from ruizn.shell.cli.
+# `--db` for runs/show/replay/resume, called from ruizn.shell.cli.
 
 
 def runs_db(db: str) -> int:
@@ -160,3 +160,16 @@ def replay_db(db: str, run: str, *, as_json: bool) -> int:
     from ruizn.fleet.run_worker import show_db as show
 
     return show(db, run, what="replay", as_json=as_json)
+
+
+def resume_db(
+    db: str,
+    run: str,
+    *,
+    max_steps: int | None,
+    max_tokens: int | None,
+    read_timeout: float | None,
+) -> int:
+    from ruizn.fleet.run_worker import resume_db as resume
+
+    return resume(db, run, max_steps=max_steps, max_tokens=max_tokens, read_timeout=read_timeout)

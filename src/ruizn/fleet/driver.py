@@ -22,7 +22,7 @@ from ruizn.config import (
     DEFAULT_RETRY_BASE_DELAY,
     RunConfig,
 )
-from ruizn.decide import plan_resume
+from ruizn.decide import ResumePlan, plan_resume
 from ruizn.effects.sandbox import workspace_sandbox
 from ruizn.effects.sink import EventSink
 from ruizn.effects.tool_loader import collect_tools
@@ -135,6 +135,33 @@ def continue_run(
     plan = plan_resume(state, max_steps=state.max_steps, max_tokens=None)
     if plan is None:
         return state
+    return _resumed(spec, state, plan, writer, extra)
+
+
+def resume_stopped_run(
+    spec: RunSpec,
+    state: ExecutionContext,
+    writer: EventSink,
+    extra: ToolsFactory | None,
+    *,
+    max_steps: int | None,
+    max_tokens: int | None,
+) -> ExecutionContext:
+    """A stopped run (max_steps, error, cut at max_tokens) goes on with the limits a person
+    gave, as `ruizn resume --max-steps/--max-tokens` would. Raises `decide.ResumeRefused`."""
+    plan = plan_resume(state, max_steps=max_steps, max_tokens=max_tokens)
+    if plan is None:
+        return state
+    return _resumed(spec, state, plan, writer, extra)
+
+
+def _resumed(
+    spec: RunSpec,
+    state: ExecutionContext,
+    plan: ResumePlan,
+    writer: EventSink,
+    extra: ToolsFactory | None,
+) -> ExecutionContext:
     runner = _runner(_config(spec), writer, extra, state)
     runner.resume(plan)
     return anyio.run(runner.drive)
