@@ -110,6 +110,7 @@ def test_an_unreachable_database_is_one_line_and_exit_2(workspace: Path) -> None
         ["worker", "--db", db],
         ["submit", "--db", db, "--goal", "x"],
         ["runs", "--db", db],
+        ["resume", "--db", db, "r1"],
     ):
         proc = ruizn(args, workspace, environ)
         assert proc.returncode == 2, (args, proc.stderr)
@@ -119,10 +120,12 @@ def test_an_unreachable_database_is_one_line_and_exit_2(workspace: Path) -> None
 
 
 def test_a_run_id_not_in_the_database_is_one_error(fresh_db: str, workspace: Path) -> None:
-    for command in ("show", "replay"):
+    for command in ("show", "replay", "resume"):
         proc = ruizn([command, "--db", fresh_db, "no-such-run"], workspace, cli_env(None))
-        assert proc.returncode == 2
-        assert proc.stderr.strip().endswith("no run 'no-such-run' in the database " + fresh_db)
+        assert (proc.returncode, proc.stdout) == (2, "")
+        assert (
+            proc.stderr == "ruizn: error: no run 'no-such-run' in the database " + fresh_db + "\n"
+        )
 
 
 def test_a_malformed_line_submits_nothing(fresh_db: str, workspace: Path) -> None:
