@@ -1,17 +1,33 @@
-"""Fleet fixtures: a scripted fake API keyed by goal, and a real Postgres server."""
+"""Fleet fixtures: a scripted fake API keyed by goal, a real Postgres server, and the CLI
+and workers as subprocesses against both."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
-from tests.cli.conftest import server_factory, workspace  # noqa: F401 (shared fixtures)
+from ruizn.fleet.store import EventStore
+from tests.cli.conftest import (
+    cli_env,
+    ruizn_command,
+    server_factory,  # noqa: F401 (a shared fixture)
+    workspace,  # noqa: F401 (a shared fixture)
+)
 from tests.fakeapi import Reply, Stream, Text, ToolUse
 from tests.fleet.pg import NoPostgres, postgres_server
+
+REPO = Path(__file__).resolve().parents[2]
+# For the CLI and workers run as subprocesses: ruizn from this tree's src, whichever
+# checkout an editable install points at, and the tests package (--tools-from) from its root.
+SUBPROCESS_PATH = os.pathsep.join([str(REPO / "src"), str(REPO)])
 
 
 def first_text(body: dict[str, Any]) -> str:
@@ -67,3 +83,72 @@ def wait_for(check: Any, timeout: float, what: str) -> Any:
             return got
         time.sleep(0.1)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def env(base_url: str | None, db: str) -> dict[str, str]:
+    """The CLI's environment against the fake API, with RUIZN_DB set."""
+    return cli_env(base_url, PYTHONPATH=SUBPROCESS_PATH, RUIZN_DB=db)
+
+
+def ruizn(args: list[str], cwd: Path, environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """One `ruizn` command as a subprocess."""
+    return subprocess.run(
+        [*ruizn_command(), *args],
+        cwd=cwd,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture
+def fresh_db(postgres_url: str) -> Iterator[str]:
+    """An empty database per test on the session's server."""
+    name = f"t{os.getpid()}_{abs(hash(os.urandom(4))) % 10**8}"
+    admin = sa.create_engine(
+        postgres_url.replace("postgresql://", "postgresql+psycopg://"),
+        isolation_level="AUTOCOMMIT",
+    )
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    url = postgres_url.rsplit("/", 1)[0] + "/" + name
+    yield url
+    admin.dispose()
+
+
+def start_worker(
+    name: str, folder: Path, environ: dict[str, str], concurrency: int = 2
+) -> subprocess.Popen[str]:
+    """`ruizn worker` in `folder`, its logs under logs/NAME, with the `note` tool."""
+    return subprocess.Popen(
+        [
+            *ruizn_command(),
+            "worker",
+            "--id",
+            name,
+            "--concurrency",
+            str(concurrency),
+            "--dead-after",
+            "3",
+            "--log-dir",
+            str(folder / "logs" / name),
+            "--tools-from",
+            "tests.fleet.tools:make_tools",
+        ],
+        cwd=folder,
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def statuses(db: str) -> dict[str, tuple[str, str | None]]:
+    """run id -> (status, worker) as `ruizn runs --db` shows them."""
+    store = EventStore(db)
+    try:
+        return {row.run_id: (row.status, row.worker) for row in store.runs()}
+    finally:
+        store.close()

@@ -17,10 +17,9 @@ from ruizn.effects.logfile import replay_file
 from ruizn.fleet.store import EventStore
 from ruizn.state import Status
 from tests.cli.conftest import cli_env, ruizn_command
-from tests.fleet.conftest import note_loop, requests_per_goal, wait_for
+from tests.fleet.conftest import SUBPROCESS_PATH, note_loop, requests_per_goal, wait_for
 from tests.fleet.tools import NOTES
 
-REPO = Path(__file__).resolve().parents[2]
 RUNS = 20
 TOOL_TURNS = 2
 
@@ -28,7 +27,7 @@ pytestmark = pytest.mark.slow
 
 
 def env(base_url: str) -> dict[str, str]:
-    return cli_env(base_url, PYTHONPATH=str(REPO))
+    return cli_env(base_url, PYTHONPATH=SUBPROCESS_PATH)
 
 
 def batch_args(goals: Path, concurrency: int = 4) -> list[str]:
@@ -151,8 +150,10 @@ def test_batch_killed_mid_way_resumes_without_loss_or_duplicates(
     )
     try:
         wait_for(
-            lambda: sum(finished(p) for p in logs(workspace).values()) >= 5
-            and any(mid_tool_turn(p) for p in logs(workspace).values()),
+            lambda: (
+                sum(finished(p) for p in logs(workspace).values()) >= 5
+                and any(mid_tool_turn(p) for p in logs(workspace).values())
+            ),
             60,
             "five finished runs and one in the middle of its tool turns",
         )

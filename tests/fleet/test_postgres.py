@@ -5,90 +5,23 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 from ruizn.effects.logfile import replay_file
 from ruizn.fleet.store import EventStore
 from ruizn.state import Status
-from tests.cli.conftest import cli_env, ruizn_command
-from tests.fleet.conftest import note_loop, wait_for
+from tests.cli.conftest import cli_env
+from tests.fleet.conftest import env, note_loop, ruizn, start_worker, statuses, wait_for
 from tests.fleet.tools import NOTES
 
-REPO = Path(__file__).resolve().parents[2]
 RUNS = 12
 TOOL_TURNS = 2
 
 pytestmark = pytest.mark.slow
-
-
-def env(base_url: str, db: str) -> dict[str, str]:
-    return cli_env(base_url, PYTHONPATH=str(REPO), RUIZN_DB=db)
-
-
-def ruizn(args: list[str], cwd: Path, environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*ruizn_command(), *args],
-        cwd=cwd,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
-@pytest.fixture
-def fresh_db(postgres_url: str) -> Iterator[str]:
-    """An empty database per test on the session's server."""
-    name = f"t{os.getpid()}_{abs(hash(os.urandom(4))) % 10**8}"
-    admin = sa.create_engine(
-        postgres_url.replace("postgresql://", "postgresql+psycopg://"),
-        isolation_level="AUTOCOMMIT",
-    )
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    url = postgres_url.rsplit("/", 1)[0] + "/" + name
-    yield url
-    admin.dispose()
-
-
-def start_worker(name: str, workspace: Path, environ: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [
-            *ruizn_command(),
-            "worker",
-            "--id",
-            name,
-            "--concurrency",
-            "2",
-            "--dead-after",
-            "3",
-            "--log-dir",
-            str(workspace / "logs" / name),
-            "--tools-from",
-            "tests.fleet.tools:make_tools",
-        ],
-        cwd=workspace,
-        env=environ,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def statuses(db: str) -> dict[str, tuple[str, str | None]]:
-    store = EventStore(db)
-    try:
-        return {row.run_id: (row.status, row.worker) for row in store.runs()}
-    finally:
-        store.close()
 
 
 def mid_run(db: str, worker: str) -> list[str]:
@@ -177,6 +110,7 @@ def test_an_unreachable_database_is_one_line_and_exit_2(workspace: Path) -> None
         ["worker", "--db", db],
         ["submit", "--db", db, "--goal", "x"],
         ["runs", "--db", db],
+        ["resume", "--db", db, "r1"],
     ):
         proc = ruizn(args, workspace, environ)
         assert proc.returncode == 2, (args, proc.stderr)
@@ -186,10 +120,12 @@ def test_an_unreachable_database_is_one_line_and_exit_2(workspace: Path) -> None
 
 
 def test_a_run_id_not_in_the_database_is_one_error(fresh_db: str, workspace: Path) -> None:
-    for command in ("show", "replay"):
+    for command in ("show", "replay", "resume"):
         proc = ruizn([command, "--db", fresh_db, "no-such-run"], workspace, cli_env(None))
-        assert proc.returncode == 2
-        assert proc.stderr.strip().endswith("no run 'no-such-run' in the database " + fresh_db)
+        assert (proc.returncode, proc.stdout) == (2, "")
+        assert (
+            proc.stderr == "ruizn: error: no run 'no-such-run' in the database " + fresh_db + "\n"
+        )
 
 
 def test_a_malformed_line_submits_nothing(fresh_db: str, workspace: Path) -> None:

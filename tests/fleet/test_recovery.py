@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from ruizn.events import LlmCallStarted, LlmResponse, RunStarted, ToolCallStarted
 from ruizn.fleet.app import FleetContext, execute
 from ruizn.fleet.driver import RunSpec
+from ruizn.fleet.resume import ResumeOrder
 from ruizn.fleet.store import EventStore
 from ruizn.serde import encode
 from ruizn.state import ToolUseBlock
+from tests.cli.conftest import API_KEY
+from tests.fakeapi import HttpError
 from tests.fleet.tools import NOTES, NoteTool, make_tools
 
 
@@ -77,3 +83,92 @@ def test_a_tool_in_flight_at_the_crash_is_answered_interrupted_and_never_run_aga
     before = log.read_bytes()
     assert execute(ctx, spec)["status"] == "success"
     assert log.read_bytes() == before
+
+
+def _context(tmp_path: Path, name: str = "fleet") -> FleetContext:
+    workspace = tmp_path / "ws"
+    workspace.mkdir(exist_ok=True)
+    (workspace / "README.md").write_text("# Demo\n")
+    return FleetContext(
+        store=EventStore(f"sqlite:///{tmp_path / (name + '.sqlite')}"),
+        log_root=tmp_path / name,
+        worker=name,
+        tools=make_tools,
+        workspace=str(workspace),
+    )
+
+
+def _spec(model: str = "test", max_steps: int = 1) -> RunSpec:
+    return RunSpec(
+        run_id="r1",
+        goal="read README.md",
+        model=model,
+        max_steps=max_steps,
+        max_tokens=100,
+        system="s",
+        workspace="",
+        max_retries=0,
+    )
+
+
+def _events(store: EventStore) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in store.lines("r1")]
+
+
+def test_a_resume_order_is_applied_once_however_often_its_workflow_runs(tmp_path: Path) -> None:
+    ctx, spec = _context(tmp_path), _spec()
+    assert execute(ctx, spec)["status"] == "max_steps"  # the offline model read README.md
+    stopped = _events(ctx.store)
+    order = ResumeOrder(spec=spec, after_seq=len(stopped), max_steps=2, max_tokens=None)
+    result = execute(ctx, spec, order=order)
+    assert (result["status"], result["steps"]) == ("success", 2)
+    events = _events(ctx.store)
+    assert events[: len(stopped)] == stopped
+    assert events[len(stopped)]["type"] == "run_resumed"
+    log = ctx.log_root / "r1" / "events.jsonl"
+    assert "".join(line + "\n" for line in ctx.store.lines("r1")) == log.read_text()
+    # DBOS runs the order's workflow again (its worker died before DBOS recorded the end):
+    # the log has grown past the order's seq, so nothing more happens.
+    before = log.read_bytes()
+    assert execute(ctx, spec, order=order)["status"] == "success"
+    assert log.read_bytes() == before
+
+
+def test_a_resumed_run_that_stops_again_is_not_resumed_again_by_its_order(
+    tmp_path: Path, server_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = server_factory([HttpError(500, "api_error", "down")] * 3)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
+    ctx, spec = _context(tmp_path), _spec("claude-sonnet-4-5", max_steps=5)
+    assert execute(ctx, spec)["status"] == "error"  # no retries, the API is down
+    order = ResumeOrder(spec=spec, after_seq=len(_events(ctx.store)), max_steps=5, max_tokens=None)
+    assert execute(ctx, spec, order=order)["status"] == "error"  # down still
+    after = _events(ctx.store)
+    assert [e["type"] for e in after].count("run_resumed") == 1
+    # The order's workflow runs again: the run stopped with error as before, but its log
+    # has grown past the order, so the API is not called a third time.
+    assert execute(ctx, spec, order=order)["status"] == "error"
+    assert _events(ctx.store) == after
+    assert len(server.requests) == 2
+
+
+def test_a_resume_cut_short_goes_on_without_resuming_again(tmp_path: Path) -> None:
+    ctx, spec = _context(tmp_path), _spec()
+    execute(ctx, spec)
+    after = len(_events(ctx.store))
+    order = ResumeOrder(spec=spec, after_seq=after, max_steps=3, max_tokens=200)
+    execute(ctx, spec, order=order)
+    # The worker died right after the order's run_resumed and the next call's start: another
+    # worker's database holds only that much when DBOS gives it the order's workflow.
+    cut = list(ctx.store.lines("r1"))[: after + 2]
+    taken = _context(tmp_path, "other")
+    taken.store.append("r1", list(enumerate(cut, start=1)))
+    assert execute(taken, spec, order=order)["status"] == "success"
+    events = _events(taken.store)
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    resumes = [
+        (e["seq"], e["max_steps"], e["max_tokens"]) for e in events if e["type"] == "run_resumed"
+    ]
+    # The order's, once; then the recovery's, which keeps the limits and sets none.
+    assert resumes == [(after + 1, 3, 200), (after + 3, 3, None)]

@@ -10,6 +10,9 @@ that is not read-only is answered `interrupted`, because its `tool_call_started`
 committed before it ran. DBOS keeps the queue, the concurrency limits, who runs what, and
 the exactly-once outcome; the log stays the one truth of the run, stored once (events,
 never states, never pickle: inputs and outputs are DBOS's portable JSON).
+
+`ruizn resume --db` queues a second kind of workflow, `RUN/resume-K`, whose input is a
+`resume.ResumeOrder`: the same function with the order's new limits (see resume.py).
 """
 
 from __future__ import annotations
@@ -26,8 +29,15 @@ from dbos import DBOS, DBOSConfig, WorkflowSerializationFormat
 
 from ruizn.effects.logfile import LOG_NAME
 from ruizn.events import RunStarted
-from ruizn.fleet.driver import RunSpec, ToolsFactory, continue_run, start_run
+from ruizn.fleet.driver import (
+    RunSpec,
+    ToolsFactory,
+    continue_run,
+    resume_stopped_run,
+    start_run,
+)
 from ruizn.fleet.goals import spec_from_json
+from ruizn.fleet.resume import RESUME_WORKFLOW, ResumeOrder, order_from_json
 from ruizn.fleet.sink import FleetSink
 from ruizn.fleet.store import EventStore
 from ruizn.reducers import fold, start
@@ -81,7 +91,19 @@ def run_workflow(data: dict[str, Any]) -> dict[str, Any]:
     return execute(context, spec_from_json(data))
 
 
-def execute(ctx: FleetContext, spec: RunSpec) -> dict[str, Any]:
+@DBOS.workflow(name=RESUME_WORKFLOW, serialization_type=WorkflowSerializationFormat.PORTABLE)
+def resume_workflow(data: dict[str, Any]) -> dict[str, Any]:
+    context = _Launched.context
+    assert context is not None, "the fleet was not launched in this process"
+    order = order_from_json(data)
+    return execute(context, order.spec, order=order)
+
+
+def execute(
+    ctx: FleetContext, spec: RunSpec, *, order: ResumeOrder | None = None
+) -> dict[str, Any]:
+    """Run, recover or resume one run. Safe to call again for the same run at any point (a
+    DBOS recovery does): what the stored events already hold is never done twice."""
     if not spec.workspace:
         spec = evolve(spec, workspace=ctx.workspace)
     store = ctx.store
@@ -92,7 +114,22 @@ def execute(ctx: FleetContext, spec: RunSpec) -> dict[str, Any]:
     # (tokens of a call in flight when the process died) are dropped, on this machine or
     # not, so the file and the export stay equal byte for byte.
     store.export(spec.run_id, path)
-    if state is None or state.status is Status.RUNNING:
+    if order is not None and state is None:
+        raise FleetLogError(f"run {spec.run_id} has no stored events to resume from")
+    if order is not None and state is not None and state.last_seq == order.after_seq:
+        # The order is not applied yet: the run still ends where it ended when it was given.
+        sink = FleetSink(path, store=store, run_id=spec.run_id)
+        state = resume_stopped_run(
+            spec,
+            state,
+            sink,
+            ctx.tools,
+            max_steps=order.max_steps,
+            max_tokens=order.max_tokens,
+        )
+    elif state is None or state.status is Status.RUNNING:
+        # A new run, or one a crash interrupted (a resume order's included, once its
+        # run_resumed is stored): it goes on within the limits it has.
         sink = FleetSink(path, store=store, run_id=spec.run_id)
         if state is None:
             state = start_run(spec, sink, ctx.tools)

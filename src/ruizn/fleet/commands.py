@@ -1,4 +1,4 @@
-"""The fleet's commands: batch, worker, submit, and `--db` for runs/show/replay.
+"""The fleet's commands: batch, worker, submit, and `--db` for runs/show/replay/resume.
 
 Only click is imported at the top: `ruizn --help` must not pay for DBOS or SQLAlchemy, and
 ruizn without the `fleet` extra still runs single goals. Everything else loads inside the
@@ -17,7 +17,14 @@ DB_HELP = "The fleet's Postgres URL (env RUIZN_DB)."
 
 
 def _common(f: Any) -> Any:
-    from ruizn.config import DEFAULT_MODEL, DEFAULT_SYSTEM
+    from ruizn.config import (
+        DEFAULT_MAX_RETRIES,
+        DEFAULT_MAX_STEPS,
+        DEFAULT_MAX_TOKENS,
+        DEFAULT_MODEL,
+        DEFAULT_READ_TIMEOUT,
+        DEFAULT_SYSTEM,
+    )
 
     options = [
         click.option(
@@ -27,11 +34,23 @@ def _common(f: Any) -> Any:
             show_default=True,
             help="Model of runs whose line names none.",
         ),
-        click.option("--max-steps", type=click.IntRange(min=1), default=20, show_default=True),
-        click.option("--max-tokens", type=click.IntRange(min=1), default=4096, show_default=True),
+        click.option(
+            "--max-steps",
+            type=click.IntRange(min=1),
+            default=DEFAULT_MAX_STEPS,
+            show_default=True,
+        ),
+        click.option(
+            "--max-tokens",
+            type=click.IntRange(min=1),
+            default=DEFAULT_MAX_TOKENS,
+            show_default=True,
+        ),
         click.option("--system", default=DEFAULT_SYSTEM, help="System prompt."),
-        click.option("--read-timeout", type=click.FloatRange(min=0.1), default=60.0),
-        click.option("--max-retries", type=click.IntRange(min=0), default=4),
+        click.option(
+            "--read-timeout", type=click.FloatRange(min=0.1), default=DEFAULT_READ_TIMEOUT
+        ),
+        click.option("--max-retries", type=click.IntRange(min=0), default=DEFAULT_MAX_RETRIES),
     ]
     for option in reversed(options):
         f = option(f)
@@ -122,7 +141,7 @@ def register(cli: click.Group) -> None:
         cli.add_command(command)
 
 
-# `--db` for the reading commands, called from ruizn.shell.cli.
+# `--db` for runs/show/replay/resume, called from ruizn.shell.cli.
 
 
 def runs_db(db: str) -> int:
@@ -141,3 +160,16 @@ def replay_db(db: str, run: str, *, as_json: bool) -> int:
     from ruizn.fleet.run_worker import show_db as show
 
     return show(db, run, what="replay", as_json=as_json)
+
+
+def resume_db(
+    db: str,
+    run: str,
+    *,
+    max_steps: int | None,
+    max_tokens: int | None,
+    read_timeout: float | None,
+) -> int:
+    from ruizn.fleet.run_worker import resume_db as resume
+
+    return resume(db, run, max_steps=max_steps, max_tokens=max_tokens, read_timeout=read_timeout)

@@ -16,8 +16,13 @@ from pathlib import Path
 import anyio
 from attrs import frozen
 
-from ruizn.config import DEFAULT_RETRY_BASE_DELAY, RunConfig
-from ruizn.decide import plan_resume
+from ruizn.config import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_READ_TIMEOUT,
+    DEFAULT_RETRY_BASE_DELAY,
+    RunConfig,
+)
+from ruizn.decide import ResumePlan, plan_resume
 from ruizn.effects.sandbox import workspace_sandbox
 from ruizn.effects.sink import EventSink
 from ruizn.effects.tool_loader import collect_tools
@@ -32,7 +37,9 @@ ToolsFactory = Callable[[Path], Sequence[BaseTool]]
 
 @frozen(kw_only=True)
 class RunSpec:
-    """What a fleet run needs to start: the goal and the run options of `ruizn run`."""
+    """What a fleet run needs to start: the goal and the run options of `ruizn run`.
+
+    The defaults are RunConfig's (config.py is their one home)."""
 
     run_id: str
     goal: str
@@ -41,8 +48,8 @@ class RunSpec:
     max_tokens: int
     system: str
     workspace: str
-    read_timeout: float = 60.0
-    max_retries: int = 4
+    read_timeout: float = DEFAULT_READ_TIMEOUT
+    max_retries: int = DEFAULT_MAX_RETRIES
 
 
 class ToolsFromError(ValueError):
@@ -128,6 +135,33 @@ def continue_run(
     plan = plan_resume(state, max_steps=state.max_steps, max_tokens=None)
     if plan is None:
         return state
+    return _resumed(spec, state, plan, writer, extra)
+
+
+def resume_stopped_run(
+    spec: RunSpec,
+    state: ExecutionContext,
+    writer: EventSink,
+    extra: ToolsFactory | None,
+    *,
+    max_steps: int | None,
+    max_tokens: int | None,
+) -> ExecutionContext:
+    """A stopped run (max_steps, error, cut at max_tokens) goes on with the limits a person
+    gave, as `ruizn resume --max-steps/--max-tokens` would. Raises `decide.ResumeRefused`."""
+    plan = plan_resume(state, max_steps=max_steps, max_tokens=max_tokens)
+    if plan is None:
+        return state
+    return _resumed(spec, state, plan, writer, extra)
+
+
+def _resumed(
+    spec: RunSpec,
+    state: ExecutionContext,
+    plan: ResumePlan,
+    writer: EventSink,
+    extra: ToolsFactory | None,
+) -> ExecutionContext:
     runner = _runner(_config(spec), writer, extra, state)
     runner.resume(plan)
     return anyio.run(runner.drive)

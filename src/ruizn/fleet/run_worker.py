@@ -157,16 +157,11 @@ def submit(
     else:
         specs = [RunSpec(**{**spec_to_json(defaults), "run_id": new_run_id()})]
     store = _store(db)
-    from dbos import DBOS, DBOSClient, WorkflowSerializationFormat
+    from dbos import WorkflowSerializationFormat
 
-    from ruizn.fleet.app import APP_VERSION, QUEUE, WORKFLOW, quiet_dbos
+    from ruizn.fleet.app import APP_VERSION, QUEUE, WORKFLOW
 
-    quiet_dbos()
-    try:
-        DBOS.migrate(db)  # the queue's tables, if no worker has started yet
-        client = DBOSClient(system_database_url=db)
-    except Exception as exc:
-        fail(f"cannot reach the database: {str(exc).splitlines()[0][:200]}")
+    client = _client(db)
     try:
         for spec in specs:
             store.note_submitted(spec.run_id, goal=spec.goal)
@@ -185,6 +180,145 @@ def submit(
         client.destroy()
         store.close()
     return 0
+
+
+def _client(db: str) -> Any:
+    from dbos import DBOS, DBOSClient
+
+    from ruizn.fleet.app import quiet_dbos
+
+    quiet_dbos()
+    try:
+        DBOS.migrate(db)  # the queue's tables, if no worker has started yet
+        return DBOSClient(system_database_url=db)
+    except Exception as exc:
+        fail(f"cannot reach the database: {str(exc).splitlines()[0][:200]}")
+
+
+def resume_db(
+    db: str,
+    run: str,
+    *,
+    max_steps: int | None,
+    max_tokens: int | None,
+    read_timeout: float | None,
+) -> int:
+    """`ruizn resume --db`: check the run can go on, then queue an order for the workers (see
+    fleet/resume.py). Nothing is written or queued when it cannot."""
+    store = _store(db)
+    client = _client(db)
+    try:
+        plan = _queue_resume(
+            store,
+            client,
+            run,
+            max_steps=max_steps,
+            max_tokens=max_tokens,
+            read_timeout=read_timeout,
+            where=_safe(db),
+        )
+    finally:
+        client.destroy()
+        store.close()
+    limits = f"max_steps {plan.max_steps}"
+    if plan.max_tokens is not None:
+        limits += f", max_tokens {plan.max_tokens}"
+    print(f"{run} queued to resume on the fleet ({limits})", flush=True)
+    return 0
+
+
+def _queue_resume(
+    store: Any,
+    client: Any,
+    run: str,
+    *,
+    max_steps: int | None,
+    max_tokens: int | None,
+    read_timeout: float | None,
+    where: str,
+) -> Any:
+    """The plan queued (a `decide.ResumePlan`); one line and exit 2 when nothing is."""
+    from attrs import evolve
+    from dbos import WorkflowSerializationFormat
+
+    # Not exported by dbos (pinned to 3.4.x in pyproject): raised by the "reject" policy.
+    from dbos._error import DBOSWorkflowIDInUseError
+
+    from ruizn.fleet.app import APP_VERSION, QUEUE, FleetLogError, replay_lines
+    from ruizn.fleet.resume import (
+        RESUME_WORKFLOW,
+        FleetResumeRefused,
+        ResumeOrder,
+        RunNotStored,
+        Workflow,
+        check_resume,
+        next_resume_id,
+        order_to_json,
+        resume_prefix,
+        spec_of_run,
+    )
+    from ruizn.reducers import InvalidTransition
+    from ruizn.serde import DecodeError
+
+    statuses = [
+        *client.list_workflows(workflow_ids=[run], load_output=False),
+        # A prefix is a LIKE pattern to the database: `_` in a run id matches any character.
+        *(
+            w
+            for w in client.list_workflows(
+                workflow_id_prefix=resume_prefix(run), load_input=False, load_output=False
+            )
+            if w.workflow_id.startswith(resume_prefix(run))
+        ),
+    ]
+    workflows = [
+        Workflow(workflow_id=w.workflow_id, status=w.status, executor=w.executor_id)
+        for w in statuses
+    ]
+    try:
+        state = replay_lines(store.lines(run))
+    except (FleetLogError, DecodeError, InvalidTransition) as exc:
+        fail(f"run {run}: its events in the database do not replay: {exc}")
+    try:
+        plan = check_resume(run, state, workflows, max_steps=max_steps, max_tokens=max_tokens)
+    except RunNotStored:
+        fail(f"no run {run!r} in the database {where}")
+    except FleetResumeRefused as exc:
+        fail(str(exc))
+    assert state is not None  # check_resume refuses a run with no events
+    submitted = next((_submitted_spec(w.input) for w in statuses if w.workflow_id == run), None)
+    spec = spec_of_run(state, submitted)
+    if read_timeout is not None:
+        spec = evolve(spec, read_timeout=read_timeout)
+    order = ResumeOrder(
+        spec=spec, after_seq=state.last_seq, max_steps=plan.max_steps, max_tokens=plan.max_tokens
+    )
+    workflow_id = next_resume_id(run, (w.workflow_id for w in workflows))
+    try:
+        with store.queueing(run) as conn:
+            client.enqueue_in_transaction(
+                conn,
+                {
+                    "queue_name": QUEUE,
+                    "workflow_name": RESUME_WORKFLOW,
+                    "workflow_id": workflow_id,
+                    "workflow_id_reuse_policy": "reject",
+                    "app_version": APP_VERSION,
+                    "serialization_type": WorkflowSerializationFormat.PORTABLE,
+                },
+                order_to_json(order),
+            )
+    except DBOSWorkflowIDInUseError:
+        fail(f"run {run} was queued to resume by another command just now ({workflow_id})")
+    return plan
+
+
+def _submitted_spec(stored: Any) -> dict[str, Any] | None:
+    """The spec a run's workflow was enqueued with (DBOS keeps `{"args": [spec], ...}`)."""
+    args = stored.get("args") if isinstance(stored, dict) else None
+    if args and isinstance(args[0], dict) and "goal" in args[0]:
+        return dict(args[0])
+    return None
 
 
 def list_runs_db(db: str) -> int:

@@ -12,6 +12,7 @@ second executor that wrongly runs the same run: its first diverging line is refu
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -212,6 +213,19 @@ class EventStore:
                         updated=now,
                     )
                 )
+
+    @contextlib.contextmanager
+    def queueing(self, run_id: str) -> Iterator[sa.Connection]:
+        """A transaction that marks a known run queued again. The caller enqueues the run's
+        workflow in it (the queue lives in the same database), so the mark and the queue
+        entry commit together or not at all, and no worker can take the run in between."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                sa.update(RUNS)
+                .where(RUNS.c.run_id == run_id)
+                .values(status="queued", updated=time.time())
+            )
+            yield conn
 
     def runs(self) -> list[RunRow]:
         with self.engine.connect() as conn:

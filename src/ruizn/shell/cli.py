@@ -336,7 +336,12 @@ def replay_command(
     default=None,
     help="A new max_tokens per call (lets an answer cut at max_tokens go on).",
 )
-@click.option("--read-timeout", type=float, default=DEFAULT_READ_TIMEOUT, help="See `ruizn run`.")
+@click.option(
+    "--read-timeout",
+    type=float,
+    default=None,
+    help=f"See `ruizn run` (default {DEFAULT_READ_TIMEOUT:g}; with --db: the run's own).",
+)
 @_mcp_header_option
 @click.option(
     "--approve",
@@ -352,39 +357,83 @@ def replay_command(
 )
 @click.option("--reason", default=None, help="Why the calls are denied (the model is told).")
 @_where_options
+@_db_option
+@click.pass_context
 def resume_command(
+    ctx: click.Context,
+    /,
     run: str,
     *,
     max_steps: int | None,
     max_tokens: int | None,
-    read_timeout: float,
+    read_timeout: float | None,
     mcp_headers: tuple[str, ...],
     approve: tuple[str, ...],
     deny: tuple[str, ...],
     reason: str | None,
     workspace: str,
     log_dir: str | None,
+    db: str | None,
 ) -> None:
     """Continue RUN where it stopped, appending to the same log (and to its MCP servers).
 
     A run that waits for approval goes on with --approve/--deny deciding its calls (at a
-    terminal, ruizn asks about any call they leave waiting).
+    terminal, ruizn asks about any call they leave waiting). With --db, RUN is a fleet's run:
+    it is queued again and a worker continues it.
     """
     from ruizn.shell.session import config_from_options, resume_run
 
-    config_from_options(read_timeout=read_timeout)  # checked like run's (no nan, no 0)
+    if read_timeout is not None:
+        config_from_options(read_timeout=read_timeout)  # checked like run's (no nan, no 0)
+    if db is not None:
+        _refuse_local_options(ctx)
+        from ruizn.fleet.commands import resume_db
+
+        raise Exit(
+            resume_db(
+                db, run, max_steps=max_steps, max_tokens=max_tokens, read_timeout=read_timeout
+            )
+        )
     raise Exit(
         resume_run(
             run,
             root=_root(workspace, log_dir),
             max_steps=max_steps,
             max_tokens=max_tokens,
-            read_timeout=read_timeout,
+            read_timeout=DEFAULT_READ_TIMEOUT if read_timeout is None else read_timeout,
             mcp_headers=mcp_headers,
             approve=approve,
             deny=deny,
             reason=None if reason is None else _checked_text("--reason", reason),
         )
+    )
+
+
+# Options of a local resume that a fleet's resume cannot honour: the worker that takes the
+# run has its own workspace, logs and tools, and nobody to ask about tool calls.
+_LOCAL_ONLY = {
+    "approve": "--approve",
+    "deny": "--deny",
+    "reason": "--reason",
+    "mcp_headers": "--mcp-header",
+    "workspace": "--workspace",
+    "log_dir": "--log-dir",
+}
+
+
+def _refuse_local_options(ctx: click.Context) -> None:
+    given = [
+        flag
+        for name, flag in _LOCAL_ONLY.items()
+        if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+    ]
+    if not given:
+        return
+    source = ctx.get_parameter_source("db")
+    db = "--db (from RUIZN_DB)" if source is click.core.ParameterSource.ENVIRONMENT else "--db"
+    fail(
+        f"{', '.join(given)}: not with {db}: a fleet's run is continued by a worker, with the"
+        " worker's workspace, logs and tools, and no one to decide tool calls"
     )
 
 
