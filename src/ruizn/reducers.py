@@ -43,6 +43,7 @@ from ruizn.state import (
     ToolCall,
     ToolResultBlock,
     ToolUseBlock,
+    TurnResults,
 )
 
 
@@ -326,7 +327,7 @@ def _on_llm_response(state: ExecutionContext, event: LlmResponse) -> ExecutionCo
         stop_reason=event.stop_reason,
         continuing=event.stop_reason == PAUSE_STOP and not calls,
         turn_calls=calls,
-        turn_results=(None,) * len(calls),
+        turn_results=TurnResults(len(calls)),
         turn_open=len(calls),
         turn_approvals=(None,) * len(calls),
         turn_index={call.id: i for i, call in enumerate(calls)},
@@ -340,7 +341,7 @@ def _turn_position(state: ExecutionContext, tool_use_id: str, what: str) -> int:
     index = state.turn_index.get(tool_use_id)
     if index is None:
         raise InvalidTransition(f"{what} for {tool_use_id!r}, which the model did not ask for")
-    if state.turn_results[index] is not None:
+    if state.turn_results.get(index) is not None:
         raise InvalidTransition(f"{what} for {tool_use_id!r}, which is answered already")
     return index
 
@@ -377,7 +378,7 @@ def _on_tool_call_finished(state: ExecutionContext, event: ToolCallFinished) -> 
             raise InvalidTransition(
                 f"tool_call_finished for the denied call {event.id!r} is not a denied result"
             )
-    results = (*state.turn_results[:index], event.result, *state.turn_results[index + 1 :])
+    results = state.turn_results.answer(index, event.result)  # O(1): see TurnResults
     in_flight = state.tools_in_flight
     if event.id in in_flight:
         in_flight = tuple(i for i in in_flight if i != event.id)
@@ -403,7 +404,7 @@ def _on_tool_call_finished(state: ExecutionContext, event: ToolCallFinished) -> 
         phase=Phase.READY,
         messages=(*state.messages, answer),
         turn_calls=(),
-        turn_results=(),
+        turn_results=TurnResults(),
         turn_open=0,
         turn_approvals=(),
         turn_index={},

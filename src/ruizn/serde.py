@@ -23,8 +23,10 @@ from ruizn.state import (
     Status,
     TextBlock,
     ThinkingBlock,
+    ToolResult,
     ToolResultBlock,
     ToolUseBlock,
+    TurnResults,
 )
 from ruizn.toolsource import SourceKind
 
@@ -71,6 +73,14 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(Status, lambda value, _: Status(value))
     converter.register_structure_hook(Phase, lambda value, _: Phase(value))
     converter.register_structure_hook(SourceKind, lambda value, _: SourceKind(value))
+    # The turn's results are shown, and stored, as the list they stand for.
+    converter.register_unstructure_hook(
+        TurnResults, lambda results: converter.unstructure(results.as_tuple())
+    )
+    converter.register_structure_hook(
+        TurnResults,
+        lambda value, _: TurnResults.of(converter.structure(value, tuple[ToolResult | None, ...])),
+    )
     return converter
 
 

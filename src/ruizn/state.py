@@ -7,6 +7,7 @@ replayed without copies. Only `ruizn.reducers` builds new states, with `attrs.ev
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator
 from typing import Any, Literal
 
 from attrs import field, frozen
@@ -79,6 +80,84 @@ class ToolResult:
     @classmethod
     def error(cls, error_type: ErrorType, content: str) -> ToolResult:
         return cls(content=content, is_error=True, error_type=error_type.value)
+
+
+class TurnResults:
+    """The results of a turn's calls, by position (None: not answered yet). An immutable
+    value: it equals, iterates and unstructures as that tuple.
+
+    Answering one call costs O(1), not a copy of the turn: a turn can hold ten thousand
+    calls, and a tuple rebuilt per answer made such a turn (and its replay) quadratic.
+    Versions share one dict of answers, in the order they came, and each version sees the
+    first `_seen` of them. `answer` on the newest version extends the dict; on an older one
+    (a branch: replaying a prefix twice, a law that reduces one state two ways) it first
+    copies what that version sees. No version ever shows anything but what it showed.
+    """
+
+    __slots__ = ("_answers", "_seen", "_size")
+
+    def __init__(
+        self,
+        size: int = 0,
+        _answers: dict[int, tuple[int, ToolResult]] | None = None,
+        _seen: int = 0,
+    ) -> None:
+        self._size = size
+        self._answers: dict[int, tuple[int, ToolResult]] = {} if _answers is None else _answers
+        self._seen = _seen
+
+    @classmethod
+    def of(cls, results: tuple[ToolResult | None, ...]) -> TurnResults:
+        made = cls(len(results))
+        for index, result in enumerate(results):
+            if result is not None:
+                made = made.answer(index, result)
+        return made
+
+    def get(self, index: int) -> ToolResult | None:
+        if not 0 <= index < self._size:
+            raise IndexError(index)
+        entry = self._answers.get(index)
+        return entry[1] if entry is not None and entry[0] < self._seen else None
+
+    def answer(self, index: int, result: ToolResult) -> TurnResults:
+        """This version with call `index` answered (which it must not be yet)."""
+        if self.get(index) is not None:
+            raise ValueError(f"call {index} of the turn is answered already")
+        answers = self._answers
+        if len(answers) != self._seen:  # an older version: branch off with a copy
+            answers = {i: entry for i, entry in answers.items() if entry[0] < self._seen}
+        answers[index] = (self._seen, result)
+        return TurnResults(self._size, answers, self._seen + 1)
+
+    @property
+    def answered(self) -> int:
+        return self._seen
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __iter__(self) -> Iterator[ToolResult | None]:
+        return iter(self.as_tuple())
+
+    def as_tuple(self) -> tuple[ToolResult | None, ...]:
+        results: list[ToolResult | None] = [None] * self._size
+        for index, (position, result) in self._answers.items():
+            if position < self._seen:
+                results[index] = result
+        return tuple(results)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, TurnResults):
+            return self.as_tuple() == other.as_tuple()
+        if isinstance(other, tuple):
+            return self.as_tuple() == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # compares by value, like the tuple it shows
+
+    def __repr__(self) -> str:
+        return f"TurnResults({self.as_tuple()!r})"
 
 
 @frozen(kw_only=True)
@@ -203,7 +282,7 @@ class ExecutionContext:
     # not answered yet). When every call is answered they are merged into one user message,
     # in the order the model asked (see reducers._on_tool_call_finished).
     turn_calls: tuple[ToolCall, ...] = ()
-    turn_results: tuple[ToolResult | None, ...] = ()
+    turn_results: TurnResults = field(factory=TurnResults)
     turn_open: int = 0
     # Per call of turn_calls: None (no approval asked for) or where its request stands.
     turn_approvals: tuple[Approval | None, ...] = ()
