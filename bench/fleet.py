@@ -166,7 +166,7 @@ def bench_postgres(url: str, db: str, runs: int) -> list[str]:
     return out
 
 
-def bench_takeover(db: str) -> str:
+def bench_takeover(db: str) -> str | None:
     """Kill a worker mid-run; time from the kill to the run going on elsewhere."""
     server, url = start_server("--tool-loop", "2", "--trickle", "0.05")
     try:
@@ -207,7 +207,7 @@ def bench_takeover(db: str) -> str:
             heir.send_signal(signal.SIGTERM)
             heir.wait(20)
             if not resumed:
-                return "| takeover | the run finished before the kill; nothing measured |"
+                return None  # the run ended before the kill (a slow start): try again
             return (
                 f"| takeover (--dead-after 2, heir already up) |"
                 f" {resumed[0]['ts'] - killed:.2f} s from kill -9 to run_resumed |"
@@ -235,7 +235,14 @@ def main() -> int:
                 with postgres_server() as db:
                     for line in () if args.takeover_only else bench_postgres(url, db, runs):
                         print(line, flush=True)
-                    print(bench_takeover(db), flush=True)
+                    for _ in range(3):
+                        taken = bench_takeover(db)
+                        if taken is not None:
+                            break
+                    print(
+                        taken or "| takeover | the run ended before the kill, 3 times |",
+                        flush=True,
+                    )
             except NoPostgres as exc:
                 print(f"| Postgres | not measured: {exc} |")
     finally:
