@@ -130,7 +130,14 @@ def test_bad_numbers_are_one_line_and_create_nothing(workspace: Path) -> None:
 def test_a_closed_pipe_is_no_error_for_any_command(workspace: Path) -> None:
     for n in range(3):
         run_cli(["run", "--model", "test", "--goal", f"goal {n}"], workspace=workspace)
-    for args in (["runs"], ["show", "last"], ["replay", "last"], ["replay", "last", "--json"]):
+    for args in (
+        ["runs"],
+        ["show", "last"],
+        ["replay", "last"],
+        ["replay", "last", "--json"],
+        ["tools"],
+        ["tools", "--json"],
+    ):
         proc = subprocess.Popen(
             [*ruizn_command(), *args],
             cwd=workspace,

@@ -277,15 +277,20 @@ def tools_command(
         }
         for loaded in toolbox.tools
     ]
-    if as_json:
-        click.echo(json.dumps(listed, ensure_ascii=False, indent=2))
-        return
-    for loaded, entry in zip(toolbox.tools, listed, strict=True):
-        click.echo(f"{entry['name']}  ({loaded.source.describe()})")
-        for line in str(entry["description"]).splitlines():
-            click.echo(f"  {line}".rstrip())
-        schema = json.dumps(entry["input_schema"], ensure_ascii=False, separators=(",", ":"))
-        click.echo(f"  input schema: {schema}")
+
+    def show() -> int:
+        if as_json:
+            click.echo(json.dumps(listed, ensure_ascii=False, indent=2))
+            return EXIT_OK
+        for loaded, entry in zip(toolbox.tools, listed, strict=True):
+            click.echo(f"{entry['name']}  ({loaded.source.describe()})")
+            for line in str(entry["description"]).splitlines():
+                click.echo(f"  {line}".rstrip())
+            schema = json.dumps(entry["input_schema"], ensure_ascii=False, separators=(",", ":"))
+            click.echo(f"  input schema: {schema}")
+        return EXIT_OK
+
+    raise Exit(_reading(show))
 
 
 def _reading(command: Callable[[], int]) -> int:
