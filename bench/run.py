@@ -905,6 +905,9 @@ def replay_section(plan: Plan, ws: Path, data: dict[str, Any]) -> list[Row]:
             seconds[size].append(max(proc.wall - base, 1e-6))
         rss[size] = max(p.rss_kb for p in procs)
         rate = [size / s for s in seconds[size]]
+        # Judged from 100,000 events: 10,000 take about 0.025 s inside a 0.13 s process
+        # whose start-up alone swings by tens of ms, so that rate is shown, not judged.
+        judged = size >= 100_000
         rows.append(
             (
                 f"`ruizn replay --json`, {size:,} events (events/s, start-up subtracted)",
@@ -913,8 +916,8 @@ def replay_section(plan: Plan, ws: Path, data: dict[str, Any]) -> list[Row]:
                 f" {spread(startups[-plan.replay_reps :], '{:.2f}')} s; peak RSS"
                 f" {rss[size] / 1024:.0f} MB",
                 "",
-                "≥ 200,000/s",
-                met(med(rate) >= 200_000),
+                "≥ 200,000/s" if judged else "shown, not judged: mostly start-up",
+                met(med(rate) >= 200_000) if judged else "",
             )
         )
         path.unlink()
