@@ -36,6 +36,7 @@ def batch(
     from ruizn.fleet.driver import RunSpec, ToolsFromError, load_tools_factory
     from ruizn.fleet.goals import GoalsError, read_goals, spec_to_json
     from ruizn.fleet.store import EventStore, StoreUnreachable
+    from ruizn.store import default_root
 
     folder = Path(workspace).resolve()
     defaults = RunSpec(
@@ -57,7 +58,7 @@ def batch(
         fail(str(exc))
     if any(s.model != "test" for s in specs) and not os.environ.get("ANTHROPIC_API_KEY"):
         fail("ANTHROPIC_API_KEY is not set: set it, or give the runs model 'test' (offline)")
-    root = (Path(log_dir) if log_dir is not None else folder / ".ruizn" / "runs").resolve()
+    root = default_root(folder, log_dir).resolve()
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

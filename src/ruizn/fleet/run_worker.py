@@ -39,6 +39,7 @@ def work(
 
     from ruizn.fleet.app import QUEUE, launch
     from ruizn.fleet.driver import ToolsFromError, load_tools_factory
+    from ruizn.store import default_root
 
     try:
         tools = load_tools_factory(tools_from)
@@ -46,7 +47,7 @@ def work(
         fail(str(exc))
     name = worker_id or f"{socket.gethostname()}-{os.getpid()}"
     folder = Path(workspace).resolve()
-    root = (Path(log_dir) if log_dir is not None else folder / ".ruizn" / "runs").resolve()
+    root = default_root(folder, log_dir).resolve()
     root.mkdir(parents=True, exist_ok=True)
 
     def say(message: str) -> None:
