@@ -48,9 +48,9 @@ from ruizn.events import (
 from ruizn.serde import encode
 
 LOCK_NAME = "lock"
+RECOVERY_NAME = "events.recovered.jsonl"
 # Makes what was written to a file descriptor durable (os.fdatasync, or a test's recorder).
 DataSync = Callable[[int], None]
-RECOVERY_NAME = "events.recovered.jsonl"
 # A reader probing the lock holds it shared for microseconds; a writer that meets such a
 # probe tries again for this long before it calls the run busy.
 _LOCK_PATIENCE = 0.5
@@ -214,7 +214,7 @@ class EventWriter:
                 self._sync(wait=kind in _SYNC_NOW)
         except OSError as exc:
             raise LogWriteError(_describe(exc, self.path)) from None
-        if type(event) in _STEP_ENDS and not self._lost and not self._still_ours():
+        if kind in _STEP_ENDS and not self._lost and not self._still_ours():
             self._lost = True
             raise LogLost(
                 f"the event log {self.path} was deleted or replaced while the run wrote it;"
