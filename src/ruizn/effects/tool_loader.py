@@ -258,6 +258,9 @@ def _load_source(source: ToolSource, workspace: Workspace, timeout: float) -> tu
                 if entry_point.name == source.ref:
                     return _load_entry_point(entry_point)
             raise ToolLoadError(f"no installed plug-in is named {source.ref!r}")
+        case SourceKind.MCP:
+            # Not loaded here: its server lists it again when the run's servers start.
+            raise ToolLoadError(f"{source.tool} is MCP tool {source.ref}: its server provides it")
 
 
 def _entry_points() -> tuple[importlib.metadata.EntryPoint, ...]:
