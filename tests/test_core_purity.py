@@ -25,6 +25,8 @@ CORE = (
     "serde",
     "reducers",
     "decide",
+    "rules",
+    "version",
     "request",
     "format",
     "config",

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from ruizn.config import RunSettings
 from ruizn.events import LlmCallStarted, LlmResponse, RunStarted, ToolCallStarted
 from ruizn.fleet.app import FleetContext, execute
 from ruizn.fleet.driver import RunSpec
@@ -34,12 +35,14 @@ def test_a_tool_in_flight_at_the_crash_is_answered_interrupted_and_never_run_aga
             ts=1.0,
             run_id="r1",
             goal="note it",
-            model="test",
-            max_steps=5,
-            max_tokens=100,
-            system="s",
-            tools=(NoteTool(workspace).schema(),),
-            workspace=str(workspace),
+            settings=RunSettings(
+                model="test",
+                max_steps=5,
+                max_tokens=100,
+                system="s",
+                tools=(NoteTool(workspace).schema(),),
+                workspace=str(workspace),
+            ),
         ),
         LlmCallStarted(seq=2, ts=1.0, step=1),
         LlmResponse(
