@@ -27,6 +27,7 @@ CORE = (
     "decide",
     "rules",
     "version",
+    "grant",
     "request",
     "format",
     "config",

@@ -18,15 +18,22 @@ import contextlib
 import inspect
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
-from attrs import asdict, evolve, frozen
+from attrs import asdict, evolve, field, frozen
 
-from ruizn.config import TEST_MODEL, ConfigError, JsonObject, RunSettings, settings_from
-from ruizn.decide import ResumeRefused, plan_resume, resume_decisions
+from ruizn.config import (
+    TEST_MODEL,
+    ApprovalMode,
+    ConfigError,
+    JsonObject,
+    RunSettings,
+    settings_from,
+)
+from ruizn.decide import ResumePlan, ResumeRefused, plan_resume, resume_decisions
 from ruizn.effects.approval import ApproveFunction, Approver, CallbackApprover
 from ruizn.effects.function_model import FunctionModel, ReplyFunction
 from ruizn.effects.mcp_config import MCPServer
@@ -35,7 +42,9 @@ from ruizn.effects.sandbox import workspace_sandbox
 from ruizn.effects.sink import EventSink, MemorySink
 from ruizn.effects.tool_loader import Toolbox
 from ruizn.effects.tools import BaseTool, ToolRegistry
-from ruizn.events import Event
+from ruizn.effects.trust import NOT_STARTED_HERE, TrustStore
+from ruizn.events import Event, RunStarted
+from ruizn.grant import Grant, grant_of
 from ruizn.redact import Redactor
 from ruizn.redact import api_key_problem as key_whitespace_problem
 from ruizn.runner import AgentRunner, Subscriber
@@ -63,6 +72,35 @@ class RunResult:
     """The final state; `ruizn.replay(log_path)` rebuilds exactly this."""
 
 
+def _ids(ids: Iterable[str]) -> tuple[str, ...]:
+    return tuple(ids)
+
+
+@frozen(kw_only=True)
+class Resume:
+    """How a stopped run goes on (`Agent.resume`, `ruizn resume`)."""
+
+    max_steps: int | None = None
+    """The run's new step total (None: another batch as big as the first after max_steps,
+    else the run's own)."""
+    max_tokens: int | None = None
+    """A new per-call limit (lets an answer cut at max_tokens go on)."""
+    approve: tuple[str, ...] = field(default=(), converter=_ids)
+    """Waiting tool calls to approve, by id, or "all"."""
+    deny: tuple[str, ...] = field(default=(), converter=_ids)
+    """Waiting tool calls to deny, by id, or "all"."""
+    reason: str | None = None
+    """Why the calls are denied (the model is told)."""
+    approval: ApprovalMode | None = None
+    """A new approval mode for the rest of the run (None: the run's own)."""
+    trust: bool = False
+    """Accept the grant of a run ruizn did not start here (or whose log changed)."""
+    read_timeout: float | None = None
+    """This session's stream timeout (None: the run's own)."""
+    vouched: bool = False
+    """The store vouches for the run (a fleet's database): no trust record is needed."""
+
+
 class NothingToResume(ResumeRefused):
     """The run finished with success: there is nothing to go on with."""
 
@@ -73,21 +111,50 @@ class NothingToResume(ResumeRefused):
         self.state = state
 
 
+class UntrustedRun(Exception):
+    """A run ruizn did not start on this machine (or whose log changed since it last wrote
+    it): its log is not obeyed until a person accepts what it would grant (`trust=True`)."""
+
+    def __init__(self, run_id: str, reason: str, grant: Grant) -> None:
+        super().__init__(
+            f"run {run_id} {reason}: its log would grant {grant.summary()};"
+            f" check it, then resume with --trust"
+        )
+        self.run_id = run_id
+        self.reason = reason
+        self.grant = grant
+
+
 class Session:
     """One run, built and begun (or resumed), not yet driven. `await drive()` runs it to its
     end; `state` is where it stands at any moment (after a cancellation too)."""
 
-    def __init__(self, runner: AgentRunner, run_id: str, log_path: Path | None) -> None:
+    def __init__(
+        self,
+        runner: AgentRunner,
+        run_id: str,
+        log_path: Path | None,
+        *,
+        trust: tuple[TrustStore, RunStarted] | None = None,
+    ) -> None:
         self.runner = runner
         self.run_id = run_id
         self.log_path = log_path
+        self._trust = trust
 
     @property
     def state(self) -> ExecutionContext:
         return self.runner.state
 
     async def drive(self) -> RunResult:
-        return self.result(await self.runner.drive())
+        try:
+            return self.result(await self.runner.drive())
+        finally:
+            # The log stands as this session left it (finished, or cancelled and closed).
+            if self._trust is not None and self.log_path is not None:
+                store, first = self._trust
+                with contextlib.suppress(OSError):
+                    store.closed(first, self.log_path)
 
     def result(self, state: ExecutionContext | None = None) -> RunResult:
         state = self.state if state is None else state
@@ -119,7 +186,8 @@ class Agent:
         log_dir: str | Path | None = None,
         subscribers: Iterable[Subscriber] = (),
         on_notice: Notice | None = None,
-        environ: dict[str, str] | None = None,
+        environ: Mapping[str, str] | None = None,
+        trust_store: TrustStore | None = None,
         **options: Any,
     ) -> None:
         """`options` are `RunSettings`' fields (system, workspace, max_steps, max_tokens,
@@ -142,7 +210,8 @@ class Agent:
         `store` is where runs live (default: `log_dir`, else WORKSPACE/.ruizn/runs);
         `log=False` keeps a run's events in memory only. `subscribers` see every event after
         it is logged (the CLI's printer); `on_notice` gets one-line notices (a plug-in left
-        out, an MCP server restarted)."""
+        out, an MCP server restarted). `trust_store` is the record of the runs this user's
+        ruizn started (default: under the user's state directory; see `resume`)."""
         base = settings if settings is not None else RunSettings()
         if isinstance(model, str):
             options["model"] = model
@@ -165,7 +234,8 @@ class Agent:
         self._log_dir = log_dir
         self._subscribers = tuple(subscribers)
         self._notice: Notice = on_notice or (lambda _text: None)
-        self._environ = os.environ if environ is None else environ
+        self._environ: Mapping[str, str] = os.environ if environ is None else environ
+        self._trust = trust_store if trust_store is not None else TrustStore.from_env(self._environ)
 
     # -- the public face ----------------------------------------------------------------------
 
@@ -182,53 +252,21 @@ class Agent:
         async for event in self._streamed(lambda: self.start(goal)):
             yield event
 
-    def resume(
-        self,
-        run: str | Path,
-        *,
-        max_steps: int | None = None,
-        max_tokens: int | None = None,
-        approve: Sequence[str] = (),
-        deny: Sequence[str] = (),
-        reason: str | None = None,
-    ) -> RunResult:
-        """Continue a stopped run in the same log (blocking); see `resume_async`."""
-        return anyio.run(
-            lambda: self.resume_async(
-                run,
-                max_steps=max_steps,
-                max_tokens=max_tokens,
-                approve=approve,
-                deny=deny,
-                reason=reason,
-            )
-        )
+    def resume(self, run: str | Path, **options: Any) -> RunResult:
+        """Continue a stopped run in the same log (blocking); `options` are `Resume`'s
+        fields. See `resume_async`."""
+        return anyio.run(lambda: self.resume_async(run, **options))
 
-    async def resume_async(
-        self,
-        run: str | Path,
-        *,
-        max_steps: int | None = None,
-        max_tokens: int | None = None,
-        approve: Sequence[str] = (),
-        deny: Sequence[str] = (),
-        reason: str | None = None,
-    ) -> RunResult:
+    async def resume_async(self, run: str | Path, **options: Any) -> RunResult:
         """Continue `run` (an id, `last`, a run folder or an events.jsonl) where it stopped,
-        with the same tools and MCP servers. `max_steps` is the run's new total (default:
-        another batch as big as the first, after max_steps); `max_tokens` a new per-call
-        limit; `approve`/`deny` (ids, or "all") decide the calls it waits on, `reason` says
-        why to the model. Raises `NothingToResume` for a run that succeeded, `ResumeRefused`
-        for limits or decisions that cannot apply, `RunLocked` while another process writes
-        it."""
-        async with self.start_resume(
-            run,
-            max_steps=max_steps,
-            max_tokens=max_tokens,
-            approve=approve,
-            deny=deny,
-            reason=reason,
-        ) as session:
+        with the same tools and MCP servers, appending to its log. `options` are `Resume`'s
+        fields (the new limits, decisions for the calls it waits on, `trust`...).
+
+        Raises `UntrustedRun` for a run ruizn did not start on this machine (or whose log
+        changed since) unless `trust=True`, `NothingToResume` for a run that succeeded,
+        `ResumeRefused` for limits or decisions that cannot apply, `RunLocked` while another
+        process writes it. Nothing is written, imported or started before those checks."""
+        async with self.start_resume(run, Resume(**options)) as session:
             return await session.drive()
 
     def store(self) -> RunStore:
@@ -258,25 +296,23 @@ class Agent:
         log_path = root / run_id / "events.jsonl" if store is not None else None
         try:
             async with self._open(settings, root, run_id, sink, None) as (runner, settings):
-                runner.begin(run_id=run_id, goal=goal, settings=settings)
-                yield Session(runner, run_id, log_path)
+                first = runner.begin(run_id=run_id, goal=goal, settings=settings)
+                trust = None
+                if log_path is not None:
+                    # This user's ruizn started the run: it may resume it as recorded.
+                    self._trust.opened(first, log_path)
+                    trust = (self._trust, first)
+                yield Session(runner, run_id, log_path, trust=trust)
         finally:
             sink.close()  # the runner closed it if it ran; a run that never began has none
 
     @contextlib.asynccontextmanager
     async def start_resume(
-        self,
-        run: str | Path,
-        *,
-        max_steps: int | None = None,
-        max_tokens: int | None = None,
-        approve: Sequence[str] = (),
-        deny: Sequence[str] = (),
-        reason: str | None = None,
-        read_timeout: float | None = None,
+        self, run: str | Path, request: Resume | None = None
     ) -> AsyncIterator[Session]:
         """A stopped run, replayed and resumed (its run_resumed written), held open around
         the drive. Everything is checked before a line is written."""
+        request = Resume() if request is None else request
         if not self._log:
             raise ConfigError("an agent with log=False keeps no runs to resume")
         store = self.store()
@@ -284,43 +320,83 @@ class Agent:
         # The lock first: nobody may append while we read the log and decide.
         writer = store.append_writer(ref)
         try:
-            replayed = store.load(ref, torn=None)
+            seen: list[Event] = []
+            replayed = store.load(ref, on_event=lambda e: None if seen else seen.append(e))
             state = replayed.state
-            plan = plan_resume(state, max_steps=max_steps, max_tokens=max_tokens)
+            first = seen[0]
+            assert isinstance(first, RunStarted)
+            plan = plan_resume(state, max_steps=request.max_steps, max_tokens=request.max_tokens)
             if plan is None:
-                if approve or deny:  # a decision for a run that waits for none is a mistake
+                if request.approve or request.deny:  # a decision for a run that waits for none
                     raise ResumeRefused(
                         f"run {state.run_id} finished with {state.status.value}:"
                         " no call awaits approval"
                     )
                 raise NothingToResume(state)
-            settings = state.settings
-            if self._model is not None and not isinstance(self._model, str):
-                pass  # the caller's model serves the run; its recorded id stays
-            elif isinstance(self._model, str) and self._model != settings.model:
+            plan = self._trusted_plan(state, first, ref.path, plan, request)
+            settings = evolve(
+                state.settings,
+                workspace=plan.workspace or state.settings.workspace,
+                approval=plan.approval or state.settings.approval,
+            )
+            if isinstance(self._model, str) and self._model != settings.model:
                 raise ConfigError(
                     f"run {state.run_id} uses model {settings.model}, not {self._model}"
                 )
             if not _is_folder(settings.workspace):
                 raise ResumeRefused(f"the run's workspace {settings.workspace} no longer exists")
-            if read_timeout is not None:  # this session's stream timeout, not a run setting
-                settings = evolve(settings, read_timeout=read_timeout)
+            if request.read_timeout is not None:  # this session's stream timeout only
+                settings = evolve(settings, read_timeout=request.read_timeout)
             root = ref.path.parent.parent
             async with self._open(settings, root, ref.run_id, writer, state) as (runner, _):
                 decisions = resume_decisions(
                     state,
                     runner.needs_approval,
-                    approve=tuple(approve),
-                    deny=tuple(deny),
-                    reason=reason,
+                    approve=request.approve,
+                    deny=request.deny,
+                    reason=request.reason,
                 )
                 if replayed.torn is not None:
                     # Only the unfinished last write is cut; every whole line stays.
                     store.cut(ref, replayed.torn.offset)
+                trust = None
+                if request.vouched:
+                    trust = None  # the store vouches for its runs (a fleet's database)
+                else:
+                    self._trust.opened(first, ref.path)
+                    trust = (self._trust, first)
                 runner.resume(plan, torn_bytes=_torn(replayed), decisions=decisions)
-                yield Session(runner, ref.run_id, ref.path)
+                yield Session(runner, ref.run_id, ref.path, trust=trust)
         finally:
             writer.close()
+
+    def _trusted_plan(
+        self,
+        state: ExecutionContext,
+        first: RunStarted,
+        log: Path,
+        plan: ResumePlan,
+        request: Resume,
+    ) -> ResumePlan:
+        """The plan with what trust decides. A run this user's ruizn started (its record
+        matches the log) goes on as recorded, with what the command line overrides. Any other
+        goes on only if a person accepted its grant (`trust`), and then in the folder that
+        person names, and never with an `always` approval they did not give now."""
+        approval = request.approval
+        if request.vouched or self._trust.problem(first, log) is None:
+            return evolve(plan, approval=approval)
+        if not request.trust:
+            reason = self._trust.problem(first, log) or NOT_STARTED_HERE
+            raise UntrustedRun(state.run_id, reason, grant_of(state.settings))
+        here = str(_resolved(self.settings.workspace))
+        if here != str(_resolved(state.settings.workspace)):
+            raise ResumeRefused(
+                f"run {state.run_id} names the workspace {state.settings.workspace}, not"
+                f" {here}: run from there, or give --workspace {state.settings.workspace}"
+            )
+        if approval is None and state.settings.approval == "always":
+            approval = "ask"  # an `always` read from a log is never applied silently
+        return evolve(plan, workspace=here, approval=approval)
 
     @contextlib.asynccontextmanager
     async def _open(
@@ -551,4 +627,12 @@ def run(goal: str, **options: Any) -> RunResult:
     return Agent(**options).run(goal)
 
 
-__all__: Sequence[str] = ("Agent", "NothingToResume", "RunResult", "Session", "run")
+__all__: Sequence[str] = (
+    "Agent",
+    "NothingToResume",
+    "Resume",
+    "RunResult",
+    "Session",
+    "UntrustedRun",
+    "run",
+)

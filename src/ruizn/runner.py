@@ -110,7 +110,7 @@ class AgentRunner:
             self._tokens = 0
         return self._state
 
-    def begin(self, *, run_id: str, goal: str, settings: RunSettings) -> None:
+    def begin(self, *, run_id: str, goal: str, settings: RunSettings) -> RunStarted:
         """Start a new run with `settings` as the builder filled them in (the workspace
         resolved, the tools' sources): its first event is checked, then written. The tools it
         records are the ones this runner offers."""
@@ -125,6 +125,7 @@ class AgentRunner:
         state = start(event)  # checked before it is written, like every other event
         self._publish(event)
         self._state = state
+        return event
 
     def resume(
         self,

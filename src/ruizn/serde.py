@@ -12,8 +12,8 @@ from typing import Any
 
 import cattrs
 import orjson
-from cattrs.v import format_exception
 from attrs import evolve
+from cattrs.v import format_exception
 
 from ruizn.config import ConfigError
 from ruizn.events import EVENT_TYPES, SCHEMA_VERSION, Event, LlmToken, RunStarted

@@ -12,7 +12,7 @@ from typing import Literal
 
 from attrs import field, frozen
 
-from ruizn.config import JsonObject as JsonObject  # re-exported: the records use it
+from ruizn.config import JsonObject as JsonObject  # noqa: PLC0414 - re-exported for the records
 from ruizn.config import RunSettings
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from ruizn.config import DEFAULT_READ_TIMEOUT
+from ruizn.config import APPROVAL_MODES, DEFAULT_READ_TIMEOUT
 from ruizn.shell.exits import EXIT_CANCELLED, EXIT_OK, EXIT_USAGE, Exit, echo_error, fail
 from ruizn.shell.options import (
     UsageFailure,
@@ -197,6 +197,18 @@ def replay_command(
     help="Deny the waiting tool call ID, or all of them (repeatable).",
 )
 @click.option("--reason", default=None, help="Why the calls are denied (the model is told).")
+@click.option(
+    "--approval",
+    type=click.Choice(APPROVAL_MODES),
+    default=None,
+    help="A new approval mode for the rest of the run (default: the run's own).",
+)
+@click.option(
+    "--trust",
+    is_flag=True,
+    help="Resume a run ruizn did not start on this machine (or whose log changed) after"
+    " checking what its log grants (ruizn show RUN).",
+)
 @where_options
 @db_option
 @click.pass_context
@@ -212,6 +224,8 @@ def resume_command(
     approve: tuple[str, ...],
     deny: tuple[str, ...],
     reason: str | None,
+    approval: str | None,
+    trust: bool,
     workspace: str,
     log_dir: str | None,
     db: str | None,
@@ -235,21 +249,22 @@ def resume_command(
                 db, run, max_steps=max_steps, max_tokens=max_tokens, read_timeout=read_timeout
             )
         )
+    from ruizn.agent import Resume
+
     agent = terminal_agent(
         settings_or_fail(workspace=workspace), log_dir=log_dir, mcp_headers=mcp_headers
     )
-    raise Exit(
-        resume_run(
-            agent,
-            run,
-            max_steps=max_steps,
-            max_tokens=max_tokens,
-            read_timeout=read_timeout,
-            approve=approve,
-            deny=deny,
-            reason=None if reason is None else checked_text("--reason", reason),
-        )
+    request = Resume(
+        max_steps=max_steps,
+        max_tokens=max_tokens,
+        read_timeout=read_timeout,
+        approve=approve,
+        deny=deny,
+        reason=None if reason is None else checked_text("--reason", reason),
+        approval=approval,  # type: ignore[arg-type]  # click.Choice of the modes
+        trust=trust,
     )
+    raise Exit(resume_run(agent, run, request))
 
 
 # Options of a local resume that a fleet's resume cannot honour: the worker that takes the
@@ -261,6 +276,8 @@ _LOCAL_ONLY = {
     "mcp_headers": "--mcp-header",
     "workspace": "--workspace",
     "log_dir": "--log-dir",
+    "approval": "--approval",
+    "trust": "--trust",
 }
 
 

@@ -17,6 +17,7 @@ from ruizn.effects.logfile import LogError, Replayed, TornTail
 from ruizn.effects.printer import StdoutPrinter
 from ruizn.events import Event, ToolCallFinished, ToolCallStarted
 from ruizn.format import human_seconds, tokens
+from ruizn.grant import grant_of
 from ruizn.serde import state_to_json
 from ruizn.shell.approval import describe_call
 from ruizn.shell.exits import EXIT_OK, fail
@@ -81,7 +82,7 @@ def _status_word(run: RunInfo) -> str:
     word = run.status
     if run.live and run.pid:
         return f"{word} (pid {run.pid})"
-    if run.live and run.worker:
+    if run.worker:  # a fleet's run: the worker that runs it, or ran it last
         return f"{word} ({run.worker})"
     pending = len(run.pending_approval)
     if pending and word != "awaiting_approval":  # stopped at the prompt (Ctrl-C, kill -9)
@@ -136,10 +137,18 @@ def show_run(store: RunStore, run: str) -> int:
         f"{name} x{count}" + (f" ({tally.errors[name]} failed)" if tally.errors[name] else "")
         for name, count in tally.calls.most_common()
     )
+    grant = grant_of(state.settings)
     lines = [
         ("run", state.run_id),
         ("goal", state.goal),
         ("model", state.settings.model),
+        ("workspace", grant.workspace),
+        (
+            "approval",
+            grant.approval + (" · secret files readable" if grant.allow_secret_files else ""),
+        ),
+        *(("tool code", module) for module in grant.tool_modules),
+        *(("mcp", server) for server in grant.mcp_servers),
         ("status", _status_word(found) + (f" · {state.error}" if state.error else "")),
         ("steps", f"{state.step} of {state.settings.max_steps}"),
         ("time", human_seconds(state.elapsed)),

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from attrs import evolve
 
-from ruizn.agent import Agent, NothingToResume, RunResult, Session
+from ruizn.agent import Agent, NothingToResume, Resume, RunResult, Session, UntrustedRun
 from ruizn.config import ConfigError, RunSettings
 from ruizn.decide import ResumeRefused
 from ruizn.effects.logfile import LogError
@@ -89,32 +90,39 @@ def new_run(agent: Agent, goal: str) -> int:
     return drive(lambda: agent.start(goal))
 
 
-def resume_run(
-    agent: Agent,
-    run: str,
-    *,
-    max_steps: int | None,
-    max_tokens: int | None,
-    read_timeout: float | None = None,
-    approve: tuple[str, ...] = (),
-    deny: tuple[str, ...] = (),
-    reason: str | None = None,
-) -> int:
+def resume_run(agent: Agent, run: str, request: Resume) -> int:
+    """Resume `run`. A run this ruizn did not start (or whose log changed) is shown with its
+    grant and put to the person at the terminal; with no terminal it is refused in one line
+    naming `--trust`, and nothing runs."""
     try:
-        return drive(
-            lambda: agent.start_resume(
-                run,
-                max_steps=max_steps,
-                max_tokens=max_tokens,
-                read_timeout=read_timeout,
-                approve=approve,
-                deny=deny,
-                reason=reason,
-            )
-        )
+        return drive(lambda: agent.start_resume(run, request))
     except NothingToResume as done:
         print(str(done))
         return EXIT_OK
+    except UntrustedRun as untrusted:
+        if request.trust or not _can_ask():
+            fail(str(untrusted))
+        if not _accepted(untrusted):
+            fail(f"run {untrusted.run_id} was not resumed: its grant was not accepted")
+    return resume_run(agent, run, evolve(request, trust=True))
+
+
+def _can_ask() -> bool:
+    return sys.stdin.isatty() and sys.stderr.isatty()
+
+
+def _accepted(untrusted: UntrustedRun) -> bool:
+    """Show what the log would grant, and ask."""
+    from ruizn.terminal import visible
+
+    echo_err(f"ruizn: run {visible(untrusted.run_id)} {untrusted.reason}. Its log would grant:")
+    for line in untrusted.grant.lines():
+        echo_err(f"  {visible(line)}")
+    if untrusted.grant.approval == "always":
+        echo_err("  (an `always` approval from a log is not applied: calls will be asked)")
+    echo_err("resume it with this? [y/N] ")
+    answer = sys.stdin.readline().strip().lower()
+    return answer in ("y", "yes")
 
 
 Opening = Callable[[], contextlib.AbstractAsyncContextManager[Session]]
