@@ -31,6 +31,7 @@ CORE = (
     "terminal",
     "redact",
     "toolsource",
+    "bounds",
 )
 # Modules directly in src/ruizn/ that are not core, each with its reason.
 NOT_CORE: dict[str, str] = {

@@ -15,6 +15,7 @@ from typing import assert_never
 
 from attrs import evolve
 
+from ruizn.bounds import deeper_than, too_deep
 from ruizn.config import APPROVAL_MODES
 from ruizn.events import (
     Event,
@@ -204,6 +205,8 @@ def reply_problem(content: tuple[ContentBlock, ...]) -> str | None:
                 return f"two tool_use blocks share the id {block.id!r}"
             if not block.name:
                 return f"tool_use {block.id!r} has no name"
+            if deeper_than(block.input):
+                return too_deep(f"tool_use {block.id!r} input")
             seen.add(block.id)
         elif isinstance(block, ToolResultBlock):
             return "an assistant turn holds a tool_result block"
