@@ -171,16 +171,27 @@ def launch(
         announce=announce,
     )
     quiet_dbos()
+    migrate(url, store)
     config: DBOSConfig = {
         "name": "ruizn",
         "system_database_url": url,
         "application_version": APP_VERSION,
         "executor_id": worker,
         "log_level": "CRITICAL",
+        "run_migrations": False,  # done just above, under the fleet's lock: launch verifies
     }
     DBOS(config=config)
     DBOS.launch()
     DBOS.register_queue(QUEUE, worker_concurrency=concurrency, polling_interval_sec=polling)
+
+
+def migrate(url: str, store: EventStore) -> None:
+    """Create or bring up to date DBOS's tables (the queue, the workflows), under the fleet's
+    schema lock. DBOS serialises its own migrations with an advisory lock too, but gives up
+    waiting after 30 seconds and migrates anyway; under ours, a second ruizn process waits
+    as long as the first takes, then finds the schema current and changes nothing."""
+    with store.schema_lock():
+        DBOS.migrate(url)
 
 
 def shutdown() -> None:

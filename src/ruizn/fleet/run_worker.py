@@ -39,6 +39,7 @@ def work(
 
     from ruizn.fleet.app import QUEUE, launch
     from ruizn.fleet.driver import ToolsFromError, load_tools_factory
+    from ruizn.fleet.store import StoreUnreachable
     from ruizn.store import default_root
 
     try:
@@ -83,17 +84,20 @@ def work(
     store.heartbeat(name)
     beater = threading.Thread(target=beat, name="ruizn-heartbeat", daemon=True)
     beater.start()
-    launch(
-        db,
-        store=store,
-        log_root=root,
-        worker=name,
-        concurrency=concurrency,
-        tools=tools,
-        workspace=str(folder),
-        polling=0.2,
-        announce=say,
-    )
+    try:
+        launch(
+            db,
+            store=store,
+            log_root=root,
+            worker=name,
+            concurrency=concurrency,
+            tools=tools,
+            workspace=str(folder),
+            polling=0.2,
+            announce=say,
+        )
+    except StoreUnreachable as exc:  # another process held the schema lock too long
+        fail(str(exc))
     # Loaded now, not by the first run: a run taken over from a dead worker should not
     # wait a second more for the SDK's import.
     import ruizn.effects.anthropic_provider  # noqa: F401
@@ -162,7 +166,7 @@ def submit(
 
     from ruizn.fleet.app import APP_VERSION, QUEUE, WORKFLOW
 
-    client = _client(db)
+    client = _client(db, store)
     try:
         for spec in specs:
             store.note_submitted(spec.run_id, goal=spec.goal)
@@ -183,14 +187,14 @@ def submit(
     return 0
 
 
-def _client(db: str) -> Any:
-    from dbos import DBOS, DBOSClient
+def _client(db: str, store: Any) -> Any:
+    from dbos import DBOSClient
 
-    from ruizn.fleet.app import quiet_dbos
+    from ruizn.fleet.app import migrate, quiet_dbos
 
     quiet_dbos()
     try:
-        DBOS.migrate(db)  # the queue's tables, if no worker has started yet
+        migrate(db, store)  # the queue's tables, if no worker has started yet
         return DBOSClient(system_database_url=db)
     except Exception as exc:
         fail(f"cannot reach the database: {str(exc).splitlines()[0][:200]}")
@@ -207,7 +211,7 @@ def resume_db(
     """`ruizn resume --db`: check the run can go on, then queue an order for the workers (see
     fleet/resume.py). Nothing is written or queued when it cannot."""
     store = _store(db)
-    client = _client(db)
+    client = _client(db, store)
     try:
         plan = _queue_resume(
             store,
