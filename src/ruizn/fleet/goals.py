@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,18 @@ class GoalsError(ValueError):
     """A goals file that cannot be read; the message names the line."""
 
 
+# A run id names a folder, a database row and a DBOS workflow, and is printed in every
+# listing: letters, digits and . _ - only, so it can be none of "..", a path, an option or a
+# control sequence.
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
 # Option name -> (type, check, what it must be).
 _OPTIONS: dict[str, tuple[type[Any], Any, str]] = {
-    "id": (str, lambda v: bool(v.strip()) and "/" not in v and v not in (".", ".."), "a run id"),
+    "id": (
+        str,
+        lambda v: RUN_ID.fullmatch(v) is not None,
+        "a run id (1-128 letters, digits, '.', '_' or '-', the first a letter or digit)",
+    ),
     "model": (str, lambda v: bool(v.strip()), "a model id"),
     "max_steps": (int, lambda v: v >= 1, "an integer >= 1"),
     "max_tokens": (int, lambda v: v >= 1, "an integer >= 1"),

@@ -12,6 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from ruizn.fleet.errors import fail, need_fleet_extra
+from ruizn.terminal import visible
+
+
+def shown(text: str) -> str:
+    """Text from the database, another worker or a plug-in, as one inert line: run ids,
+    goals and worker names may hold anything a DBOS client or an older ruizn stored."""
+    return visible(" ".join(text.split()))
 
 
 def _store(db: str) -> Any:
@@ -52,7 +59,7 @@ def work(
     root.mkdir(parents=True, exist_ok=True)
 
     def say(message: str) -> None:
-        print(f"[worker {name}] {message}", flush=True)
+        print(shown(f"[worker {name}] {message}"), flush=True)
 
     stop = threading.Event()
     launched = threading.Event()
@@ -328,23 +335,28 @@ def _submitted_spec(stored: Any) -> dict[str, Any] | None:
 
 def list_runs_db(db: str) -> int:
     store = _store(db)
-    from ruizn.fleet.app import replay_lines
+    from ruizn.fleet.app import FleetLogError, replay_lines
     from ruizn.format import human_seconds, tokens
+    from ruizn.reducers import InvalidTransition
+    from ruizn.serde import DecodeError
 
     print(
         f"{'RUN':<30} {'STATUS':<11} {'WORKER':<14} {'STEPS':>5} {'TIME':>7} {'IN':>9}"
         f" {'OUT':>7}  GOAL"
     )
     for row in store.runs():
-        state = replay_lines(store.lines(row.run_id))
+        status = row.status
+        try:
+            state = replay_lines(store.lines(row.run_id))
+        except (FleetLogError, DecodeError, InvalidTransition):
+            state, status = None, "unreadable"  # the others are still listed
         steps = str(state.step) if state else ""
         elapsed = human_seconds(state.elapsed) if state else ""
         used_in = tokens(state.usage.total_input_tokens) if state else ""
         used_out = tokens(state.usage.output_tokens) if state else ""
-        goal = " ".join(row.goal.split())
         print(
-            f"{row.run_id:<30} {row.status:<11} {row.worker or '-':<14} {steps:>5}"
-            f" {elapsed:>7} {used_in:>9} {used_out:>7}  {goal[:60]}"
+            f"{shown(row.run_id):<30} {shown(status):<11} {shown(row.worker or '-'):<14}"
+            f" {steps:>5} {elapsed:>7} {used_in:>9} {used_out:>7}  {shown(row.goal)[:60]}"
         )
     store.close()
     return 0
