@@ -14,7 +14,7 @@ import cattrs
 import orjson
 from attrs import evolve
 
-from ruizn.bounds import MAX_LINE_DEPTH, deeper_than, text_deeper_than, too_deep
+from ruizn.bounds import MAX_LINE_DEPTH, deeper_than, few_brackets, text_deeper_than, too_deep
 from ruizn.events import EVENT_TYPES, SCHEMA_VERSION, Event, LlmToken
 from ruizn.state import (
     ContentBlock,
@@ -163,8 +163,9 @@ def decode(line: str | bytes) -> Event:
             raise DecodeError(f"{tag}: missing field {exc.args[0]!r}") from None
         if type(seq) is int and type(ts) in (float, int) and type(text) is str:
             return LlmToken(seq=seq, ts=float(ts), text=text)  # other fields are never read
-    # Before cattrs, the reducer, the redactor or `repr` in an error walk it recursively.
-    if deeper_than(body, MAX_LINE_DEPTH):
+    # Before cattrs, the reducer, the redactor or `repr` in an error walk it recursively;
+    # most lines have too few brackets to be that deep, and skip the walk.
+    if not few_brackets(line, MAX_LINE_DEPTH) and deeper_than(body, MAX_LINE_DEPTH):
         raise DecodeError(_TOO_DEEP)
     try:
         event: Event = converter.structure(body, cls)

@@ -6,15 +6,13 @@ too deep is one error naming the line; never `internal error: RecursionError`.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ruizn.bounds import MAX_DEPTH, MAX_LINE_DEPTH
-from tests.cli.conftest import Result, cli_env, run_cli
+from tests.cli.conftest import Result, run_cli
 from tests.fakeapi import Raw, Stream, Text, ToolUse
 from tests.fakeapi.sse import encode
 
@@ -157,20 +155,12 @@ def test_a_planted_too_deep_line_is_one_error_naming_the_line(
         else f"line 3: the line is nested deeper than {MAX_LINE_DEPTH} levels"
     )
     for args in (["replay", str(log)], ["show", "last"], ["resume", "last"]):
-        proc = subprocess.run(
-            [sys.executable, "-m", "ruizn", *args],
-            cwd=workspace,
-            env=cli_env(None),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert proc.returncode == 2, (args, proc.stderr)
-        assert expected in proc.stderr, (args, proc.stderr)
-        assert "Traceback" not in proc.stderr
-        assert "RecursionError" not in proc.stderr
-        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        result = run_cli(args, workspace=workspace)
+        assert result.code == 2, (args, result.stderr)
+        assert expected in result.stderr, (args, result.stderr)
+        assert "Traceback" not in result.stderr
+        assert "RecursionError" not in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     listing = run_cli(["runs"], workspace=workspace)
     assert listing.code == 0
     assert "unreadable" in listing.stdout

@@ -42,6 +42,18 @@ def _one_inert_line(stderr: str, goals: Path) -> None:
     assert _raw_controls(stderr) == set()
 
 
+def _batch(goals: Path, workspace: Path, base_url: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*ruizn_command(), "batch", str(goals)],
+        cwd=workspace,
+        env=cli_env(base_url, PYTHONPATH=SUBPROCESS_PATH),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 def test_submit_refuses_an_id_with_control_codes_and_queues_nothing(
     fresh_db: str, workspace: Path
 ) -> None:
@@ -59,15 +71,7 @@ def test_batch_refuses_an_id_with_control_codes_and_runs_nothing(
 ) -> None:
     server = server_factory([Stream((Text("done"),))])
     goals = _hostile_goals(workspace)
-    proc = subprocess.run(
-        [*ruizn_command(), "batch", str(goals)],
-        cwd=workspace,
-        env=cli_env(server.base_url, PYTHONPATH=SUBPROCESS_PATH),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = _batch(goals, workspace, server.base_url)
     assert (proc.returncode, proc.stdout) == (2, "")
     _one_inert_line(proc.stderr, goals)
     assert server.requests == []
@@ -77,15 +81,7 @@ def test_batch_lines_show_a_hostile_goal_inert(workspace: Path, server_factory: 
     server = server_factory(lambda body, index: Stream((Text("done"),)))
     goals = workspace / "goals.jsonl"
     goals.write_text(json.dumps({"goal": "clear" + HOSTILE, "id": "g1"}) + "\n")
-    proc = subprocess.run(
-        [*ruizn_command(), "batch", str(goals)],
-        cwd=workspace,
-        env=cli_env(server.base_url, PYTHONPATH=SUBPROCESS_PATH),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = _batch(goals, workspace, server.base_url)
     assert proc.returncode == 0, proc.stderr
     assert "batch: 1 runs: 1 success" in proc.stdout
     assert "clear␛]0;pwned␇␛[2J\\x9b31m\\u202eevil" in proc.stdout
