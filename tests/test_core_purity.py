@@ -34,6 +34,7 @@ CORE = (
     "terminal",
     "redact",
     "toolsource",
+    "bounds",
 )
 # Modules directly in src/ruizn/ that are not core, each with its reason.
 NOT_CORE: dict[str, str] = {

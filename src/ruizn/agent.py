@@ -25,6 +25,7 @@ from typing import Any
 import anyio
 from attrs import asdict, evolve, field, frozen
 
+from ruizn.bounds import deeper_than, too_deep
 from ruizn.config import (
     TEST_MODEL,
     ApprovalMode,
@@ -420,6 +421,9 @@ class Agent:
                 lambda text: self._notice(f"mcp: {text}"),
             ) as (mcp_tools, mcp_records):
                 registry = ToolRegistry([*registry, *mcp_tools])
+                for schema in registry.tool_schemas():
+                    if state is None and deeper_than(schema):
+                        raise ConfigError(too_deep(f"the schema of tool {schema['name']!r}"))
                 if state is None:
                     sources = (*sources, *(_mcp_source(tool) for tool in mcp_tools))
                     settings = evolve(

@@ -38,6 +38,7 @@ from typing import assert_never
 
 from attrs import evolve
 
+from ruizn.bounds import deeper_than, too_deep
 from ruizn.events import (
     Event,
     LlmCallFailed,
@@ -129,6 +130,9 @@ def start(event: RunStarted) -> ExecutionContext:
     checked when the record was made: a log holding bad ones does not decode.)"""
     if event.seq != 1:
         raise InvalidTransition(f"run_started must have seq 1, not {event.seq}")
+    for schema in event.settings.tools:
+        if deeper_than(schema):
+            raise InvalidTransition(too_deep(f"the schema of tool {schema.get('name')!r}"))
     return ExecutionContext(
         run_id=event.run_id,
         goal=event.goal,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from attrs import frozen
 
+from ruizn.bounds import deeper_than, too_deep
 from ruizn.state import (
     ContentBlock,
     DecidedBy,
@@ -89,6 +90,8 @@ def reply_problem(content: tuple[ContentBlock, ...]) -> str | None:
                 return f"two tool_use blocks share the id {block.id!r}"
             if not block.name:
                 return f"tool_use {block.id!r} has no name"
+            if deeper_than(block.input):
+                return too_deep(f"tool_use {block.id!r} input")
             seen.add(block.id)
         elif isinstance(block, ToolResultBlock):
             return "an assistant turn holds a tool_result block"

@@ -129,6 +129,7 @@ class RunInfo:
     pid: int | None
     worker: str | None = None  # a fleet's run: the worker that runs (or last ran) it
     stored: str | None = None  # a fleet's run: its status in the fleet's table
+    goal: str | None = None  # a fleet's run: the goal it was submitted with
 
     @property
     def status(self) -> str:
@@ -138,7 +139,7 @@ class RunInfo:
         if self.stored == "queued" and self.error is None:
             return "queued"
         if self.replayed is None:
-            return "unreadable"
+            return self.stored if self.stored and self.error is None else "unreadable"
         state = self.replayed.state
         if state.status is Status.RUNNING:
             word = "running" if self.live else "interrupted"

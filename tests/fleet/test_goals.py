@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from ruizn.config import RunSettings
 from ruizn.fleet.driver import RunInput
-from ruizn.fleet.goals import GoalsError, read_goals
+from ruizn.fleet.goals import RUN_ID, GoalsError, read_goals
+from ruizn.terminal import visible
 
 DEFAULTS = RunInput(run_id="", goal="", settings=RunSettings(model="m", system="s", workspace="/w"))
 
@@ -50,3 +52,52 @@ def test_a_bad_goals_file_is_refused_naming_the_line(
         read_goals(goals(tmp_path, text), DEFAULTS)
     assert message in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+ID_RULE = "a run id (1-128 letters, digits, '.', '_' or '-', the first a letter or digit)"
+
+
+@pytest.mark.parametrize(
+    "run_id",
+    [
+        "\x1b]0;pwned\x07",  # a window title
+        "ok\x1b[2J",  # clear the screen
+        "ok\x9bm",  # a C1 CSI
+        "ok\u202egnp.exe",  # a bidi override
+        "line\nbreak",
+        "a b",
+        "",
+        ".",
+        "..",
+        "../escape",
+        "a/b",
+        ".hidden",
+        "-rf",
+        "_x",
+        "é",
+        "x" * 129,
+    ],
+)
+def test_a_run_id_outside_the_safe_set_is_refused_in_one_inert_line(
+    tmp_path: Path, run_id: str
+) -> None:
+    path = goals(tmp_path, '{"goal": "fine"}\n' + json.dumps({"goal": "x", "id": run_id}) + "\n")
+    with pytest.raises(GoalsError) as caught:
+        read_goals(path, DEFAULTS)
+    message = str(caught.value)
+    assert message.startswith(f"{path} line 2: 'id' must be {ID_RULE}, not ")
+    assert visible(message) == message  # json.dumps showed the id with its escapes
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("run_id", ["a", "Z9", "run-1.2_b", "x" * 128, "2026.01.01-x"])
+def test_a_run_id_in_the_safe_set_is_taken(tmp_path: Path, run_id: str) -> None:
+    path = goals(tmp_path, json.dumps({"goal": "x", "id": run_id}) + "\n")
+    assert [s.run_id for s in read_goals(path, DEFAULTS)] == [run_id]
+
+
+def test_made_up_run_ids_are_in_the_safe_set(tmp_path: Path) -> None:
+    path = goals(tmp_path, '{"goal": "a"}\n{"goal": "\\u001b]0;x\\u0007"}\n')
+    for prefix in (None, "20261204-042209-be6410"):
+        specs = read_goals(path, DEFAULTS, id_prefix=prefix)
+        assert all(RUN_ID.fullmatch(s.run_id) for s in specs)

@@ -38,12 +38,20 @@ def test_an_edited_run_started_is_refused_and_nothing_acts(
     store = TrustStore(tmp / "state")
     calls: list[str] = []
 
-    def model(request: dict[str, Any]) -> str:
+    def model(request: dict[str, Any]) -> ruizn.ModelReply:
         calls.append("model")
-        return "more"
+        call = ruizn.ToolUseBlock(id=f"toolu_{len(calls)}", name="ping", input={})
+        return ruizn.ModelReply(content=(call,), stop_reason="tool_use", usage=ruizn.Usage())
 
-    agent = ruizn.Agent(model, workspace=tmp, max_steps=1, trust_store=store, builtins=False)
+    def ping() -> str:
+        """Answer pong."""
+        return "pong"
+
+    agent = ruizn.Agent(
+        model, tools=[ping], workspace=tmp, max_steps=1, trust_store=store, builtins=False
+    )
     first = agent.run("say something")
+    assert first.status is ruizn.Status.MAX_STEPS  # a run that can go on
     assert first.log_path is not None
     log = first.log_path
     lines = log.read_text(encoding="utf-8").splitlines(keepends=True)
@@ -71,3 +79,29 @@ def test_an_edited_run_started_is_refused_and_nothing_acts(
         agent.resume(log, max_steps=5)
     assert log.read_bytes() == before
     assert calls == []
+
+
+def test_the_same_run_unedited_resumes(tmp_path: Path) -> None:
+    """The control: without an edit, the law's run goes on (so the refusals above are the
+    trust boundary at work, not a resume that could never succeed)."""
+    calls: list[str] = []
+
+    def model(request: dict[str, Any]) -> ruizn.ModelReply | str:
+        calls.append("model")
+        if len(calls) > 1:
+            return "done"
+        call = ruizn.ToolUseBlock(id="toolu_1", name="ping", input={})
+        return ruizn.ModelReply(content=(call,), stop_reason="tool_use", usage=ruizn.Usage())
+
+    def ping() -> str:
+        """Answer pong."""
+        return "pong"
+
+    store = TrustStore(tmp_path / "state")
+    agent = ruizn.Agent(
+        model, tools=[ping], workspace=tmp_path, max_steps=1, trust_store=store, builtins=False
+    )
+    first = agent.run("say something")
+    assert first.status is ruizn.Status.MAX_STEPS
+    assert agent.resume(first.run_id, max_steps=5).status is ruizn.Status.SUCCESS
+    assert calls == ["model", "model"]

@@ -35,6 +35,7 @@ from ruizn.fleet.driver import (
     resume_run,
     start_run,
 )
+from ruizn.fleet.goals import RUN_ID
 from ruizn.fleet.resume import RESUME_WORKFLOW, ResumeOrder, order_from_json
 from ruizn.fleet.runstore import DbRunStore
 from ruizn.fleet.store import EventStore
@@ -90,6 +91,10 @@ def execute(
 ) -> dict[str, Any]:
     """Run, recover or resume one run. Safe to call again for the same run at any point (a
     DBOS recovery does): what the stored events already hold is never done twice."""
+    if RUN_ID.fullmatch(run.run_id) is None:
+        # Anyone who can write to the database can queue a workflow: its id names a folder
+        # under the worker's log root, so it must be a run id and nothing else.
+        raise FleetLogError(f"the queued run id {run.run_id!r} is not a run id")
     run = placed(run, ctx.workspace)
     store = DbRunStore(ctx.store, ctx.log_root)
     ctx.store.note_run(run.run_id, goal=run.goal, status="running", worker=ctx.worker)
@@ -153,16 +158,27 @@ def launch(
         announce=announce,
     )
     quiet_dbos()
+    migrate(url, store)
     config: DBOSConfig = {
         "name": "ruizn",
         "system_database_url": url,
         "application_version": APP_VERSION,
         "executor_id": worker,
         "log_level": "CRITICAL",
+        "run_migrations": False,  # done just above, under the fleet's lock: launch verifies
     }
     DBOS(config=config)
     DBOS.launch()
     DBOS.register_queue(QUEUE, worker_concurrency=concurrency, polling_interval_sec=polling)
+
+
+def migrate(url: str, store: EventStore) -> None:
+    """Create or bring up to date DBOS's tables (the queue, the workflows), under the fleet's
+    schema lock. DBOS serialises its own migrations with an advisory lock too, but gives up
+    waiting after 30 seconds and migrates anyway; under ours, a second ruizn process waits
+    as long as the first takes, then finds the schema current and changes nothing."""
+    with store.schema_lock():
+        DBOS.migrate(url)
 
 
 def shutdown() -> None:

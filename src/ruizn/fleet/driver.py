@@ -16,6 +16,7 @@ from attrs import evolve, frozen
 
 from ruizn.agent import Agent
 from ruizn.config import RunSettings
+from ruizn.effects.tool_loader import describe_error
 from ruizn.effects.tools import BaseTool
 from ruizn.serde import converter
 from ruizn.state import ExecutionContext
@@ -61,8 +62,10 @@ def load_tools_factory(spec: str | None) -> ToolsFactory | None:
         raise ToolsFromError(f"--tools-from {spec!r}: expected MODULE:FUNCTION")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ToolsFromError(f"--tools-from {spec!r}: cannot import {module_name}: {exc}") from None
+    except (Exception, SystemExit) as exc:  # a broken module: one inert line, no traceback
+        raise ToolsFromError(
+            f"--tools-from {spec!r}: cannot import {module_name}: {describe_error(exc)}"
+        ) from None
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise ToolsFromError(f"--tools-from {spec!r}: {module_name} has no function {attr}")

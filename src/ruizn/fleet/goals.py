@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +24,15 @@ class GoalsError(ValueError):
     """A goals file that cannot be read; the message names the line."""
 
 
+# A run id names a folder, a database row and a DBOS workflow, and is printed in every
+# listing: letters, digits and . _ - only, so it can be none of "..", a path, an option or a
+# control sequence.
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+ID_RULE = "a run id (1-128 letters, digits, '.', '_' or '-', the first a letter or digit)"
+
+
 def _good_id(value: object) -> bool:
-    return (
-        isinstance(value, str)
-        and bool(value.strip())
-        and "/" not in value
-        and value not in (".", "..")
-    )
+    return isinstance(value, str) and RUN_ID.fullmatch(value) is not None
 
 
 def read_goals(
@@ -82,7 +85,7 @@ def _parse(
         raise GoalsError(f"{where}: 'goal' must be a non-empty string")
     run_id = body.pop("id", None)
     if run_id is not None and not _good_id(run_id):
-        raise GoalsError(f"{where}: 'id' must be a run id, not {json.dumps(run_id)}")
+        raise GoalsError(f"{where}: 'id' must be {ID_RULE}, not {json.dumps(run_id)}")
     unknown = sorted(set(body) - set(OPTIONS))
     if unknown:
         known = ", ".join(["goal", "id", *OPTIONS])

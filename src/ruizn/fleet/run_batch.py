@@ -12,6 +12,7 @@ from attrs import evolve
 
 from ruizn.config import RunSettings
 from ruizn.fleet.errors import fail, need_fleet_extra
+from ruizn.fleet.run_worker import shown
 from ruizn.format import human_seconds, tokens
 
 # Batch runs belong to one fixed executor id: a batch started again recovers them.
@@ -134,8 +135,8 @@ def _row(run_id: str, result: dict[str, Any]) -> str:
             f" out {tokens(int(result.get('output_tokens') or 0))}"
         )
     if result.get("error"):
-        parts.append(str(result["error"]).splitlines()[0][:120])
-    return " · ".join(parts)
+        parts.append(" ".join(str(result["error"]).split())[:120])
+    return shown(" · ".join(parts))
 
 
 def _summary(results: dict[str, dict[str, Any]], goals: dict[str, str]) -> None:
@@ -146,9 +147,9 @@ def _summary(results: dict[str, dict[str, Any]], goals: dict[str, str]) -> None:
     print(f"{'RUN':<28} {'STATUS':<10} {'STEPS':>5} {'TIME':>7} {'IN':>8} {'OUT':>7}  GOAL")
     for run_id, goal in goals.items():
         r = results[run_id]
-        goal_text = " ".join(goal.split())
+        goal_text = shown(goal)
         print(
-            f"{run_id:<28} {r.get('status')!s:<10} {r.get('steps', ''):>5}"
+            f"{shown(run_id):<28} {shown(str(r.get('status'))):<10} {r.get('steps', ''):>5}"
             f" {human_seconds(float(r.get('elapsed') or 0.0)):>7}"
             f" {tokens(int(r.get('input_tokens') or 0)):>8}"
             f" {tokens(int(r.get('output_tokens') or 0)):>7}  {goal_text[:60]}"

@@ -14,6 +14,13 @@ from attrs import evolve
 
 from ruizn.config import RunSettings
 from ruizn.fleet.errors import fail, need_fleet_extra
+from ruizn.terminal import visible
+
+
+def shown(text: str) -> str:
+    """Text from the database, another worker or a plug-in, as one inert line: run ids,
+    goals and worker names may hold anything a DBOS client or an older ruizn stored."""
+    return visible(" ".join(text.split()))
 
 
 def open_store(db: str) -> Any:
@@ -41,6 +48,7 @@ def work(
 
     from ruizn.fleet.app import QUEUE, launch
     from ruizn.fleet.driver import ToolsFromError, load_tools_factory
+    from ruizn.fleet.store import StoreUnreachable
     from ruizn.store import default_root
 
     try:
@@ -53,7 +61,7 @@ def work(
     root.mkdir(parents=True, exist_ok=True)
 
     def say(message: str) -> None:
-        print(f"[worker {name}] {message}", flush=True)
+        print(shown(f"[worker {name}] {message}"), flush=True)
 
     stop = threading.Event()
     launched = threading.Event()
@@ -85,17 +93,20 @@ def work(
     store.heartbeat(name)
     beater = threading.Thread(target=beat, name="ruizn-heartbeat", daemon=True)
     beater.start()
-    launch(
-        db,
-        store=store,
-        log_root=root,
-        worker=name,
-        concurrency=concurrency,
-        tools=tools,
-        workspace=str(folder),
-        polling=0.2,
-        announce=say,
-    )
+    try:
+        launch(
+            db,
+            store=store,
+            log_root=root,
+            worker=name,
+            concurrency=concurrency,
+            tools=tools,
+            workspace=str(folder),
+            polling=0.2,
+            announce=say,
+        )
+    except StoreUnreachable as exc:  # another process held the schema lock too long
+        fail(str(exc))
     # Loaded now, not by the first run: a run taken over from a dead worker should not
     # wait a second more for the SDK's import.
     import ruizn.effects.anthropic_provider  # noqa: F401
@@ -148,7 +159,7 @@ def submit(
 
     from ruizn.fleet.app import APP_VERSION, QUEUE, WORKFLOW
 
-    client = _client(db)
+    client = _client(db, store)
     try:
         for spec in specs:
             store.note_submitted(spec.run_id, goal=spec.goal)
@@ -169,14 +180,14 @@ def submit(
     return 0
 
 
-def _client(db: str) -> Any:
-    from dbos import DBOS, DBOSClient
+def _client(db: str, store: Any) -> Any:
+    from dbos import DBOSClient
 
-    from ruizn.fleet.app import quiet_dbos
+    from ruizn.fleet.app import migrate, quiet_dbos
 
     quiet_dbos()
     try:
-        DBOS.migrate(db)  # the queue's tables, if no worker has started yet
+        migrate(db, store)  # the queue's tables, if no worker has started yet
         return DBOSClient(system_database_url=db)
     except Exception as exc:
         fail(f"cannot reach the database: {str(exc).splitlines()[0][:200]}")
@@ -193,7 +204,7 @@ def resume_db(
     """`ruizn resume --db`: check the run can go on, then queue an order for the workers (see
     fleet/resume.py). Nothing is written or queued when it cannot."""
     store = open_store(db)
-    client = _client(db)
+    client = _client(db, store)
     try:
         plan = _queue_resume(
             store,

@@ -39,7 +39,7 @@ class DbRunStore:
         rows = sorted(self.events.runs(), key=lambda r: (r.submitted, r.run_id), reverse=True)
         for row in rows:
             ref = RunRef(run_id=row.run_id, path=self.root / row.run_id / LOG_NAME)
-            yield self._info(ref, row.status, row.worker)
+            yield self._info(ref, row.status, row.worker, goal=row.goal)
 
     def info(self, ref: RunRef, on_event: Callable[[Event], None] | None = None) -> RunInfo:
         row = next((r for r in self.events.runs() if r.run_id == ref.run_id), None)
@@ -51,6 +51,8 @@ class DbRunStore:
         stored: str | None,
         worker: str | None,
         on_event: Callable[[Event], None] | None = None,
+        *,
+        goal: str | None = None,
     ) -> RunInfo:
         replayed: Replayed | None = None
         error = None
@@ -68,6 +70,7 @@ class DbRunStore:
             pid=None,
             worker=worker,
             stored=stored,
+            goal=goal,
         )
 
     def load(

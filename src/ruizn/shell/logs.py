@@ -83,7 +83,7 @@ def _status_word(run: RunInfo) -> str:
     if run.live and run.pid:
         return f"{word} (pid {run.pid})"
     if run.worker:  # a fleet's run: the worker that runs it, or ran it last
-        return f"{word} ({run.worker})"
+        return f"{word} ({visible(run.worker)})"
     pending = len(run.pending_approval)
     if pending and word != "awaiting_approval":  # stopped at the prompt (Ctrl-C, kill -9)
         return f"{word}, {pending} awaiting approval"
@@ -102,9 +102,9 @@ def list_runs(store: RunStore) -> int:
     for run in runs:
         run_id = visible(run.run_id)
         if run.replayed is None:
-            word = run.status
+            word = visible(" ".join(run.status.split()))
             line = f"{run_id:<{idw}} {word:<17} {'':>5} {'':>7} {'':>9} {'':>7}  "
-            print(visible(line + " ".join(str(run.error or "").split()))[:width])
+            print(visible(line + " ".join(str(run.error or run.goal or "").split()))[:width])
             continue
         state = run.replayed.state
         row = (
