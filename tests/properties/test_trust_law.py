@@ -5,6 +5,7 @@ no tool run, no model asked."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import attrs
