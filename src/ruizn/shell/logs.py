@@ -92,8 +92,9 @@ def list_runs(root: Path) -> int:
     print(header)
     for run in iter_runs(root):
         if run.replayed is None:
-            line = f"{run.run_id:<22} {'unreadable':<17} {'':>5} {'':>7} {'':>9} {'':>7}  "
-            print(visible(line + " ".join(str(run.error).split()))[:width])
+            # The reason in full, not cut to the width: it names the file and why.
+            reason = " ".join(str(run.reason).split())
+            print(visible(f"{run.run_id:<22} {'unreadable':<17} {reason}"))
             continue
         state = run.replayed.state
         row = (
@@ -111,10 +112,9 @@ def show_run(run: str, root: Path) -> int:
     path = _resolve(run, root)
     tally = _Tally()
     found = info(path, on_event=tally)
-    if found.replayed is None:
-        read_run(path)  # prints the one-line error and exits 2
     replayed = found.replayed
-    assert replayed is not None
+    if replayed is None:
+        fail(visible(str(found.error)))
     if replayed.torn and not found.live:
         print(f"ruizn: warning: {replayed.torn.describe(path)}", file=sys.stderr)
     state = replayed.state
