@@ -46,3 +46,15 @@ def installed_plugin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert done.returncode == 0, f"pip could not install the test plug-in:\n{done.stderr}"
     return target
+
+
+PRECIOUS = "the user's own file\n"
+
+
+@pytest.fixture
+def precious(tmp_path: Path) -> Path:
+    """A file of the user's outside every run folder, for a planted link or hard link to
+    point at: nothing ruizn does may change it (it must still read PRECIOUS)."""
+    path = tmp_path / "precious.txt"
+    path.write_text(PRECIOUS)
+    return path

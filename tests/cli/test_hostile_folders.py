@@ -21,6 +21,7 @@ import pytest
 from ruizn.effects.logfile import MAX_LINE_BYTES
 from tests.cli.conftest import Result, cli_env, ruizn_command, run_cli
 from tests.cli.test_durability import _start, _wait_for_tokens
+from tests.conftest import PRECIOUS
 from tests.fakeapi import Stream, Text, ToolUse, tool_loop
 
 # A command that meets a planted file answers at once; this only stops a hang.
@@ -92,17 +93,15 @@ def server(server_factory: Any) -> Any:
 
 @pytest.mark.parametrize("log", ["whole", "garbage"])
 def test_a_lock_that_is_a_link_is_refused_and_its_target_untouched(
-    log: str, workspace: Path, server: Any, tmp_path: Path
+    log: str, workspace: Path, server: Any, tmp_path: Path, precious: Path
 ) -> None:
     run = _own_run(workspace, server)
-    precious = tmp_path / "precious.txt"
-    precious.write_text("the user's own file\n")
     (run / "lock").unlink()
     (run / "lock").symlink_to(precious)
     if log == "garbage":  # a log resume would refuse anyway: the lock comes first
         (run / "events.jsonl").write_text("not a log\n")
     _refused_resume(run, workspace, server, "lock", "symbolic link")
-    assert precious.read_text() == "the user's own file\n"
+    assert precious.read_text() == PRECIOUS
     assert (run / "lock").is_symlink()
     listed = _row(run_cli(["runs"], workspace=workspace, timeout=PROMPT), run.name)
     assert "unreadable" in listed
@@ -153,15 +152,13 @@ def test_a_run_folder_that_is_a_link_is_refused_and_nothing_lands_behind_it(
 
 
 def test_a_hard_linked_lock_is_refused_and_the_other_name_untouched(
-    workspace: Path, server: Any, tmp_path: Path
+    workspace: Path, server: Any, tmp_path: Path, precious: Path
 ) -> None:
     run = _own_run(workspace, server)
-    precious = tmp_path / "precious.txt"
-    precious.write_text("the user's own file\n")
     (run / "lock").unlink()
     os.link(precious, run / "lock")
     _refused_resume(run, workspace, server, "lock", "hard link")
-    assert precious.read_text() == "the user's own file\n"
+    assert precious.read_text() == PRECIOUS
 
 
 def test_a_hard_linked_log_is_read_but_never_written(
@@ -311,7 +308,7 @@ def test_only_a_last_line_without_its_newline_is_torn_and_cut(workspace: Path, s
 
 
 def test_the_recovery_copy_replaces_a_planted_link_instead_of_writing_through_it(
-    workspace: Path, server_factory: Any, tmp_path: Path
+    workspace: Path, server_factory: Any, tmp_path: Path, precious: Path
 ) -> None:
     server = server_factory(
         [
@@ -323,15 +320,13 @@ def test_the_recovery_copy_replaces_a_planted_link_instead_of_writing_through_it
             Stream((Text("done"),)),
         ]
     )
-    precious = tmp_path / "precious.txt"
-    precious.write_text("the user's own file\n")
     proc = _start(["run", "--goal", "x"], workspace, server.base_url)
     log = _wait_for_tokens(workspace / ".ruizn" / "runs", 1, proc)
     log.with_name("events.recovered.jsonl").symlink_to(precious)
     log.unlink()
     _, err = proc.communicate(timeout=PROMPT)
     assert "deleted or replaced" in err, err
-    assert precious.read_text() == "the user's own file\n"
+    assert precious.read_text() == PRECIOUS
     recovered = log.with_name("events.recovered.jsonl")
     assert not recovered.is_symlink()
     first = json.loads(recovered.read_text(encoding="utf-8").splitlines()[0])

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 
-from ruizn.effects.logfile import MAX_LINE_BYTES, Replayed, TornTail, replay_stream
+from ruizn.effects.logfile import MAX_LINE_BYTES
 from ruizn.effects.runfolder import RunFolder, UnsafeRunFile
 from ruizn.effects.sink import LogLost, LogWriteError
 from ruizn.events import (
@@ -124,6 +124,20 @@ def probe_lock(folder: RunFolder) -> tuple[bool, int | None]:
     finally:
         os.close(fd)  # closing drops the shared lock we may have taken
     return False, None
+
+
+def truncate_log(path: Path, offset: int) -> None:
+    """Cut a log to `offset` bytes (resume drops a torn last line), opened as a file ruizn
+    writes: never through a link, never a file with another name. Raises `LogWriteError`."""
+    try:
+        with RunFolder.open(path.parent) as folder:
+            fd = folder.open_file(path.name, os.O_WRONLY, write=True)
+        try:
+            os.ftruncate(fd, offset)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise LogWriteError(_why(exc, path)) from None
 
 
 class EventWriter:
@@ -214,31 +228,6 @@ class EventWriter:
                 os.close(root)
         self._identity = _identity(os.fstat(fd))
         self._new = False
-
-    def replay(
-        self,
-        on_event: Callable[[Event], None] | None = None,
-        torn: Callable[[TornTail], None] | None = None,
-    ) -> Replayed:
-        """What the log this writer holds says: the file it appends to, read through its own
-        descriptor (not whatever the path names by now). Raises `LogError`."""
-        if self._fd is None:
-            raise LogWriteError(f"the event log {self.path} is closed")
-        with open(os.dup(self._fd), "rb") as f:  # shares the offset; appends ignore it
-            f.seek(0)
-            return replay_stream(f, self.path, on_event=on_event, torn=torn)
-
-    def cut(self, tail: TornTail) -> None:
-        """Cut a torn last line off the log this writer holds, through its descriptor."""
-        if self._fd is None:
-            raise LogWriteError(f"the event log {self.path} is closed")
-        try:
-            size = os.fstat(self._fd).st_size
-            if size != tail.offset + tail.size:
-                raise LogWriteError(f"{self.path} changed since it was read; nothing was cut")
-            os.ftruncate(self._fd, tail.offset)
-        except OSError as exc:
-            raise LogWriteError(_describe(exc, self.path)) from None
 
     def __call__(self, event: Event) -> None:
         data = (encode(event) + "\n").encode()
