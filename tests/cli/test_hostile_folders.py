@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -207,26 +208,34 @@ def test_a_fifo_in_a_run_folder_hangs_no_command_and_the_others_are_listed(
 # -- size ------------------------------------------------------------------------------------
 
 
+# Runs the command given after the report file and writes that child's peak RSS there. A
+# child's ru_maxrss starts from its parent's RSS at the fork, so the measured command is
+# forked from this small launcher, not from the test process (hundreds of MB by now).
+_LAUNCHER = """
+import os, subprocess, sys
+proc = subprocess.Popen(sys.argv[2:])
+_, status, usage = os.wait4(proc.pid, 0)
+proc.returncode = 0
+with open(sys.argv[1], "w") as report:
+    report.write(str(usage.ru_maxrss * 1024))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def _measured(args: list[str], workspace: Path, server: Any) -> tuple[Result, int]:
-    """Run the CLI and return its result and its own peak RSS in bytes (wait4: this child
-    alone, not the largest child the test process ever had)."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(
-            [*ruizn_command(), *args],
+    """Run the CLI; its result and its own peak RSS in bytes (Linux reports kilobytes)."""
+    with tempfile.NamedTemporaryFile("r") as report:
+        proc = subprocess.run(
+            [sys.executable, "-c", _LAUNCHER, report.name, *ruizn_command(), *args],
             cwd=workspace,
             env=cli_env(server.base_url),
-            stdout=out,
-            stderr=err,
+            capture_output=True,
             text=True,
+            timeout=PROMPT,
+            check=False,
         )
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            proc.returncode = 0  # reaped by wait4: Popen must not wait for it again
-        out.seek(0)
-        err.seek(0)
-        result = Result(os.waitstatus_to_exitcode(status), out.read(), err.read(), workspace)
-    return result, usage.ru_maxrss * 1024  # Linux reports kilobytes
+        peak = int(report.read())
+    return Result(proc.returncode, proc.stdout, proc.stderr, workspace), peak
 
 
 def test_a_2gb_last_line_is_refused_in_bounded_memory_and_nothing_is_cut(
