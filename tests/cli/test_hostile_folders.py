@@ -302,15 +302,26 @@ def test_only_a_last_line_without_its_newline_is_torn_and_cut(workspace: Path, s
     run = _own_run(workspace, server)
     log = run / "events.jsonl"
     whole = log.read_bytes()
+    torn = whole.splitlines(keepends=True)[-1].rstrip(b"\n")
     with log.open("ab") as f:  # a well-formed event, but its newline never reached the disk
-        f.write(whole.splitlines(keepends=True)[-1].rstrip(b"\n"))
+        f.write(torn)
+    lines = whole.count(b"\n")
+    replayed = run_cli(["replay", run.name], workspace=workspace)
+    assert replayed.code == 0, replayed.stderr
+    assert f"line {lines + 1} is torn" in replayed.stderr
+    # The bytes were added by the test, not by a ruizn that died writing them: --trust.
     resumed = run_cli(
-        ["resume", run.name, "--max-steps", "5"], workspace=workspace, base_url=server.base_url
+        ["resume", run.name, "--max-steps", "5", "--trust"],
+        workspace=workspace,
+        base_url=server.base_url,
     )
     assert resumed.code == 0, resumed.stderr
-    assert "torn" in resumed.stderr
-    assert log.read_bytes().startswith(whole)
-    assert json.loads(log.read_bytes().splitlines()[-1])["status"] == "success"
+    after = log.read_bytes()
+    assert after.startswith(whole)
+    events = [json.loads(line) for line in after[len(whole) :].splitlines()]
+    assert events[0]["type"] == "run_resumed"  # the torn bytes are gone, not left before it
+    assert events[0]["torn_bytes"] == len(torn)
+    assert events[-1]["status"] == "success"
 
 
 # -- the recovery copy -----------------------------------------------------------------------

@@ -19,6 +19,7 @@ from attrs import evolve
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ruizn.config import RunSettings
 from ruizn.decide import CallModel, next_action
 from ruizn.effects.anthropic_provider import AnthropicProvider, BodyEncoder
 from ruizn.effects.provider import ModelReply, ProviderConfigError, ProviderError
@@ -592,10 +593,12 @@ def _state(turns: int) -> ExecutionContext:
     return ExecutionContext(
         run_id="r",
         goal="go",
-        model="claude-sonnet-4-5",
-        max_steps=99,
-        system="be brief",
-        tools=({"name": "read_file", "input_schema": {"type": "object"}},),
+        settings=RunSettings(
+            model="claude-sonnet-4-5",
+            max_steps=99,
+            system="be brief",
+            tools=({"name": "read_file", "input_schema": {"type": "object"}},),
+        ),
         messages=tuple(messages),
     )
 

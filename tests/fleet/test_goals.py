@@ -6,12 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from ruizn.fleet.driver import RunSpec
+from ruizn.config import RunSettings
+from ruizn.fleet.driver import RunInput
 from ruizn.fleet.goals import GoalsError, read_goals
 
-DEFAULTS = RunSpec(
-    run_id="", goal="", model="m", max_steps=20, max_tokens=4096, system="s", workspace="/w"
-)
+DEFAULTS = RunInput(run_id="", goal="", settings=RunSettings(model="m", system="s", workspace="/w"))
 
 
 def goals(tmp_path: Path, text: str) -> Path:
@@ -23,7 +22,10 @@ def goals(tmp_path: Path, text: str) -> Path:
 def test_options_override_the_defaults_and_ids_are_stable(tmp_path: Path) -> None:
     path = goals(tmp_path, '{"goal": "a", "max_steps": 3}\n\n{"goal": "b", "id": "mine"}\n')
     first = read_goals(path, DEFAULTS)
-    assert [(s.goal, s.max_steps, s.model) for s in first] == [("a", 3, "m"), ("b", 20, "m")]
+    assert [(s.goal, s.settings.max_steps, s.settings.model) for s in first] == [
+        ("a", 3, "m"),
+        ("b", 20, "m"),
+    ]
     assert first[1].run_id == "mine"
     assert [s.run_id for s in read_goals(path, DEFAULTS)] == [s.run_id for s in first]
 
@@ -34,8 +36,8 @@ def test_options_override_the_defaults_and_ids_are_stable(tmp_path: Path) -> Non
         ('{"goal": "a"}\n[1]\n', "line 2: expected a JSON object, got list"),
         ('{"goal": ""}\n', "line 1: 'goal' must be a non-empty string"),
         ('{"goal": "a", "steps": 3}\n', "line 1: unknown option 'steps'"),
-        ('{"goal": "a", "max_steps": "3"}\n', "line 1: 'max_steps' must be an integer >= 1"),
-        ('{"goal": "a", "max_steps": 0}\n', "line 1: 'max_steps' must be an integer >= 1"),
+        ('{"goal": "a", "max_steps": "3"}\n', "line 1: max_steps must be a whole number >= 1"),
+        ('{"goal": "a", "max_steps": 0}\n', "line 1: max_steps must be a whole number >= 1"),
         ('{"goal": "a", "id": "x"}\n{"goal": "b", "id": "x"}\n', "line 2: run id 'x'"),
         ('{"goal": "a", "workspace": "nowhere"}\n', "line 1: workspace 'nowhere'"),
         ("\n\n", "no goals in the file"),

@@ -15,6 +15,7 @@ gigabytes costs no more memory than one line at the cap.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -25,7 +26,7 @@ from attrs import define, frozen
 
 from ruizn.effects.runfolder import RunFolder, UnsafeRunFile
 from ruizn.events import Event, RunStarted
-from ruizn.reducers import InvalidTransition, fold, start
+from ruizn.reducers import InvalidTransition, replay
 from ruizn.serde import DecodeError, decode
 from ruizn.state import ExecutionContext
 
@@ -161,7 +162,7 @@ def replay_stream(
         first = next(stream)
         if not isinstance(first, RunStarted):
             raise LogError(f"line 1: not a ruizn run: it begins with {first.TAG}")
-        state = fold(start(first), stream)
+        state = replay(itertools.chain((first,), stream))
     except InvalidTransition as exc:
         raise LogError(f"line {count}: {exc}") from None
     except OSError as exc:

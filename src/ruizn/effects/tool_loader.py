@@ -258,6 +258,8 @@ def _load_source(source: ToolSource, workspace: Workspace, timeout: float) -> tu
                 if entry_point.name == source.ref:
                     return _load_entry_point(entry_point)
             raise ToolLoadError(f"no installed plug-in is named {source.ref!r}")
+        case SourceKind.MCP:  # pragma: no cover - the builder reconnects MCP servers instead
+            raise ToolLoadError(f"{source.ref} is a tool of an MCP server, not of a module")
 
 
 def _entry_points() -> tuple[importlib.metadata.EntryPoint, ...]:

@@ -8,6 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from attrs import evolve
+
+from ruizn.config import RunSettings
 from ruizn.fleet.errors import fail, need_fleet_extra
 from ruizn.format import human_seconds, tokens
 
@@ -22,41 +25,26 @@ def batch(
     workspace: str,
     log_dir: str | None,
     tools_from: str | None,
-    model: str,
-    max_steps: int,
-    max_tokens: int,
-    system: str,
-    read_timeout: float,
-    max_retries: int,
+    settings: RunSettings,
 ) -> int:
     need_fleet_extra()
     from dbos import DBOS, SetWorkflowID
 
     from ruizn.fleet.app import QUEUE, TERMINAL, launch, run_workflow, shutdown
-    from ruizn.fleet.driver import RunSpec, ToolsFromError, load_tools_factory
-    from ruizn.fleet.goals import GoalsError, read_goals, spec_to_json
+    from ruizn.fleet.driver import RunInput, ToolsFromError, input_to_json, load_tools_factory
+    from ruizn.fleet.goals import GoalsError, read_goals
     from ruizn.fleet.store import EventStore, StoreUnreachable
     from ruizn.store import default_root
 
     folder = Path(workspace).resolve()
-    defaults = RunSpec(
-        run_id="",
-        goal="",
-        model=model,
-        max_steps=max_steps,
-        max_tokens=max_tokens,
-        system=system,
-        workspace=str(folder),
-        read_timeout=read_timeout,
-        max_retries=max_retries,
-    )
+    defaults = RunInput(run_id="", goal="", settings=evolve(settings, workspace=str(folder)))
     path = Path(goals)
     try:
         specs = read_goals(path, defaults)
         tools = load_tools_factory(tools_from)
     except (GoalsError, ToolsFromError) as exc:
         fail(str(exc))
-    if any(s.model != "test" for s in specs) and not os.environ.get("ANTHROPIC_API_KEY"):
+    if any(s.settings.model != "test" for s in specs) and not os.environ.get("ANTHROPIC_API_KEY"):
         fail("ANTHROPIC_API_KEY is not set: set it, or give the runs model 'test' (offline)")
     root = default_root(folder, log_dir).resolve()
     try:
@@ -81,7 +69,7 @@ def batch(
     try:
         for spec in specs:
             with SetWorkflowID(spec.run_id):
-                DBOS.enqueue_workflow(QUEUE, run_workflow, spec_to_json(spec))
+                DBOS.enqueue_workflow(QUEUE, run_workflow, input_to_json(spec))
         goals_by_id = {spec.run_id: spec.goal for spec in specs}
         results = _wait(DBOS, goals_by_id, TERMINAL)
     except KeyboardInterrupt:
