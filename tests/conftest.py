@@ -46,3 +46,24 @@ def installed_plugin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert done.returncode == 0, f"pip could not install the test plug-in:\n{done.stderr}"
     return target
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _state_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The trust record (which runs this user's ruizn started) of the whole test session in
+    a folder of its own, for every ruizn the tests start: never the user's real one."""
+    import os
+
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))
+
+
+PRECIOUS = "the user's own file\n"
+
+
+@pytest.fixture
+def precious(tmp_path: Path) -> Path:
+    """A file of the user's outside every run folder, for a planted link or hard link to
+    point at: nothing ruizn does may change it (it must still read PRECIOUS)."""
+    path = tmp_path / "precious.txt"
+    path.write_text(PRECIOUS)
+    return path

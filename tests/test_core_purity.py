@@ -25,12 +25,16 @@ CORE = (
     "serde",
     "reducers",
     "decide",
+    "rules",
+    "version",
+    "grant",
     "request",
     "format",
     "config",
     "terminal",
     "redact",
     "toolsource",
+    "bounds",
 )
 # Modules directly in src/ruizn/ that are not core, each with its reason.
 NOT_CORE: dict[str, str] = {

@@ -23,6 +23,8 @@ class ToolSource:
     tool: str  # the tool's name, as the model calls it
     kind: SourceKind
     ref: str
+    # What the tool said of itself when the run started. A resume decides from the log, not
+    # from the tool, whether an interrupted call may run again (decide.interrupted_calls).
     read_only: bool = False
 
     def describe(self) -> str:
