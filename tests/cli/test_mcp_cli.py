@@ -343,7 +343,7 @@ def test_a_url_token_is_never_logged_or_shown_and_resume_takes_it_again(
             base_url=server.base_url,
         )
         assert first.code == 3, first.stderr
-        [record] = first.events()[0]["mcp_servers"]
+        [record] = first.events()[0]["settings"]["mcp_servers"]
         assert record["url"] == f"http://127.0.0.1:{port}/mcp?token=***"
         missing = run_cli(["resume", "last"], workspace=workspace, base_url=server.base_url)
         assert (missing.code, missing.stderr) == (
