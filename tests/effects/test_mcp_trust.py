@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from ruizn.effects.mcp_config import MCPServer
-from ruizn.effects.mcp_tools import STDERR_KEEP, McpStartupError
+from ruizn.effects.mcp_tools import STDERR_KEEP, McpStartupError, _StderrFile
 from ruizn.state import ToolResult
 from tests.effects.test_mcp import SERVERS, gone, pids_in, toolset
 
@@ -94,6 +94,34 @@ async def test_a_stderr_file_planted_as_a_fifo_is_refused_without_hanging(tmp_pa
         async with toolset(hostile(), stderr_dir=tmp_path):
             pytest.fail("unreachable")
     assert str(caught.value).endswith("is not a regular file")
+
+
+def cut_file(tmp_path: Path, keep: int, *chunks: bytes) -> bytes:
+    path = tmp_path / "cut.stderr"
+    path.write_bytes(b"old run\n")
+    sink = _StderrFile(os.open(path, os.O_RDWR), keep=keep)
+    for chunk in chunks:
+        sink.write(chunk)
+    sink.close()
+    return path.read_bytes()
+
+
+async def test_the_cut_keeps_whole_lines_and_counts_every_byte_it_drops(tmp_path: Path) -> None:
+    # Head: 10 bytes, back to its last newline; tail: the last 10, from a line start; 34 in all.
+    kept = cut_file(tmp_path, 10, b"one\ntwo\nthree\n", b"four\nfive\nsix\nseven\n")
+    assert kept == b"old run\none\ntwo\n[ruizn: 16 bytes of its stderr dropped here]\nsix\nseven\n"
+    # Within the cap nothing changes; the line before this start is kept as it was.
+    assert cut_file(tmp_path, 100, b"a\n", b"b\n") == b"old run\na\nb\n"
+    # A head with no newline at all is kept as it is, and the marker starts a line of its own.
+    kept = cut_file(tmp_path, 4, b"abcdefghij\nxyz\n")
+    assert kept == b"old run\nabcd\n[ruizn: 7 bytes of its stderr dropped here]\nxyz\n"
+
+
+async def test_a_full_disk_ends_the_files_writing_and_nothing_else() -> None:
+    sink = _StderrFile(os.open("/dev/full", os.O_RDWR), keep=4)
+    sink.write(b"hello\nworld\n")  # ENOSPC: no exception reaches the pump or the server
+    sink.write(b"more\n")
+    sink.close()
 
 
 # -- what ruizn shows of it ------------------------------------------------------------------

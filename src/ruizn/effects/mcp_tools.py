@@ -862,7 +862,8 @@ class _StderrFile:
     (from a line start), with one line between them, `[ruizn: N bytes of its stderr dropped
     here]`, so N says exactly how much is missing. The tail is held in memory and written out
     at most once a second and when the file is closed; a kill -9 of ruizn loses at most the
-    last second of it. A restarted server appends to the same file."""
+    last second of it. A restarted server appends to the same file. A write that fails (a
+    full disk) ends the file's writing, never the server's connection."""
 
     def __init__(self, fd: int, *, keep: int = STDERR_KEEP) -> None:
         self._fd = fd
@@ -875,10 +876,17 @@ class _StderrFile:
         self._written = 0  # what the server wrote to it since it was opened
         self._dirty = False
         self._flushed_at = -math.inf
+        self._failed = False
 
     def write(self, data: bytes) -> None:
-        if self._fd < 0:
+        if self._fd < 0 or self._failed:
             return
+        try:
+            self._write(data)
+        except OSError:
+            self._failed = True
+
+    def _write(self, data: bytes) -> None:
         self._written += len(data)
         if self._cut is None:
             head = data[: self._start + self._keep - self._end]
@@ -899,25 +907,34 @@ class _StderrFile:
             del self._tail[:excess]
         self._dirty = True
         if time.monotonic() - self._flushed_at >= _STDERR_FLUSH_SECONDS:
-            self.flush()
+            self._flush()
 
     def _at_line_end(self) -> bool:
         return self._end == self._line_end
 
     def flush(self) -> None:
         """Write the tail out after the head, with the line that counts what is missing."""
-        if self._cut is None or not self._dirty or self._fd < 0:
+        if self._cut is None or not self._dirty or self._fd < 0 or self._failed:
+            return
+        try:
+            self._flush()
+        except OSError:
+            self._failed = True
+
+    def _flush(self) -> None:
+        cut = self._cut
+        if cut is None:  # the head is not full: everything is on disk already
             return
         tail = bytes(self._tail)
         if not self._tail_at_line_start:
             tail = tail.partition(b"\n")[2]  # from its first whole line (maybe none)
-        dropped = self._written - (self._cut - self._start) - len(tail)
+        dropped = self._written - (cut - self._start) - len(tail)
         gap = b""
         if dropped:
-            newline = b"" if self._cut == self._line_end else b"\n"
+            newline = b"" if cut == self._line_end else b"\n"
             gap = newline + f"[ruizn: {dropped} bytes of its stderr dropped here]\n".encode()
-        os.ftruncate(self._fd, self._cut)
-        _pwrite_all(self._fd, gap + tail, self._cut)
+        os.ftruncate(self._fd, cut)
+        _pwrite_all(self._fd, gap + tail, cut)
         self._dirty = False
         self._flushed_at = time.monotonic()
 
