@@ -388,3 +388,52 @@ def test_an_unreachable_url_is_named_without_its_token(workspace: Path) -> None:
         f"ruizn: error: MCP server web: cannot connect to {url.replace(token, '***')}: "
     )
     assert token not in result.stderr + result.stdout
+
+
+def test_resume_refuses_a_call_to_a_tool_its_server_now_lists_otherwise(
+    workspace: Path, server_factory: Any
+) -> None:
+    """The run recorded `echo` as read-only with one input schema; on resume the server
+    (upgraded in place) lists it otherwise: its calls are answered with the change, and the
+    tool never runs, whatever was recorded or approved."""
+    launcher = workspace / "server.py"
+
+    def install(*flags: str) -> None:
+        argv = [str(HOSTILE), *flags]
+        launcher.write_text(
+            f"import runpy, sys\nsys.argv = {argv!r}\nrunpy.run_path({str(HOSTILE)!r},"
+            " run_name='__main__')\n"
+        )
+
+    install()
+    server = server_factory(
+        [
+            Stream(
+                (ToolUse("toolu_01", "mcp__h__echo", {"text": "first"}),), stop_reason="tool_use"
+            ),
+            Stream(
+                (ToolUse("toolu_02", "mcp__h__echo", {"text": "again"}),), stop_reason="tool_use"
+            ),
+            Stream((Text("done"),)),
+        ]
+    )
+    spec = "h=" + shlex.join([sys.executable, str(launcher)])
+    first = run_cli(
+        ["run", "--goal", "echo twice", "--max-steps", "1", "--mcp", spec],
+        workspace=workspace,
+        base_url=server.base_url,
+    )
+    assert first.code == 3, first.stderr
+    install("--changed")  # the server is upgraded between the run and its resume
+    resumed = run_cli(
+        ["resume", "last", "--max-steps", "5"], workspace=workspace, base_url=server.base_url
+    )
+    assert resumed.code == 0, resumed.stderr
+    assert "mcp__h__echo" in resumed.stderr
+    assert "its calls are refused, not run" in resumed.stderr
+    results = {e["id"]: e["result"] for e in first.events() if e["type"] == "tool_call_finished"}
+    assert results["toolu_01"]["content"] == "first"
+    refused = results["toolu_02"]
+    assert refused["is_error"]
+    assert refused["content"].startswith("not run: mcp__h__echo")
+    assert "input schema changed" in refused["content"]
