@@ -34,7 +34,13 @@ from ruizn.config import (
     RunSettings,
     settings_from,
 )
-from ruizn.decide import ResumePlan, ResumeRefused, plan_resume, resume_decisions
+from ruizn.decide import (
+    ResumePlan,
+    ResumeRefused,
+    plan_continue,
+    plan_resume,
+    resume_decisions,
+)
 from ruizn.effects.approval import ApproveFunction, Approver, CallbackApprover
 from ruizn.effects.function_model import FunctionModel, ReplyFunction
 from ruizn.effects.mcp_config import MCPServer
@@ -100,6 +106,10 @@ class Resume:
     """This session's stream timeout (None: the run's own)."""
     vouched: bool = False
     """The store vouches for the run (a fleet's database): no trust record is needed."""
+    message: str | None = None
+    """A person's new message (`continue_run`, `ruizn continue`): the run goes on with it
+    after its whole history, and `max_steps` is the budget for this message (the run's new
+    total is the steps it has taken plus that many; None: the run's own limit)."""
 
 
 class NothingToResume(ResumeRefused):
@@ -270,6 +280,24 @@ class Agent:
         async with self.start_resume(run, Resume(**options)) as session:
             return await session.drive()
 
+    def continue_run(self, run: str | Path, message: str, **options: Any) -> RunResult:
+        """Add `message` to a run that ended and go on in the same log (blocking); see
+        `continue_async`."""
+        return anyio.run(lambda: self.continue_async(run, message, **options))
+
+    async def continue_async(self, run: str | Path, message: str, **options: Any) -> RunResult:
+        """`ruizn continue`: a resume that adds a person's message. The model sees the whole
+        conversation, then `message`. `options` are `Resume`'s fields; `max_steps` is the
+        budget for this message (the run's new total is its steps plus that many).
+
+        Works on a run that ended in success, max_steps or error (an answer cut at max_tokens
+        too). A run that stopped inside a model call or with tool calls unanswered (awaiting
+        approval) raises `ResumeRefused`: `resume` it first. Trust, locking and errors are
+        `resume_async`'s."""
+        request = Resume(**options, message=message)
+        async with self.start_resume(run, request) as session:
+            return await session.drive()
+
     def store(self) -> RunStore:
         """Where this agent's runs live."""
         if self._store is None:
@@ -326,7 +354,19 @@ class Agent:
             state = replayed.state
             first = seen[0]
             assert isinstance(first, RunStarted)
-            plan = plan_resume(state, max_steps=request.max_steps, max_tokens=request.max_tokens)
+            if request.message is not None:
+                if request.approve or request.deny:
+                    raise ResumeRefused("--approve/--deny go with resume, not with a message")
+                plan: ResumePlan | None = plan_continue(
+                    state,
+                    request.message,
+                    max_steps=request.max_steps,
+                    max_tokens=request.max_tokens,
+                )
+            else:
+                plan = plan_resume(
+                    state, max_steps=request.max_steps, max_tokens=request.max_tokens
+                )
             if plan is None:
                 if request.approve or request.deny:  # a decision for a run that waits for none
                     raise ResumeRefused(
@@ -366,7 +406,12 @@ class Agent:
                 else:
                     self._trust.opened(first, ref.path)
                     trust = (self._trust, first)
-                runner.resume(plan, torn_bytes=_torn(replayed), decisions=decisions)
+                runner.resume(
+                    plan,
+                    torn_bytes=_torn(replayed),
+                    decisions=decisions,
+                    message=request.message,
+                )
                 yield Session(runner, ref.run_id, ref.path, trust=trust)
         finally:
             writer.close()

@@ -53,6 +53,7 @@ from ruizn.events import (
     ToolApprovalRequested,
     ToolCallFinished,
     ToolCallStarted,
+    UserMessage,
 )
 from ruizn.reducers import add_tokens, reduce, start
 from ruizn.request import MessagesRequest, plan_request
@@ -133,6 +134,7 @@ class AgentRunner:
         *,
         torn_bytes: int = 0,
         decisions: Sequence[ApprovalDecision] = (),
+        message: str | None = None,
     ) -> None:
         """Continue a replayed run. A tool call the stop interrupted is run again only if the
         tool says that is safe (read-only); otherwise the model is told it was cut off, so
@@ -140,7 +142,8 @@ class AgentRunner:
 
         `decisions` are a person's answers given with the resume (`--approve/--deny`), for
         calls in `decide.approval_candidates` (the caller checks that first): any approval
-        request still missing is logged, then each decision."""
+        request still missing is logged, then each decision. `message` is a person's new
+        message (`ruizn continue`, planned by `decide.plan_continue`), logged last."""
         interrupted = interrupted_calls(self.state, self._read_only)
         self._emit(
             RunResumed,
@@ -156,6 +159,8 @@ class AgentRunner:
             self._request_approvals(approvals_to_request(self.state, self.needs_approval))
             for decision in decisions:
                 self._decide(decision)
+        if message is not None:
+            self._emit(UserMessage, text=message)
 
     def _read_only(self, name: str) -> bool:
         tool = self._registry.get(name)

@@ -267,6 +267,75 @@ def resume_command(
     raise Exit(resume_run(agent, run, request))
 
 
+@cli.command("continue")
+@click.argument("run")
+@click.argument("words", nargs=-1)
+@click.option(
+    "--max-steps",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Steps for this message (the run's new total is its steps plus N; default: the"
+    " run's own limit).",
+)
+@click.option(
+    "--max-tokens", type=click.IntRange(min=1), default=None, help="A new max_tokens per call."
+)
+@click.option("--read-timeout", type=float, default=None, help="See `ruizn run`.")
+@mcp_header_option
+@click.option(
+    "--approval",
+    type=click.Choice(APPROVAL_MODES),
+    default=None,
+    help="A new approval mode for the rest of the run (default: the run's own).",
+)
+@click.option(
+    "--trust",
+    is_flag=True,
+    help="Continue a run ruizn did not start on this machine (see `ruizn resume --trust`).",
+)
+@where_options
+def continue_command(
+    run: str,
+    words: tuple[str, ...],
+    *,
+    max_steps: int | None,
+    max_tokens: int | None,
+    read_timeout: float | None,
+    mcp_headers: tuple[str, ...],
+    approval: str | None,
+    trust: bool,
+    workspace: str,
+    log_dir: str | None,
+) -> None:
+    """Add MESSAGE to RUN, a run that ended, and go on in the same log.
+
+    The model sees the whole conversation, then the message (the arguments, or standard
+    input when it is not a terminal). Printing, exit codes, locking and trust are resume's.
+    """
+    from ruizn.agent import Resume
+    from ruizn.shell.session import resume_run, settings_or_fail, terminal_agent
+
+    message = " ".join(words) if words else None
+    if message is None and not sys.stdin.isatty():
+        message = sys.stdin.read() or None
+    if message is None or not checked_text("the message", message).strip():
+        raise UsageFailure("missing message: ruizn continue RUN MESSAGE..., or pipe it in")
+    if read_timeout is not None:
+        settings_or_fail(read_timeout=read_timeout)
+    agent = terminal_agent(
+        settings_or_fail(workspace=workspace), log_dir=log_dir, mcp_headers=mcp_headers
+    )
+    request = Resume(
+        max_steps=max_steps,
+        max_tokens=max_tokens,
+        read_timeout=read_timeout,
+        approval=approval,  # type: ignore[arg-type]  # click.Choice of the modes
+        trust=trust,
+        message=message,
+    )
+    raise Exit(resume_run(agent, run, request))
+
+
 # Options of a local resume that a fleet's resume cannot honour: the worker that takes the
 # run has its own workspace, logs and tools, and nobody to ask about tool calls.
 _LOCAL_ONLY = {
