@@ -43,6 +43,7 @@ from ruizn.decide import (
 )
 from ruizn.effects.approval import ApproveFunction, Approver, CallbackApprover
 from ruizn.effects.function_model import FunctionModel, ReplyFunction
+from ruizn.effects.logfile import LOG_NAME, LogError, iter_events
 from ruizn.effects.mcp_config import MCPServer
 from ruizn.effects.provider import Provider, ProviderConfigError
 from ruizn.effects.sandbox import workspace_sandbox
@@ -50,14 +51,20 @@ from ruizn.effects.sink import EventSink, MemorySink
 from ruizn.effects.tool_loader import Toolbox
 from ruizn.effects.tools import BaseTool, ToolRegistry
 from ruizn.effects.trust import NOT_STARTED_HERE, TrustStore
-from ruizn.events import Event, RunStarted
+from ruizn.effects.writer import RunLocked
+from ruizn.events import Event, Parent, RunStarted
 from ruizn.grant import Grant, grant_of
+from ruizn.lineage import fork_prefix
 from ruizn.redact import Redactor
 from ruizn.redact import api_key_problem as key_whitespace_problem
+from ruizn.reducers import reduce
+from ruizn.reducers import replay as reducer_replay
+from ruizn.reducers import start as start_state
 from ruizn.runner import AgentRunner, Subscriber
 from ruizn.state import ExecutionContext, Status, TextBlock, Usage
 from ruizn.store import FileStore, RunStore, new_run_id
 from ruizn.toolsource import SourceKind, ToolSource
+from ruizn.version import __version__
 
 ToolLike = BaseTool | Callable[..., Any] | type[BaseTool]
 Notice = Callable[[str], None]
@@ -167,17 +174,22 @@ class Session:
                 with contextlib.suppress(OSError):
                     store.closed(first, self.log_path)
 
-    def result(self, state: ExecutionContext | None = None) -> RunResult:
-        state = self.state if state is None else state
+    @staticmethod
+    def of(state: ExecutionContext, run_id: str, log_path: Path | None) -> RunResult:
+        """The result a run that stands at `state` gives."""
         return RunResult(
             status=state.status,
             output=_output(state),
-            run_id=self.run_id,
-            log_path=self.log_path,
+            run_id=run_id,
+            log_path=log_path,
             usage=state.usage,
             error=state.error,
             state=state,
         )
+
+    def result(self, state: ExecutionContext | None = None) -> RunResult:
+        state = self.state if state is None else state
+        return Session.of(state, self.run_id, self.log_path)
 
 
 class Agent:
@@ -297,6 +309,80 @@ class Agent:
         request = Resume(**options, message=message)
         async with self.start_resume(run, request) as session:
             return await session.drive()
+
+    def fork(self, run: str | Path, *, at: int, trust: bool = False) -> RunResult:
+        """`ruizn fork RUN --at SEQ`: a new run whose log holds `run`'s events up to `at`
+        under a run_started of its own (a new id, the parent's id and `at` recorded), so the
+        new log alone rebuilds the parent's state at `at`. The parent is never touched.
+        Returns the fork as it stands (not driven): go on with `resume` or `continue_run`.
+
+        `at` must be a point between steps (`lineage.at_rest`); inside a model call or a tool
+        turn raises `ForkRefused` naming the nearest points. The fork acts on nothing, but it
+        is recorded as this user's run only when the parent is (or with `trust=True`, which
+        accepts the parent's grant as `resume --trust` does): so a fork of a planted log is
+        as untrusted as the log. `RunLocked` while another process writes the parent.
+        """
+        if not self._log:
+            raise ConfigError("an agent with log=False keeps no runs to fork")
+        store = self.store()
+        ref = store.find(str(run))
+        found = store.info(ref)
+        if found.live:
+            raise RunLocked(ref.run_id, found.pid)
+        if found.replayed is None:
+            raise LogError(f"{store.location(ref)}: {found.error}")
+        events = fork_prefix(iter_events(ref.path), at)
+        first = events[0]
+        assert isinstance(first, RunStarted)
+        vouched = self._trust.problem(first, ref.path) is None
+        if not vouched and trust:
+            self._accepted_fork(reducer_replay(events))
+            vouched = True
+        run_id = new_run_id()
+        head = evolve(
+            first,
+            run_id=run_id,
+            ts=time.time(),
+            ruizn_version=__version__,
+            parent=Parent(run_id=first.run_id, seq=at),
+        )
+        sink = store.new_writer(run_id)
+        try:
+            state = start_state(head)  # checked before it is written, as a runner does
+            sink(head)
+            for event in events[1:]:
+                state = reduce(state, event)
+                sink(event)
+            sink.sync()
+        finally:
+            sink.close()
+        log_path = store.root / run_id / LOG_NAME
+        if vouched:
+            self._trust.closed(head, log_path)
+        return Session.of(state, run_id, log_path)
+
+    def trusts(self, run: str | Path) -> bool:
+        """Whether ruizn may act on `run`'s log as recorded: this user's ruizn started it here
+        (or a person accepted it) and the log is as ruizn last left it (see *Trust*)."""
+        ref = self.store().find(str(run))
+        first = next(iter_events(ref.path), None)
+        return isinstance(first, RunStarted) and self._trust.problem(first, ref.path) is None
+
+    def _accepted_fork(self, state: ExecutionContext) -> None:
+        """What `trust=True` may vouch for in a fork, as `resume --trust` accepts a run: the
+        workspace must be the one this agent works in; an `always` approval read from a log
+        is never vouched for (a resume of the fork, asked first, turns it into `ask`)."""
+        here = str(_resolved(self.settings.workspace))
+        if here != str(_resolved(state.settings.workspace)):
+            raise ResumeRefused(
+                f"run {state.run_id} names the workspace {state.settings.workspace}, not"
+                f" {here}: fork from there, or give --workspace {state.settings.workspace}"
+            )
+        if state.settings.approval == "always":
+            raise ResumeRefused(
+                f"run {state.run_id} approves every tool call (approval always) and was not"
+                " started here: fork it without --trust, then `ruizn resume NEW` asks"
+            )
 
     def store(self) -> RunStore:
         """Where this agent's runs live."""

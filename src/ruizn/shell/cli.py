@@ -336,6 +336,36 @@ def continue_command(
     raise Exit(resume_run(agent, run, request))
 
 
+@cli.command("fork")
+@click.argument("run")
+@click.option(
+    "--at",
+    "at",
+    type=click.IntRange(min=1),
+    required=True,
+    metavar="SEQ",
+    help="The last event of RUN the fork keeps (a point between steps).",
+)
+@click.option(
+    "--trust",
+    is_flag=True,
+    help="Vouch for the fork of a run ruizn did not start on this machine (see --trust of"
+    " `ruizn resume`).",
+)
+@where_options
+def fork_command(run: str, at: int, trust: bool, workspace: str, log_dir: str | None) -> None:
+    """Write a new run holding RUN's events up to SEQ, and print its id.
+
+    RUN is never touched. Go on with `ruizn resume NEW` (the model is asked again from there)
+    or `ruizn continue NEW MESSAGE`. A SEQ inside a model call or a tool turn is refused,
+    naming the nearest points between steps.
+    """
+    from ruizn.shell.session import fork_run, settings_or_fail, terminal_agent
+
+    agent = terminal_agent(settings_or_fail(workspace=workspace), log_dir=log_dir)
+    raise Exit(fork_run(agent, run, at=at, trust=trust))
+
+
 # Options of a local resume that a fleet's resume cannot honour: the worker that takes the
 # run has its own workspace, logs and tools, and nobody to ask about tool calls.
 _LOCAL_ONLY = {

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from ruizn.effects.logfile import LogError, Replayed, TornTail
 from ruizn.effects.printer import StdoutPrinter
-from ruizn.events import Event, ToolCallFinished, ToolCallStarted
+from ruizn.events import Event, Parent, RunStarted, ToolCallFinished, ToolCallStarted
 from ruizn.format import human_seconds, tokens
 from ruizn.grant import grant_of
 from ruizn.serde import state_to_json
@@ -69,9 +69,12 @@ class _Tally:
         self.calls: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
         self._names: dict[str, str] = {}
+        self.parent: Parent | None = None
 
     def __call__(self, event: Event) -> None:
-        if isinstance(event, ToolCallStarted):
+        if isinstance(event, RunStarted):
+            self.parent = event.parent
+        elif isinstance(event, ToolCallStarted):
             self.calls[event.name] += 1
             self._names[event.id] = event.name
         elif isinstance(event, ToolCallFinished) and event.result.is_error:
@@ -118,6 +121,14 @@ def list_runs(store: RunStore) -> int:
     return EXIT_OK
 
 
+def _lineage(parent: Parent | None) -> list[tuple[str, str]]:
+    if parent is None:
+        return []
+    if parent.kind == "rerun":
+        return [("rerun of", f"{parent.run_id} (its {parent.seq} events re-driven)")]
+    return [("forked", f"from {parent.run_id} at seq {parent.seq}")]
+
+
 def show_run(store: RunStore, run: str) -> int:
     ref = _resolve(store, run)
     path = ref.path
@@ -140,6 +151,7 @@ def show_run(store: RunStore, run: str) -> int:
     grant = grant_of(state.settings)
     lines = [
         ("run", state.run_id),
+        *_lineage(tally.parent),
         ("goal", state.goal),
         ("model", state.settings.model),
         ("workspace", grant.workspace),

@@ -31,6 +31,7 @@ from ruizn.effects.sink import LogLost, SinkError
 from ruizn.effects.tool_loader import Toolbox, ToolLoadError
 from ruizn.effects.writer import RunLocked
 from ruizn.events import Event, LlmResponse, RunResumed, RunStarted, ToolCallFinished
+from ruizn.lineage import ForkRefused
 from ruizn.runner import first_error
 from ruizn.shell.approval import awaiting_report, terminal_approver
 from ruizn.shell.exits import EXIT_CODES, EXIT_ERROR, EXIT_OK, EXIT_USAGE, echo_error, fail
@@ -47,6 +48,7 @@ _USAGE_ERRORS: tuple[type[Exception], ...] = (
     LogError,
     RunLocked,
     ResumeRefused,
+    ForkRefused,
 )
 # A log dir we may not write is bad input (2); a full disk or an I/O error is 1.
 _USAGE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EROFS, errno.EEXIST})
@@ -105,6 +107,25 @@ def resume_run(agent: Agent, run: str, request: Resume) -> int:
         if not _accepted(untrusted):
             fail(f"run {untrusted.run_id} was not resumed: its grant was not accepted")
     return resume_run(agent, run, evolve(request, trust=True))
+
+
+def fork_run(agent: Agent, run: str, *, at: int, trust: bool) -> int:
+    """Fork `run` at `at`: the new run id on stdout; a fork nobody vouches for says so."""
+    try:
+        fork = agent.fork(run, at=at, trust=trust)
+    except _USAGE_ERRORS as exc:
+        fail(str(exc))
+    print(fork.run_id)
+    if fork.log_path is not None:
+        echo_err(f"log: {_shown(fork.log_path)}")
+    if not agent.trusts(fork.run_id):
+        from ruizn.terminal import visible
+
+        echo_err(
+            f"ruizn: {visible(run)} was not started by ruizn on this machine, so neither was"
+            f" its fork: `ruizn resume {fork.run_id}` will show what it grants and ask"
+        )
+    return EXIT_OK
 
 
 def _can_ask() -> bool:
