@@ -419,6 +419,23 @@ def show_command(run: str, workspace: str, log_dir: str | None, db: str | None) 
     raise Exit(_reading(lambda: show_run(store, run)))
 
 
+@cli.command("diff")
+@click.argument("run_a")
+@click.argument("run_b")
+@where_options
+@db_option
+def diff_command(
+    run_a: str, run_b: str, workspace: str, log_dir: str | None, db: str | None
+) -> None:
+    """Compare RUN_A and RUN_B event by event, ignoring what must differ (run ids, times,
+    durations, request ids, the workspace path): exit 0 "no difference", or exit 1 with the
+    first differing seq of each and what each run came to."""
+    from ruizn.shell.logs import diff_runs
+
+    store = _store(workspace, log_dir, db)
+    raise Exit(_reading(lambda: diff_runs(store, run_a, run_b)))
+
+
 # batch, worker and submit: the fleet layer (ruizn.fleet) adds its commands. Its module
 # imports only click; DBOS loads inside the commands, so `ruizn --help` never imports it.
 from ruizn.shell.fleet import register as _register_fleet  # noqa: E402 - cli must exist
