@@ -239,7 +239,9 @@ class Agent:
         if isinstance(model, str):
             options["model"] = model
         elif model is not None:
-            options.setdefault("model", "function")
+            # A provider may name the model it stands for (a Cassette: the recorded one).
+            named = getattr(model, "model_id", None)
+            options.setdefault("model", named if isinstance(named, str) else "function")
         servers = tuple(mcp)
         if servers:
             options["mcp_servers"] = tuple(server.describe() for server in servers)
@@ -361,12 +363,40 @@ class Agent:
             self._trust.closed(head, log_path)
         return Session.of(state, run_id, log_path)
 
-    def trusts(self, run: str | Path) -> bool:
-        """Whether ruizn may act on `run`'s log as recorded: this user's ruizn started it here
-        (or a person accepted it) and the log is as ruizn last left it (see *Trust*)."""
+    def trust_problem(self, run: str | Path) -> str | None:
+        """Why ruizn may not act on `run`'s log as recorded, or None: this user's ruizn
+        started it here (or a person accepted it) and the log is as ruizn last left it."""
         ref = self.store().find(str(run))
         first = next(iter_events(ref.path), None)
-        return isinstance(first, RunStarted) and self._trust.problem(first, ref.path) is None
+        if not isinstance(first, RunStarted):
+            return NOT_STARTED_HERE
+        return self._trust.problem(first, ref.path)
+
+    def derive(
+        self,
+        model: str | ReplyFunction | Provider | None,
+        *,
+        settings: RunSettings,
+        approver: Approver | None = None,
+    ) -> Agent:
+        """This agent with another model, settings and approver, and everything else its own
+        (store, tools, subscribers, notices, environment, trust record): how a rerun builds
+        the run it drives."""
+        return Agent(
+            model,
+            tools=self._tools,
+            builtins=self._builtins,
+            mcp=self._servers,
+            mcp_headers=self._mcp_headers,
+            approver=approver,
+            settings=settings,
+            store=self.store() if self._log else None,
+            log=self._log,
+            subscribers=self._subscribers,
+            on_notice=self._notice,
+            environ=self._environ,
+            trust_store=self._trust,
+        )
 
     def _accepted_fork(self, state: ExecutionContext) -> None:
         """What `trust=True` may vouch for in a fork, as `resume --trust` accepts a run: the
@@ -394,9 +424,12 @@ class Agent:
     # -- building a run -----------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def start(self, goal: str, *, run_id: str | None = None) -> AsyncIterator[Session]:
+    async def start(
+        self, goal: str, *, run_id: str | None = None, parent: Parent | None = None
+    ) -> AsyncIterator[Session]:
         """A new run, built and begun (its first line written), held open around the drive:
-        its MCP servers and its provider live as long as the `async with`."""
+        its MCP servers and its provider live as long as the `async with`. `parent` names the
+        run it comes from (a rerun's recording)."""
         if not isinstance(goal, str) or not goal.strip():
             raise ConfigError("the goal must not be empty")
         settings = self.settings
@@ -411,7 +444,7 @@ class Agent:
         log_path = root / run_id / "events.jsonl" if store is not None else None
         try:
             async with self._open(settings, root, run_id, sink, None) as (runner, settings):
-                first = runner.begin(run_id=run_id, goal=goal, settings=settings)
+                first = runner.begin(run_id=run_id, goal=goal, settings=settings, parent=parent)
                 trust = None
                 if log_path is not None:
                     # This user's ruizn started the run: it may resume it as recorded.

@@ -419,6 +419,47 @@ def show_command(run: str, workspace: str, log_dir: str | None, db: str | None) 
     raise Exit(_reading(lambda: show_run(store, run)))
 
 
+@cli.command("rerun")
+@click.argument("run")
+@click.option("--show", is_flag=True, help="Print the re-driven run's transcript too.")
+@click.option(
+    "--trust",
+    is_flag=True,
+    help="Re-drive a recording ruizn did not make on this machine (it imports the tool modules"
+    " and starts the MCP servers its log names; see `ruizn show RUN`).",
+)
+@mcp_header_option
+@where_options
+def rerun_command(
+    run: str,
+    *,
+    show: bool,
+    trust: bool,
+    mcp_headers: tuple[str, ...],
+    workspace: str,
+    log_dir: str | None,
+) -> None:
+    """Drive RUN again as a new run: its model's replies come from the recording (no network,
+    no key), its tools run for real here, and each request is compared with the recorded one.
+
+    Identical: exit 0 and one line. The first divergence: exit 1, naming the recording's seq,
+    the call and the tool, with a short diff (recorded vs now).
+    """
+    from ruizn.agent import Agent
+    from ruizn.shell.session import notice, printer, rerun_run, settings_or_fail
+
+    if not os.path.isdir(workspace):
+        fail(f"--workspace {workspace!r} is not a folder")
+    agent = Agent(
+        settings=settings_or_fail(workspace=workspace),
+        log_dir=log_dir,
+        mcp_headers=mcp_headers,
+        subscribers=(printer(),) if show else (),
+        on_notice=notice,
+    )
+    raise Exit(rerun_run(agent, run, trust=trust))
+
+
 @cli.command("diff")
 @click.argument("run_a")
 @click.argument("run_b")
