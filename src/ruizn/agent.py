@@ -332,7 +332,7 @@ class Agent:
         if found.live:
             raise RunLocked(ref.run_id, found.pid)
         if found.replayed is None:
-            raise LogError(f"{store.location(ref)}: {found.error}")
+            raise LogError(found.error or f"{store.location(ref)}: unreadable")
         events = fork_prefix(iter_events(ref.path), at)
         first = events[0]
         assert isinstance(first, RunStarted)

@@ -61,7 +61,7 @@ async def rerun_async(agent: Agent, run: str | Path, *, trust: bool = False) -> 
     if found.live:
         raise RunLocked(ref.run_id, found.pid)
     if found.replayed is None:
-        raise LogError(f"{store.location(ref)}: {found.error}")
+        raise LogError(found.error or f"{store.location(ref)}: unreadable")
     cassette = Cassette(events=iter_events(ref.path))
     tape = cassette.tape
     problem = agent.trust_problem(ref.path)
