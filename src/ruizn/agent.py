@@ -43,7 +43,7 @@ from ruizn.decide import (
 )
 from ruizn.effects.approval import ApproveFunction, Approver, CallbackApprover
 from ruizn.effects.function_model import FunctionModel, ReplyFunction
-from ruizn.effects.logfile import LOG_NAME, LogError, iter_events
+from ruizn.effects.logfile import LOG_NAME, iter_events
 from ruizn.effects.mcp_config import MCPServer
 from ruizn.effects.provider import Provider, ProviderConfigError
 from ruizn.effects.sandbox import workspace_sandbox
@@ -51,7 +51,6 @@ from ruizn.effects.sink import EventSink, MemorySink
 from ruizn.effects.tool_loader import Toolbox
 from ruizn.effects.tools import BaseTool, ToolRegistry
 from ruizn.effects.trust import NOT_STARTED_HERE, TrustStore
-from ruizn.effects.writer import RunLocked
 from ruizn.events import Event, Parent, RunStarted
 from ruizn.grant import Grant, grant_of
 from ruizn.lineage import fork_prefix
@@ -62,7 +61,7 @@ from ruizn.reducers import replay as reducer_replay
 from ruizn.reducers import start as start_state
 from ruizn.runner import AgentRunner, Subscriber
 from ruizn.state import ExecutionContext, Status, TextBlock, Usage
-from ruizn.store import FileStore, RunStore, new_run_id
+from ruizn.store import FileStore, RunStore, new_run_id, settled
 from ruizn.toolsource import SourceKind, ToolSource
 from ruizn.version import __version__
 
@@ -327,12 +326,7 @@ class Agent:
         if not self._log:
             raise ConfigError("an agent with log=False keeps no runs to fork")
         store = self.store()
-        ref = store.find(str(run))
-        found = store.info(ref)
-        if found.live:
-            raise RunLocked(ref.run_id, found.pid)
-        if found.replayed is None:
-            raise LogError(found.error or f"{store.location(ref)}: unreadable")
+        ref, _ = settled(store, str(run))
         events = fork_prefix(iter_events(ref.path), at)
         first = events[0]
         assert isinstance(first, RunStarted)

@@ -26,12 +26,12 @@ from attrs import evolve, frozen
 from ruizn.agent import Agent, Resume, Session, UntrustedRun
 from ruizn.config import ApprovalMode
 from ruizn.effects.cassette import Cassette, RecordedApprover
-from ruizn.effects.logfile import LogError, iter_events
+from ruizn.effects.logfile import iter_events
 from ruizn.effects.provider import ReplayDiverged
-from ruizn.effects.writer import RunLocked
 from ruizn.events import Parent
 from ruizn.grant import grant_of
 from ruizn.state import ExecutionContext, Status, ToolResultBlock
+from ruizn.store import settled
 from ruizn.tape import Divergence, Stop, compare_stop
 
 
@@ -55,13 +55,7 @@ async def rerun_async(agent: Agent, run: str | Path, *, trust: bool = False) -> 
     (the recording is being written), `RecordingError` (it holds no model reply),
     `UntrustedRun` (not recorded here, and no `trust`), `ToolLoadError` (a tool it names is
     not in this workspace), `ConfigError` (the workspace is not a folder)."""
-    store = agent.store()
-    ref = store.find(str(run))
-    found = store.info(ref)
-    if found.live:
-        raise RunLocked(ref.run_id, found.pid)
-    if found.replayed is None:
-        raise LogError(found.error or f"{store.location(ref)}: unreadable")
+    ref, _ = settled(agent.store(), str(run))
     cassette = Cassette(events=iter_events(ref.path))
     tape = cassette.tape
     problem = agent.trust_problem(ref.path)

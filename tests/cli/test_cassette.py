@@ -34,6 +34,16 @@ def _shout(call_id: str, text: str) -> Stream:
     return Stream((Text("Shouting."), ToolUse(call_id, "shout", {"text": text})), "tool_use")
 
 
+def _run_shouting(workspace: Path, server: Any, goal: str, *options: str) -> Any:
+    """`ruizn run GOAL --tool my_tools.py:shout OPTIONS` with the shout tool in the workspace."""
+    (workspace / "my_tools.py").write_text(SHOUT, encoding="utf-8")
+    return run_cli(
+        ["run", goal, *options, "--tool", "my_tools.py:shout"],
+        workspace=workspace,
+        base_url=server.base_url,
+    )
+
+
 def _runs(workspace: Path) -> list[Path]:
     return sorted((workspace / ".ruizn" / "runs").glob("*/events.jsonl"))
 
@@ -101,13 +111,8 @@ def test_continue_sends_the_whole_conversation_then_the_message(
 def test_continue_after_max_steps_takes_its_message_on_stdin_and_a_step_budget(
     workspace: Path, server_factory: Any
 ) -> None:
-    (workspace / "my_tools.py").write_text(SHOUT, encoding="utf-8")
     server = server_factory([_shout("toolu_1", "hi"), Stream((Text("Shouted: HI."),))])
-    first = run_cli(
-        ["run", "shout hi", "--max-steps", "1", "--tool", "my_tools.py:shout"],
-        workspace=workspace,
-        base_url=server.base_url,
-    )
+    first = _run_shouting(workspace, server, "shout hi", "--max-steps", "1")
     assert first.code == 3, first.stderr
     done = subprocess.run(
         [*ruizn_command(), "continue", "last", "--max-steps", "2"],
@@ -176,7 +181,6 @@ def test_continue_of_a_run_being_written_is_refused(workspace: Path, server_fact
 def test_fork_holds_the_parents_events_and_goes_on_from_there(
     workspace: Path, server_factory: Any
 ) -> None:
-    (workspace / "my_tools.py").write_text(SHOUT, encoding="utf-8")
     server = server_factory(
         [
             _shout("toolu_1", "hi"),
@@ -185,11 +189,7 @@ def test_fork_holds_the_parents_events_and_goes_on_from_there(
             Stream((Text("Whispered."),)),
         ]
     )
-    parent = run_cli(
-        ["run", "shout hi", "--tool", "my_tools.py:shout"],
-        workspace=workspace,
-        base_url=server.base_url,
-    )
+    parent = _run_shouting(workspace, server, "shout hi")
     assert parent.code == 0, parent.stderr
     log = parent.log_path
     original = log.read_bytes()
@@ -226,13 +226,8 @@ def test_fork_holds_the_parents_events_and_goes_on_from_there(
 def test_fork_inside_a_call_or_past_the_log_is_refused_naming_the_nearest_points(
     workspace: Path, server_factory: Any
 ) -> None:
-    (workspace / "my_tools.py").write_text(SHOUT, encoding="utf-8")
     server = server_factory([_shout("toolu_1", "hi"), Stream((Text("Shouted."),))])
-    parent = run_cli(
-        ["run", "shout hi", "--tool", "my_tools.py:shout"],
-        workspace=workspace,
-        base_url=server.base_url,
-    )
+    parent = _run_shouting(workspace, server, "shout hi")
     events = _events(parent.log_path)
     token = next(e["seq"] for e in events if e["type"] == "llm_token")
     result = next(e["seq"] for e in events if e["type"] == "tool_call_finished")
@@ -280,13 +275,8 @@ def test_fork_of_a_run_being_written_is_refused(workspace: Path, server_factory:
 
 
 def _recorded_shout(workspace: Path, server_factory: Any) -> Any:
-    (workspace / "my_tools.py").write_text(SHOUT, encoding="utf-8")
     server = server_factory([_shout("toolu_1", "one"), Stream((Text("Shouted ONE."),))])
-    recorded = run_cli(
-        ["run", "shout one", "--tool", "my_tools.py:shout"],
-        workspace=workspace,
-        base_url=server.base_url,
-    )
+    recorded = _run_shouting(workspace, server, "shout one")
     assert recorded.code == 0, recorded.stderr
     return recorded
 
@@ -341,7 +331,6 @@ def test_rerun_catches_a_changed_tool_naming_the_seq_the_call_and_the_tool(
 def test_rerun_serves_failed_attempts_resumes_and_continues_as_recorded(
     workspace: Path, server_factory: Any
 ) -> None:
-    (workspace / "my_tools.py").write_text(SHOUT, encoding="utf-8")
     server = server_factory(
         [
             HttpError(529, "overloaded_error", "Overloaded"),
@@ -351,8 +340,7 @@ def test_rerun_serves_failed_attempts_resumes_and_continues_as_recorded(
         ]
     )
     url = server.base_url
-    run = ["run", "shout a", "--max-steps", "1", "--tool", "my_tools.py:shout"]
-    recorded = run_cli(run, workspace=workspace, base_url=url)
+    recorded = _run_shouting(workspace, server, "shout a", "--max-steps", "1")
     assert recorded.code == 3, recorded.stderr
     assert (
         run_cli(["resume", "last", "--max-steps", "2"], workspace=workspace, base_url=url).code == 0

@@ -407,17 +407,7 @@ def simulate(
             final = state
             break
         decisions = _drawn_decisions(data, state, registry) if approvals else ()
-        resumer = AgentRunner(
-            provider=FunctionModel(model),
-            registry=registry,
-            sink=(resume_sink := MemorySink()),
-            clock=clock,
-            timer=clock,
-            state=state,
-        )
-        resumer.resume(plan, decisions=decisions)
-        events.extend(resume_sink.events)
-        state = resumer.state
+        state = _go_on(model, registry, clock, state, events=events, plan=plan, decisions=decisions)
     assert final is not None
     while continues and data.draw(st.booleans(), label="continue?"):
         message = data.draw(texts.filter(str.strip), label="message")
@@ -426,19 +416,10 @@ def simulate(
             plan = plan_continue(final, message, max_steps=budget, max_tokens=None)
         except ResumeRefused:
             break  # calls left unanswered (awaiting approval): continue says resume first
-        continuer = AgentRunner(
-            provider=FunctionModel(model),
-            registry=registry,
-            sink=(continue_sink := MemorySink()),
-            clock=clock,
-            timer=clock,
-            state=final,
+        final = _go_on(
+            model, registry, clock, final, events=events, plan=plan, message=message, drive=True
         )
-        continuer.resume(plan, message=message)
-        anyio.run(continuer.drive)
-        events.extend(continue_sink.events)
         sessions += 1
-        final = continuer.state
     states: list[ExecutionContext] = []
     for event in events:
         states.append(start(event) if isinstance(event, RunStarted) else reduce(states[-1], event))
@@ -452,6 +433,35 @@ def simulate(
         max_steps=max_steps,
         tools=tuple(tools_),
     )
+
+
+def _go_on(
+    model: _Model,
+    registry: ToolRegistry,
+    clock: Any,
+    state: ExecutionContext,
+    *,
+    events: list[Event],
+    plan: Any,
+    decisions: tuple[Any, ...] = (),
+    message: str | None = None,
+    drive: bool = False,
+) -> ExecutionContext:
+    """Resume `state` by `plan` in a new "process" (a runner of its own), as the CLI does:
+    its events join `events`; with `drive`, it runs on to its end."""
+    runner = AgentRunner(
+        provider=FunctionModel(model),
+        registry=registry,
+        sink=(sink := MemorySink()),
+        clock=clock,
+        timer=clock,
+        state=state,
+    )
+    runner.resume(plan, decisions=decisions, message=message)
+    if drive:
+        anyio.run(runner.drive)
+    events.extend(sink.events)
+    return runner.state
 
 
 def _drawn_decisions(

@@ -14,13 +14,14 @@ from typing import Any
 
 import click
 
-from ruizn.config import APPROVAL_MODES, DEFAULT_READ_TIMEOUT
+from ruizn.config import DEFAULT_READ_TIMEOUT
 from ruizn.shell.exits import EXIT_CANCELLED, EXIT_OK, EXIT_USAGE, Exit, echo_error, fail
 from ruizn.shell.options import (
     UsageFailure,
     checked_text,
     db_option,
     mcp_header_option,
+    new_approval_option,
     run_options,
     tool_options,
     where_options,
@@ -191,12 +192,7 @@ def replay_command(
     help="Deny the waiting tool call ID, or all of them (repeatable).",
 )
 @click.option("--reason", default=None, help="Why the calls are denied (the model is told).")
-@click.option(
-    "--approval",
-    type=click.Choice(APPROVAL_MODES),
-    default=None,
-    help="A new approval mode for the rest of the run (default: the run's own).",
-)
+@new_approval_option
 @click.option(
     "--trust",
     is_flag=True,
@@ -276,12 +272,7 @@ def resume_command(
 )
 @click.option("--read-timeout", type=float, default=None, help="See `ruizn run`.")
 @mcp_header_option
-@click.option(
-    "--approval",
-    type=click.Choice(APPROVAL_MODES),
-    default=None,
-    help="A new approval mode for the rest of the run (default: the run's own).",
-)
+@new_approval_option
 @click.option(
     "--trust",
     is_flag=True,

@@ -23,7 +23,7 @@ from ruizn.serde import state_to_json
 from ruizn.shell.approval import describe_call
 from ruizn.shell.exits import EXIT_ERROR, EXIT_OK, fail
 from ruizn.state import ExecutionContext
-from ruizn.store import RunInfo, RunNotFound, RunRef, RunStore
+from ruizn.store import RunInfo, RunNotFound, RunRef, RunStore, settled
 from ruizn.terminal import visible
 
 if TYPE_CHECKING:
@@ -212,15 +212,13 @@ def diff_runs(store: RunStore, run_a: str, run_b: str) -> int:
 
 
 def _diffed(store: RunStore, run: str) -> tuple[ExecutionContext, list[Event]]:
-    ref = _resolve(store, run)
-    events: list[Event] = []
-    found = store.info(ref, on_event=events.append)
-    if found.live:
-        from ruizn.effects.writer import RunLocked
+    from ruizn.effects.writer import RunLocked
 
-        fail(visible(str(RunLocked(ref.run_id, found.pid))))
-    if found.replayed is None:
-        read_run(store, ref)  # prints the one-line error and exits 2
+    events: list[Event] = []
+    try:
+        _, found = settled(store, run, on_event=events.append)
+    except (RunNotFound, RunLocked, LogError) as exc:
+        fail(visible(str(exc)))
     assert found.replayed is not None
     return found.replayed.state, events
 
