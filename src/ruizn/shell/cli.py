@@ -226,7 +226,7 @@ def resume_command(
     terminal, ruizn asks about any call they leave waiting). With --db, RUN is a fleet's run:
     it is queued again and a worker continues it.
     """
-    from ruizn.shell.session import resume_run, settings_or_fail, terminal_agent
+    from ruizn.shell.session import settings_or_fail
 
     if read_timeout is not None:
         settings_or_fail(read_timeout=read_timeout)  # checked like run's (no nan, no 0)
@@ -239,22 +239,35 @@ def resume_command(
                 db, run, max_steps=max_steps, max_tokens=max_tokens, read_timeout=read_timeout
             )
         )
+    raise Exit(
+        _go_on(
+            run,
+            workspace=workspace,
+            log_dir=log_dir,
+            mcp_headers=mcp_headers,
+            max_steps=max_steps,
+            max_tokens=max_tokens,
+            read_timeout=read_timeout,
+            approve=approve,
+            deny=deny,
+            reason=None if reason is None else checked_text("--reason", reason),
+            approval=approval,
+            trust=trust,
+        )
+    )
+
+
+def _go_on(
+    run: str, *, workspace: str, log_dir: str | None, mcp_headers: tuple[str, ...], **fields: Any
+) -> int:
+    """`resume` and `continue`: the terminal's agent resumes RUN with these `Resume` fields."""
     from ruizn.agent import Resume
+    from ruizn.shell.session import resume_run, settings_or_fail, terminal_agent
 
     agent = terminal_agent(
         settings_or_fail(workspace=workspace), log_dir=log_dir, mcp_headers=mcp_headers
     )
-    request = Resume(
-        max_steps=max_steps,
-        max_tokens=max_tokens,
-        read_timeout=read_timeout,
-        approve=approve,
-        deny=deny,
-        reason=None if reason is None else checked_text("--reason", reason),
-        approval=approval,  # type: ignore[arg-type]  # click.Choice of the modes
-        trust=trust,
-    )
-    raise Exit(resume_run(agent, run, request))
+    return resume_run(agent, run, Resume(**fields))
 
 
 @cli.command("continue")
@@ -297,8 +310,7 @@ def continue_command(
     The model sees the whole conversation, then the message (the arguments, or standard
     input when it is not a terminal). Printing, exit codes, locking and trust are resume's.
     """
-    from ruizn.agent import Resume
-    from ruizn.shell.session import resume_run, settings_or_fail, terminal_agent
+    from ruizn.shell.session import settings_or_fail
 
     message = " ".join(words) if words else None
     if message is None and not sys.stdin.isatty():
@@ -307,18 +319,20 @@ def continue_command(
         raise UsageFailure("missing message: ruizn continue RUN MESSAGE..., or pipe it in")
     if read_timeout is not None:
         settings_or_fail(read_timeout=read_timeout)
-    agent = terminal_agent(
-        settings_or_fail(workspace=workspace), log_dir=log_dir, mcp_headers=mcp_headers
+    raise Exit(
+        _go_on(
+            run,
+            workspace=workspace,
+            log_dir=log_dir,
+            mcp_headers=mcp_headers,
+            max_steps=max_steps,
+            max_tokens=max_tokens,
+            read_timeout=read_timeout,
+            approval=approval,
+            trust=trust,
+            message=message,
+        )
     )
-    request = Resume(
-        max_steps=max_steps,
-        max_tokens=max_tokens,
-        read_timeout=read_timeout,
-        approval=approval,  # type: ignore[arg-type]  # click.Choice of the modes
-        trust=trust,
-        message=message,
-    )
-    raise Exit(resume_run(agent, run, request))
 
 
 @cli.command("fork")
