@@ -132,10 +132,10 @@ class UntrustedRun(Exception):
     """A run ruizn did not start on this machine (or whose log changed since it last wrote
     it): its log is not obeyed until a person accepts what it would grant (`trust=True`)."""
 
-    def __init__(self, run_id: str, reason: str, grant: Grant) -> None:
+    def __init__(self, run_id: str, reason: str, grant: Grant, *, verb: str = "resume") -> None:
         super().__init__(
             f"run {run_id} {reason}: its log would grant {grant.summary()};"
-            f" check it, then resume with --trust"
+            f" check it, then {verb} with --trust"
         )
         self.run_id = run_id
         self.reason = reason
@@ -552,7 +552,8 @@ class Agent:
             return evolve(plan, approval=approval)
         if not request.trust:
             reason = self._trust.problem(first, log) or NOT_STARTED_HERE
-            raise UntrustedRun(state.run_id, reason, grant_of(state.settings))
+            verb = "resume" if request.message is None else "continue"
+            raise UntrustedRun(state.run_id, reason, grant_of(state.settings), verb=verb)
         here = str(_resolved(self.settings.workspace))
         if here != str(_resolved(state.settings.workspace)):
             raise ResumeRefused(

@@ -60,7 +60,8 @@ async def rerun_async(agent: Agent, run: str | Path, *, trust: bool = False) -> 
     tape = cassette.tape
     problem = agent.trust_problem(ref.path)
     if problem is not None and not trust:
-        raise UntrustedRun(tape.first.run_id, problem, grant_of(tape.final.settings))
+        grant = grant_of(tape.final.settings)
+        raise UntrustedRun(tape.first.run_id, problem, grant, verb="rerun")
     settings = evolve(
         tape.first.settings,
         workspace=agent.settings.workspace,  # today's checkout, never the recorded path

@@ -160,7 +160,7 @@ def test_continue_bad_input_is_one_line_and_writes_nothing(
     untrusted = plant(workspace, settings(workspace))
     planted = untrusted.read_bytes()
     refused = run_cli(["continue", untrusted.parent.name, "go on"], workspace=workspace)
-    _one_line_refusal(refused, "was not started by ruizn on this machine", "--trust")
+    _one_line_refusal(refused, "was not started by ruizn on this machine", "continue with --trust")
     assert untrusted.read_bytes() == planted
     assert first.log_path.read_bytes() == before
 
@@ -391,7 +391,7 @@ def test_rerun_of_a_planted_recording_imports_nothing_without_trust(workspace: P
     )
     planted = plant(workspace, settings(workspace, tool_specs=("evil.py:tool",), tools=(READ,)))
     refused = run_cli(["rerun", planted.parent.name], workspace=workspace, env=_offline())
-    _one_line_refusal(refused, "was not started by ruizn on this machine", "--trust")
+    _one_line_refusal(refused, "was not started by ruizn on this machine", "rerun with --trust")
     assert not marker.exists()
     assert _runs(workspace) == [planted]
 
