@@ -272,7 +272,7 @@ def _go_on(
 
 @cli.command("continue")
 @click.argument("run")
-@click.argument("words", nargs=-1)
+@click.argument("words", nargs=-1, metavar="[MESSAGE]...")
 @click.option(
     "--max-steps",
     type=click.IntRange(min=1),
