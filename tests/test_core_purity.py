@@ -35,6 +35,9 @@ CORE = (
     "redact",
     "toolsource",
     "bounds",
+    "lineage",
+    "diff",
+    "tape",
 )
 # Modules directly in src/ruizn/ that are not core, each with its reason.
 NOT_CORE: dict[str, str] = {
@@ -42,6 +45,7 @@ NOT_CORE: dict[str, str] = {
     "agent": "the library's front door: it drives the runner and writes logs",
     "runner": "the Observe->Act loop: it drives the effects (anyio, provider, tools, sink)",
     "store": "the read side of the logs: it opens files and probes their locks",
+    "rerun": "re-drives a recording: it builds and drives runs through ruizn.Agent",
 }
 FORBIDDEN = frozenset(
     {

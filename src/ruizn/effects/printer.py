@@ -29,6 +29,7 @@ from ruizn.events import (
     ToolApprovalRequested,
     ToolCallFinished,
     ToolCallStarted,
+    UserMessage,
 )
 from ruizn.format import human_bytes, human_seconds, tokens
 from ruizn.terminal import visible
@@ -94,6 +95,8 @@ class StdoutPrinter:
                 )
             case RunResumed(max_steps=max_steps):
                 self._line(self._paint(_DIM, "[run]") + f" resumed · max {max_steps} steps")
+            case UserMessage(text=text):
+                self._line(self._paint(_DIM, "[user]") + " " + visible(text))
             case RunFinished() as finished:
                 self._line(self._summary(finished))
             case _:
