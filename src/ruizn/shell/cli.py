@@ -139,6 +139,13 @@ def _run_options(f: Any) -> Any:
             " terminal (with no terminal the run stops, exit 4, for `resume --approve`),"
             " approve them always, or never.",
         ),
+        click.option(
+            "--otlp",
+            metavar="URL",
+            default=None,
+            help="Also send the run's spans to this OTLP/HTTP collector as it goes"
+            " (e.g. http://localhost:4318); a collector that is down never stops the run.",
+        ),
     ]
     for option in reversed(options):
         f = option(f)
@@ -226,6 +233,7 @@ def _run(
     no_plugins: bool,
     mcp: tuple[str, ...],
     mcp_headers: tuple[str, ...],
+    otlp: str | None = None,
     **options: Any,
 ) -> int:
     from ruizn.shell.session import config_from_options, new_run
@@ -249,7 +257,12 @@ def _run(
             servers = parse_cli(mcp, mcp_headers)
         except McpConfigError as exc:
             raise UsageFailure(str(exc)) from None
-    return new_run(config, goal, servers)
+    if otlp is None:
+        return new_run(config, goal, servers)
+    from ruizn.shell.view import live_export
+
+    with live_export(otlp) as exporter:
+        return new_run(config, goal, servers, subscribers=(exporter,))
 
 
 @cli.command("tools")
@@ -469,6 +482,56 @@ def show_command(run: str, workspace: str, log_dir: str | None, db: str | None) 
     from ruizn.shell.logs import show_run
 
     raise Exit(_reading(lambda: show_run(run, _root(workspace, log_dir))))
+
+
+@cli.command("view")
+@click.argument("run")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Where to write the page (default: view.html in the run's folder).",
+)
+@click.option("--open", "open_browser", is_flag=True, help="Open the page in a browser.")
+@_where_options
+@_db_option
+def view_command(
+    run: str,
+    *,
+    output: str | None,
+    open_browser: bool,
+    workspace: str,
+    log_dir: str | None,
+    db: str | None,
+) -> None:
+    """Write RUN as one self-contained HTML page: its model and tool calls on a timeline,
+    beside the transcript. Prints the page's path."""
+    from ruizn.shell.view import view_run
+
+    root = _root(workspace, log_dir)
+    raise Exit(view_run(run, root=root, db=db, out=output, open_browser=open_browser))
+
+
+@cli.command("export")
+@click.argument("run")
+@click.option(
+    "--otlp",
+    metavar="URL",
+    default=None,
+    help="The OTLP/HTTP collector, e.g. http://localhost:4318 (default:"
+    " $OTEL_EXPORTER_OTLP_ENDPOINT).",
+)
+@_where_options
+@_db_option
+def export_command(
+    run: str, otlp: str | None, workspace: str, log_dir: str | None, db: str | None
+) -> None:
+    """Send RUN's spans (OpenTelemetry GenAI conventions) to a collector over OTLP/HTTP.
+    Exporting twice sends the same trace."""
+    from ruizn.shell.view import export_run
+
+    raise Exit(export_run(run, root=_root(workspace, log_dir), db=db, otlp=otlp))
 
 
 # batch, worker and submit: the fleet layer (ruizn.fleet) adds its commands. Its module

@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 
 import anyio
@@ -29,7 +29,7 @@ from ruizn.effects.writer import EventWriter, RunLocked
 from ruizn.events import Event, LlmResponse, ToolCallFinished
 from ruizn.redact import Redactor
 from ruizn.redact import api_key_problem as key_whitespace_problem
-from ruizn.runner import AgentRunner, first_error
+from ruizn.runner import AgentRunner, Subscriber, first_error
 from ruizn.shell.approval import awaiting_report, terminal_approver
 from ruizn.shell.exits import EXIT_CODES, EXIT_ERROR, EXIT_OK, EXIT_USAGE, echo_error, fail
 from ruizn.state import ExecutionContext, JsonObject, Status
@@ -106,13 +106,14 @@ def build_runner(
     state: ExecutionContext | None = None,
     *,
     approver: Approver | None = None,
+    subscribers: Sequence[Subscriber] = (),
 ) -> AgentRunner:
     return AgentRunner(
         provider=make_provider(config, workspace),
         registry=registry,
         tool_concurrency=config.tool_concurrency,
         sink=writer,
-        subscribers=[printer(), _freeze_at_step_ends],
+        subscribers=[printer(), *subscribers, _freeze_at_step_ends],
         clock=time.time,
         timer=time.monotonic,
         state=state,
@@ -139,7 +140,12 @@ def redactor() -> Callable[[Event], Event] | None:
     return found.redact_event if found else None
 
 
-def new_run(config: RunConfig, goal: str, mcp_servers: tuple[MCPServer, ...] = ()) -> int:
+def new_run(
+    config: RunConfig,
+    goal: str,
+    mcp_servers: tuple[MCPServer, ...] = (),
+    subscribers: Sequence[Subscriber] = (),
+) -> int:
     problem = api_key_problem(config.model)
     if problem:
         fail(problem)
@@ -155,7 +161,9 @@ def new_run(config: RunConfig, goal: str, mcp_servers: tuple[MCPServer, ...] = (
     def start(mcp_tools: tuple[BaseTool, ...], mcp_records: tuple[JsonObject, ...]) -> AgentRunner:
         registry = ToolRegistry([*(loaded.tool for loaded in toolbox.tools), *mcp_tools])
         approver = terminal_approver(config.approval)
-        runner = build_runner(config, workspace, writer, registry, approver=approver)
+        runner = build_runner(
+            config, workspace, writer, registry, approver=approver, subscribers=subscribers
+        )
         try:
             runner.begin(
                 run_id=run_id,
