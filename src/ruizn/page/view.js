@@ -100,7 +100,7 @@
     const row = el("div", "row");
     row.dataset.step = String(s.n);
     const last = s.attempts[s.attempts.length - 1];
-    add(row, add(el("div", "label"), el("b", null, "step " + s.n), el("div", null, dur(s.end - s.start))));
+    add(row, add(el("div", "label"), el("strong", null, "step " + s.n), el("div", null, dur(s.end - s.start))));
     const right = el("div");
     const track = el("div", "track");
     const span = { t0: s.start, len: s.end - s.start };
