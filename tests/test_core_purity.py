@@ -31,6 +31,8 @@ CORE = (
     "terminal",
     "redact",
     "toolsource",
+    "timeline",
+    "spans",
 )
 # Modules directly in src/ruizn/ that are not core, each with its reason.
 NOT_CORE: dict[str, str] = {

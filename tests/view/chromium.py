@@ -74,5 +74,6 @@ def screenshot(
         [f"--screenshot={out}", f"--window-size={size[0]},{size[1]}", page.resolve().as_uri()],
         timeout,
     )
-    assert done.returncode == 0 and out.is_file(), done.stderr.decode(errors="replace")[-2000:]
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    assert out.is_file(), done.stderr.decode(errors="replace")[-2000:]
     return out

@@ -93,26 +93,32 @@ def test_the_page_of_a_real_run_shows_its_steps_calls_and_answer(
     assert root.get("data-ready") == "1", "the page's script did not finish"
     text = dom.text
     run_id = run.log_path.parent.name
-    assert dom.tags("title") and f"ruizn · {run_id}" in text
+    assert dom.tags("title")
+    assert f"ruizn · {run_id}" in text
     assert FINAL_ANSWER in text
     for step in ("Step 1", "Step 2", "Step 3"):
         assert step in text
-    assert "3 steps" in text and "4 model calls" in text and "4 tool calls" in text
+    assert "3 steps" in text
+    assert "4 model calls" in text
+    assert "4 tool calls" in text
     for name in ("read_file", "fetch_docs", "write_file"):
         assert name in text
     # the retry, the failed tool, the call the policy denied, the run's end
-    assert "attempt 1 failed" in text and "overloaded_error (529)" in text
+    assert "attempt 1 failed" in text
+    assert "overloaded_error (529)" in text
     assert "retried in" in text
     assert "error: not_found" in text
     assert "denied by policy" in text
     assert "finished: success · 3 steps" in text
-    assert "cost unknown" in text and "$0.00" not in text
+    assert "cost unknown" in text
+    assert "$0.00" not in text
     # tokens and cache reads of the first call as the log has them (1,850 + 1,600 written)
     assert "in 3,450 · out 96 · cache read 0 · cache write 1,600" in text
     # step 1 asked for three calls at once: they ran side by side, in three lanes
     step1_bars = _bars_of_step(dump_dom(page), 1)
     tool_tops = sorted(top for cls, top in step1_bars if "tool" in cls)
-    assert len(tool_tops) == 3 and len(set(tool_tops)) == 3
+    assert len(tool_tops) == 3
+    assert len(set(tool_tops)) == 3
     assert any("failed" in cls for cls, _ in step1_bars)  # the failed attempt's bar
 
     shot = screenshot(page, _artifacts(tmp_path) / "view.png")
@@ -134,7 +140,7 @@ PAYLOADS = (
     "<script>document.documentElement.setAttribute('data-pwned','script')</script>",
     "<img src=x onerror=\"document.documentElement.setAttribute('data-pwned','img')\">",
     "</script><script>document.title='PWNED'</script>",
-    '<a href="javascript:document.title=\'PWNED\'">click</a>',
+    "<a href=\"javascript:document.title='PWNED'\">click</a>",
     "<svg onload=\"document.documentElement.setAttribute('data-pwned','svg')\"></svg>",
     "<!-- <script>",
     "\u2028\u2029 &lt;b&gt; & <b>bold?</b>",
@@ -169,7 +175,9 @@ def test_a_hostile_transcript_is_shown_as_text_and_runs_nothing(
     # the data cannot close its element: no `<` from the log is in the file at all
     data = html.split('<script type="application/json" id="run-data">', 1)[1]
     data = data.split("</script>", 1)[0]
-    assert "<" not in data and ">" not in data and "&" not in data
+    assert "<" not in data
+    assert ">" not in data
+    assert "&" not in data
     assert json.loads(data)["run"]["goal"]["t"] == goal
 
     dom = Dom(dump_dom(page))
@@ -178,7 +186,9 @@ def test_a_hostile_transcript_is_shown_as_text_and_runs_nothing(
     assert "data-pwned" not in root
     assert not [a for _, a in dom.elements if "data-pwned" in a]
     assert len(dom.tags("script")) == 2  # the data and the page's own script, nothing more
-    assert not dom.tags("img") and not dom.tags("svg") and not dom.tags("b")
+    assert not dom.tags("img")
+    assert not dom.tags("svg")
+    assert not dom.tags("b")
     assert not dom.tags("a"), "no link is ever made from the log"
     assert not [a for _, a in dom.elements if any(k.startswith("on") for k in a)]
     assert not [a for _, a in dom.elements if "href" in a or "src" in a]
@@ -208,12 +218,11 @@ def test_view_writes_where_o_says_and_opens_the_browser(
     env = cli_env(None, BROWSER=f"{sys.executable} {browser} %s")
     out = tmp_path / "pages" / "mine.html"
     out.parent.mkdir()
-    result = run_cli(
-        ["view", "last", "-o", str(out), "--open"], workspace=workspace, env=env
-    )
+    result = run_cli(["view", "last", "-o", str(out), "--open"], workspace=workspace, env=env)
     assert result.code == 0, result.stderr
     assert result.stdout == f"{out}\n"
-    assert out.is_file() and not list(out.parent.glob(".*tmp"))
+    assert out.is_file()
+    assert not list(out.parent.glob(".*tmp"))
     assert opened.read_text() == out.resolve().as_uri()
 
 
@@ -221,8 +230,10 @@ def test_view_errors_are_one_line(tmp_path: Path, server_factory: Any) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     missing = run_cli(["view", "nope"], workspace=workspace)
-    assert missing.code == 2 and missing.stdout == ""
-    assert missing.stderr.startswith("ruizn: error: no run 'nope'") and missing.stderr.count("\n") == 1
+    assert missing.code == 2
+    assert missing.stdout == ""
+    assert missing.stderr.startswith("ruizn: error: no run 'nope'")
+    assert missing.stderr.count("\n") == 1
 
     server = server_factory([Stream((Text("hello"),))])
     assert run_cli(["run", "hi"], workspace=workspace, base_url=server.base_url).code == 0
@@ -237,20 +248,22 @@ def test_view_errors_are_one_line(tmp_path: Path, server_factory: Any) -> None:
         blocked = run_cli(["view", "last", "-o", target], workspace=workspace)
     finally:
         folder.chmod(stat.S_IRWXU)
-    assert blocked.code == 2 and blocked.stdout == ""
-    assert blocked.stderr.startswith("ruizn: error: cannot write") and blocked.stderr.count("\n") == 1
+    assert blocked.code == 2
+    assert blocked.stdout == ""
+    assert blocked.stderr.startswith("ruizn: error: cannot write")
+    assert blocked.stderr.count("\n") == 1
 
     log = next((workspace / ".ruizn" / "runs").glob("*/events.jsonl"))
     lines = log.read_text(encoding="utf-8").splitlines(keepends=True)
     log.write_text(lines[0] + '{"v":2,"type":"nonsense","seq":2}\n' + "".join(lines[1:]))
     bad = run_cli(["view", "last"], workspace=workspace)
-    assert bad.code == 2 and bad.stderr.startswith("ruizn: error: ") and "line 2" in bad.stderr
+    assert bad.code == 2
+    assert bad.stderr.startswith("ruizn: error: ")
+    assert "line 2" in bad.stderr
     assert bad.stderr.count("\n") == 1
 
 
-def test_view_db_draws_a_fleet_run_like_the_local_one(
-    tmp_path: Path, server_factory: Any
-) -> None:
+def test_view_db_draws_a_fleet_run_like_the_local_one(tmp_path: Path, server_factory: Any) -> None:
     pytest.importorskip("sqlalchemy", reason="the fleet extra is part of [test]")
     workspace = make_workspace(tmp_path / "ws")
     run = demo_run(workspace, server_factory(demo_script()))
@@ -281,4 +294,5 @@ def test_view_db_draws_a_fleet_run_like_the_local_one(
 
     assert run_data(fleet_page) == run_data(local)
     unknown = run_cli(["view", "--db", db, "no-such-run"], workspace=workspace)
-    assert unknown.code == 2 and "no run 'no-such-run' in the database" in unknown.stderr
+    assert unknown.code == 2
+    assert "no run 'no-such-run' in the database" in unknown.stderr

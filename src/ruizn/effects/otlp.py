@@ -17,7 +17,7 @@ import importlib.util
 import logging
 import queue
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -161,6 +161,27 @@ def send_spans(spans: Sequence[Span], endpoint: str, *, timeout: float = 10.0) -
         sender.close()
 
 
+class MemorySender:
+    """A collector in memory, for tests: keeps what it is sent. `fail` makes every send
+    fail with that message; `hold` makes every send wait until the event is set."""
+
+    def __init__(self, *, fail: str | None = None, hold: threading.Event | None = None) -> None:
+        self.spans: list[Span] = []
+        self.closed = False
+        self._fail = fail
+        self._hold = hold
+
+    def send(self, spans: Sequence[Span]) -> None:
+        if self._hold is not None:
+            self._hold.wait()
+        if self._fail is not None:
+            raise OtlpError(self._fail)
+        self.spans.extend(spans)
+
+    def close(self) -> None:
+        self.closed = True
+
+
 _STOP = object()
 
 
@@ -173,13 +194,10 @@ class LiveExporter:
     collector that is down is not waited for); `complete` says whether every span went.
     """
 
-    def __init__(
-        self,
-        make_sender: Callable[[], Sender],
-        *,
-        flush_timeout: float = 2.0,
-    ) -> None:
-        self._make_sender = make_sender
+    def __init__(self, sender: Sender, *, flush_timeout: float = 2.0) -> None:
+        # The sender is made by the caller, before the run: importing the SDK in this
+        # thread would compete with the run's first steps for the interpreter.
+        self._sender = sender
         self._flush_timeout = flush_timeout
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -214,12 +232,7 @@ class LiveExporter:
 
     def _work(self) -> None:
         builder = SpanBuilder()
-        try:
-            sender: Sender | None = self._make_sender()
-        except OtlpError as exc:
-            sender = None
-            with self._lock:
-                self.failure = str(exc)
+        sender = self._sender
         stopping = False
         while not stopping:
             spans: list[Span] = []
@@ -231,8 +244,7 @@ class LiveExporter:
                 spans.extend(builder.feed(event))
             if spans:
                 self._send(sender, spans)
-        if sender is not None:
-            sender.close()
+        sender.close()
 
     def _drain(self) -> Iterator[Any]:
         """The next event (waiting for it), then whatever else is queued already."""
@@ -243,9 +255,7 @@ class LiveExporter:
             except queue.Empty:
                 return
 
-    def _send(self, sender: Sender | None, spans: list[Span]) -> None:
-        if sender is None:
-            return
+    def _send(self, sender: Sender, spans: list[Span]) -> None:
         try:
             sender.send(spans)
         except OtlpError as exc:

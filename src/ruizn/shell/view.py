@@ -164,7 +164,7 @@ def live_export(url: str) -> Iterator[Subscriber]:
     from ruizn.effects.otlp import LiveExporter, OtlpSender
 
     endpoint = _endpoint(url)
-    exporter = LiveExporter(lambda: OtlpSender(endpoint, timeout=5.0))
+    exporter = LiveExporter(OtlpSender(endpoint, timeout=5.0))
     try:
         yield exporter
     finally:
