@@ -125,9 +125,9 @@ def main() -> None:
     median = statistics.median(ready)
     verdict = "yes" if median < TARGET_MS else "**MISSED**"
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    command = "python bench/view_load.py" + (
-        f" --steps {args.steps} --loads {args.loads}" if (args.steps, args.loads) != (2000, 5) else ""
-    )
+    command = "python bench/view_load.py"
+    if (args.steps, args.loads) != (2000, 5):
+        command += f" --steps {args.steps} --loads {args.loads}"
     print(
         f"| page of a {args.steps:,}-step run: ms to drawn (data-ready-ms) |"
         f" {median:.0f} ({min(ready)}-{max(ready)}) | under {TARGET_MS:,} ms | {verdict} |"

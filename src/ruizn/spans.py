@@ -117,7 +117,7 @@ class SpanBuilder:
 
     def feed(self, event: Event) -> tuple[Span, ...]:
         if type(event) is LlmToken:
-            self.last_ts = max(self.last_ts, event.ts)
+            self.saw(event.ts)
             return ()
         ended: list[Span] = []
         match event:
@@ -217,6 +217,11 @@ class SpanBuilder:
                     ended.append(self._end_session(event.ts, error=error))
         self.last_ts = max(self.last_ts, event.ts)
         return tuple(ended)
+
+    def saw(self, ts: float) -> None:
+        """The log reached `ts` (a token the caller did not feed: it ends no span, but a
+        span the log leaves open is cut at the last event's time)."""
+        self.last_ts = max(self.last_ts, ts)
 
     def close(self) -> tuple[Span, ...]:
         """End every span the log left open (a run still going, or one that was killed)."""

@@ -9,6 +9,8 @@ without --otlp.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -304,3 +306,33 @@ def test_a_collector_that_is_down_or_hangs_never_changes_the_run(
     assert len(warning) == 1, exported.stderr
     assert warning[0].startswith("ruizn: warning: otlp: not every span of the run reached")
     assert warning[0].endswith(f"send the run again with: ruizn export {run_id} --otlp {url}")
+
+
+def test_help_and_view_never_import_opentelemetry(tmp_path: Path, server_factory: Any) -> None:
+    """`ruizn --help` (the bench's start-up figure) loads none of view's or export's
+    modules, and `ruizn view` neither OpenTelemetry nor the SDK of the model."""
+
+    def imported(args: list[str], cwd: Path) -> set[str]:
+        proc = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "ruizn", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+            cwd=cwd,
+        )
+        assert "view" in proc.stdout
+        return {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
+
+    on_help = imported(["--help"], tmp_path)
+    assert "click" in on_help  # the import log was read
+    for module in ("opentelemetry", "ruizn.page", "ruizn.timeline", "ruizn.spans"):
+        assert module not in on_help
+    assert "ruizn.effects.otlp" not in on_help
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    server = server_factory([Stream((Text("hi"),))])
+    assert run_cli(["run", "hi"], workspace=workspace, base_url=server.base_url).code == 0
+    on_view = imported(["view", "last"], workspace)
+    assert "ruizn.page" in on_view
+    assert not {m for m in on_view if m.split(".")[0] in ("opentelemetry", "anthropic", "anyio")}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 import queue
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -106,7 +107,10 @@ class OtlpSender:
         otel_log.addHandler(self._log)
         otel_log.propagate = False
         self._exporter = OTLPSpanExporter(endpoint=endpoint, timeout=timeout)
-        self._resource = Resource.create({"service.name": "ruizn", "service.version": __version__})
+        # OTEL_SERVICE_NAME, when set, names the service, as in any OpenTelemetry program.
+        named = os.environ.get("OTEL_SERVICE_NAME")
+        attributes = {"service.version": __version__} | ({} if named else {"service.name": "ruizn"})
+        self._resource = Resource.create(attributes)
         self._scope = InstrumentationScope("ruizn", __version__)
 
     def send(self, spans: Sequence[Span]) -> None:
@@ -202,21 +206,26 @@ class LiveExporter:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self.run_id: str | None = None
+        self._token_ts = 0.0
         self.sent = 0
         self.failure: str | None = None
         self._thread = threading.Thread(target=self._work, name="ruizn-otlp", daemon=True)
         self._thread.start()
 
     def __call__(self, event: Event) -> None:
-        if type(event) is LlmToken:  # most events: no span begins or ends with a token
+        if type(event) is LlmToken:
+            # Most events are tokens, and none begins or ends a span: only its time is
+            # kept (a span left open is cut at the log's last time). Waking the thread for
+            # each would make it compete with the run for the interpreter.
+            self._token_ts = event.ts
             return
         if type(event) is RunStarted:
             self.run_id = event.run_id
-        self._queue.put(event)
+        self._queue.put((self._token_ts, event))
 
     def close(self) -> None:
         """Stop: wait a little for the spans still queued (see the class)."""
-        self._queue.put(_STOP)
+        self._queue.put((self._token_ts, _STOP))
         with self._lock:
             failed = self.failure is not None
         self._thread.join(0 if failed else self._flush_timeout)
@@ -236,7 +245,8 @@ class LiveExporter:
         stopping = False
         while not stopping:
             spans: list[Span] = []
-            for event in self._drain():
+            for token_ts, event in self._drain():
+                builder.saw(token_ts)
                 if event is _STOP:
                     stopping = True
                     spans.extend(builder.close())
