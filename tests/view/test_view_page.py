@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.cli.conftest import cli_env, run_cli
-from tests.fakeapi import Stream, Text, ToolUse
+from tests.fakeapi import Stream, Text, ToolUse, tool_loop
 from tests.view.chromium import dump_dom, screenshot
 from tests.view.demo import FINAL_ANSWER, demo_run, demo_script, make_workspace
 
@@ -296,3 +296,27 @@ def test_view_db_draws_a_fleet_run_like_the_local_one(tmp_path: Path, server_fac
     unknown = run_cli(["view", "--db", db, "no-such-run"], workspace=workspace)
     assert unknown.code == 2
     assert "no run 'no-such-run' in the database" in unknown.stderr
+
+
+def test_a_stopped_and_resumed_run_shows_both_sessions(tmp_path: Path, server_factory: Any) -> None:
+    workspace = make_workspace(tmp_path / "ws")
+    server = server_factory(tool_loop(2, final_text="All read."))
+    first = run_cli(
+        ["run", "--max-steps", "1", "read the README twice"],
+        workspace=workspace,
+        base_url=server.base_url,
+    )
+    assert first.code == 3, first.stderr
+    env = cli_env(server.base_url)
+    resumed = run_cli(["resume", "last", "--max-steps", "5"], workspace=workspace, env=env)
+    assert resumed.code == 0, resumed.stderr
+    dom = Dom(dump_dom(_view(workspace)))
+    text = dom.text
+    assert "2 sessions" in text
+    assert "finished: max steps · 1 steps" in text
+    assert "resumed at" in text
+    assert "finished: success · 3 steps" in text
+    assert "All read." in text
+    # in time order: the first session's end, the resume, then the steps after it
+    order = [text.index(s) for s in ("step 1", "finished: max steps", "resumed at", "step 2")]
+    assert order == sorted(order)
