@@ -28,7 +28,7 @@ def fetch_docs(topic: str) -> str:
     time.sleep(0.35 if topic == "ranking" else 0.2)
     if topic == "missing":
         raise FileNotFoundError("no notes on 'missing'")
-    return f"Notes on {topic}: results are ranked by BM25, then by recency.\\n" * 40
+    return f"Notes on {topic}: results are ranked by BM25, then by recency.\\n" * 80
 '''
 
 

@@ -110,6 +110,9 @@ def test_the_page_of_a_real_run_shows_its_steps_calls_and_answer(
     assert "error: not_found" in text
     assert "denied by policy" in text
     assert "finished: success · 3 steps" in text
+    # a long result: the page holds its first 4,000 characters and says how long it is
+    assert "result · 5,040 chars" in text
+    assert "showing 4,000 of 5,040 characters (all of it is in the log)" in text
     assert "cost unknown" in text
     assert "$0.00" not in text
     # tokens and cache reads of the first call as the log has them (1,850 + 1,600 written)
@@ -293,6 +296,18 @@ def test_view_db_draws_a_fleet_run_like_the_local_one(tmp_path: Path, server_fac
         return loaded
 
     assert run_data(fleet_page) == run_data(local)
+    # export --db sends the spans a local export sends
+    from tests.view.receiver import OtlpReceiver
+
+    with OtlpReceiver() as local_spans, OtlpReceiver() as fleet_spans:
+        assert run_cli(["export", "last", "--otlp", local_spans.url], workspace=workspace).code == 0
+        fleet_export = run_cli(
+            ["export", "--db", db, run_id, "--otlp", fleet_spans.url], workspace=workspace
+        )
+        assert fleet_export.code == 0, fleet_export.stderr
+    assert [s.SerializeToString() for *_, s in fleet_spans.spans()] == [
+        s.SerializeToString() for *_, s in local_spans.spans()
+    ]
     unknown = run_cli(["view", "--db", db, "no-such-run"], workspace=workspace)
     assert unknown.code == 2
     assert "no run 'no-such-run' in the database" in unknown.stderr
