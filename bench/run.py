@@ -503,7 +503,7 @@ def ruizn_tools(ws: Path) -> list[Any]:
     so that the raw loop's requests are ruizn's, byte for byte."""
     logs = Scratch.dir("tools")
     timed([RUIZN, "run", "--model", "test", "--goal", "README.md", "--log-dir", str(logs)], ws)
-    tools: list[Any] = read_log(logs)[0]["tools"]
+    tools: list[Any] = read_log(logs)[0]["settings"]["tools"]
     return tools
 
 

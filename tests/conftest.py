@@ -46,3 +46,12 @@ def installed_plugin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert done.returncode == 0, f"pip could not install the test plug-in:\n{done.stderr}"
     return target
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _state_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The trust record (which runs this user's ruizn started) of the whole test session in
+    a folder of its own, for every ruizn the tests start: never the user's real one."""
+    import os
+
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))

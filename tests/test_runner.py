@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
-from ruizn.config import RunConfig
+from ruizn.config import RunSettings
 from ruizn.effects.function_model import FunctionModel
 from ruizn.effects.provider import ModelReply, ProviderError
 from ruizn.effects.sink import LogLost, LogWriteError, MemorySink
@@ -30,7 +30,7 @@ def _runner(model: Any, sink: Any, **config: Any) -> AgentRunner:
         clock=time.time,
         timer=time.monotonic,
     )
-    runner.begin(run_id="r", goal="g", config=RunConfig(**config), workspace="/w")
+    runner.begin(run_id="r", goal="g", settings=RunSettings(workspace="/w", **config))
     return runner
 
 

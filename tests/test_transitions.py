@@ -6,11 +6,13 @@ write there; the reducer must refuse it with InvalidTransition naming the proble
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from attrs import evolve
 
+from ruizn.config import ConfigError, RunSettings
 from ruizn.events import (
     Event,
     LlmCallFailed,
@@ -22,7 +24,8 @@ from ruizn.events import (
     RunStarted,
     ToolCallStarted,
 )
-from ruizn.reducers import InvalidTransition, add_tokens, reduce, replay, reply_problem, start
+from ruizn.reducers import InvalidTransition, add_tokens, reduce, replay, reply_problem
+from ruizn.serde import DecodeError, decode, encode
 from ruizn.state import (
     ExecutionContext,
     Phase,
@@ -38,11 +41,7 @@ FIRST = RunStarted(
     ts=0.0,
     run_id="r",
     goal="g",
-    model="m",
-    max_steps=2,
-    max_tokens=100,
-    system="",
-    max_retries=1,
+    settings=RunSettings(model="m", max_steps=2, max_tokens=100, system="", max_retries=1),
 )
 CALL = ToolUseBlock(id="t1", name="look", input={"p": 1})
 
@@ -169,10 +168,15 @@ def test_each_illegal_event_is_refused_naming_the_problem(case: str) -> None:
 
 
 def test_a_run_started_with_a_bad_limit_or_mode_is_refused() -> None:
-    with pytest.raises(InvalidTransition, match="below its minimum"):
-        start(evolve(FIRST, max_steps=0))
-    with pytest.raises(InvalidTransition, match="approval mode"):
-        start(evolve(FIRST, approval="maybe"))  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="max_steps must be"):
+        evolve(FIRST.settings, max_steps=0)
+    with pytest.raises(ConfigError, match="approval must be"):
+        evolve(FIRST.settings, approval="maybe")  # type: ignore[arg-type]
+    # A log that holds them does not decode: the record refuses them as it is made.
+    line = json.loads(encode(FIRST))
+    line["settings"]["max_steps"] = 0
+    with pytest.raises(DecodeError, match="max_steps must be"):
+        decode(json.dumps(line))
 
 
 def test_tokens_in_bulk_need_the_streaming_phase() -> None:
@@ -194,7 +198,7 @@ def test_a_resume_with_a_larger_max_tokens_continues_an_answer_cut_there() -> No
     same = _next(state, RunResumed, max_steps=3)
     assert (same.phase, same.continuing) == (Phase.DONE, False)
     raised = _next(state, RunResumed, max_steps=3, max_tokens=200)
-    assert (raised.phase, raised.continuing, raised.max_tokens) == (Phase.READY, True, 200)
+    assert (raised.phase, raised.continuing, raised.settings.max_tokens) == (Phase.READY, True, 200)
     more = _next(
         _next(raised, LlmCallStarted, step=2),
         LlmResponse,

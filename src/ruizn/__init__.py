@@ -9,98 +9,38 @@
 
     result = ruizn.Agent(model="test", tools=[add]).run("What is 2 + 3?")
 
-Every name below is imported on first use, so `ruizn --help` (which imports this package
-for `__version__`) pays for none of anyio, anthropic or pydantic.
+The public names are listed once, in `__init__.pyi` (what type checkers read); each is
+imported on first use, so `ruizn --help` pays for none of anyio, anthropic or pydantic.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import importlib
+import os
+from typing import Any
 
-__version__ = "0.1.0"
+from ruizn.version import __version__ as __version__
 
-# name -> the module that holds it
-_PUBLIC: dict[str, str] = {
-    "Agent": "ruizn.agent",
-    "RunResult": "ruizn.agent",
-    "run": "ruizn.agent",
-    "RunConfig": "ruizn.config",
-    "ConfigError": "ruizn.config",
-    "tool": "ruizn.effects.function_tool",
-    "FunctionTool": "ruizn.effects.function_tool",
-    "BaseTool": "ruizn.effects.tools",
-    "BlockingTool": "ruizn.effects.tools",
-    "ToolInputError": "ruizn.effects.tools",
-    "FunctionModel": "ruizn.effects.function_model",
-    "ModelReply": "ruizn.effects.provider",
-    "ProviderError": "ruizn.effects.provider",
-    "RunLocked": "ruizn.effects.writer",
-    "MCPServer": "ruizn.effects.mcp_config",
-    "Answer": "ruizn.effects.approval",
-    "ToolCall": "ruizn.state",
-    "ToolResult": "ruizn.state",
-    "ErrorType": "ruizn.state",
-    "ExecutionContext": "ruizn.state",
-    "Status": "ruizn.state",
-    "replay": "ruizn.store",
-    "replay_events": "ruizn.store",
-    "iter_runs": "ruizn.store",
-    "RunInfo": "ruizn.store",
-    "RunNotFound": "ruizn.store",
-    "LogError": "ruizn.store",
-}
 
-__all__ = [
-    "Agent",
-    "Answer",
-    "BaseTool",
-    "BlockingTool",
-    "ConfigError",
-    "ErrorType",
-    "ExecutionContext",
-    "FunctionModel",
-    "FunctionTool",
-    "LogError",
-    "MCPServer",
-    "ModelReply",
-    "ProviderError",
-    "RunConfig",
-    "RunInfo",
-    "RunLocked",
-    "RunNotFound",
-    "RunResult",
-    "Status",
-    "ToolCall",
-    "ToolInputError",
-    "ToolResult",
-    "__version__",
-    "iter_runs",
-    "replay",
-    "replay_events",
-    "run",
-    "tool",
-]
+def _face() -> dict[str, str]:
+    """name -> the module that holds it, from the stub's `from M import N as N` lines."""
+    found: dict[str, str] = {}
+    with open(os.path.join(os.path.dirname(__file__), "__init__.pyi"), encoding="utf-8") as stub:
+        for line in stub:
+            words = line.split()
+            if len(words) == 6 and words[0] == "from" and words[2] == "import":
+                found[words[5]] = words[1]
+    return found
 
-if TYPE_CHECKING:
-    from ruizn.agent import Agent, RunResult, run
-    from ruizn.config import ConfigError, RunConfig
-    from ruizn.effects.approval import Answer
-    from ruizn.effects.function_model import FunctionModel
-    from ruizn.effects.function_tool import FunctionTool, tool
-    from ruizn.effects.mcp_config import MCPServer
-    from ruizn.effects.provider import ModelReply, ProviderError
-    from ruizn.effects.tools import BaseTool, BlockingTool, ToolInputError
-    from ruizn.effects.writer import RunLocked
-    from ruizn.state import ErrorType, ExecutionContext, Status, ToolCall, ToolResult
-    from ruizn.store import LogError, RunInfo, RunNotFound, iter_runs, replay, replay_events
+
+_PUBLIC = _face()
+__all__ = sorted(_PUBLIC)  # noqa: PLE0605 - the names come from the stub, listed once there
 
 
 def __getattr__(name: str) -> Any:
     module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'ruizn' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

@@ -1,11 +1,15 @@
-"""`ruizn.Agent`: the library's front door.
+"""`ruizn.Agent`: the one place where a run is built.
 
     agent = ruizn.Agent(model="claude-sonnet-4-5", tools=[add], workspace=".")
     result = agent.run("What is 2 + 3?")
+    result = agent.resume(result.run_id, max_steps=40)
 
-An Agent is a `RunConfig` plus tools and a model. Each `run` writes its own log exactly as
-`ruizn run` does (so `ruizn replay/show/resume` work on it), drives the same runner, and
-returns a `RunResult`. Errors are typed exceptions; nothing here exits the process.
+Every run is built here, whoever asks for it (`ruizn run` and `ruizn resume`, a fleet worker,
+a library call): its `RunSettings` become a provider, a tool registry (built-ins, `--tool`
+specs, plug-ins, the caller's tools, MCP servers), a redactor, the store's writer and an
+`AgentRunner`. Read `_open` from top to bottom to see how. The CLI and the fleet choose the
+options, add what only they have (a printer, a terminal to ask, a database store) and map the
+typed exceptions raised here to exit codes; nothing here prints or exits the process.
 """
 
 from __future__ import annotations
@@ -14,37 +18,50 @@ import contextlib
 import inspect
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
-from attrs import evolve, frozen
+from attrs import asdict, evolve, field, frozen
 
-from ruizn.config import TEST_MODEL, RunConfig
-from ruizn.effects.approval import ApproveFunction, CallbackApprover
+from ruizn.bounds import deeper_than, too_deep
+from ruizn.config import (
+    TEST_MODEL,
+    ApprovalMode,
+    ConfigError,
+    JsonObject,
+    RunSettings,
+    settings_from,
+)
+from ruizn.decide import ResumePlan, ResumeRefused, plan_resume, resume_decisions
+from ruizn.effects.approval import ApproveFunction, Approver, CallbackApprover
 from ruizn.effects.function_model import FunctionModel, ReplyFunction
 from ruizn.effects.mcp_config import MCPServer
-from ruizn.effects.provider import Provider
+from ruizn.effects.provider import Provider, ProviderConfigError
 from ruizn.effects.sandbox import workspace_sandbox
 from ruizn.effects.sink import EventSink, MemorySink
+from ruizn.effects.tool_loader import Toolbox
 from ruizn.effects.tools import BaseTool, ToolRegistry
-from ruizn.effects.writer import EventWriter
-from ruizn.events import Event
+from ruizn.effects.trust import NOT_STARTED_HERE, TrustStore
+from ruizn.events import Event, RunStarted
+from ruizn.grant import Grant, grant_of
 from ruizn.redact import Redactor
-from ruizn.runner import AgentRunner
-from ruizn.state import ExecutionContext, JsonObject, Status, TextBlock, Usage
-from ruizn.store import default_root, new_run_id
+from ruizn.redact import api_key_problem as key_whitespace_problem
+from ruizn.runner import AgentRunner, Subscriber
+from ruizn.state import ExecutionContext, Status, TextBlock, Usage
+from ruizn.store import FileStore, RunStore, new_run_id
 from ruizn.toolsource import SourceKind, ToolSource
 
 ToolLike = BaseTool | Callable[..., Any] | type[BaseTool]
+Notice = Callable[[str], None]
 
 
 @frozen(kw_only=True)
 class RunResult:
     status: Status
     """success, max_steps, error, cancelled or awaiting_approval (a call needs a decision
-    and nobody could be asked: `ruizn resume RUN --approve/--deny` goes on)."""
+    and nobody could be asked: `agent.resume(run, approve=...)` goes on)."""
     output: str
     """The text of the model's last answer."""
     run_id: str
@@ -56,176 +73,508 @@ class RunResult:
     """The final state; `ruizn.replay(log_path)` rebuilds exactly this."""
 
 
+def _ids(ids: Iterable[str]) -> tuple[str, ...]:
+    return tuple(ids)
+
+
+@frozen(kw_only=True)
+class Resume:
+    """How a stopped run goes on (`Agent.resume`, `ruizn resume`)."""
+
+    max_steps: int | None = None
+    """The run's new step total (None: another batch as big as the first after max_steps,
+    else the run's own)."""
+    max_tokens: int | None = None
+    """A new per-call limit (lets an answer cut at max_tokens go on)."""
+    approve: tuple[str, ...] = field(default=(), converter=_ids)
+    """Waiting tool calls to approve, by id, or "all"."""
+    deny: tuple[str, ...] = field(default=(), converter=_ids)
+    """Waiting tool calls to deny, by id, or "all"."""
+    reason: str | None = None
+    """Why the calls are denied (the model is told)."""
+    approval: ApprovalMode | None = None
+    """A new approval mode for the rest of the run (None: the run's own)."""
+    trust: bool = False
+    """Accept the grant of a run ruizn did not start here (or whose log changed)."""
+    read_timeout: float | None = None
+    """This session's stream timeout (None: the run's own)."""
+    vouched: bool = False
+    """The store vouches for the run (a fleet's database): no trust record is needed."""
+
+
+class NothingToResume(ResumeRefused):
+    """The run finished with success: there is nothing to go on with."""
+
+    def __init__(self, state: ExecutionContext) -> None:
+        super().__init__(
+            f"run {state.run_id} already finished with {state.status.value}; nothing to resume"
+        )
+        self.state = state
+
+
+class UntrustedRun(Exception):
+    """A run ruizn did not start on this machine (or whose log changed since it last wrote
+    it): its log is not obeyed until a person accepts what it would grant (`trust=True`)."""
+
+    def __init__(self, run_id: str, reason: str, grant: Grant) -> None:
+        super().__init__(
+            f"run {run_id} {reason}: its log would grant {grant.summary()};"
+            f" check it, then resume with --trust"
+        )
+        self.run_id = run_id
+        self.reason = reason
+        self.grant = grant
+
+
+class Session:
+    """One run, built and begun (or resumed), not yet driven. `await drive()` runs it to its
+    end; `state` is where it stands at any moment (after a cancellation too)."""
+
+    def __init__(
+        self,
+        runner: AgentRunner,
+        run_id: str,
+        log_path: Path | None,
+        *,
+        trust: tuple[TrustStore, RunStarted] | None = None,
+    ) -> None:
+        self.runner = runner
+        self.run_id = run_id
+        self.log_path = log_path
+        self._trust = trust
+
+    @property
+    def state(self) -> ExecutionContext:
+        return self.runner.state
+
+    async def drive(self) -> RunResult:
+        try:
+            return self.result(await self.runner.drive())
+        finally:
+            # The log stands as this session left it (finished, or cancelled and closed).
+            if self._trust is not None and self.log_path is not None:
+                store, first = self._trust
+                with contextlib.suppress(OSError):
+                    store.closed(first, self.log_path)
+
+    def result(self, state: ExecutionContext | None = None) -> RunResult:
+        state = self.state if state is None else state
+        return RunResult(
+            status=state.status,
+            output=_output(state),
+            run_id=self.run_id,
+            log_path=self.log_path,
+            usage=state.usage,
+            error=state.error,
+            state=state,
+        )
+
+
 class Agent:
     def __init__(
         self,
-        model: str | ReplyFunction | Provider = "claude-sonnet-4-5",
+        model: str | ReplyFunction | Provider | None = None,
         *,
         tools: Iterable[ToolLike] = (),
         builtins: bool = True,
-        log: bool = True,
-        config: RunConfig | None = None,
-        approve: ApproveFunction | None = None,
         mcp: Iterable[MCPServer] = (),
+        mcp_headers: Sequence[str] = (),
+        approve: ApproveFunction | None = None,
+        approver: Approver | None = None,
+        settings: RunSettings | None = None,
+        store: RunStore | None = None,
+        log: bool = True,
+        log_dir: str | Path | None = None,
+        subscribers: Iterable[Subscriber] = (),
+        on_notice: Notice | None = None,
+        environ: Mapping[str, str] | None = None,
+        trust_store: TrustStore | None = None,
         **options: Any,
     ) -> None:
-        """`options` are RunConfig's fields (system, workspace, max_steps, max_tokens, log_dir,
+        """`options` are `RunSettings`' fields (system, workspace, max_steps, max_tokens,
         max_retries, retry_base_delay, read_timeout, tool_timeout, tool_concurrency,
-        allow_secret_files, plugins, approval); `config` gives them all at once. `model` is a
-        model id, `"test"`, a function (request -> reply, see FunctionModel) or a Provider.
+        allow_secret_files, approval, tool_specs, plugins); `settings` gives them all at once.
+        `model` is a model id, `"test"`, a function (request -> reply, see FunctionModel) or a
+        Provider; None keeps the settings' model (a resume: the run's own).
 
-        `approve` decides the tool calls that need approval in `approval="ask"` mode (the
-        default): a function, sync or async, of the `ToolCall`, returning True/False,
-        `(approved, reason)` or an `Answer`. Without it such a call stops the run with status
-        awaiting_approval.
+        `tools` are `@ruizn.tool` functions, plain functions, `BaseTool` classes or instances;
+        `builtins=False` leaves out the built-in file tools. `mcp` are MCP servers
+        (`ruizn.MCPServer.stdio(...)` / `.http(...)`), started around each run and stopped
+        after it, their tools offered as `mcp__NAME__TOOL`; `mcp_headers` (`NAME:KEY=VALUE`)
+        give header values again when a run's recorded servers are reconnected.
 
-        `mcp` is MCP servers (`ruizn.MCPServer.stdio(...)` / `.http(...)`): started before each
-        run and stopped after it, their tools offered as `mcp__NAME__TOOL`."""
-        base = config if config is not None else RunConfig(plugins=False)
-        name = model if isinstance(model, str) else "function"
-        self.config = evolve(base, model=name, **options)
+        `approve` decides the tool calls that need approval in `approval="ask"` mode: a
+        function, sync or async, of the `ToolCall`, returning True/False, `(approved, reason)`
+        or an `Answer`; `approver` is the lower-level `Approver` (the CLI's terminal prompt).
+        Without either, such a call stops the run with status awaiting_approval.
+
+        `store` is where runs live (default: `log_dir`, else WORKSPACE/.ruizn/runs);
+        `log=False` keeps a run's events in memory only. `subscribers` see every event after
+        it is logged (the CLI's printer); `on_notice` gets one-line notices (a plug-in left
+        out, an MCP server restarted). `trust_store` is the record of the runs this user's
+        ruizn started (default: under the user's state directory; see `resume`)."""
+        base = settings if settings is not None else RunSettings()
+        if isinstance(model, str):
+            options["model"] = model
+        elif model is not None:
+            options.setdefault("model", "function")
+        servers = tuple(mcp)
+        if servers:
+            options["mcp_servers"] = tuple(server.describe() for server in servers)
+        self.settings = settings_from(**{**asdict(base, recurse=False), **options})
         self._model = model
         self._tools = tuple(tools)
         self._builtins = builtins
+        self._servers = servers
+        self._mcp_headers = tuple(mcp_headers)
+        if approve is not None and approver is not None:
+            raise ConfigError("give approve or approver, not both")
+        self._approver = CallbackApprover(approve) if approve is not None else approver
+        self._store = store
         self._log = log
-        self._approve = approve
-        self._mcp = tuple(mcp)
+        self._log_dir = log_dir
+        self._subscribers = tuple(subscribers)
+        self._notice: Notice = on_notice or (lambda _text: None)
+        self._environ: Mapping[str, str] = os.environ if environ is None else environ
+        self._trust = trust_store if trust_store is not None else TrustStore.from_env(self._environ)
+
+    # -- the public face ----------------------------------------------------------------------
 
     def run(self, goal: str) -> RunResult:
         """Run to the end (blocking). Inside an event loop, use `await run_async(goal)`."""
         return anyio.run(self.run_async, goal)
 
     async def run_async(self, goal: str) -> RunResult:
-        result: RunResult | None = None
-        async for item in self._drive(goal):
-            if isinstance(item, RunResult):
-                result = item
-        assert result is not None
-        return result
+        async with self.start(goal) as session:
+            return await session.drive()
 
     async def stream(self, goal: str) -> AsyncIterator[Event]:
         """The run's events as they happen (the objects the log holds), in order."""
-        async for item in self._drive(goal):
-            if not isinstance(item, RunResult):
-                yield item
+        async for event in self._streamed(lambda: self.start(goal)):
+            yield event
 
-    def _prepare(self, goal: str) -> tuple[Path, Path]:
-        if not goal.strip():
-            raise ValueError("the goal must not be empty")
-        workspace = Path(self.config.workspace).resolve()
-        if not workspace.is_dir():
-            raise FileNotFoundError(f"the workspace {self.config.workspace} is not a folder")
-        return workspace, default_root(workspace, self.config.log_dir)
+    def resume(self, run: str | Path, **options: Any) -> RunResult:
+        """Continue a stopped run in the same log (blocking); `options` are `Resume`'s
+        fields. See `resume_async`."""
+        return anyio.run(lambda: self.resume_async(run, **options))
 
-    async def _drive(self, goal: str) -> AsyncIterator[Event | RunResult]:
-        workspace, root = self._prepare(goal)
-        run_id = new_run_id()
-        async with _mcp_toolset(self._mcp, workspace, root / ".mcp" / run_id) as (mcp, records):
-            async for item in self._run(goal, run_id, workspace, root, mcp, records):
-                yield item
+    async def resume_async(self, run: str | Path, **options: Any) -> RunResult:
+        """Continue `run` (an id, `last`, a run folder or an events.jsonl) where it stopped,
+        with the same tools and MCP servers, appending to its log. `options` are `Resume`'s
+        fields (the new limits, decisions for the calls it waits on, `trust`...).
 
-    async def _run(  # noqa: PLR0917 - private, called once
+        Raises `UntrustedRun` for a run ruizn did not start on this machine (or whose log
+        changed since) unless `trust=True`, `NothingToResume` for a run that succeeded,
+        `ResumeRefused` for limits or decisions that cannot apply, `RunLocked` while another
+        process writes it. Nothing is written, imported or started before those checks."""
+        async with self.start_resume(run, Resume(**options)) as session:
+            return await session.drive()
+
+    def store(self) -> RunStore:
+        """Where this agent's runs live."""
+        if self._store is None:
+            workspace = Path(self.settings.workspace)
+            self._store = FileStore.at(workspace, self._log_dir)
+        return self._store
+
+    # -- building a run -----------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def start(self, goal: str, *, run_id: str | None = None) -> AsyncIterator[Session]:
+        """A new run, built and begun (its first line written), held open around the drive:
+        its MCP servers and its provider live as long as the `async with`."""
+        if not isinstance(goal, str) or not goal.strip():
+            raise ConfigError("the goal must not be empty")
+        settings = self.settings
+        if not _is_folder(settings.workspace):
+            raise ConfigError(f"the workspace {settings.workspace} is not a folder")
+        workspace = _resolved(settings.workspace)
+        settings = evolve(settings, workspace=str(workspace))
+        store = self.store() if self._log else None
+        root = store.root if store is not None else workspace / ".ruizn" / "runs"
+        run_id = run_id or new_run_id()
+        sink: EventSink = store.new_writer(run_id) if store is not None else MemorySink()
+        log_path = root / run_id / "events.jsonl" if store is not None else None
+        try:
+            async with self._open(settings, root, run_id, sink, None) as (runner, settings):
+                first = runner.begin(run_id=run_id, goal=goal, settings=settings)
+                trust = None
+                if log_path is not None:
+                    # This user's ruizn started the run: it may resume it as recorded.
+                    self._trust.opened(first, log_path)
+                    trust = (self._trust, first)
+                yield Session(runner, run_id, log_path, trust=trust)
+        finally:
+            sink.close()  # the runner closed it if it ran; a run that never began has none
+
+    @contextlib.asynccontextmanager
+    async def start_resume(
+        self, run: str | Path, request: Resume | None = None
+    ) -> AsyncIterator[Session]:
+        """A stopped run, replayed and resumed (its run_resumed written), held open around
+        the drive. Everything is checked before a line is written."""
+        request = Resume() if request is None else request
+        if not self._log:
+            raise ConfigError("an agent with log=False keeps no runs to resume")
+        store = self.store()
+        ref = store.find(str(run))
+        # The lock first: nobody may append while we read the log and decide.
+        writer = store.append_writer(ref)
+        try:
+            seen: list[Event] = []
+            replayed = store.load(ref, on_event=lambda e: None if seen else seen.append(e))
+            state = replayed.state
+            first = seen[0]
+            assert isinstance(first, RunStarted)
+            plan = plan_resume(state, max_steps=request.max_steps, max_tokens=request.max_tokens)
+            if plan is None:
+                if request.approve or request.deny:  # a decision for a run that waits for none
+                    raise ResumeRefused(
+                        f"run {state.run_id} finished with {state.status.value}:"
+                        " no call awaits approval"
+                    )
+                raise NothingToResume(state)
+            plan = self._trusted_plan(state, first, ref.path, plan, request)
+            settings = evolve(
+                state.settings,
+                workspace=plan.workspace or state.settings.workspace,
+                approval=plan.approval or state.settings.approval,
+            )
+            if isinstance(self._model, str) and self._model != settings.model:
+                raise ConfigError(
+                    f"run {state.run_id} uses model {settings.model}, not {self._model}"
+                )
+            if not _is_folder(settings.workspace):
+                raise ResumeRefused(f"the run's workspace {settings.workspace} no longer exists")
+            if request.read_timeout is not None:  # this session's stream timeout only
+                settings = evolve(settings, read_timeout=request.read_timeout)
+            root = ref.path.parent.parent
+            async with self._open(settings, root, ref.run_id, writer, state) as (runner, _):
+                decisions = resume_decisions(
+                    state,
+                    runner.needs_approval,
+                    approve=request.approve,
+                    deny=request.deny,
+                    reason=request.reason,
+                )
+                if replayed.torn is not None:
+                    # Only the unfinished last write is cut; every whole line stays.
+                    store.cut(ref, replayed.torn.offset)
+                trust = None
+                if request.vouched:
+                    trust = None  # the store vouches for its runs (a fleet's database)
+                else:
+                    self._trust.opened(first, ref.path)
+                    trust = (self._trust, first)
+                runner.resume(plan, torn_bytes=_torn(replayed), decisions=decisions)
+                yield Session(runner, ref.run_id, ref.path, trust=trust)
+        finally:
+            writer.close()
+
+    def _trusted_plan(
         self,
-        goal: str,
-        run_id: str,
-        workspace: Path,
+        state: ExecutionContext,
+        first: RunStarted,
+        log: Path,
+        plan: ResumePlan,
+        request: Resume,
+    ) -> ResumePlan:
+        """The plan with what trust decides. A run this user's ruizn started (its record
+        matches the log) goes on as recorded, with what the command line overrides. Any other
+        goes on only if a person accepted its grant (`trust`), and then in the folder that
+        person names, and never with an `always` approval they did not give now."""
+        approval = request.approval
+        if request.vouched or self._trust.problem(first, log) is None:
+            return evolve(plan, approval=approval)
+        if not request.trust:
+            reason = self._trust.problem(first, log) or NOT_STARTED_HERE
+            raise UntrustedRun(state.run_id, reason, grant_of(state.settings))
+        here = str(_resolved(self.settings.workspace))
+        if here != str(_resolved(state.settings.workspace)):
+            raise ResumeRefused(
+                f"run {state.run_id} names the workspace {state.settings.workspace}, not"
+                f" {here}: run from there, or give --workspace {state.settings.workspace}"
+            )
+        if approval is None and state.settings.approval == "always":
+            approval = "ask"  # an `always` read from a log is never applied silently
+        return evolve(plan, workspace=here, approval=approval)
+
+    @contextlib.asynccontextmanager
+    async def _open(
+        self,
+        settings: RunSettings,
         root: Path,
-        mcp_tools: tuple[BaseTool, ...],
-        mcp_records: tuple[JsonObject, ...],
-    ) -> AsyncIterator[Event | RunResult]:
-        config = self.config
-        registry, sources = self._registry(workspace, root)
-        registry = ToolRegistry([*registry, *mcp_tools])
-        log_path = root / run_id / "events.jsonl" if self._log else None
-        sink: EventSink = EventWriter.new(log_path) if log_path is not None else MemorySink()
-        send, receive = anyio.create_memory_object_stream[Event](max_buffer_size=1 << 16)
-        redactor = Redactor.from_env(os.environ)
-        runner = AgentRunner(
-            provider=self._provider(workspace),
-            registry=registry,
-            sink=sink,
-            subscribers=[send.send_nowait],
-            clock=time.time,
-            timer=time.monotonic,
-            tool_concurrency=config.tool_concurrency,
-            redact=redactor.redact_event if redactor else None,
-            approver=CallbackApprover(self._approve) if self._approve is not None else None,
-        )
-        runner.begin(
-            run_id=run_id,
-            goal=goal,
-            config=config,
-            workspace=str(workspace),
-            tool_sources=sources,
-            mcp_servers=mcp_records,
-        )
-        states: list[ExecutionContext] = []
+        run_id: str,
+        sink: EventSink,
+        state: ExecutionContext | None,
+    ) -> AsyncIterator[tuple[AgentRunner, RunSettings]]:
+        """The provider, the tools and the runner for `settings`; for a new run (`state` is
+        None) the settings come back filled in (tools, sources, servers)."""
+        provider = self._provider(settings)
+        try:
+            registry, sources = self._local_tools(settings, root, state)
+            servers = self._mcp_servers(settings)
+            async with _mcp_toolset(
+                servers,
+                Path(settings.workspace),
+                root / ".mcp" / run_id,
+                lambda text: self._notice(f"mcp: {text}"),
+            ) as (mcp_tools, mcp_records):
+                registry = ToolRegistry([*registry, *mcp_tools])
+                for schema in registry.tool_schemas():
+                    if state is None and deeper_than(schema):
+                        raise ConfigError(too_deep(f"the schema of tool {schema['name']!r}"))
+                if state is None:
+                    sources = (*sources, *(_mcp_source(tool) for tool in mcp_tools))
+                    settings = evolve(
+                        settings,
+                        tool_sources=_with_flags(sources, registry),
+                        mcp_servers=mcp_records,
+                    )
+                redactor = Redactor.from_env(self._environ)
+                runner = AgentRunner(
+                    provider=provider,
+                    registry=registry,
+                    sink=sink,
+                    subscribers=self._subscribers,
+                    clock=time.time,
+                    timer=time.monotonic,
+                    state=state,
+                    redact=redactor.redact_event if redactor else None,
+                    approver=self._approver,
+                )
+                yield runner, settings
+        finally:
+            await _aclose(provider)
 
-        async def drive() -> None:
-            try:
-                states.append(await runner.drive())
-            finally:
-                send.close()
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(drive)
-            async with receive:
-                async for event in receive:
-                    yield event
-        state = states[0]
-        yield RunResult(
-            status=state.status,
-            output=_output(state),
-            run_id=run_id,
-            log_path=log_path,
-            usage=state.usage,
-            error=state.error,
-            state=state,
-        )
-
-    def _provider(self, workspace: Path) -> Provider:
+    def _provider(self, settings: RunSettings) -> Provider:
         model = self._model
-        if isinstance(model, str):
-            if model == TEST_MODEL:
+        if model is None or isinstance(model, str):
+            if settings.model == TEST_MODEL:
                 from ruizn.effects.test_model import TestModelProvider
 
-                return TestModelProvider(workspace)
+                return TestModelProvider(Path(settings.workspace))
+            problem = self._key_problem()
+            if problem is not None:
+                raise ProviderConfigError(problem)
             from ruizn.effects.anthropic_provider import AnthropicProvider
 
-            return AnthropicProvider(read_timeout=self.config.read_timeout)
+            return AnthropicProvider(read_timeout=settings.read_timeout)
         if hasattr(model, "stream") and not inspect.isfunction(model):
-            return model
+            return model  # type: ignore[return-value]
         return FunctionModel(model)
 
-    def _registry(self, workspace: Path, root: Path) -> tuple[ToolRegistry, tuple[ToolSource, ...]]:
-        from ruizn.effects.function_tool import tool as as_tool
-        from ruizn.effects.tool_loader import collect_tools
+    def _key_problem(self) -> str | None:
+        if not self._environ.get("ANTHROPIC_API_KEY"):
+            return "ANTHROPIC_API_KEY is not set: set it, or try --model test (offline)"
+        # A key read from a CRLF file keeps its \r; the HTTP client would put the key itself
+        # into its error text. Refuse it before anything is sent or logged.
+        return key_whitespace_problem(self._environ)
 
-        tools: list[BaseTool] = []
-        sources: list[ToolSource] = []
-        if self._builtins or self.config.plugins:
-            sandbox = workspace_sandbox(
-                workspace, root, allow_secret_files=self.config.allow_secret_files
-            )
-            box = collect_tools(
-                sandbox,
-                self.config.tools,
-                plugins=self.config.plugins,
-                builtins=None if self._builtins else (),
-                timeout=self.config.tool_timeout,
-            )
-            tools.extend(loaded.tool for loaded in box.tools)
-            sources.extend(box.sources)
+    def _local_tools(
+        self, settings: RunSettings, root: Path, state: ExecutionContext | None
+    ) -> tuple[ToolRegistry, tuple[ToolSource, ...]]:
+        """A new run's tools: the built-ins, its specs and plug-ins, then the caller's. A
+        resumed run's: the ones it started with, loaded again from where they came from."""
+        from ruizn.effects.function_tool import tool as as_tool
+        from ruizn.effects.tool_loader import collect_tools, load_sources
+
+        sandbox = workspace_sandbox(
+            Path(settings.workspace), root, allow_secret_files=settings.allow_secret_files
+        )
+        if state is not None:
+            recorded = tuple(s for s in settings.tool_sources if s.kind is not SourceKind.MCP)
+            given = {made.name: made for made in (_as_tool(t, as_tool) for t in self._tools)}
+            if not settings.tool_sources:  # a run from before sources were recorded
+                return collect_tools(sandbox, plugins=False).registry(), ()
+            loadable = tuple(s for s in recorded if s.tool not in given)
+            loaded = load_sources(loadable, sandbox, timeout=settings.tool_timeout)
+            by_name = {tool.name: tool for tool in loaded} | given
+            return ToolRegistry(by_name[s.tool] for s in recorded), recorded
+        toolbox = self.toolbox(settings, root)
+        tools = [loaded.tool for loaded in toolbox.tools]
+        sources = list(toolbox.sources)
         for item in self._tools:
             made = _as_tool(item, as_tool)
             tools.append(made)
             sources.append(_source(made))
         return ToolRegistry(tools), tuple(sources)
 
+    def toolbox(self, settings: RunSettings | None = None, root: Path | None = None) -> Toolbox:
+        """The tools a new run gets before the caller's and the MCP servers': the built-ins,
+        the `tool_specs` and the plug-ins, each with where it came from (`ruizn tools`).
+        Raises ToolLoadError for a spec that cannot load; a plug-in that cannot is a notice."""
+        from ruizn.effects.tool_loader import collect_tools
+
+        settings = self.settings if settings is None else settings
+        root = self.store().root if root is None else root
+        sandbox = workspace_sandbox(
+            Path(settings.workspace).resolve(), root, allow_secret_files=settings.allow_secret_files
+        )
+        toolbox = collect_tools(
+            sandbox,
+            settings.tool_specs,
+            plugins=settings.plugins,
+            builtins=None if self._builtins else (),
+            timeout=settings.tool_timeout,
+        )
+        for warning in toolbox.warnings:
+            self._notice(f"warning: {warning}")
+        return toolbox
+
+    def _mcp_servers(self, settings: RunSettings) -> tuple[MCPServer, ...]:
+        if self._servers:
+            return self._servers
+        if not settings.mcp_servers:
+            return ()
+        from ruizn.effects.mcp_config import servers_from_records
+
+        return servers_from_records(settings.mcp_servers, self._mcp_headers, environ=self._environ)
+
+    async def _streamed(
+        self, opening: Callable[[], contextlib.AbstractAsyncContextManager[Session]]
+    ) -> AsyncIterator[Event]:
+        send, receive = anyio.create_memory_object_stream[Event](max_buffer_size=1 << 16)
+        self._subscribers = (*self._subscribers, send.send_nowait)
+        try:
+            async with opening() as session:
+
+                async def drive() -> None:
+                    try:
+                        await session.drive()
+                    finally:
+                        send.close()
+
+                async with anyio.create_task_group() as group:
+                    group.start_soon(drive)
+                    async with receive:
+                        async for event in receive:
+                            yield event
+        finally:
+            self._subscribers = self._subscribers[:-1]
+
+
+def _torn(replayed: Any) -> int:
+    return 0 if replayed.torn is None else int(replayed.torn.size)
+
+
+def _is_folder(path: str) -> bool:
+    return Path(path).is_dir()
+
+
+def _resolved(path: str) -> Path:
+    return Path(path).resolve()
+
+
+async def _aclose(provider: Provider) -> None:
+    close = getattr(provider, "aclose", None)
+    if close is not None:
+        await close()
+
 
 @contextlib.asynccontextmanager
 async def _mcp_toolset(
-    servers: tuple[MCPServer, ...], workspace: Path, stderr_dir: Path
+    servers: tuple[MCPServer, ...], workspace: Path, stderr_dir: Path, notice: Notice
 ) -> AsyncIterator[tuple[tuple[BaseTool, ...], tuple[JsonObject, ...]]]:
     """The servers' tools, held open around the whole run (the SDK's sessions must be closed
     by the task that opened them); nothing is imported without servers."""
@@ -234,9 +583,23 @@ async def _mcp_toolset(
         return
     from ruizn.effects.mcp_tools import McpToolset
 
-    toolset = McpToolset(servers, cwd=workspace, stderr_dir=stderr_dir)
+    toolset = McpToolset(servers, cwd=workspace, stderr_dir=stderr_dir, on_notice=notice)
     async with toolset as tools:
         yield tuple(tools), toolset.describe()
+
+
+def _mcp_source(tool: BaseTool) -> ToolSource:
+    server = getattr(tool, "server_name", "")
+    return ToolSource(tool=tool.name, kind=SourceKind.MCP, ref=f"{server}/{tool.mcp_name}")  # type: ignore[attr-defined]
+
+
+def _with_flags(sources: Iterable[ToolSource], registry: ToolRegistry) -> tuple[ToolSource, ...]:
+    """Each source with what its tool says of itself now (recorded for resume)."""
+    flagged = []
+    for source in sources:
+        tool = registry.get(source.tool)
+        flagged.append(evolve(source, read_only=bool(tool is not None and tool.read_only)))
+    return tuple(flagged)
 
 
 def _as_tool(item: ToolLike, as_tool: Callable[[Any], BaseTool]) -> BaseTool:
@@ -268,4 +631,12 @@ def run(goal: str, **options: Any) -> RunResult:
     return Agent(**options).run(goal)
 
 
-__all__: Sequence[str] = ("Agent", "RunResult", "run")
+__all__: Sequence[str] = (
+    "Agent",
+    "NothingToResume",
+    "Resume",
+    "RunResult",
+    "Session",
+    "UntrustedRun",
+    "run",
+)

@@ -1,7 +1,11 @@
-"""One record for a run's options, and the one home of every default.
+"""A run's settings, as one record, and the one home of every default.
 
-The CLI builds a `RunConfig` from its options, `ruizn.Agent` from its arguments, and the
-runner reads it; nothing threads the options through keyword arguments. Pure data: no I/O.
+`RunSettings` is what a run is: its model, limits, prompt, workspace, tools and where they
+came from, MCP servers, approval mode and retry policy. The same record is what a user asks
+for (`ruizn.Agent(...)`, `ruizn run` options, a goals-file line, the fleet's run input) and,
+filled in when the run starts (the workspace resolved, the tools' schemas and sources, the
+MCP servers' records), what `run_started` carries whole and the state keeps. Nothing copies
+a run's options field by field. Pure data: no I/O.
 """
 
 from __future__ import annotations
@@ -10,8 +14,11 @@ import math
 from collections.abc import Callable
 from typing import Any, Literal
 
-from attrs import field, frozen
+from attrs import field, fields, frozen
 
+from ruizn.toolsource import ToolSource
+
+JsonObject = dict[str, Any]
 Validator = Callable[[Any, Any, Any], None]
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
@@ -27,22 +34,30 @@ DEFAULT_MAX_RETRIES = 4
 DEFAULT_RETRY_BASE_DELAY = 0.5
 DEFAULT_TOOL_TIMEOUT = 10.0
 DEFAULT_TOOL_CONCURRENCY = 8
-# How a run treats tool calls that need approval (recorded in run_started): ask a person (or
-# stop and wait for one), approve every call, or deny every call. Defined here, not in state,
-# so the CLI's start-up (`--help`) does not pay for importing the state records.
+# How a run treats tool calls that need approval: ask a person (or stop and wait for one),
+# approve every call, or deny every call. Defined here, not in state, so the CLI's start-up
+# (`--help`) does not pay for importing the state records.
 ApprovalMode = Literal["ask", "always", "never"]
 APPROVAL_MODES: tuple[ApprovalMode, ...] = ("ask", "always", "never")
 DEFAULT_APPROVAL: ApprovalMode = "ask"
 
 
 class ConfigError(ValueError):
-    """An option that cannot work; the message is one line naming the option."""
+    """A setting that cannot work; the message is one line naming the setting."""
 
 
 def _positive_int(name: str) -> Validator:
     def check(_: object, __: object, value: Any) -> None:
         if type(value) is not int or value < 1:
             raise ConfigError(f"{name} must be a whole number >= 1, not {value!r}")
+
+    return check
+
+
+def _whole(name: str) -> Validator:
+    def check(_: object, __: object, value: Any) -> None:
+        if type(value) is not int or value < 0:
+            raise ConfigError(f"{name} must be a whole number >= 0, not {value!r}")
 
     return check
 
@@ -76,89 +91,112 @@ def _text(name: str, *, empty_ok: bool = False) -> Validator:
     return check
 
 
+def _flag(name: str) -> Validator:
+    def check(_: object, __: object, value: Any) -> None:
+        if type(value) is not bool:
+            raise ConfigError(f"{name} must be true or false, not {value!r}")
+
+    return check
+
+
+def _approval(_: object, __: object, value: Any) -> None:
+    if value not in APPROVAL_MODES:
+        raise ConfigError(f"approval must be one of {', '.join(APPROVAL_MODES)}, not {value!r}")
+
+
 def _path_text(value: Any) -> Any:
     """A path given as a Path (or any os.PathLike) is kept as its text."""
     return value.__fspath__() if hasattr(value, "__fspath__") else value
 
 
+def _tuple(value: Any) -> Any:
+    """Lists (JSON, a caller's list) become the tuples a frozen record holds."""
+    return tuple(value) if isinstance(value, list) else value
+
+
 @frozen(kw_only=True)
-class RunConfig:
-    """Everything that shapes a run. Recorded in `run_started`, so replay and resume see it."""
+class RunSettings:
+    """Everything that shapes a run, recorded whole in `run_started`.
+
+    A resume may change only the limits (`max_steps`, `max_tokens`) and, for a run accepted
+    with `--trust`, the workspace and the approval mode; each change is in `run_resumed`.
+    """
 
     model: str = field(default=DEFAULT_MODEL, validator=_text("model"))
     """Claude model id; `test` is the built-in offline model."""
 
-    max_steps: int = field(
-        default=DEFAULT_MAX_STEPS,
-        validator=_positive_int("max_steps"),
-    )
+    max_steps: int = field(default=DEFAULT_MAX_STEPS, validator=_positive_int("max_steps"))
     """The most model calls in the run."""
 
-    max_tokens: int = field(
-        default=DEFAULT_MAX_TOKENS,
-        validator=_positive_int("max_tokens"),
-    )
+    max_tokens: int = field(default=DEFAULT_MAX_TOKENS, validator=_positive_int("max_tokens"))
     """`max_tokens` of each model call."""
 
-    system: str = field(
-        default=DEFAULT_SYSTEM,
-        validator=_text("system", empty_ok=True),
-    )
+    system: str = field(default=DEFAULT_SYSTEM, validator=_text("system", empty_ok=True))
     """The system prompt (empty: none)."""
 
     workspace: str = field(default=".", converter=_path_text, validator=_text("workspace"))
-    """The folder the tools may read; the run records it resolved."""
-
-    log_dir: str | None = field(default=None, converter=_path_text)
-    """Where run folders go; None: WORKSPACE/.ruizn/runs."""
+    """The folder the tools may use; the run records it resolved (an absolute path)."""
 
     read_timeout: float = field(
-        default=DEFAULT_READ_TIMEOUT,
-        validator=_seconds("read_timeout", minimum=0.1),
+        default=DEFAULT_READ_TIMEOUT, validator=_seconds("read_timeout", minimum=0.1)
     )
     """Seconds a model stream may stay silent before the call fails (and is retried)."""
 
-    max_retries: int = field(default=DEFAULT_MAX_RETRIES)
-    """Retries of a failed model call (429, 5xx, overloaded, broken or invalid stream)."""
-
-    retry_base_delay: float = field(
-        default=DEFAULT_RETRY_BASE_DELAY,
-        validator=_seconds("retry_base_delay", minimum=0.0),
-    )
-    """The first back-off between retries; it doubles each time (a retry-after wins)."""
-
     tool_timeout: float = field(
-        default=DEFAULT_TOOL_TIMEOUT,
-        validator=_seconds("tool_timeout", minimum=0.001),
+        default=DEFAULT_TOOL_TIMEOUT, validator=_seconds("tool_timeout", minimum=0.001)
     )
     """Seconds a tool call may take before it is answered `timeout`."""
 
-    tools: tuple[str, ...] = ()
-    """Extra tools, as `MODULE:ATTR` specs (a module or a .py file), besides the built-ins."""
+    max_retries: int = field(default=DEFAULT_MAX_RETRIES, validator=_whole("max_retries"))
+    """Retries of a failed model call (429, 5xx, overloaded, broken or invalid stream)."""
 
-    plugins: bool = True
-    """Load the tools of installed plug-ins (entry point group `ruizn.tools`)."""
+    retry_base_delay: float = field(
+        default=DEFAULT_RETRY_BASE_DELAY, validator=_seconds("retry_base_delay", minimum=0.0)
+    )
+    """The first back-off between retries; it doubles each time (a retry-after wins)."""
 
     tool_concurrency: int = field(
-        default=DEFAULT_TOOL_CONCURRENCY,
-        validator=_positive_int("tool_concurrency"),
+        default=DEFAULT_TOOL_CONCURRENCY, validator=_positive_int("tool_concurrency")
     )
     """The most tool calls of one turn that run at once (1: one at a time, in order)."""
 
-    allow_secret_files: bool = False
+    allow_secret_files: bool = field(default=False, validator=_flag("allow_secret_files"))
     """Let the file tools read well-known secret files (.env, *.pem, id_rsa...)."""
 
-    approval: ApprovalMode = field(default=DEFAULT_APPROVAL)
+    approval: ApprovalMode = field(default=DEFAULT_APPROVAL, validator=_approval)
     """Tool calls that need approval (write_file, edit_file, `needs_approval` tools): "ask" a
     person (a terminal, `Agent(approve=...)`; with neither the run stops awaiting_approval),
     approve them "always", or deny them ("never")."""
 
-    @approval.validator
-    def _check_approval(self, _: object, value: object) -> None:
-        if value not in APPROVAL_MODES:
-            raise ConfigError(f"approval must be one of {', '.join(APPROVAL_MODES)}, not {value!r}")
+    tool_specs: tuple[str, ...] = field(default=(), converter=_tuple)
+    """Extra tools asked for, as `MODULE:ATTR` specs (a module or a .py file)."""
 
-    @max_retries.validator
-    def _check_retries(self, _: object, value: int) -> None:
-        if type(value) is not int or value < 0:
-            raise ConfigError(f"max_retries must be a whole number >= 0, not {value!r}")
+    plugins: bool = field(default=False, validator=_flag("plugins"))
+    """Load the tools of installed plug-ins (entry point group `ruizn.tools`); the CLI turns
+    it on unless `--no-plugins`."""
+
+    mcp_servers: tuple[JsonObject, ...] = field(default=(), converter=_tuple, hash=False)
+    """The MCP servers (`MCPServer.describe()`: name, command or URL, header and env names;
+    never a secret value)."""
+
+    tools: tuple[JsonObject, ...] = field(default=(), converter=_tuple, hash=False)
+    """Filled when the run starts: the tools offered to the model, as API schemas."""
+
+    tool_sources: tuple[ToolSource, ...] = field(default=(), converter=_tuple)
+    """Filled when the run starts: where each tool came from, so a resume loads the same."""
+
+
+# The fields a resume may set (run_resumed): everything else stays as the run started.
+RESUMABLE = frozenset({"max_steps", "max_tokens", "workspace", "approval"})
+SETTINGS_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RunSettings))
+
+
+def settings_from(**options: Any) -> RunSettings:
+    """A RunSettings from keyword options; an unknown name is a ConfigError naming it."""
+    unknown = sorted(set(options) - set(SETTINGS_FIELDS))
+    if unknown:
+        raise ConfigError(f"unknown setting {unknown[0]!r} (known: {', '.join(SETTINGS_FIELDS)})")
+    try:
+        return RunSettings(**options)
+    except TypeError as exc:  # a wrong type that no validator names (a list for a string...)
+        raise ConfigError(str(exc)) from None

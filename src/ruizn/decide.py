@@ -14,11 +14,17 @@ from collections.abc import Callable
 
 from attrs import field, frozen
 
-from ruizn.reducers import PAUSE_STOP, SUCCESS_STOPS, reply_problem
+from ruizn.config import ApprovalMode
+from ruizn.rules import (
+    ApprovalDecision,
+    limit_stop,
+    reply_problem,
+    rule_decision,
+    turn_stop,
+)
 from ruizn.state import (
     Approval,
     ContentBlock,
-    DecidedBy,
     ErrorType,
     ExecutionContext,
     JsonObject,
@@ -26,7 +32,6 @@ from ruizn.state import (
     Status,
     ToolCall,
     ToolResult,
-    ToolUseBlock,
 )
 
 
@@ -55,14 +60,6 @@ class RequestApproval:
     """Log an approval request for each of these calls (before anything asks or decides)."""
 
     calls: tuple[ToolCall, ...]
-
-
-@frozen(kw_only=True)
-class ApprovalDecision:
-    id: str
-    approved: bool
-    by: DecidedBy
-    reason: str | None = None
 
 
 @frozen(kw_only=True)
@@ -126,11 +123,6 @@ TRUNCATED_TOOL_CALL = (
     "this tool call was not run: the response hit max_tokens before the call was complete;"
     " ask again with a shorter input, or split the work"
 )
-CONTEXT_EXCEEDED = (
-    "the conversation no longer fits the model's context window"
-    " (stop_reason model_context_window_exceeded): start a new run with a narrower goal,"
-    " or use a model with a larger context window"
-)
 
 # A retry-after longer than this is not waited for: the call gives up instead of hanging.
 MAX_RETRY_AFTER = 60.0
@@ -154,8 +146,8 @@ def next_action(
             failure = state.failure
             if failure is not None and not failure.will_retry:
                 return Finish(status=Status.ERROR, error=_gave_up(failure.message, state.attempt))
-            if failure is None and state.step >= state.max_steps:
-                return Finish(status=Status.MAX_STEPS)
+            if failure is None and (stop := limit_stop(state)) is not None:
+                return Finish(status=stop.status, error=stop.error)
             delay = failure.retry_in if failure is not None else 0.0
             return CallModel(step=state.step + 1, attempt=state.attempt + 1, delay=delay)
         case Phase.TOOLS:
@@ -164,7 +156,8 @@ def next_action(
                 return RefuseTools(calls=pending, reason=TRUNCATED_TOOL_CALL)
             return _tools_turn(state, pending, needs_approval, can_ask=can_ask)
         case Phase.DONE:
-            return _finish_turn(state)
+            stop = turn_stop(state)
+            return Finish(status=stop.status, error=stop.error)
         case Phase.STREAMING:
             # Only a crash leaves a run here, and a resume moves it on; a live loop never
             # asks mid-stream.
@@ -243,24 +236,6 @@ def approval_candidates(
     )
 
 
-def rule_decision(state: ExecutionContext, call: ToolCall) -> ApprovalDecision | None:
-    """The decision the run's rules make about an awaiting call, or None: a person decides.
-
-    `always` approves and `never` denies every call ("policy"); in `ask` mode a tool a
-    person approved for the rest of the run is approved ("always-rule").
-    """
-    if state.approval == "always":
-        return ApprovalDecision(id=call.id, approved=True, by="policy")
-    if state.approval == "never":
-        return ApprovalDecision(id=call.id, approved=False, by="policy", reason=NEVER_APPROVED)
-    if call.name in state.always_approved:
-        return ApprovalDecision(id=call.id, approved=True, by="always-rule")
-    return None
-
-
-NEVER_APPROVED = "the run's approval mode is never: no call that needs approval may run"
-
-
 def denied_result(call: ToolCall, approval: Approval) -> ToolResult:
     """What the model is told about a denied call: not run, who refused it, and why."""
     who = "the approval policy" if approval.by == "policy" else "the user"
@@ -268,27 +243,6 @@ def denied_result(call: ToolCall, approval: Approval) -> ToolResult:
     if approval.reason:
         text += f". Reason: {approval.reason}"
     return ToolResult.error(ErrorType.DENIED, text)
-
-
-def _finish_turn(state: ExecutionContext) -> Action:
-    has_tool_use = any(isinstance(b, ToolUseBlock) for b in state.messages[-1].content)
-    match state.stop_reason:
-        case stop if stop in SUCCESS_STOPS:
-            return Finish(status=Status.SUCCESS)
-        case "max_tokens":
-            return Finish(
-                status=Status.ERROR,
-                error=f"the answer was cut off at max_tokens ({state.max_tokens}):"
-                f" resume with a larger --max-tokens to let it go on",
-            )
-        case "tool_use" if not has_tool_use:
-            return Finish(status=Status.ERROR, error="stop_reason tool_use without a tool call")
-        case "refusal":
-            return Finish(status=Status.ERROR, error="the model refused to answer")
-        case "model_context_window_exceeded":
-            return Finish(status=Status.ERROR, error=CONTEXT_EXCEEDED)
-        case other:
-            return Finish(status=Status.ERROR, error=f"unexpected stop_reason {other!r}")
 
 
 def _gave_up(message: str, attempts: int) -> str:
@@ -311,13 +265,13 @@ def after_failure(
     doubled per attempt, capped at MAX_BACKOFF. No jitter: the core has no randomness, and
     one ruizn process makes one call at a time.
     """
-    if not retryable or state.attempt > state.max_retries:
+    if not retryable or state.attempt > state.settings.max_retries:
         return RetryDecision(will_retry=False, retry_in=0.0)
     if retry_after is not None and retry_after >= 0:
         if retry_after > MAX_RETRY_AFTER:
             return RetryDecision(will_retry=False, retry_in=0.0)
         return RetryDecision(will_retry=True, retry_in=retry_after)
-    backoff = state.retry_base_delay * 2 ** (state.attempt - 1)
+    backoff = state.settings.retry_base_delay * 2 ** (state.attempt - 1)
     return RetryDecision(will_retry=True, retry_in=min(backoff, MAX_BACKOFF))
 
 
@@ -332,15 +286,22 @@ def interrupted_calls(
 ) -> tuple[ToolCall, ...]:
     """The tool calls a stop interrupted that must be answered `interrupted` on resume.
 
-    A call that was started and not finished may or may not have taken effect. A read-only
-    tool is safe to run again (it is left pending, so it runs); any other is never run twice:
-    the model is told instead.
+    A call that was started and not finished may or may not have taken effect. It runs
+    again only if the log says that is safe: its tool was read-only when the run started
+    (`tool_sources`) and the call asked for no approval; and the tool still says so now
+    (`read_only`). Any other is never run twice: the model is told instead.
     """
+    recorded = {source.tool for source in state.settings.tool_sources if source.read_only}
     in_flight = set(state.tools_in_flight)
     return tuple(
         call
         for call in state.pending_tool_calls
-        if call.id in in_flight and not read_only(call.name)
+        if call.id in in_flight
+        and not (
+            call.name in recorded
+            and read_only(call.name)
+            and state.turn_approvals[state.turn_index[call.id]] is None
+        )
     )
 
 
@@ -403,6 +364,9 @@ def resume_decisions(
 class ResumePlan:
     max_steps: int
     max_tokens: int | None  # None: keep the run's limit
+    # What a person chose when accepting a run ruizn did not start (None: unchanged).
+    workspace: str | None = None
+    approval: ApprovalMode | None = None
 
 
 def plan_resume(
@@ -418,9 +382,9 @@ def plan_resume(
     if max_tokens is not None and max_tokens < 1:
         raise ResumeRefused("--max-tokens must be >= 1")
     if max_steps is None:
-        max_steps = state.max_steps
+        max_steps = state.settings.max_steps
         if state.status is Status.MAX_STEPS:
-            max_steps = state.step + state.max_steps
+            max_steps = state.step + state.settings.max_steps
     needs_call = state.messages[-1].role == "user" or state.phase is Phase.STREAMING
     if max_steps <= state.step and needs_call:
         raise ResumeRefused(
@@ -431,23 +395,19 @@ def plan_resume(
         and state.messages[-1].role == "assistant"
         and state.stop_reason == "max_tokens"
         and state.turn_open == 0
-        and (max_tokens is None or max_tokens <= state.max_tokens)
+        and (max_tokens is None or max_tokens <= state.settings.max_tokens)
     ):
         raise ResumeRefused(
-            f"the answer was cut off at max_tokens ({state.max_tokens}): resume with"
-            f" --max-tokens larger than {state.max_tokens} to let it go on"
+            f"the answer was cut off at max_tokens ({state.settings.max_tokens}): resume with"
+            f" --max-tokens larger than {state.settings.max_tokens} to let it go on"
         )
     return ResumePlan(max_steps=max_steps, max_tokens=max_tokens)
 
 
 __all__ = [
-    "CONTEXT_EXCEEDED",
-    "NEVER_APPROVED",
-    "PAUSE_STOP",
     "TRUNCATED_TOOL_CALL",
     "Action",
     "AnswerDenied",
-    "ApprovalDecision",
     "AskApproval",
     "CallModel",
     "DecideApprovals",
@@ -470,5 +430,4 @@ __all__ = [
     "plan_resume",
     "reply_refusal",
     "resume_decisions",
-    "rule_decision",
 ]

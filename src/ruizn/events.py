@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from attrs import field, frozen
 
-from ruizn.config import ApprovalMode
+from ruizn.config import ApprovalMode, RunSettings
 from ruizn.state import (
     ContentBlock,
     DecidedBy,
@@ -21,13 +21,15 @@ from ruizn.state import (
     ToolResult,
     Usage,
 )
-from ruizn.toolsource import ToolSource
 
 # Bump when a change to the events would make an older reader misread a newer log.
 # 2: `attempt` counts every attempt of a step's model call (ruizn makes all retries);
 #    run_started records the retry policy, run_resumed may raise max_tokens,
-#    llm_call_failed records the server's retry-after. Version 1 logs still replay.
-SCHEMA_VERSION = 2
+#    llm_call_failed records the server's retry-after.
+# 3: run_started carries the run's settings whole (`settings`, a RunSettings) instead of a
+#    copy of each field; run_resumed may change the workspace and the approval mode.
+#    Version 2 logs are read and upgraded line by line (serde.decode).
+SCHEMA_VERSION = 3
 
 
 @frozen(kw_only=True)
@@ -37,32 +39,15 @@ class RunStarted:
     ts: float
     run_id: str
     goal: str
-    model: str
-    max_steps: int
-    max_tokens: int
-    system: str
-    tools: tuple[JsonObject, ...] = field(default=(), hash=False)
-    workspace: str = ""
-    schema_version: int = SCHEMA_VERSION
+    settings: RunSettings
     ruizn_version: str = ""
-    # The retry policy (decide.after_failure) the run follows, so replay can check it.
-    max_retries: int = 4
-    retry_base_delay: float = 0.5
-    # Where each tool came from, so `resume` loads the same tools (see ruizn.toolsource).
-    tool_sources: tuple[ToolSource, ...] = ()
-    tool_concurrency: int = 1
-    allow_secret_files: bool = False
-    # The MCP servers (name, command or URL, header names: never a secret value).
-    mcp_servers: tuple[JsonObject, ...] = field(default=(), hash=False)
-    # How calls that need approval are decided (see decide, approvals). Logs from before
-    # approvals had no tool that needed one, so "ask" reads them right.
-    approval: ApprovalMode = "ask"
 
 
 @frozen(kw_only=True)
 class RunResumed:
-    """The run goes on after a stop; `max_steps` is the (possibly raised) limit from now on,
-    `max_tokens` a new per-call limit (None: unchanged)."""
+    """The run goes on after a stop. `max_steps` is the (possibly raised) step limit from now
+    on; `max_tokens` a new per-call limit; `workspace` and `approval` what a person chose
+    when accepting a run ruizn did not start (None: unchanged)."""
 
     TAG: ClassVar[str] = "run_resumed"
     seq: int
@@ -70,6 +55,8 @@ class RunResumed:
     max_steps: int
     torn_bytes: int = 0
     max_tokens: int | None = None
+    workspace: str | None = None
+    approval: ApprovalMode | None = None
 
 
 @frozen(kw_only=True)

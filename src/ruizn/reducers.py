@@ -1,21 +1,44 @@
 """All state transitions, in one file: `reduce(state, event) -> state`.
 
 Everything that affects the run's state machine lives here. Pure: no clock, no I/O.
-`ALLOWED` says, as data, which events may follow each phase; an event outside it, or one
-whose fields contradict the state (a step number, an attempt, a tool call that was never
-asked for, a run_finished whose totals disagree), raises `InvalidTransition`. The runner
+
+Theory of operation. A run is one machine whose phase says what may happen next:
+
+    READY --llm_call_started--> STREAMING --llm_token*--> STREAMING
+    STREAMING --llm_call_failed--> READY            (decide retries, or gives up)
+    STREAMING --llm_response--> TOOLS | READY | DONE  (rule `after_turn`)
+    TOOLS --tool_call_finished--> TOOLS | READY     (rule `after_result`: READY once the
+                                                     last call of the turn is answered)
+    READY | STREAMING | TOOLS | DONE --run_finished--> FINISHED
+    any phase --run_resumed--> READY | TOOLS | DONE (rule `after_resume`: a crash can stop a
+                                                     run anywhere without run_finished)
+
+Inside TOOLS each call of the turn runs its own small machine, kept in `turn_approvals`,
+`tools_in_flight` and `turn_results`: a call that needs approval is requested, then decided
+(by a person, the approval mode, or a tool approved for the run), and runs only after a yes;
+a denied call is answered `denied`; every call is answered exactly once, and the answers
+merge into one user message in the order the model asked. The continuation sub-machine: a
+turn paused (`pause_turn`), or a text cut at max_tokens once a resume raised the limit, sets
+`continuing`, so the next llm_response joins the same assistant message.
+
+`TRANSITIONS` below is the whole table: (phase, event type) -> the next phase, or the named
+rule (in `ruizn.rules`) that picks it from the new state. `ALLOWED`, the events each phase
+accepts, is derived from it. An event outside it, or one whose fields contradict the state
+(a step number, an attempt, a tool call that was never asked for, a run_finished whose
+status the rules do not give, totals that disagree), raises `InvalidTransition`. The runner
 reduces every event *before* it writes it (h11's order), so a refused event never reaches
 the log, and a corrupt or spliced log is refused by replay instead of misread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import enum
+from collections.abc import Callable, Iterable, Mapping
 from typing import assert_never
 
 from attrs import evolve
 
-from ruizn.config import APPROVAL_MODES
+from ruizn.bounds import deeper_than, too_deep
 from ruizn.events import (
     Event,
     LlmCallFailed,
@@ -30,10 +53,19 @@ from ruizn.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from ruizn.rules import (
+    PAUSE_STOP,
+    limit_stop,
+    phase_after_result,
+    phase_after_resume,
+    phase_after_turn,
+    reply_problem,
+    rule_decision,
+    turn_stop,
+)
 from ruizn.state import (
     Approval,
     CallFailure,
-    ContentBlock,
     ErrorType,
     ExecutionContext,
     Message,
@@ -51,57 +83,60 @@ class InvalidTransition(ValueError):
     """The event cannot follow the state it was applied to."""
 
 
-# The legal transitions: which event types each phase accepts. run_resumed is legal in every
-# phase, because a crash (kill -9, power cut) can stop a run anywhere without run_finished.
-ALLOWED: Mapping[Phase, frozenset[str]] = {
-    Phase.READY: frozenset({LlmCallStarted.TAG, RunFinished.TAG, RunResumed.TAG}),
-    Phase.STREAMING: frozenset(
-        {LlmToken.TAG, LlmCallFailed.TAG, LlmResponse.TAG, RunFinished.TAG, RunResumed.TAG}
-    ),
-    Phase.TOOLS: frozenset(
-        {
-            ToolApprovalRequested.TAG,
-            ToolApprovalDecided.TAG,
-            ToolCallStarted.TAG,
-            ToolCallFinished.TAG,
-            RunFinished.TAG,
-            RunResumed.TAG,
-        }
-    ),
-    Phase.DONE: frozenset({RunFinished.TAG, RunResumed.TAG}),
-    Phase.FINISHED: frozenset({RunResumed.TAG}),
+class Rule(enum.Enum):
+    """A next phase that depends on the state the event leaves (see `ruizn.rules`)."""
+
+    AFTER_TURN = "after_turn"
+    AFTER_RESULT = "after_result"
+    AFTER_RESUME = "after_resume"
+
+
+RULES: Mapping[Rule, Callable[[ExecutionContext], Phase]] = {
+    Rule.AFTER_TURN: phase_after_turn,
+    Rule.AFTER_RESULT: phase_after_result,
+    Rule.AFTER_RESUME: phase_after_resume,
 }
 
-# The stop reasons that end a turn with nothing more to do (the run then succeeds).
-SUCCESS_STOPS = frozenset({"end_turn", "stop_sequence"})
-# The model paused a long turn and must be called again with its partial answer.
-PAUSE_STOP = "pause_turn"
+_R, _S, _T, _D, _F = Phase.READY, Phase.STREAMING, Phase.TOOLS, Phase.DONE, Phase.FINISHED
+# Every move a run can make.
+TRANSITIONS: Mapping[tuple[Phase, str], Phase | Rule] = {
+    (_R, LlmCallStarted.TAG): _S,
+    (_R, RunFinished.TAG): _F,
+    (_R, RunResumed.TAG): Rule.AFTER_RESUME,
+    (_S, LlmToken.TAG): _S,
+    (_S, LlmCallFailed.TAG): _R,
+    (_S, LlmResponse.TAG): Rule.AFTER_TURN,
+    (_S, RunFinished.TAG): _F,
+    (_S, RunResumed.TAG): Rule.AFTER_RESUME,
+    (_T, ToolApprovalRequested.TAG): _T,
+    (_T, ToolApprovalDecided.TAG): _T,
+    (_T, ToolCallStarted.TAG): _T,
+    (_T, ToolCallFinished.TAG): Rule.AFTER_RESULT,
+    (_T, RunFinished.TAG): _F,
+    (_T, RunResumed.TAG): Rule.AFTER_RESUME,
+    (_D, RunFinished.TAG): _F,
+    (_D, RunResumed.TAG): Rule.AFTER_RESUME,
+    (_F, RunResumed.TAG): Rule.AFTER_RESUME,
+}
+
+# Which event types each phase accepts: derived from the table, never written twice.
+ALLOWED: Mapping[Phase, frozenset[str]] = {
+    phase: frozenset(tag for (source, tag) in TRANSITIONS if source is phase) for phase in Phase
+}
 
 
 def start(event: RunStarted) -> ExecutionContext:
-    """The state a run begins in: the goal is the first user message."""
+    """The state a run begins in: the goal is the first user message. (The settings were
+    checked when the record was made: a log holding bad ones does not decode.)"""
     if event.seq != 1:
         raise InvalidTransition(f"run_started must have seq 1, not {event.seq}")
-    if event.max_steps < 1 or event.max_tokens < 1 or event.max_retries < 0:
-        raise InvalidTransition("run_started with a limit below its minimum")
-    if event.approval not in APPROVAL_MODES:
-        raise InvalidTransition(f"run_started with an unknown approval mode {event.approval!r}")
+    for schema in event.settings.tools:
+        if deeper_than(schema):
+            raise InvalidTransition(too_deep(f"the schema of tool {schema.get('name')!r}"))
     return ExecutionContext(
         run_id=event.run_id,
         goal=event.goal,
-        model=event.model,
-        max_steps=event.max_steps,
-        max_tokens=event.max_tokens,
-        system=event.system,
-        tools=event.tools,
-        workspace=event.workspace,
-        max_retries=event.max_retries,
-        retry_base_delay=event.retry_base_delay,
-        tool_sources=event.tool_sources,
-        tool_concurrency=event.tool_concurrency,
-        allow_secret_files=event.allow_secret_files,
-        mcp_servers=event.mcp_servers,
-        approval=event.approval,
+        settings=event.settings,
         messages=(Message(role="user", content=(TextBlock(text=event.goal),)),),
         last_seq=1,
     )
@@ -112,7 +147,8 @@ def reduce(state: ExecutionContext, event: Event) -> ExecutionContext:
         raise InvalidTransition(
             f"seq {event.seq} does not follow {state.last_seq}: events missing or out of order"
         )
-    if event.TAG not in ALLOWED[state.phase]:
+    target = TRANSITIONS.get((state.phase, event.TAG))
+    if target is None:
         if isinstance(event, RunStarted):
             raise InvalidTransition(
                 f"a second run_started (run {event.run_id}) inside run {state.run_id}"
@@ -125,32 +161,35 @@ def reduce(state: ExecutionContext, event: Event) -> ExecutionContext:
         case RunStarted():  # pragma: no cover - no phase allows it (refused above)
             raise AssertionError("unreachable")
         case RunResumed():
-            return _on_run_resumed(state, event)
+            after = _on_run_resumed(state, event)
         case LlmCallStarted():
-            return _on_llm_call_started(state, event)
+            after = _on_llm_call_started(state, event)
         case LlmToken():
             # The hot path: one counter, no copies of the text (it lives in the log).
             return evolve(state, streamed_tokens=state.streamed_tokens + 1, last_seq=event.seq)
         case LlmCallFailed():
-            return _on_llm_call_failed(state, event)
+            after = _on_llm_call_failed(state, event)
         case LlmResponse():
-            return _on_llm_response(state, event)
+            after = _on_llm_response(state, event)
         case ToolCallStarted():
-            return _on_tool_call_started(state, event)
+            after = _on_tool_call_started(state, event)
         case ToolCallFinished():
-            return _on_tool_call_finished(state, event)
+            after = _on_tool_call_finished(state, event)
         case ToolApprovalRequested():
-            return _on_approval_requested(state, event)
+            after = _on_approval_requested(state, event)
         case ToolApprovalDecided():
-            return _on_approval_decided(state, event)
+            after = _on_approval_decided(state, event)
         case RunFinished():
-            return _on_run_finished(state, event)
+            after = _on_run_finished(state, event)
         case _:
             assert_never(event)
+    phase = target if isinstance(target, Phase) else RULES[target](after)
+    return after if phase is after.phase else evolve(after, phase=phase)
 
 
 def replay(events: Iterable[Event]) -> ExecutionContext:
-    """The fold: the state a run is in after `events` (which must begin with RunStarted)."""
+    """The fold: the state a run is in after `events` (which must begin with RunStarted).
+    The one replay: a file's log, the fleet's table and a fork all come through here."""
     iterator = iter(events)
     first = next(iterator, None)
     if not isinstance(first, RunStarted):
@@ -189,41 +228,20 @@ def add_tokens(state: ExecutionContext, count: int) -> ExecutionContext:
     )
 
 
-def reply_problem(content: tuple[ContentBlock, ...]) -> str | None:
-    """Why an assistant turn cannot enter the history (the API would refuse it back), or None.
-
-    Shared by the reducer (a log holding such a turn is refused) and the runner's decision
-    (such a reply becomes a failed, retried model call instead of a response).
-    """
-    seen: set[str] = set()
-    for block in content:
-        if isinstance(block, ToolUseBlock):
-            if not block.id:
-                return f"a tool_use block ({block.name!r}) has no id"
-            if block.id in seen:
-                return f"two tool_use blocks share the id {block.id!r}"
-            if not block.name:
-                return f"tool_use {block.id!r} has no name"
-            seen.add(block.id)
-        elif isinstance(block, ToolResultBlock):
-            return "an assistant turn holds a tool_result block"
-    return None
-
-
-def phase_after_turn(state: ExecutionContext) -> Phase:
-    """The phase once the last assistant turn is in: tools to answer, a call to continue a
-    paused turn, or the end."""
-    if state.turn_open:
-        return Phase.TOOLS
-    if state.continuing:
-        return Phase.READY
-    return Phase.DONE
-
-
 def _on_run_resumed(state: ExecutionContext, event: RunResumed) -> ExecutionContext:
+    settings = state.settings
     if event.max_steps < 1 or (event.max_tokens is not None and event.max_tokens < 1):
         raise InvalidTransition("run_resumed with a limit below its minimum")
-    max_tokens = event.max_tokens if event.max_tokens is not None else state.max_tokens
+    try:
+        resumed_settings = evolve(
+            settings,
+            max_steps=event.max_steps,
+            max_tokens=settings.max_tokens if event.max_tokens is None else event.max_tokens,
+            workspace=settings.workspace if event.workspace is None else event.workspace,
+            approval=settings.approval if event.approval is None else event.approval,
+        )
+    except ValueError as exc:  # the settings' own checks (an approval mode, an empty path)
+        raise InvalidTransition(f"run_resumed: {exc}") from None
     continuing = state.continuing
     # A text answer cut at max_tokens can go on once the limit is raised: the next call
     # continues that turn (the API takes a final assistant message as the start of its answer).
@@ -231,14 +249,13 @@ def _on_run_resumed(state: ExecutionContext, event: RunResumed) -> ExecutionCont
         state.messages[-1].role == "assistant"
         and state.stop_reason == "max_tokens"
         and not state.turn_open
-        and max_tokens > state.max_tokens
+        and resumed_settings.max_tokens > settings.max_tokens
     ):
         continuing = True
-    resumed = evolve(
+    return evolve(
         state,
+        settings=resumed_settings,
         status=Status.RUNNING,
-        max_steps=event.max_steps,
-        max_tokens=max_tokens,
         error=None,
         continuing=continuing,
         streamed_tokens=0,
@@ -247,9 +264,6 @@ def _on_run_resumed(state: ExecutionContext, event: RunResumed) -> ExecutionCont
         failure=None,
         last_seq=event.seq,
     )
-    if resumed.messages[-1].role == "user":
-        return evolve(resumed, phase=Phase.READY)
-    return evolve(resumed, phase=phase_after_turn(resumed))
 
 
 def _on_llm_call_started(state: ExecutionContext, event: LlmCallStarted) -> ExecutionContext:
@@ -257,21 +271,15 @@ def _on_llm_call_started(state: ExecutionContext, event: LlmCallStarted) -> Exec
         raise InvalidTransition(
             f"llm_call_started for step {event.step}, but the next step is {state.step + 1}"
         )
-    if event.step > state.max_steps:
-        raise InvalidTransition(f"step {event.step} is past max_steps {state.max_steps}")
+    if limit_stop(state) is not None:
+        raise InvalidTransition(f"step {event.step} is past max_steps {state.settings.max_steps}")
     if event.attempt != state.attempt + 1:
         raise InvalidTransition(
             f"llm_call_started attempt {event.attempt}, but the next attempt is {state.attempt + 1}"
         )
     if state.failure is not None and not state.failure.will_retry:
         raise InvalidTransition("a model call after the last attempt gave up")
-    return evolve(
-        state,
-        phase=Phase.STREAMING,
-        attempt=event.attempt,
-        streamed_tokens=0,
-        last_seq=event.seq,
-    )
+    return evolve(state, attempt=event.attempt, streamed_tokens=0, last_seq=event.seq)
 
 
 def _on_llm_call_failed(state: ExecutionContext, event: LlmCallFailed) -> ExecutionContext:
@@ -279,16 +287,16 @@ def _on_llm_call_failed(state: ExecutionContext, event: LlmCallFailed) -> Execut
         raise InvalidTransition(
             f"llm_call_failed for attempt {event.attempt}, but attempt {state.attempt} is running"
         )
-    if event.will_retry and event.attempt > state.max_retries:
+    if event.will_retry and event.attempt > state.settings.max_retries:
         raise InvalidTransition(
-            f"a retry after attempt {event.attempt}, past max_retries {state.max_retries}"
+            f"a retry after attempt {event.attempt}, past max_retries {state.settings.max_retries}"
         )
     if event.retry_in < 0:
         raise InvalidTransition("llm_call_failed with a negative retry_in")
     failure = CallFailure(
         message=event.message, will_retry=event.will_retry, retry_in=event.retry_in
     )
-    return evolve(state, phase=Phase.READY, failure=failure, streamed_tokens=0, last_seq=event.seq)
+    return evolve(state, failure=failure, streamed_tokens=0, last_seq=event.seq)
 
 
 def _on_llm_response(state: ExecutionContext, event: LlmResponse) -> ExecutionContext:
@@ -317,7 +325,7 @@ def _on_llm_response(state: ExecutionContext, event: LlmResponse) -> ExecutionCo
         for b in content
         if isinstance(b, ToolUseBlock)
     )
-    next_state = evolve(
+    return evolve(
         state,
         messages=(*messages, Message(role="assistant", content=content)),
         step=state.step + 1,
@@ -334,7 +342,6 @@ def _on_llm_response(state: ExecutionContext, event: LlmResponse) -> ExecutionCo
         streamed_tokens=0,
         last_seq=event.seq,
     )
-    return evolve(next_state, phase=phase_after_turn(next_state))
 
 
 def _turn_position(state: ExecutionContext, tool_use_id: str, what: str) -> int:
@@ -401,7 +408,6 @@ def _on_tool_call_finished(state: ExecutionContext, event: ToolCallFinished) -> 
     )
     return evolve(
         state,
-        phase=Phase.READY,
         messages=(*state.messages, answer),
         turn_calls=(),
         turn_results=TurnResults(),
@@ -440,29 +446,23 @@ def _on_approval_decided(state: ExecutionContext, event: ToolApprovalDecided) ->
         raise InvalidTransition(f"tool_approval_decided for {event.id!r}, which was not requested")
     if approval.approved is not None:
         raise InvalidTransition(f"tool_approval_decided twice for {event.id!r}")
-    name = state.turn_calls[index].name
-    match event.by:
-        case "policy":
-            # Only the modes that decide without a person, and only their own answer.
-            if state.approval == "ask" or event.approved != (state.approval == "always"):
-                raise InvalidTransition(
-                    f"a policy decision ({'approve' if event.approved else 'deny'}) under"
-                    f" approval mode {state.approval}"
-                )
-        case "always-rule":
-            if not event.approved or name not in state.always_approved:
-                raise InvalidTransition(
-                    f"an always-rule decision for {name!r}, which nobody approved for the run"
-                )
-        case "user":
-            pass
-        case _:
-            raise InvalidTransition(f"tool_approval_decided by {event.by!r}")
+    call = state.turn_calls[index]
+    if event.by in ("policy", "always-rule"):
+        # A decision made without a person must be the one the run's rules make.
+        ruled = rule_decision(state, call)
+        if ruled is None or ruled.by != event.by or ruled.approved != event.approved:
+            raise InvalidTransition(
+                f"a {event.by} decision ({'approve' if event.approved else 'deny'}) for"
+                f" {call.name!r} that the run's rules (approval mode"
+                f" {state.settings.approval}) do not make"
+            )
+    elif event.by != "user":
+        raise InvalidTransition(f"tool_approval_decided by {event.by!r}")
     if event.always and not (event.approved and event.by == "user"):
         raise InvalidTransition("only a person's approval can approve a tool for the whole run")
     always = state.always_approved
-    if event.always and name not in always:
-        always = (*always, name)
+    if event.always and call.name not in always:
+        always = (*always, call.name)
     decided = Approval(approved=event.approved, by=event.by, reason=event.reason)
     return evolve(
         state,
@@ -479,22 +479,25 @@ def _replace_at(
 
 
 def _on_run_finished(state: ExecutionContext, event: RunFinished) -> ExecutionContext:
-    if event.status is Status.RUNNING:
+    status = event.status
+    if status is Status.RUNNING:
         raise InvalidTransition("run_finished with status running")
-    if event.status is Status.AWAITING_APPROVAL and not (
+    # A run may end in error or be cancelled at any point (a failure, an internal error, a
+    # signal); the other endings are the ones the rules give for the state it is in.
+    if status is Status.AWAITING_APPROVAL and not (
         state.phase is Phase.TOOLS and state.awaiting_approval
     ):
         raise InvalidTransition("run_finished awaiting_approval, but no call awaits a decision")
-    if event.status is Status.SUCCESS and not (
-        state.phase is Phase.DONE and state.stop_reason in SUCCESS_STOPS
+    if status is Status.SUCCESS and not (
+        state.phase is Phase.DONE and turn_stop(state).status is Status.SUCCESS
     ):
         raise InvalidTransition("run_finished success, but the model has not ended its turn")
-    if event.status is Status.MAX_STEPS and not (
-        state.phase is Phase.READY and state.step >= state.max_steps
-    ):
-        raise InvalidTransition(
-            f"run_finished max_steps after {state.step} of {state.max_steps} steps"
-        )
+    if status is Status.MAX_STEPS:
+        stop = limit_stop(state) if state.phase is Phase.READY else None
+        if stop is None or stop.status is not status:
+            raise InvalidTransition(
+                f"run_finished max_steps after {state.step} of {state.settings.max_steps} steps"
+            )
     if event.steps != state.step:
         raise InvalidTransition(f"run_finished says {event.steps} steps; the run took {state.step}")
     if event.usage != state.usage:
@@ -502,8 +505,7 @@ def _on_run_finished(state: ExecutionContext, event: RunFinished) -> ExecutionCo
     # A resumed run finishes once per session; the state keeps the total wall time.
     return evolve(
         state,
-        phase=Phase.FINISHED,
-        status=event.status,
+        status=status,
         error=event.error,
         streamed_tokens=0,
         elapsed=state.elapsed + event.elapsed,

@@ -57,11 +57,12 @@ class MessagesRequest:
 
 def plan_request(state: ExecutionContext) -> MessagesRequest:
     messages = _continued(state.messages)
+    settings = state.settings
     return MessagesRequest(
-        model=state.model,
-        max_tokens=state.max_tokens,
-        system=state.system,
-        tools=state.tools,
+        model=settings.model,
+        max_tokens=settings.max_tokens,
+        system=settings.system,
+        tools=settings.tools,
         messages=messages,
         marked=_rolling_breakpoints(messages),
     )

@@ -15,12 +15,11 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import anyio
+from attrs import evolve
 
-from ruizn import __version__
-from ruizn.config import RunConfig
+from ruizn.config import RunSettings
 from ruizn.decide import (
     AnswerDenied,
-    ApprovalDecision,
     AskApproval,
     CallModel,
     DecideApprovals,
@@ -57,8 +56,9 @@ from ruizn.events import (
 )
 from ruizn.reducers import add_tokens, reduce, start
 from ruizn.request import MessagesRequest, plan_request
-from ruizn.state import ErrorType, ExecutionContext, JsonObject, Status, ToolCall, ToolResult
-from ruizn.toolsource import ToolSource
+from ruizn.rules import ApprovalDecision
+from ruizn.state import ErrorType, ExecutionContext, Status, ToolCall, ToolResult
+from ruizn.version import __version__
 
 E = TypeVar("E", bound=Event)
 Subscriber = Callable[[Event], None]
@@ -75,7 +75,6 @@ class AgentRunner:
         clock: Callable[[], float],
         timer: Callable[[], float],
         state: ExecutionContext | None = None,
-        tool_concurrency: int = 1,
         redact: Callable[[Event], Event] | None = None,
         approver: Approver | None = None,
     ) -> None:
@@ -86,7 +85,6 @@ class AgentRunner:
         self._clock = clock
         self._timer = timer
         self._state = state
-        self._tool_concurrency = max(1, tool_concurrency)
         # Scrubs secrets (the API key...) from each event before anything sees it, so a key
         # never reaches the log, the terminal or the next request (see ruizn.redact).
         self._redact = redact if redact is not None else _unchanged
@@ -112,40 +110,22 @@ class AgentRunner:
             self._tokens = 0
         return self._state
 
-    def begin(
-        self,
-        *,
-        run_id: str,
-        goal: str,
-        config: RunConfig,
-        workspace: str,
-        tool_sources: tuple[ToolSource, ...] = (),
-        mcp_servers: tuple[JsonObject, ...] = (),
-    ) -> None:
-        """Start a new run: its first event is checked, then written."""
+    def begin(self, *, run_id: str, goal: str, settings: RunSettings) -> RunStarted:
+        """Start a new run with `settings` as the builder filled them in (the workspace
+        resolved, the tools' sources): its first event is checked, then written. The tools it
+        records are the ones this runner offers."""
         event = RunStarted(
             seq=1,
             ts=self._clock(),
             run_id=run_id,
             goal=goal,
-            model=config.model,
-            max_steps=config.max_steps,
-            max_tokens=config.max_tokens,
-            system=config.system,
-            tools=self._registry.tool_schemas(),
-            workspace=workspace,
+            settings=evolve(settings, tools=self._registry.tool_schemas()),
             ruizn_version=__version__,
-            max_retries=config.max_retries,
-            retry_base_delay=config.retry_base_delay,
-            tool_sources=tool_sources,
-            tool_concurrency=config.tool_concurrency,
-            allow_secret_files=config.allow_secret_files,
-            mcp_servers=mcp_servers,
-            approval=config.approval,
         )
         state = start(event)  # checked before it is written, like every other event
         self._publish(event)
         self._state = state
+        return event
 
     def resume(
         self,
@@ -166,6 +146,8 @@ class AgentRunner:
             RunResumed,
             max_steps=plan.max_steps,
             max_tokens=plan.max_tokens,
+            workspace=plan.workspace,
+            approval=plan.approval,
             torn_bytes=torn_bytes,
         )
         for call in interrupted:
@@ -336,11 +318,12 @@ class AgentRunner:
         await self._run_batch(batch)
 
     async def _run_batch(self, calls: Sequence[ToolCall]) -> None:
-        if len(calls) <= 1 or self._tool_concurrency == 1:
+        concurrency = self.state.settings.tool_concurrency
+        if len(calls) <= 1 or concurrency == 1:
             for call in calls:
                 await self._run_tool(call)
             return
-        limiter = anyio.CapacityLimiter(self._tool_concurrency)
+        limiter = anyio.CapacityLimiter(concurrency)
 
         async def one(call: ToolCall) -> None:
             async with limiter:

@@ -13,8 +13,11 @@ from typing import Any
 import cattrs
 import orjson
 from attrs import evolve
+from cattrs.v import format_exception
 
-from ruizn.events import EVENT_TYPES, SCHEMA_VERSION, Event, LlmToken
+from ruizn.bounds import MAX_LINE_DEPTH, deeper_than, few_brackets, text_deeper_than, too_deep
+from ruizn.config import ConfigError
+from ruizn.events import EVENT_TYPES, SCHEMA_VERSION, Event, LlmToken, RunStarted
 from ruizn.state import (
     ContentBlock,
     ExecutionContext,
@@ -116,23 +119,25 @@ def encode(event: Event) -> str:
 _TOKEN_HEAD = f'{{"v":{SCHEMA_VERSION},"type":"{LlmToken.TAG}",'
 
 
-def _loads(line: str | bytes) -> Any:
-    """Parse one line: orjson (8x faster, and most of a replay is parsing), with the stdlib
-    parser as the judge of what orjson refuses (integers past 64 bits, lone surrogates...),
-    so exactly the same lines are accepted and the errors say the same."""
-    try:
-        return orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return json.loads(line)
+# A line nested deeper than MAX_LINE_DEPTH is refused with this, at any depth.
+_TOO_DEEP = too_deep("the line", MAX_LINE_DEPTH)
 
 
 def decode(line: str | bytes) -> Event:
     try:
-        body = _loads(line)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise DecodeError(f"not JSON: {exc}") from None
-    except RecursionError:
-        raise DecodeError("not JSON: nested too deep") from None
+        # orjson: 8x faster (most of a replay is parsing), and no Python recursion (it
+        # refuses past 1,024 levels).
+        body = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        # The stdlib parser judges what orjson refuses (integers past 64 bits, lone
+        # surrogates...), so the same lines are accepted and the errors say the same. It
+        # recurses, so depth is checked on the text first.
+        if text_deeper_than(line, MAX_LINE_DEPTH):
+            raise DecodeError(_TOO_DEEP) from None
+        try:
+            body = json.loads(line)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise DecodeError(f"not JSON: {exc}") from None
     if not isinstance(body, dict):
         raise DecodeError(f"not a JSON object but {type(body).__name__}")
     version = body.pop("v", None)
@@ -152,6 +157,8 @@ def decode(line: str | bytes) -> Event:
     cls = _EVENT_BY_TAG.get(tag) if isinstance(tag, str) else None
     if cls is None:
         raise DecodeError(f"unknown event type {tag!r}")
+    if version == 2 and cls is RunStarted:
+        body = _run_started_from_v2(body)
     if cls is LlmToken:
         # The hot path of replay: most lines are tokens, so skip the generic machinery.
         try:
@@ -159,17 +166,64 @@ def decode(line: str | bytes) -> Event:
         except KeyError as exc:
             raise DecodeError(f"{tag}: missing field {exc.args[0]!r}") from None
         if type(seq) is int and type(ts) in (float, int) and type(text) is str:
-            return LlmToken(seq=seq, ts=float(ts), text=text)
+            return LlmToken(seq=seq, ts=float(ts), text=text)  # other fields are never read
+    # Before cattrs, the reducer, the redactor or `repr` in an error walk it recursively;
+    # most lines have too few brackets to be that deep, and skip the walk.
+    if not few_brackets(line, MAX_LINE_DEPTH) and deeper_than(body, MAX_LINE_DEPTH):
+        raise DecodeError(_TOO_DEEP)
     try:
         event: Event = converter.structure(body, cls)
     except Exception as exc:  # cattrs raises several types; all mean "this line is wrong"
         details = (
-            "; ".join(cattrs.transform_error(exc))
+            "; ".join(cattrs.transform_error(exc, format_exception=_why))
             if isinstance(exc, cattrs.BaseValidationError)
             else str(exc)
         )
         raise DecodeError(f"{tag}: {details}") from None
     return event
+
+
+# The fields a version 2 run_started held flat, which version 3 keeps in `settings`, with the
+# defaults version 2 gave a missing one (logs from before a field existed).
+_V2_SETTINGS: dict[str, Any] = {
+    "model": None,
+    "max_steps": None,
+    "max_tokens": None,
+    "system": None,
+    "tools": (),
+    "workspace": ".",
+    "max_retries": 4,
+    "retry_base_delay": 0.5,
+    "tool_sources": (),
+    "tool_concurrency": 1,
+    "allow_secret_files": False,
+    "mcp_servers": (),
+    "approval": "ask",
+}
+
+
+def _run_started_from_v2(body: dict[str, Any]) -> dict[str, Any]:
+    """A version 2 run_started as version 3 writes it: its settings gathered into one record
+    (the settings v2 did not record, such as the timeouts, take today's defaults)."""
+    settings: dict[str, Any] = {}
+    for name, default in _V2_SETTINGS.items():
+        value = body.pop(name, default)
+        if value is None:
+            raise DecodeError(f"run_started (version 2): missing field {name!r}")
+        settings[name] = value
+    if settings["workspace"] == "":  # the oldest logs: the folder ruizn was started in
+        settings["workspace"] = "."
+    body.pop("schema_version", None)
+    body["settings"] = settings
+    return body
+
+
+def _why(exc: BaseException, type_: Any) -> str:
+    """A field's error as the decode message shows it: a setting's own words (ConfigError
+    names the setting and the rule), cattrs' for the rest."""
+    if isinstance(exc, ConfigError):
+        return str(exc)
+    return format_exception(exc, type_)
 
 
 def state_to_json(state: ExecutionContext) -> dict[str, Any]:

@@ -125,7 +125,8 @@ class SpanBuilder:
                 ended += self._end_session_cut()
                 if self.root is None:  # a second run_started (a planted log) keeps the trace
                     self.run_id, self.trace = event.run_id, trace_id(event.run_id)
-                self.model, self.max_tokens = event.model, event.max_tokens
+                self.model = event.settings.model
+                self.max_tokens = event.settings.max_tokens
                 self._open_session(event.seq, event.ts, resumed=False)
             case RunResumed():
                 ended += self._end_session_cut()

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Literal
 
 from attrs import field, frozen
 
-from ruizn.config import ApprovalMode
-from ruizn.toolsource import ToolSource
-
-JsonObject = dict[str, Any]
+from ruizn.config import JsonObject as JsonObject  # noqa: PLC0414 - re-exported for the records
+from ruizn.config import RunSettings
 
 
 class Status(enum.StrEnum):
@@ -251,19 +249,8 @@ class CallFailure:
 class ExecutionContext:
     run_id: str
     goal: str
-    model: str
-    max_steps: int
-    system: str
-    tools: tuple[JsonObject, ...] = ()
-    max_tokens: int = 4096
-    workspace: str = ""
-    max_retries: int = 4
-    retry_base_delay: float = 0.5
-    tool_sources: tuple[ToolSource, ...] = ()
-    tool_concurrency: int = 1
-    allow_secret_files: bool = False
-    mcp_servers: tuple[JsonObject, ...] = field(default=(), hash=False)
-    approval: ApprovalMode = "ask"
+    # The run's settings as they stand: run_started's, with what each run_resumed changed.
+    settings: RunSettings
     phase: Phase = Phase.READY
     # A step is one model call; `step` counts the calls that returned a response.
     step: int = 0

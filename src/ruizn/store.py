@@ -1,28 +1,37 @@
-"""The read side of the run logs, as a library: find a run, load it, list runs.
+"""Where runs live: the `RunStore` protocol and the file store (a folder of run folders).
 
-No network and no SDK. Errors are typed (`RunNotFound`, `LogError`); only the CLI turns
-them into exit codes.
+A store lists runs, finds one by id (or `last`, or a path), replays it, and opens its one
+writer. `ruizn.Agent` builds and resumes runs through a store, and `runs`, `show`, `replay`
+and `resume` read through one, so none of them cares whether runs live in files or in a
+fleet's database (`ruizn.fleet.store.DbRunStore`). No network and no SDK. Errors are typed
+(`RunNotFound`, `LogError`, `RunLocked`); only the CLI turns them into exit codes.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Protocol
 
 from attrs import frozen
 
 from ruizn.effects.logfile import LOG_NAME, LogError, Replayed, TornTail, iter_events, replay_file
-from ruizn.effects.writer import holder_pid, is_locked
+from ruizn.effects.sink import EventSink
+from ruizn.effects.writer import EventWriter, holder_pid, is_locked
 from ruizn.events import Event
 from ruizn.state import ExecutionContext, Status, ToolCall
 
 __all__ = [
+    "FileStore",
     "LogError",
     "RunInfo",
     "RunNotFound",
+    "RunRef",
+    "RunStore",
     "default_root",
     "iter_runs",
     "load",
@@ -116,15 +125,21 @@ class RunInfo:
     path: Path
     replayed: Replayed | None
     error: str | None  # why the log could not be read
-    live: bool  # a writer holds the run's lock
+    live: bool  # a writer holds the run's lock (a fleet's: a worker runs it)
     pid: int | None
+    worker: str | None = None  # a fleet's run: the worker that runs (or last ran) it
+    stored: str | None = None  # a fleet's run: its status in the fleet's table
+    goal: str | None = None  # a fleet's run: the goal it was submitted with
 
     @property
     def status(self) -> str:
         """running (a writer holds the lock), interrupted (no lock, no run_finished), or the
-        run's final status; `+torn` when the last line is torn."""
+        run's final status; `+torn` when the last line is torn; a fleet's run not started
+        yet is `queued`."""
+        if self.stored == "queued" and self.error is None:
+            return "queued"
         if self.replayed is None:
-            return "unreadable"
+            return self.stored if self.stored and self.error is None else "unreadable"
         state = self.replayed.state
         if state.status is Status.RUNNING:
             word = "running" if self.live else "interrupted"
@@ -160,3 +175,109 @@ def info(path: Path, on_event: Callable[[Event], None] | None = None) -> RunInfo
 def iter_runs(root: Path) -> Iterator[RunInfo]:
     for folder in iter_run_folders(root):
         yield info(folder / LOG_NAME)
+
+
+@frozen(kw_only=True)
+class RunRef:
+    """A run a store found: its id and where its log is (a fleet's: the local export)."""
+
+    run_id: str
+    path: Path
+
+
+class RunStore(Protocol):
+    """Where runs live. `root` holds the run folders (and the MCP servers' stderr files)."""
+
+    root: Path
+
+    def describe(self) -> str:
+        """Where this is, for messages (a folder, or a database URL without its password)."""
+        ...
+
+    def find(self, run: str) -> RunRef:
+        """The run `run` names (an id, `last`; a file store also takes a path). Raises
+        RunNotFound."""
+        ...
+
+    def location(self, ref: RunRef) -> str:
+        """Where the run's log is, for people."""
+        ...
+
+    def runs(self) -> Iterator[RunInfo]:
+        """Every run, newest start first. Raises RunNotFound when there is no store at all."""
+        ...
+
+    def info(self, ref: RunRef, on_event: Callable[[Event], None] | None = None) -> RunInfo:
+        """One run, replayed (an unreadable log is reported, not raised)."""
+        ...
+
+    def load(
+        self,
+        ref: RunRef,
+        *,
+        on_event: Callable[[Event], None] | None = None,
+        torn: Callable[[TornTail], None] | None = None,
+    ) -> Replayed:
+        """The run's state, replayed from its events. Raises LogError."""
+        ...
+
+    def new_writer(self, run_id: str) -> EventSink:
+        """The sink of a run that starts now; nothing is created before its first event."""
+        ...
+
+    def append_writer(self, ref: RunRef) -> EventSink:
+        """The one writer of a run that goes on; it takes the run's lock first (RunLocked),
+        so nobody appends while the caller reads the log and decides."""
+        ...
+
+    def cut(self, ref: RunRef, offset: int) -> None:
+        """Drop the torn tail from `offset` on (the caller holds the writer)."""
+        ...
+
+
+class FileStore:
+    """Runs as folders under `root`: `root/RUN_ID/events.jsonl`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    @classmethod
+    def at(cls, workspace: str | Path = ".", log_dir: str | Path | None = None) -> FileStore:
+        """Where `ruizn run --workspace W --log-dir D` keeps its runs."""
+        return cls(default_root(workspace, log_dir))
+
+    def describe(self) -> str:
+        return str(self.root)
+
+    def find(self, run: str) -> RunRef:
+        path = resolve_run(run, self.root)
+        return RunRef(run_id=path.parent.name, path=path)
+
+    def location(self, ref: RunRef) -> str:
+        return str(ref.path)
+
+    def runs(self) -> Iterator[RunInfo]:
+        if not self.root.is_dir():
+            raise RunNotFound(f"no runs: {self.root} does not exist")
+        return iter_runs(self.root)
+
+    def info(self, ref: RunRef, on_event: Callable[[Event], None] | None = None) -> RunInfo:
+        return info(ref.path, on_event=on_event)
+
+    def load(
+        self,
+        ref: RunRef,
+        *,
+        on_event: Callable[[Event], None] | None = None,
+        torn: Callable[[TornTail], None] | None = None,
+    ) -> Replayed:
+        return replay_file(ref.path, on_event=on_event, torn=torn)
+
+    def new_writer(self, run_id: str) -> EventSink:
+        return EventWriter.new(self.root / run_id / LOG_NAME)
+
+    def append_writer(self, ref: RunRef) -> EventSink:
+        return EventWriter.append(ref.path)
+
+    def cut(self, ref: RunRef, offset: int) -> None:
+        os.truncate(ref.path, offset)

@@ -143,6 +143,7 @@ class Session:
     resumed: bool
     max_steps: int
     torn_bytes: int = 0
+    approval: str | None = None  # the mode from here on (a resume: None when unchanged)
     end: float | None = None
     status: str | None = None
     error: str | None = None
@@ -320,10 +321,13 @@ class _Fold:
             case RunStarted():
                 if self.started is None:
                     self.started = event
-                self._open_session(event.seq, event.ts, event.max_steps, resumed=False)
+                self._open_session(event.seq, event.ts, event.settings.max_steps, resumed=False)
+                self.sessions[-1] = evolve(self.sessions[-1], approval=event.settings.approval)
             case RunResumed():
                 self._open_session(event.seq, event.ts, event.max_steps, resumed=True)
-                self.sessions[-1] = evolve(self.sessions[-1], torn_bytes=event.torn_bytes)
+                self.sessions[-1] = evolve(
+                    self.sessions[-1], torn_bytes=event.torn_bytes, approval=event.approval
+                )
             case RunFinished():
                 self.open_attempt = None
                 if not self.sessions:
@@ -375,7 +379,8 @@ class TimelineBuilder:
 
 def _freeze(fold: _Fold) -> Timeline:
     started = fold.started
-    model = started.model if started else "?"
+    settings = started.settings if started else None
+    model = settings.model if settings else "?"
     steps = tuple(_freeze_step(step, model) for step in fold.steps)
     last = fold.sessions[-1] if fold.sessions else None
     status = last.status if last is not None and last.status is not None else "running"
@@ -383,11 +388,11 @@ def _freeze(fold: _Fold) -> Timeline:
         run_id=started.run_id if started else "?",
         goal=started.goal if started else "",
         model=model,
-        system=started.system if started else "",
+        system=settings.system if settings else "",
         start=fold.first_ts if fold.first_ts is not None else 0.0,
         end=fold.last_ts,
-        tool_names=tuple(str(t.get("name", "?")) for t in started.tools) if started else (),
-        approval_mode=started.approval if started else "ask",
+        tool_names=tuple(str(t.get("name", "?")) for t in settings.tools) if settings else (),
+        approval_mode=settings.approval if settings else "ask",
         sessions=tuple(fold.sessions),
         steps=steps,
         usage=fold.usage,

@@ -15,6 +15,7 @@ class SourceKind(enum.StrEnum):
     BUILTIN = "builtin"  # shipped with ruizn; `ref` is its name (read_file)
     SPEC = "spec"  # `--tool MODULE:ATTR`; `ref` is the spec (a file path made absolute)
     PLUGIN = "plugin"  # an entry point in the group `ruizn.tools`; `ref` is its name
+    MCP = "mcp"  # a tool of an MCP server; `ref` is `SERVER/TOOL`, the server's own name
 
 
 @frozen(kw_only=True)
@@ -22,6 +23,9 @@ class ToolSource:
     tool: str  # the tool's name, as the model calls it
     kind: SourceKind
     ref: str
+    # What the tool said of itself when the run started. A resume decides from the log, not
+    # from the tool, whether an interrupted call may run again (decide.interrupted_calls).
+    read_only: bool = False
 
     def describe(self) -> str:
         """One line for people: `builtin`, `spec tools.py:add`, `plugin weather`."""

@@ -108,8 +108,8 @@ def normalise_log(text: str, workspace: Path) -> str:
         for key in ("run_id",):
             if key in event:
                 event[key] = "RUN_ID"
-        if "workspace" in event:
-            event["workspace"] = "WORKSPACE"
+        if "workspace" in event.get("settings", {}):
+            event["settings"]["workspace"] = "WORKSPACE"
         if "elapsed" in event:
             event["elapsed"] = 0.0
         if "duration" in event:

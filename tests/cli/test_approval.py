@@ -37,7 +37,7 @@ def test_without_a_terminal_the_run_stops_awaiting_approval_and_the_file_is_unto
     assert f"ruizn resume {run_id} --approve ID|all" in result.stderr
     # the log holds the request and a run_finished that says what it waits for
     log = events(result.log_path)
-    assert log[0]["approval"] == "ask"
+    assert log[0]["settings"]["approval"] == "ask"
     assert [e["type"] for e in log[-2:]] == ["tool_approval_requested", "run_finished"]
     assert log[-2] == {**log[-2], "id": "toolu_w1", "name": "write_file"}
     assert log[-1]["status"] == "awaiting_approval"
@@ -210,7 +210,7 @@ def test_approval_always_says_so_first_and_approves_by_policy(
     assert first == "[run] approval: always · every tool call is approved without asking"
     assert (workspace / "notes.txt").read_text() == "hi\n"
     log = events(result.log_path)
-    assert log[0]["approval"] == "always"
+    assert log[0]["settings"]["approval"] == "always"
     (decided,) = of_type(result.log_path, "tool_approval_decided")
     assert (decided["approved"], decided["by"]) == (True, "policy")
 

@@ -60,7 +60,7 @@ def test_the_model_calls_an_mcp_tool(workspace: Path, server_factory: Any) -> No
     assert lines[1] == '[tool] mcp__demo__echo {"text": "hello from mcp"}'
     assert "It said hello." in result.stdout
     events = result.events()
-    tools = {tool["name"]: tool for tool in events[0]["tools"]}
+    tools = {tool["name"]: tool for tool in events[0]["settings"]["tools"]}
     assert tools["mcp__demo__echo"]["description"] == "Echo the text back, unchanged."
     assert "read_file" in tools
     [finished] = [e for e in events if e["type"] == "tool_call_finished"]
@@ -174,7 +174,7 @@ def test_resume_reconnects_the_runs_mcp_servers(workspace: Path, server_factory:
         base_url=server.base_url,
     )
     assert first.code == 3, first.stderr  # max_steps, after the first echo
-    assert first.events()[0]["mcp_servers"][0]["name"] == "demo"
+    assert first.events()[0]["settings"]["mcp_servers"][0]["name"] == "demo"
     resumed = run_cli(
         ["resume", "last", "--max-steps", "5"], workspace=workspace, base_url=server.base_url
     )

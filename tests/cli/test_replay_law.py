@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ruizn.config import RunConfig
+from ruizn.config import RunSettings
 from ruizn.effects.anthropic_provider import AnthropicProvider
 from ruizn.effects.logfile import replay_file
 from ruizn.effects.read_file import ReadFileTool
@@ -36,13 +36,10 @@ async def _run(server: Any, workspace: Path, tmp_path: Path, max_steps: int = 20
         clock=time.time,
         timer=time.monotonic,
     )
-    config = RunConfig(max_steps=max_steps, max_tokens=1024, system="Be brief.")
-    runner.begin(
-        run_id="20260101-000000-abcdef",
-        goal="read README.md",
-        config=config,
-        workspace=str(workspace),
+    settings = RunSettings(
+        max_steps=max_steps, max_tokens=1024, system="Be brief.", workspace=str(workspace)
     )
+    runner.begin(run_id="20260101-000000-abcdef", goal="read README.md", settings=settings)
     state = await runner.drive()
     return state, log
 

@@ -85,7 +85,7 @@ def test_run_with_a_tool_from_a_file_or_a_module(
     }
     assert _tool_results(server, 1) == [("toolu_1", "5", False)]
     started = result.events()[0]
-    assert [t["name"] for t in started["tools"]] == [*BUILTINS, "add"]
+    assert [t["name"] for t in started["settings"]["tools"]] == [*BUILTINS, "add"]
 
 
 def test_the_console_script_finds_a_module_in_the_current_directory(

@@ -19,6 +19,8 @@ from attrs import evolve
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ruizn.bounds import MAX_DEPTH, MAX_LINE_DEPTH
+from ruizn.config import RunSettings
 from ruizn.decide import CallModel, next_action
 from ruizn.effects.anthropic_provider import AnthropicProvider, BodyEncoder
 from ruizn.effects.provider import ModelReply, ProviderConfigError, ProviderError
@@ -592,10 +594,12 @@ def _state(turns: int) -> ExecutionContext:
     return ExecutionContext(
         run_id="r",
         goal="go",
-        model="claude-sonnet-4-5",
-        max_steps=99,
-        system="be brief",
-        tools=({"name": "read_file", "input_schema": {"type": "object"}},),
+        settings=RunSettings(
+            model="claude-sonnet-4-5",
+            max_steps=99,
+            system="be brief",
+            tools=({"name": "read_file", "input_schema": {"type": "object"}},),
+        ),
         messages=tuple(messages),
     )
 
@@ -669,3 +673,136 @@ def test_equal_messages_with_different_json_are_not_confused() -> None:
     for each in (state, other, state):
         assert encoder.encode(plan_request(each)) == _dumps({**build_request(each), "stream": True})
     assert b'"n":1}' in encoder.encode(plan_request(other))
+
+
+# --- depth: refused before anything recursive walks it, one way at every depth --------------
+
+DEEP = [MAX_DEPTH + 1, 600, 3_000, 100_000]
+
+
+def _nested_text(depth: int) -> str:
+    """A tool input `depth` levels deep, as JSON text (the object is level 1)."""
+    return '{"path": ' + "[" * (depth - 1) + "]" * (depth - 1) + "}"
+
+
+def _tool_events(
+    depth: int, *, in_start: bool = False, closed: bool = True
+) -> list[tuple[str, Any]]:
+    """A reply with one tool_use whose input is `depth` deep: streamed in input_json_delta
+    pieces as the API sends it, or whole in content_block_start (which the API never does)."""
+    start_input = "{}"
+    pieces: list[str] = []
+    text = _nested_text(depth)
+    if in_start:
+        start_input = text
+    else:
+        pieces = [text[i : i + 1000] for i in range(0, len(text), 1000)]
+    head = _find(_events(), "message_start")
+    block_start = (
+        '{"type":"content_block_start","index":0,"content_block":'
+        f'{{"type":"tool_use","id":"toolu_1","name":"read_file","input":{start_input}}}}}'
+    )
+    events: list[tuple[str, Any]] = [
+        ("message_start", head),
+        ("", f"event: content_block_start\ndata: {block_start}\n\n".encode()),
+        *(
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "input_json_delta", "partial_json": piece},
+                },
+            )
+            for piece in pieces
+        ),
+    ]
+    if closed:
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": 0}))
+    tail = _events(stop_reason="tool_use" if closed else "max_tokens")[-2:]
+    return [*events, *tail]
+
+
+@pytest.mark.parametrize("depth", DEEP)
+async def test_a_too_deep_streamed_tool_input_is_one_invalid_response(
+    serve: Any, depth: int
+) -> None:
+    error = await _fails(serve(_raw(_tool_events(depth))))
+    _invalid(error)
+    assert error.message == (
+        f"invalid response from the API: tool_use 'toolu_1' input is nested deeper than"
+        f" {MAX_DEPTH} levels"
+    )
+
+
+async def test_a_tool_input_at_the_limit_comes_through(serve: Any) -> None:
+    _, reply = await _call(serve(_raw(_tool_events(MAX_DEPTH))))
+    block = reply.content[0]
+    assert isinstance(block, ToolUseBlock)
+    assert block.input == json.loads(_nested_text(MAX_DEPTH))
+    _assert_loggable(reply)
+
+
+@pytest.mark.parametrize("depth", DEEP)
+async def test_a_too_deep_input_cut_by_max_tokens_is_kept_unrun(serve: Any, depth: int) -> None:
+    _, reply = await _call(serve(_raw(_tool_events(depth, closed=False))))
+    assert reply.stop_reason == "max_tokens"
+    assert reply.content == (ToolUseBlock(id="toolu_1", name="read_file", input={}),)
+
+
+@pytest.mark.parametrize("depth", DEEP)
+async def test_a_too_deep_input_in_content_block_start_is_an_invalid_response(
+    serve: Any, depth: int
+) -> None:
+    error = await _fails(serve(_raw(_tool_events(depth, in_start=True))))
+    _invalid(error)
+    # The input sits three levels down the event: past MAX_LINE_DEPTH, the event is refused.
+    what = (
+        f"tool_use 'toolu_1' input is nested deeper than {MAX_DEPTH} levels"
+        if depth + 3 <= MAX_LINE_DEPTH
+        else f"an event's data is nested deeper than {MAX_LINE_DEPTH} levels"
+    )
+    assert error.message == f"invalid response from the API: {what}"
+
+
+def _deep(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize("depth", DEEP)
+async def test_deep_json_anywhere_in_the_stream_is_an_invalid_response(
+    serve: Any, depth: int
+) -> None:
+    events = _events(Text("ok"))
+    head = json.dumps(_find(events, "message_start"))[:-1] + f',"extra":{_deep(depth)}}}'
+    events[0] = ("", f"event: message_start\ndata: {head}\n\n".encode())
+    if depth + 1 <= MAX_LINE_DEPTH:  # a field ruizn does not read, shallow enough to skip
+        _, reply = await _call(serve(_raw(events)))
+        assert reply.content == (TextBlock(text="ok"),)
+        return
+    error = await _fails(serve(_raw(events)))
+    _invalid(error)
+    assert error.message == (
+        f"invalid response from the API: an event's data is nested deeper than"
+        f" {MAX_LINE_DEPTH} levels"
+    )
+
+
+@pytest.mark.parametrize("depth", DEEP)
+async def test_a_deep_error_event_is_a_retryable_error(serve: Any, depth: int) -> None:
+    events = _events(Text("x"))
+    data = f'{{"type":"error","error":{{"type":"overloaded_error","message":{_deep(depth)}}}}}'
+    error = await _fails(
+        serve(_raw([*events[:3], ("", f"event: error\ndata: {data}\n\n".encode())]))
+    )
+    assert error.retryable
+    assert len(error.message) < 300 or depth + 3 <= MAX_LINE_DEPTH
+
+
+@pytest.mark.parametrize("depth", DEEP)
+async def test_a_deep_http_error_body_is_a_retryable_error(serve: Any, depth: int) -> None:
+    body = f'{{"type":"error","error":{{"type":"api_error","message":{_deep(depth)}}}}}'
+    error = await _fails(serve(Raw(body.encode(), status=500, content_type="application/json")))
+    assert error.retryable
+    assert error.status_code == 500
+    assert error.message.startswith("HTTP 500 ")

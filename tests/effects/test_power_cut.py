@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import anyio
 
-from ruizn.config import RunConfig
+from ruizn.config import RunSettings
 from ruizn.decide import ResumePlan, plan_resume
 from ruizn.effects.function_model import FunctionModel
 from ruizn.effects.provider import ModelReply
@@ -123,7 +123,7 @@ def _run(tmp_path: Path) -> tuple[list[tuple[Event, list[bytes]]], Poke, Path]:
         clock=time.time,
         timer=time.monotonic,
     )
-    runner.begin(run_id="r", goal="g", config=RunConfig(max_steps=5), workspace=str(tmp_path))
+    runner.begin(run_id="r", goal="g", settings=RunSettings(max_steps=5, workspace=str(tmp_path)))
     state = anyio.run(runner.drive)
     assert state.status is Status.SUCCESS
     return seen, poke, log

@@ -293,7 +293,12 @@ def test_canonical_spec_makes_file_paths_absolute_and_keeps_module_specs(tools_d
 def test_a_tool_source_is_json_friendly() -> None:
     source = ToolSource(tool="add", kind=SourceKind.SPEC, ref="/p/tools.py:add")
     text = json.dumps(converter.unstructure(source))
-    assert json.loads(text) == {"tool": "add", "kind": "spec", "ref": "/p/tools.py:add"}
+    assert json.loads(text) == {
+        "tool": "add",
+        "kind": "spec",
+        "ref": "/p/tools.py:add",
+        "read_only": False,
+    }
     assert converter.structure(json.loads(text), ToolSource) == source
     assert source.describe() == "spec /p/tools.py:add"
 

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from ruizn.fleet.driver import RunSpec
-from ruizn.fleet.goals import GoalsError, read_goals
+from ruizn.config import RunSettings
+from ruizn.fleet.driver import RunInput
+from ruizn.fleet.goals import RUN_ID, GoalsError, read_goals
+from ruizn.terminal import visible
 
-DEFAULTS = RunSpec(
-    run_id="", goal="", model="m", max_steps=20, max_tokens=4096, system="s", workspace="/w"
-)
+DEFAULTS = RunInput(run_id="", goal="", settings=RunSettings(model="m", system="s", workspace="/w"))
 
 
 def goals(tmp_path: Path, text: str) -> Path:
@@ -23,7 +24,10 @@ def goals(tmp_path: Path, text: str) -> Path:
 def test_options_override_the_defaults_and_ids_are_stable(tmp_path: Path) -> None:
     path = goals(tmp_path, '{"goal": "a", "max_steps": 3}\n\n{"goal": "b", "id": "mine"}\n')
     first = read_goals(path, DEFAULTS)
-    assert [(s.goal, s.max_steps, s.model) for s in first] == [("a", 3, "m"), ("b", 20, "m")]
+    assert [(s.goal, s.settings.max_steps, s.settings.model) for s in first] == [
+        ("a", 3, "m"),
+        ("b", 20, "m"),
+    ]
     assert first[1].run_id == "mine"
     assert [s.run_id for s in read_goals(path, DEFAULTS)] == [s.run_id for s in first]
 
@@ -34,8 +38,8 @@ def test_options_override_the_defaults_and_ids_are_stable(tmp_path: Path) -> Non
         ('{"goal": "a"}\n[1]\n', "line 2: expected a JSON object, got list"),
         ('{"goal": ""}\n', "line 1: 'goal' must be a non-empty string"),
         ('{"goal": "a", "steps": 3}\n', "line 1: unknown option 'steps'"),
-        ('{"goal": "a", "max_steps": "3"}\n', "line 1: 'max_steps' must be an integer >= 1"),
-        ('{"goal": "a", "max_steps": 0}\n', "line 1: 'max_steps' must be an integer >= 1"),
+        ('{"goal": "a", "max_steps": "3"}\n', "line 1: max_steps must be a whole number >= 1"),
+        ('{"goal": "a", "max_steps": 0}\n', "line 1: max_steps must be a whole number >= 1"),
         ('{"goal": "a", "id": "x"}\n{"goal": "b", "id": "x"}\n', "line 2: run id 'x'"),
         ('{"goal": "a", "workspace": "nowhere"}\n', "line 1: workspace 'nowhere'"),
         ("\n\n", "no goals in the file"),
@@ -48,3 +52,52 @@ def test_a_bad_goals_file_is_refused_naming_the_line(
         read_goals(goals(tmp_path, text), DEFAULTS)
     assert message in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+ID_RULE = "a run id (1-128 letters, digits, '.', '_' or '-', the first a letter or digit)"
+
+
+@pytest.mark.parametrize(
+    "run_id",
+    [
+        "\x1b]0;pwned\x07",  # a window title
+        "ok\x1b[2J",  # clear the screen
+        "ok\x9bm",  # a C1 CSI
+        "ok\u202egnp.exe",  # a bidi override
+        "line\nbreak",
+        "a b",
+        "",
+        ".",
+        "..",
+        "../escape",
+        "a/b",
+        ".hidden",
+        "-rf",
+        "_x",
+        "é",
+        "x" * 129,
+    ],
+)
+def test_a_run_id_outside_the_safe_set_is_refused_in_one_inert_line(
+    tmp_path: Path, run_id: str
+) -> None:
+    path = goals(tmp_path, '{"goal": "fine"}\n' + json.dumps({"goal": "x", "id": run_id}) + "\n")
+    with pytest.raises(GoalsError) as caught:
+        read_goals(path, DEFAULTS)
+    message = str(caught.value)
+    assert message.startswith(f"{path} line 2: 'id' must be {ID_RULE}, not ")
+    assert visible(message) == message  # json.dumps showed the id with its escapes
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("run_id", ["a", "Z9", "run-1.2_b", "x" * 128, "2026.01.01-x"])
+def test_a_run_id_in_the_safe_set_is_taken(tmp_path: Path, run_id: str) -> None:
+    path = goals(tmp_path, json.dumps({"goal": "x", "id": run_id}) + "\n")
+    assert [s.run_id for s in read_goals(path, DEFAULTS)] == [run_id]
+
+
+def test_made_up_run_ids_are_in_the_safe_set(tmp_path: Path) -> None:
+    path = goals(tmp_path, '{"goal": "a"}\n{"goal": "\\u001b]0;x\\u0007"}\n')
+    for prefix in (None, "20261204-042209-be6410"):
+        specs = read_goals(path, DEFAULTS, id_prefix=prefix)
+        assert all(RUN_ID.fullmatch(s.run_id) for s in specs)

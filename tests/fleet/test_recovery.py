@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
+from ruizn.config import RunSettings
 from ruizn.events import LlmCallStarted, LlmResponse, RunStarted, ToolCallStarted
 from ruizn.fleet.app import FleetContext, execute
-from ruizn.fleet.driver import RunSpec
+from ruizn.fleet.driver import RunInput
 from ruizn.fleet.resume import ResumeOrder
 from ruizn.fleet.store import EventStore
 from ruizn.serde import encode
@@ -34,12 +35,14 @@ def test_a_tool_in_flight_at_the_crash_is_answered_interrupted_and_never_run_aga
             ts=1.0,
             run_id="r1",
             goal="note it",
-            model="test",
-            max_steps=5,
-            max_tokens=100,
-            system="s",
-            tools=(NoteTool(workspace).schema(),),
-            workspace=str(workspace),
+            settings=RunSettings(
+                model="test",
+                max_steps=5,
+                max_tokens=100,
+                system="s",
+                tools=(NoteTool(workspace).schema(),),
+                workspace=str(workspace),
+            ),
         ),
         LlmCallStarted(seq=2, ts=1.0, step=1),
         LlmResponse(
@@ -59,14 +62,12 @@ def test_a_tool_in_flight_at_the_crash_is_answered_interrupted_and_never_run_aga
         tools=make_tools,
         workspace=str(workspace),
     )
-    spec = RunSpec(
+    spec = RunInput(
         run_id="r1",
         goal="note it",
-        model="test",
-        max_steps=5,
-        max_tokens=100,
-        system="s",
-        workspace=str(workspace),
+        settings=RunSettings(
+            model="test", max_steps=5, max_tokens=100, system="s", workspace=str(workspace)
+        ),
     )
     result = execute(ctx, spec)
     assert result["status"] == "success"
@@ -98,16 +99,13 @@ def _context(tmp_path: Path, name: str = "fleet") -> FleetContext:
     )
 
 
-def _spec(model: str = "test", max_steps: int = 1) -> RunSpec:
-    return RunSpec(
+def _spec(model: str = "test", max_steps: int = 1) -> RunInput:
+    return RunInput(
         run_id="r1",
         goal="read README.md",
-        model=model,
-        max_steps=max_steps,
-        max_tokens=100,
-        system="s",
-        workspace="",
-        max_retries=0,
+        settings=RunSettings(
+            model=model, max_steps=max_steps, max_tokens=100, system="s", max_retries=0
+        ),
     )
 
 
@@ -119,7 +117,7 @@ def test_a_resume_order_is_applied_once_however_often_its_workflow_runs(tmp_path
     ctx, spec = _context(tmp_path), _spec()
     assert execute(ctx, spec)["status"] == "max_steps"  # the offline model read README.md
     stopped = _events(ctx.store)
-    order = ResumeOrder(spec=spec, after_seq=len(stopped), max_steps=2, max_tokens=None)
+    order = ResumeOrder(run=spec, after_seq=len(stopped), max_steps=2, max_tokens=None)
     result = execute(ctx, spec, order=order)
     assert (result["status"], result["steps"]) == ("success", 2)
     events = _events(ctx.store)
@@ -142,7 +140,7 @@ def test_a_resumed_run_that_stops_again_is_not_resumed_again_by_its_order(
     monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
     ctx, spec = _context(tmp_path), _spec("claude-sonnet-4-5", max_steps=5)
     assert execute(ctx, spec)["status"] == "error"  # no retries, the API is down
-    order = ResumeOrder(spec=spec, after_seq=len(_events(ctx.store)), max_steps=5, max_tokens=None)
+    order = ResumeOrder(run=spec, after_seq=len(_events(ctx.store)), max_steps=5, max_tokens=None)
     assert execute(ctx, spec, order=order)["status"] == "error"  # down still
     after = _events(ctx.store)
     assert [e["type"] for e in after].count("run_resumed") == 1
@@ -157,7 +155,7 @@ def test_a_resume_cut_short_goes_on_without_resuming_again(tmp_path: Path) -> No
     ctx, spec = _context(tmp_path), _spec()
     execute(ctx, spec)
     after = len(_events(ctx.store))
-    order = ResumeOrder(spec=spec, after_seq=after, max_steps=3, max_tokens=200)
+    order = ResumeOrder(run=spec, after_seq=after, max_steps=3, max_tokens=200)
     execute(ctx, spec, order=order)
     # The worker died right after the order's run_resumed and the next call's start: another
     # worker's database holds only that much when DBOS gives it the order's workflow.

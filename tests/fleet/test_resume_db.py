@@ -14,7 +14,7 @@ import pytest
 from dbos import DBOSClient
 
 from ruizn.effects.logfile import replay_file
-from ruizn.fleet.app import replay_lines
+from ruizn.fleet.runstore import DbRunStore
 from ruizn.fleet.store import EventStore
 from ruizn.state import Status
 from tests.cli.conftest import cli_env
@@ -169,8 +169,8 @@ def test_resume_db_continues_a_stopped_run_on_the_fleet(
     # The table replays to the state the worker's own log replays to, and exports to it
     # byte for byte.
     live = workspace / "logs" / "w1" / "loop" / "events.jsonl"
-    final = replay_lines(store.lines("loop"))
-    assert final is not None
+    runs = DbRunStore(store, workspace)
+    final = runs.load(runs.find("loop")).state
     assert (final.status, final.step) == (Status.SUCCESS, 3)
     assert final == replay_file(live).state
     exported = workspace / "export" / "loop" / "events.jsonl"

@@ -97,3 +97,11 @@ def test_core_golden(case: str, update_goldens: bool) -> None:
         f"final: {next_action(final)!r}\n"
     )
     check_golden(folder / "expected_next_action.txt", actions, update=update_goldens)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_version_2_log_reads_as_the_version_3_log_it_became(case: str) -> None:
+    """`events.v2.jsonl` is the case as ruizn 0.1's schema 2 wrote it (run_started's settings
+    flat, one field each); it must read as the same events, line by line."""
+    old = (CORE / case / "events.v2.jsonl").read_bytes().split(b"\n")[:-1]
+    assert [decode(line) for line in old] == _events(case)

@@ -154,5 +154,5 @@ def test_an_agent_offers_an_mcp_servers_tools_and_stops_the_server(tmp_path: Pat
     result = agent.run("echo hi")
     assert result.status == "success", result.error
     assert "hi" in result.output
-    assert result.state.mcp_servers[0]["name"] == "demo"
+    assert result.state.settings.mcp_servers[0]["name"] == "demo"
     assert ruizn.replay(result.log_path or "") == result.state

@@ -26,11 +26,11 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
-from attrs import frozen
+from attrs import evolve, frozen
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from ruizn.config import APPROVAL_MODES, RunConfig
+from ruizn.config import APPROVAL_MODES, RunSettings
 from ruizn.decide import ResumeRefused, approval_candidates, plan_resume, resume_decisions
 from ruizn.effects.approval import Answer, needs_approval_of
 from ruizn.effects.function_model import FunctionModel
@@ -56,6 +56,7 @@ from ruizn.state import (
     ToolUseBlock,
     Usage,
 )
+from ruizn.toolsource import SourceKind, ToolSource
 
 # The examples per test are sized so tests/properties runs in about a minute on 2 cores;
 # RUIZN_HYPOTHESIS_SCALE=10 runs ten times as many (a longer hunt, e.g. before a release).
@@ -279,11 +280,12 @@ class _Model:
 
 def run_config(
     data: st.DataObject, *, max_steps: int, approvals: bool = False
-) -> tuple[RunConfig, str]:
+) -> tuple[RunSettings, str]:
     # "ask" twice as often: it is the mode with the most paths (prompt, stop, resume).
     modes = st.sampled_from(["ask", *APPROVAL_MODES])
     approval = data.draw(modes, label="approval") if approvals else "ask"
-    config = RunConfig(
+    config = RunSettings(
+        workspace="/w",
         approval=approval,
         max_steps=max_steps,
         max_tokens=data.draw(st.sampled_from([1024, 4096, 64_000]), label="max_tokens"),
@@ -316,6 +318,17 @@ def simulate(
         rule = data.draw(st.sampled_from([True, True, _guarded_rule]), label="guarded rule")
         tools_.append(_DrawnTool("guarded", data, ran, read_only=False, needs_approval=rule))
     registry = ToolRegistry(tools_)
+    # What a builder records: the concurrency, and what each tool said of itself.
+    config = evolve(
+        config,
+        tool_concurrency=concurrency,
+        tool_sources=tuple(
+            ToolSource(
+                tool=t.name, kind=SourceKind.SPEC, ref=f"tests:{t.name}", read_only=t.read_only
+            )
+            for t in tools_
+        ),
+    )
     names = APPROVAL_TOOL_NAMES if approvals else TOOL_NAMES
     model = _Model(data, tools=tools, errors=errors, names=names)
     t0 = data.draw(st.floats(1.6e9, 2.0e9), label="t0")
@@ -345,7 +358,6 @@ def simulate(
             clock=clock,
             timer=clock,
             state=state,
-            tool_concurrency=concurrency,
             approver=_DrawnApprover(data) if asks else None,
         )
         crashed = _session(runner, state, config, goal, sink)
@@ -372,8 +384,8 @@ def simulate(
             # --max-tokens). Found by these laws; the CLI behaves the same.
             plan = plan_resume(
                 state,
-                max_steps=max(state.max_steps, state.step + 1),
-                max_tokens=state.max_tokens * 2,
+                max_steps=max(state.settings.max_steps, state.step + 1),
+                max_tokens=state.settings.max_tokens * 2,
             )
         if plan is None:
             final = state
@@ -386,7 +398,6 @@ def simulate(
             clock=clock,
             timer=clock,
             state=state,
-            tool_concurrency=concurrency,
         )
         resumer.resume(plan, decisions=decisions)
         events.extend(resume_sink.events)
@@ -424,7 +435,7 @@ def _drawn_decisions(
 def _session(
     runner: AgentRunner,
     state: ExecutionContext | None,
-    config: RunConfig,
+    config: RunSettings,
     goal: str,
     sink: MemorySink,
 ) -> bool:
@@ -432,7 +443,7 @@ def _session(
 
     async def go() -> None:
         if state is None:
-            runner.begin(run_id="20260101-000000-a1b2c3", goal=goal, config=config, workspace="/w")
+            runner.begin(run_id="20260101-000000-a1b2c3", goal=goal, settings=config)
         await runner.drive()
 
     try:

@@ -66,7 +66,7 @@ def test_a_call_that_asked_for_approval_runs_only_after_a_yes_and_a_no_is_answer
     data: st.DataObject, max_steps: int, crashes: bool
 ) -> None:
     run = simulate(data, max_steps=max_steps, crashes=crashes, approvals=True, tools=True)
-    mode = run.events[0].approval  # type: ignore[union-attr]
+    mode = run.events[0].settings.approval  # type: ignore[union-attr]
     requested: set[str] = set()
     decided: dict[str, ToolApprovalDecided] = {}
     for event in run.events:

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ruizn.config import RunSettings
 from ruizn.events import (
     EVENT_TYPES,
     Event,
@@ -23,7 +24,7 @@ from ruizn.events import (
 )
 from ruizn.serde import DecodeError, decode, encode
 from ruizn.state import JsonObject, Status
-from ruizn.toolsource import SourceKind
+from ruizn.toolsource import SourceKind, ToolSource
 from tests.properties.runs import json_objects, json_values, runs_settings, simulate, texts
 
 RUNS = runs_settings(50)
@@ -31,6 +32,33 @@ RUNS = runs_settings(50)
 ints = st.integers(-(2**63), 2**63)
 # NaN is not equal to itself and NaN/Infinity are not JSON; a clock never gives them.
 floats = st.floats(allow_nan=False, allow_infinity=False)
+
+
+def _settings() -> st.SearchStrategy[RunSettings]:
+    """Settings within the ranges the record accepts (it refuses the rest when it is made,
+    so a log holding them does not decode: see the settings tests below)."""
+    names = texts.filter(lambda t: bool(t.strip()))
+    seconds = st.floats(0.1, 1e6, allow_nan=False)
+    return st.builds(
+        RunSettings,
+        model=names,
+        max_steps=st.integers(1, 2**31),
+        max_tokens=st.integers(1, 2**31),
+        system=texts,
+        workspace=names,
+        read_timeout=seconds,
+        tool_timeout=seconds,
+        max_retries=st.integers(0, 100),
+        retry_base_delay=st.floats(0, 1e3, allow_nan=False),
+        tool_concurrency=st.integers(1, 64),
+        allow_secret_files=st.booleans(),
+        approval=st.sampled_from(["ask", "always", "never"]),
+        tool_specs=st.lists(texts, max_size=3).map(tuple),
+        plugins=st.booleans(),
+        mcp_servers=st.lists(json_objects, max_size=2).map(tuple),
+        tools=st.lists(json_objects, max_size=2).map(tuple),
+        tool_sources=st.lists(_builds(ToolSource), max_size=2).map(tuple),
+    )
 
 
 def _builds(cls: type[Any]) -> st.SearchStrategy[Any]:
@@ -53,6 +81,8 @@ def strategy_for(tp: Any) -> st.SearchStrategy[Any]:
     }
     if tp in simple:
         return simple[tp]
+    if tp is RunSettings:
+        return _settings()
     if isinstance(tp, type) and attrs.has(tp):  # Usage, ToolResult, the content blocks
         return _builds(tp)
     origin, args = get_origin(tp), get_args(tp)
@@ -112,9 +142,8 @@ def _line_with(event: Event, **changes: object) -> str:
         (ToolApprovalRequested(seq=4, ts=1.0, id="t", name="write_file"), {"input": "x"}),
         (ToolApprovalRequested(seq=4, ts=1.0, id="t", name="write_file"), {"id": None}),
         (
-            RunStarted(seq=1, ts=1.0, run_id="r", goal="g", model="m", max_steps=1,
-                       max_tokens=1, system=""),
-            {"approval": "sometimes"},
+            RunStarted(seq=1, ts=1.0, run_id="r", goal="g", settings=RunSettings()),
+            {"settings": {"approval": "sometimes"}},
         ),
         (
             RunFinished(seq=9, ts=1.0, status=Status.AWAITING_APPROVAL, steps=1, elapsed=0.0),

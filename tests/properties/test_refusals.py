@@ -11,6 +11,7 @@ from attrs import evolve
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ruizn.config import RunSettings
 from ruizn.events import (
     LlmCallFailed,
     LlmToken,
@@ -122,10 +123,7 @@ def test_reduce_refuses_a_token_after_run_finished(event: LlmToken | LlmCallFail
         ts=0.0,
         run_id="r",
         goal="g",
-        model="claude-sonnet-4-5",
-        max_steps=1,
-        max_tokens=1024,
-        system="",
+        settings=RunSettings(model="claude-sonnet-4-5", max_steps=1, max_tokens=1024, system=""),
     )
     state = replay([first, RunFinished(seq=2, ts=1.0, status=Status.ERROR, steps=0, elapsed=1.0)])
     with pytest.raises(InvalidTransition):
@@ -138,7 +136,11 @@ def test_a_log_must_begin_with_run_started_with_seq_1() -> None:
     with pytest.raises(InvalidTransition):
         replay([])
     first = RunStarted(
-        seq=2, ts=0.0, run_id="r", goal="g", model="m", max_steps=1, max_tokens=1, system=""
+        seq=2,
+        ts=0.0,
+        run_id="r",
+        goal="g",
+        settings=RunSettings(model="m", max_steps=1, max_tokens=1, system=""),
     )
     with pytest.raises(InvalidTransition):
         start(first)

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ruizn.config import RunSettings
 from ruizn.decide import CallModel, next_action
 from ruizn.request import MAX_BREAKPOINTS, build_request, count_breakpoints
 from ruizn.state import (
@@ -93,15 +94,15 @@ def test_requests_mark_the_system_the_last_tool_and_the_two_newest_user_messages
 ) -> None:
     run = simulate(data, max_steps=max_steps)
     for state, request in _sent(run):
-        if state.system:
+        if state.settings.system:
             assert request["system"] == [
-                {"type": "text", "text": state.system, "cache_control": EPHEMERAL}
+                {"type": "text", "text": state.settings.system, "cache_control": EPHEMERAL}
             ]
         else:
             assert "system" not in request
-        if state.tools:
+        if state.settings.tools:
             assert request["tools"][-1]["cache_control"] == EPHEMERAL
-            assert [_unmarked(t) for t in request["tools"]] == list(state.tools)
+            assert [_unmarked(t) for t in request["tools"]] == list(state.settings.tools)
             assert all("cache_control" not in t for t in request["tools"][:-1])
         else:
             assert "tools" not in request
@@ -127,8 +128,8 @@ def test_request_messages_alternate_from_user_and_hold_no_empty_text_block(
 ) -> None:
     run = simulate(data, max_steps=max_steps)
     for state, request in _sent(run):
-        assert request["model"] == state.model
-        assert request["max_tokens"] == state.max_tokens
+        assert request["model"] == state.settings.model
+        assert request["max_tokens"] == state.settings.max_tokens
         messages = request["messages"]
         assert [m["role"] for m in messages] == [
             "user" if i % 2 == 0 else "assistant" for i in range(len(messages))
@@ -193,7 +194,7 @@ def test_building_a_request_changes_nothing_in_the_state(
         first = build_request(state)
         first["messages"].clear()
         assert state == before
-        assert all("cache_control" not in t for t in state.tools)
+        assert all("cache_control" not in t for t in state.settings.tools)
         assert build_request(state) == build_request(before)
 
 
@@ -210,9 +211,7 @@ def _with_text(text: str) -> ExecutionContext:
     return ExecutionContext(
         run_id="r",
         goal="read README.md",
-        model="claude-sonnet-4-5",
-        max_steps=5,
-        system="",
+        settings=RunSettings(model="claude-sonnet-4-5", max_steps=5, system=""),
         messages=(user, turn, answer),
         step=1,
     )

@@ -11,6 +11,7 @@ import json
 import time
 from typing import Any
 
+from ruizn.config import RunSettings
 from ruizn.events import Event, LlmCallStarted, LlmResponse, LlmToken, RunFinished, RunStarted
 from ruizn.reducers import replay
 from ruizn.serde import decode, encode, state_to_json
@@ -26,10 +27,9 @@ def _log(tokens: int) -> list[Event]:
             ts=1767225600.0,
             run_id="20260101-000000-a1b2c3",
             goal="write a long answer",
-            model="claude-sonnet-4-5",
-            max_steps=1,
-            max_tokens=64_000,
-            system="You are ruizn.",
+            settings=RunSettings(
+                model="claude-sonnet-4-5", max_steps=1, max_tokens=64_000, system="You are ruizn."
+            ),
         ),
         LlmCallStarted(seq=2, ts=1767225600.1, step=1),
     ]

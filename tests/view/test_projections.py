@@ -188,13 +188,12 @@ def test_the_live_exporter_sends_exactly_the_spans_of_the_log(
 
 
 def test_a_collector_that_hangs_or_fails_never_holds_the_run() -> None:
+    from ruizn.config import RunSettings
     from ruizn.events import LlmToken
     from ruizn.state import Status, TextBlock, Usage
 
     events = [
-        RunStarted(
-            seq=1, ts=1.0, run_id="r", goal="g", model="m", max_steps=1, max_tokens=9, system=""
-        ),
+        RunStarted(seq=1, ts=1.0, run_id="r", goal="g", settings=RunSettings(model="m")),
         LlmCallStarted(seq=2, ts=1.1, step=1),
         *(LlmToken(seq=3 + i, ts=1.2, text="x") for i in range(1000)),
         LlmResponse(

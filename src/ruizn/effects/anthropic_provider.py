@@ -37,6 +37,7 @@ import httpx2
 # end can be marked (see _ended). Pinned by pyproject's anthropic<3.
 from anthropic._streaming import SSEDecoder
 
+from ruizn.bounds import MAX_LINE_DEPTH, deeper_than, text_deeper_than, too_deep
 from ruizn.effects.provider import ModelReply, ProviderConfigError, ProviderError
 from ruizn.request import MessagesRequest, head_json, message_json
 from ruizn.state import (
@@ -475,12 +476,20 @@ class _Reply:
 
     def _tool_input(self, block: _Block) -> JsonObject:
         raw = "".join(block.parts)
+        # Depth is checked before json (or anything after it) walks the input recursively:
+        # one refusal at every depth past the limit, never a RecursionError.
         if not raw:
             value: object = block.input  # no deltas: the start event held it whole (or {})
+            if deeper_than(value):
+                raise self._bad(too_deep(f"tool_use {block.id!r} input"))
+        elif text_deeper_than(raw):
+            if not block.closed:  # cut by max_tokens, as below: the core will not run it
+                return {}
+            raise self._bad(too_deep(f"tool_use {block.id!r} input"))
         else:
             try:
                 value = json.loads(raw, parse_constant=_no_constant)
-            except (ValueError, RecursionError):
+            except ValueError:
                 if not block.closed:  # cut by max_tokens mid-JSON: the core will not run it
                     return {}
                 raise self._bad(f"tool_use {block.id!r} input is not valid JSON") from None
@@ -507,9 +516,11 @@ class _Reply:
             counts[name] = value
 
     def _json(self, data: str) -> JsonObject:
+        if text_deeper_than(data, MAX_LINE_DEPTH):
+            raise self._bad(too_deep("an event's data", MAX_LINE_DEPTH))
         try:
             payload = json.loads(data, parse_constant=_no_constant)
-        except (ValueError, RecursionError):
+        except ValueError:
             raise self._bad(f"an event whose data is not JSON: {_short(data)}") from None
         if not isinstance(payload, dict):
             raise self._bad(f"an event whose data is not a JSON object: {_short(data)}")
@@ -518,7 +529,7 @@ class _Reply:
     def _stream_error(self, data: str) -> ProviderError:
         error_type, message, request_id = "api_error", _short(data), self.request_id
         try:
-            body = json.loads(data)
+            body = None if text_deeper_than(data, MAX_LINE_DEPTH) else json.loads(data)
         except ValueError:
             body = None
         if isinstance(body, dict):
@@ -608,7 +619,8 @@ def _finite(text: str) -> float | None:
 
 def _api_error(exc: anthropic.APIStatusError, status: int) -> tuple[str, str]:
     body = exc.body
-    if isinstance(body, dict):
+    # The SDK parsed the body already; one too deep to print is shown as text, like HTML.
+    if isinstance(body, dict) and not deeper_than(body, MAX_LINE_DEPTH):
         error = body.get("error")
         if isinstance(error, dict):
             return str(error.get("type") or f"http_{status}"), str(error.get("message") or "")

@@ -29,6 +29,9 @@ class FunctionModel:
     def __init__(self, function: ReplyFunction) -> None:
         self._function = function
 
+    async def aclose(self) -> None:
+        """Nothing to release: the model is a function in this process."""
+
     async def stream(self, request: MessagesRequest) -> AsyncIterator[str | ModelReply]:
         outcome = self._function(request.to_json())
         if isinstance(outcome, AsyncIterator):

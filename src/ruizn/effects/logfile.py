@@ -9,13 +9,14 @@ guessing past it could rebuild the wrong state.
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from attrs import frozen
 
 from ruizn.events import Event, RunStarted
-from ruizn.reducers import InvalidTransition, fold, start
+from ruizn.reducers import InvalidTransition, replay
 from ruizn.serde import DecodeError, decode
 from ruizn.state import ExecutionContext
 
@@ -118,7 +119,7 @@ def replay_file(
         first = next(stream)
         if not isinstance(first, RunStarted):
             raise LogError(f"line 1: not a ruizn run: it begins with {first.TAG}")
-        state = fold(start(first), stream)
+        state = replay(itertools.chain((first,), stream))
     except InvalidTransition as exc:
         raise LogError(f"line {count}: {exc}") from None
     except OSError as exc:

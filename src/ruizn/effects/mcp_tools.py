@@ -45,10 +45,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from ruizn import __version__
 from ruizn.effects.mcp_config import MCPServer
 from ruizn.effects.tools import DEFAULT_TIMEOUT, BaseTool
 from ruizn.state import ErrorType, JsonObject, ToolResult
+from ruizn.version import __version__
 
 DEFAULT_STARTUP_TIMEOUT = 30.0
 # What one result may put in front of the model; more is cut (read_file's limit too).

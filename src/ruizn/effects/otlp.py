@@ -22,9 +22,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from ruizn import __version__
 from ruizn.events import Event, LlmToken, RunStarted
 from ruizn.spans import Span, SpanBuilder
+from ruizn.version import __version__
 
 OTEL_EXTRA = "pip install 'ruizn[otel]'"
 TRACES_PATH = "/v1/traces"

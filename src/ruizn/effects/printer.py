@@ -67,8 +67,9 @@ class StdoutPrinter:
                     self._inline = not text.endswith("\n")
             case ToolCallStarted(name=name, input=tool_input):
                 self._line(self._paint(_DIM, "[tool]") + f" {visible(name)} {_input(tool_input)}")
-            case RunStarted(approval=mode) if mode in APPROVAL_MODE_LINES:
-                self._line(self._paint(_DIM, "[run]") + " " + APPROVAL_MODE_LINES[mode])
+            case RunStarted(settings=settings) if settings.approval in APPROVAL_MODE_LINES:
+                line = APPROVAL_MODE_LINES[settings.approval]
+                self._line(self._paint(_DIM, "[run]") + " " + line)
             case ToolApprovalRequested(id=call_id, name=name, input=tool_input):
                 self._line(
                     self._paint(_DIM, "[approval]")

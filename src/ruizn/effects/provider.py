@@ -60,8 +60,15 @@ class ProviderConfigError(Exception):
 
 
 class Provider(Protocol):
+    """A model behind the Messages API's shape. It lives as long as the runs it serves:
+    whoever builds one (`ruizn.Agent`) closes it with `aclose` when they are done."""
+
     # The request is made of the state's own immutable records (request.plan_request), so a
     # provider may encode each message once; `request.to_json()` is the plain body.
     def stream(self, request: MessagesRequest) -> AsyncIterator[str | ModelReply]:
         """Yield each text delta as it arrives, then exactly one ModelReply."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release what the provider holds (an HTTP client's connections)."""
         ...

@@ -27,6 +27,9 @@ class TestModelProvider:
     def __init__(self, workspace: Path) -> None:
         self._workspace = workspace
 
+    async def aclose(self) -> None:
+        """Nothing to release: the model is a function in this process."""
+
     async def stream(self, request: MessagesRequest) -> AsyncIterator[str | ModelReply]:
         body = request.to_json()
         messages: list[dict[str, Any]] = body["messages"]

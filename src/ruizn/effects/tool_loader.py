@@ -31,6 +31,7 @@ from ruizn.effects.read_file import ReadFileTool
 from ruizn.effects.sandbox import Sandbox
 from ruizn.effects.tools import DEFAULT_TIMEOUT, BaseTool, ToolRegistry
 from ruizn.effects.write_tools import EditFileTool, WriteFileTool
+from ruizn.terminal import visible
 from ruizn.toolsource import SourceKind, ToolSource
 
 ENTRY_POINT_GROUP = "ruizn.tools"
@@ -50,8 +51,19 @@ BUILTINS: dict[str, Callable[..., BaseTool]] = {
 Workspace = Sandbox | Path
 
 
+def inert(text: str) -> str:
+    """A message about a plug-in as one line a terminal cannot act on. Its exception text,
+    class and package names are the plug-in's own: a broken (or hostile) one printed
+    window-title, clear-screen and clipboard sequences through the warning."""
+    return visible(" ".join(text.split()))
+
+
 class ToolLoadError(Exception):
-    """A tool could not be loaded. The message is one line, fit for `ruizn: error: ...`."""
+    """A tool could not be loaded. The message is one inert line, fit for
+    `ruizn: error: ...` (see `inert`)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(inert(message))
 
 
 class ToolUnavailable(ToolLoadError):
@@ -137,7 +149,7 @@ def collect_tools(
                 source = ToolSource(tool=tool.name, kind=SourceKind.PLUGIN, ref=entry_point.name)
                 clash = add(tool, source)
                 if clash is not None:
-                    warnings.append(f"{clash}; the plug-in's was left out")
+                    warnings.append(inert(f"{clash}; the plug-in's was left out"))
     return Toolbox(tools=tuple(chosen), warnings=tuple(warnings))
 
 
@@ -212,7 +224,7 @@ def as_tools(target: object, where: str) -> tuple[BaseTool, ...]:
             built = target()
         except Exception as exc:
             raise ToolLoadError(
-                f"{where}: cannot make a {target.__name__} with no arguments: {_describe(exc)}"
+                f"{where}: cannot make a {target.__name__} with no arguments: {describe_error(exc)}"
             ) from None
         return (_checked(built, where),)
     if inspect.isfunction(target) or inspect.ismethod(target):
@@ -258,6 +270,8 @@ def _load_source(source: ToolSource, workspace: Workspace, timeout: float) -> tu
                 if entry_point.name == source.ref:
                     return _load_entry_point(entry_point)
             raise ToolLoadError(f"no installed plug-in is named {source.ref!r}")
+        case SourceKind.MCP:  # pragma: no cover - the builder reconnects MCP servers instead
+            raise ToolLoadError(f"{source.ref} is a tool of an MCP server, not of a module")
 
 
 def _entry_points() -> tuple[importlib.metadata.EntryPoint, ...]:
@@ -271,7 +285,7 @@ def _load_entry_point(entry_point: importlib.metadata.EntryPoint) -> tuple[BaseT
         target = entry_point.load()
     # SystemExit too: a plug-in calling sys.exit() at import must not end the run.
     except (Exception, SystemExit) as exc:
-        raise ToolLoadError(f"{where} could not be loaded: {_describe(exc)}") from None
+        raise ToolLoadError(f"{where} could not be loaded: {describe_error(exc)}") from None
     return as_tools(target, where)
 
 
@@ -288,7 +302,9 @@ def _import_module(name: str, spec: str) -> object:
     try:
         return importlib.import_module(name)
     except (Exception, SystemExit) as exc:
-        raise ToolLoadError(f"tool spec {spec!r}: cannot import {name}: {_describe(exc)}") from None
+        raise ToolLoadError(
+            f"tool spec {spec!r}: cannot import {name}: {describe_error(exc)}"
+        ) from None
 
 
 def _import_file(path: Path, spec: str) -> object:
@@ -313,11 +329,14 @@ def _import_file(path: Path, spec: str) -> object:
         module_spec.loader.exec_module(module)
     except (Exception, SystemExit) as exc:
         del sys.modules[name]
-        raise ToolLoadError(f"tool spec {spec!r}: cannot load {path}: {_describe(exc)}") from None
+        raise ToolLoadError(
+            f"tool spec {spec!r}: cannot load {path}: {describe_error(exc)}"
+        ) from None
     return module
 
 
-def _describe(exc: BaseException) -> str:
+def describe_error(exc: BaseException) -> str:
+    """`Type: first line` of an exception a plug-in raised; made inert by ToolLoadError."""
     try:
         text = str(exc).strip()
     except Exception:  # a broken __str__ must not turn a warning into a traceback

@@ -20,29 +20,27 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from attrs import evolve, frozen
+from attrs import frozen
 from dbos import DBOS, DBOSConfig, WorkflowSerializationFormat
 
-from ruizn.effects.logfile import LOG_NAME
-from ruizn.events import RunStarted
 from ruizn.fleet.driver import (
-    RunSpec,
+    RunInput,
     ToolsFactory,
-    continue_run,
-    resume_stopped_run,
+    input_from_json,
+    placed,
+    resume_run,
     start_run,
 )
-from ruizn.fleet.goals import spec_from_json
+from ruizn.fleet.goals import RUN_ID
 from ruizn.fleet.resume import RESUME_WORKFLOW, ResumeOrder, order_from_json
-from ruizn.fleet.sink import FleetSink
+from ruizn.fleet.runstore import DbRunStore
 from ruizn.fleet.store import EventStore
-from ruizn.reducers import fold, start
-from ruizn.serde import decode
-from ruizn.state import ExecutionContext, Status
+from ruizn.state import Status
+from ruizn.store import RunNotFound
 
 QUEUE = "ruizn"
 WORKFLOW = "ruizn.run"
@@ -73,22 +71,11 @@ class FleetLogError(RuntimeError):
     """The events stored for a run do not replay."""
 
 
-def replay_lines(lines: Iterable[str]) -> ExecutionContext | None:
-    stream = iter(lines)
-    first_line = next(stream, None)
-    if first_line is None:
-        return None
-    first = decode(first_line)
-    if not isinstance(first, RunStarted):
-        raise FleetLogError(f"the stored run begins with {first.TAG}, not run_started")
-    return fold(start(first), (decode(line) for line in stream))
-
-
 @DBOS.workflow(name=WORKFLOW, serialization_type=WorkflowSerializationFormat.PORTABLE)
 def run_workflow(data: dict[str, Any]) -> dict[str, Any]:
     context = _Launched.context
     assert context is not None, "the fleet was not launched in this process"
-    return execute(context, spec_from_json(data))
+    return execute(context, input_from_json(data))
 
 
 @DBOS.workflow(name=RESUME_WORKFLOW, serialization_type=WorkflowSerializationFormat.PORTABLE)
@@ -96,48 +83,48 @@ def resume_workflow(data: dict[str, Any]) -> dict[str, Any]:
     context = _Launched.context
     assert context is not None, "the fleet was not launched in this process"
     order = order_from_json(data)
-    return execute(context, order.spec, order=order)
+    return execute(context, order.run, order=order)
 
 
 def execute(
-    ctx: FleetContext, spec: RunSpec, *, order: ResumeOrder | None = None
+    ctx: FleetContext, run: RunInput, *, order: ResumeOrder | None = None
 ) -> dict[str, Any]:
     """Run, recover or resume one run. Safe to call again for the same run at any point (a
     DBOS recovery does): what the stored events already hold is never done twice."""
-    if not spec.workspace:
-        spec = evolve(spec, workspace=ctx.workspace)
-    store = ctx.store
-    path = ctx.log_root / spec.run_id / LOG_NAME
-    store.note_run(spec.run_id, goal=spec.goal, status="running", worker=ctx.worker)
-    state = replay_lines(store.lines(spec.run_id))
-    # The file follows the database: lines the file got but the database never committed
-    # (tokens of a call in flight when the process died) are dropped, on this machine or
-    # not, so the file and the export stay equal byte for byte.
-    store.export(spec.run_id, path)
+    if RUN_ID.fullmatch(run.run_id) is None:
+        # Anyone who can write to the database can queue a workflow: its id names a folder
+        # under the worker's log root, so it must be a run id and nothing else.
+        raise FleetLogError(f"the queued run id {run.run_id!r} is not a run id")
+    run = placed(run, ctx.workspace)
+    store = DbRunStore(ctx.store, ctx.log_root)
+    ctx.store.note_run(run.run_id, goal=run.goal, status="running", worker=ctx.worker)
+    try:
+        state = store.load(store.find(run.run_id)).state
+    except RunNotFound:
+        state = None
     if order is not None and state is None:
-        raise FleetLogError(f"run {spec.run_id} has no stored events to resume from")
+        raise FleetLogError(f"run {run.run_id} has no stored events to resume from")
     if order is not None and state is not None and state.last_seq == order.after_seq:
         # The order is not applied yet: the run still ends where it ended when it was given.
-        sink = FleetSink(path, store=store, run_id=spec.run_id)
-        state = resume_stopped_run(
-            spec,
-            state,
-            sink,
+        state = resume_run(
+            run,
+            store,
             ctx.tools,
             max_steps=order.max_steps,
             max_tokens=order.max_tokens,
+            approve=order.approve,
+            deny=order.deny,
+            reason=order.reason,
         )
-    elif state is None or state.status is Status.RUNNING:
-        # A new run, or one a crash interrupted (a resume order's included, once its
-        # run_resumed is stored): it goes on within the limits it has.
-        sink = FleetSink(path, store=store, run_id=spec.run_id)
-        if state is None:
-            state = start_run(spec, sink, ctx.tools)
-        else:
-            state = continue_run(spec, state, sink, ctx.tools)
-    store.note_run(spec.run_id, goal=spec.goal, status=state.status.value, worker=None)
+    elif state is None:
+        state = start_run(run, store, ctx.tools)
+    elif state.status is Status.RUNNING:
+        # One a crash interrupted (a resume order's included, once its run_resumed is
+        # stored): it goes on within the limits it has.
+        state = resume_run(run, store, ctx.tools, max_steps=state.settings.max_steps)
+    ctx.store.note_run(run.run_id, goal=run.goal, status=state.status.value, worker=None)
     if ctx.announce is not None:
-        ctx.announce(f"{spec.run_id} {state.status.value} · {state.step} steps")
+        ctx.announce(f"{run.run_id} {state.status.value} · {state.step} steps")
     return {
         "status": state.status.value,
         "steps": state.step,
@@ -171,16 +158,27 @@ def launch(
         announce=announce,
     )
     quiet_dbos()
+    migrate(url, store)
     config: DBOSConfig = {
         "name": "ruizn",
         "system_database_url": url,
         "application_version": APP_VERSION,
         "executor_id": worker,
         "log_level": "CRITICAL",
+        "run_migrations": False,  # done just above, under the fleet's lock: launch verifies
     }
     DBOS(config=config)
     DBOS.launch()
     DBOS.register_queue(QUEUE, worker_concurrency=concurrency, polling_interval_sec=polling)
+
+
+def migrate(url: str, store: EventStore) -> None:
+    """Create or bring up to date DBOS's tables (the queue, the workflows), under the fleet's
+    schema lock. DBOS serialises its own migrations with an advisory lock too, but gives up
+    waiting after 30 seconds and migrates anyway; under ours, a second ruizn process waits
+    as long as the first takes, then finds the schema current and changes nothing."""
+    with store.schema_lock():
+        DBOS.migrate(url)
 
 
 def shutdown() -> None:

@@ -1,15 +1,18 @@
-"""One-line errors for the fleet commands (exit 2), and the check for the `fleet` extra."""
+"""The fleet's one-line errors, and the check for the `fleet` extra."""
 
 from __future__ import annotations
 
 import importlib.util
 from typing import NoReturn
 
-from ruizn.shell.exits import EXIT_USAGE, Exit
+
+class FleetError(Exception):
+    """A fleet command cannot go on; the message is one line for the user (the CLI prints it
+    and exits 2)."""
 
 
-def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    raise Exit(code, message)  # printed as one line by the CLI's main
+def fail(message: str) -> NoReturn:
+    raise FleetError(message)
 
 
 def need_fleet_extra() -> None:

@@ -26,8 +26,7 @@ from typing import Any
 from attrs import evolve, frozen
 
 from ruizn.decide import ResumePlan, ResumeRefused, plan_resume
-from ruizn.fleet.driver import RunSpec
-from ruizn.fleet.goals import spec_from_json, spec_to_json
+from ruizn.fleet.driver import RunInput, input_from_json, input_to_json
 from ruizn.state import ExecutionContext, Status
 
 RESUME_WORKFLOW = "ruizn.resume"
@@ -46,12 +45,16 @@ class RunNotStored(LookupError):
 
 @frozen(kw_only=True)
 class ResumeOrder:
-    """The input of a resume workflow: which run, from which event, with which limits."""
+    """The input of a resume workflow: which run, from which event, with which limits, and
+    the decisions a person gave for the calls it waits on (`--approve/--deny`)."""
 
-    spec: RunSpec
+    run: RunInput
     after_seq: int
     max_steps: int | None
     max_tokens: int | None
+    approve: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+    reason: str | None = None
 
 
 @frozen(kw_only=True)
@@ -65,19 +68,25 @@ class Workflow:
 
 def order_to_json(order: ResumeOrder) -> dict[str, Any]:
     return {
-        "spec": spec_to_json(order.spec),
+        "run": input_to_json(order.run),
         "after_seq": order.after_seq,
         "max_steps": order.max_steps,
         "max_tokens": order.max_tokens,
+        "approve": list(order.approve),
+        "deny": list(order.deny),
+        "reason": order.reason,
     }
 
 
 def order_from_json(data: dict[str, Any]) -> ResumeOrder:
     return ResumeOrder(
-        spec=spec_from_json(data["spec"]),
+        run=input_from_json(data["run"]),
         after_seq=data["after_seq"],
         max_steps=data["max_steps"],
         max_tokens=data["max_tokens"],
+        approve=tuple(data.get("approve", ())),
+        deny=tuple(data.get("deny", ())),
+        reason=data.get("reason"),
     )
 
 
@@ -139,19 +148,10 @@ def check_resume(
     return plan
 
 
-def spec_of_run(state: ExecutionContext, submitted: dict[str, Any] | None) -> RunSpec:
-    """The run's options for the worker: as submitted (so a run submitted without a workspace
+def input_of_run(state: ExecutionContext, submitted: dict[str, Any] | None) -> RunInput:
+    """The run's input for the worker: as submitted (so a run submitted without a workspace
     goes on in the taking worker's own, as a recovered run does), or, when DBOS no longer
-    holds the submission, as the run recorded them when it started."""
+    holds the submission, the settings the run recorded when it started."""
     if submitted is not None:
-        return evolve(spec_from_json(submitted), run_id=state.run_id)
-    return RunSpec(
-        run_id=state.run_id,
-        goal=state.goal,
-        model=state.model,
-        max_steps=state.max_steps,
-        max_tokens=state.max_tokens,
-        system=state.system,
-        workspace=state.workspace,
-        max_retries=state.max_retries,
-    )
+        return evolve(input_from_json(submitted), run_id=state.run_id)
+    return RunInput(run_id=state.run_id, goal=state.goal, settings=state.settings)

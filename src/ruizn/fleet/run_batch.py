@@ -8,7 +8,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from attrs import evolve
+
+from ruizn.config import RunSettings
 from ruizn.fleet.errors import fail, need_fleet_extra
+from ruizn.fleet.run_worker import shown
 from ruizn.format import human_seconds, tokens
 
 # Batch runs belong to one fixed executor id: a batch started again recovers them.
@@ -22,41 +26,26 @@ def batch(
     workspace: str,
     log_dir: str | None,
     tools_from: str | None,
-    model: str,
-    max_steps: int,
-    max_tokens: int,
-    system: str,
-    read_timeout: float,
-    max_retries: int,
+    settings: RunSettings,
 ) -> int:
     need_fleet_extra()
     from dbos import DBOS, SetWorkflowID
 
     from ruizn.fleet.app import QUEUE, TERMINAL, launch, run_workflow, shutdown
-    from ruizn.fleet.driver import RunSpec, ToolsFromError, load_tools_factory
-    from ruizn.fleet.goals import GoalsError, read_goals, spec_to_json
+    from ruizn.fleet.driver import RunInput, ToolsFromError, input_to_json, load_tools_factory
+    from ruizn.fleet.goals import GoalsError, read_goals
     from ruizn.fleet.store import EventStore, StoreUnreachable
     from ruizn.store import default_root
 
     folder = Path(workspace).resolve()
-    defaults = RunSpec(
-        run_id="",
-        goal="",
-        model=model,
-        max_steps=max_steps,
-        max_tokens=max_tokens,
-        system=system,
-        workspace=str(folder),
-        read_timeout=read_timeout,
-        max_retries=max_retries,
-    )
+    defaults = RunInput(run_id="", goal="", settings=evolve(settings, workspace=str(folder)))
     path = Path(goals)
     try:
         specs = read_goals(path, defaults)
         tools = load_tools_factory(tools_from)
     except (GoalsError, ToolsFromError) as exc:
         fail(str(exc))
-    if any(s.model != "test" for s in specs) and not os.environ.get("ANTHROPIC_API_KEY"):
+    if any(s.settings.model != "test" for s in specs) and not os.environ.get("ANTHROPIC_API_KEY"):
         fail("ANTHROPIC_API_KEY is not set: set it, or give the runs model 'test' (offline)")
     root = default_root(folder, log_dir).resolve()
     try:
@@ -81,7 +70,7 @@ def batch(
     try:
         for spec in specs:
             with SetWorkflowID(spec.run_id):
-                DBOS.enqueue_workflow(QUEUE, run_workflow, spec_to_json(spec))
+                DBOS.enqueue_workflow(QUEUE, run_workflow, input_to_json(spec))
         goals_by_id = {spec.run_id: spec.goal for spec in specs}
         results = _wait(DBOS, goals_by_id, TERMINAL)
     except KeyboardInterrupt:
@@ -146,8 +135,8 @@ def _row(run_id: str, result: dict[str, Any]) -> str:
             f" out {tokens(int(result.get('output_tokens') or 0))}"
         )
     if result.get("error"):
-        parts.append(str(result["error"]).splitlines()[0][:120])
-    return " · ".join(parts)
+        parts.append(" ".join(str(result["error"]).split())[:120])
+    return shown(" · ".join(parts))
 
 
 def _summary(results: dict[str, dict[str, Any]], goals: dict[str, str]) -> None:
@@ -158,9 +147,9 @@ def _summary(results: dict[str, dict[str, Any]], goals: dict[str, str]) -> None:
     print(f"{'RUN':<28} {'STATUS':<10} {'STEPS':>5} {'TIME':>7} {'IN':>8} {'OUT':>7}  GOAL")
     for run_id, goal in goals.items():
         r = results[run_id]
-        goal_text = " ".join(goal.split())
+        goal_text = shown(goal)
         print(
-            f"{run_id:<28} {r.get('status')!s:<10} {r.get('steps', ''):>5}"
+            f"{shown(run_id):<28} {shown(str(r.get('status'))):<10} {r.get('steps', ''):>5}"
             f" {human_seconds(float(r.get('elapsed') or 0.0)):>7}"
             f" {tokens(int(r.get('input_tokens') or 0)):>8}"
             f" {tokens(int(r.get('output_tokens') or 0)):>7}  {goal_text[:60]}"

@@ -6,15 +6,24 @@ import os
 import signal
 import socket
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
+from attrs import evolve
+
+from ruizn.config import RunSettings
 from ruizn.fleet.errors import fail, need_fleet_extra
+from ruizn.terminal import visible
 
 
-def _store(db: str) -> Any:
+def shown(text: str) -> str:
+    """Text from the database, another worker or a plug-in, as one inert line: run ids,
+    goals and worker names may hold anything a DBOS client or an older ruizn stored."""
+    return visible(" ".join(text.split()))
+
+
+def open_store(db: str) -> Any:
     need_fleet_extra()
     from ruizn.fleet.store import EventStore, StoreUnreachable
 
@@ -34,11 +43,12 @@ def work(
     log_dir: str | None,
     tools_from: str | None,
 ) -> int:
-    store = _store(db)
+    store = open_store(db)
     from dbos import DBOS
 
     from ruizn.fleet.app import QUEUE, launch
     from ruizn.fleet.driver import ToolsFromError, load_tools_factory
+    from ruizn.fleet.store import StoreUnreachable
     from ruizn.store import default_root
 
     try:
@@ -51,7 +61,7 @@ def work(
     root.mkdir(parents=True, exist_ok=True)
 
     def say(message: str) -> None:
-        print(f"[worker {name}] {message}", flush=True)
+        print(shown(f"[worker {name}] {message}"), flush=True)
 
     stop = threading.Event()
     launched = threading.Event()
@@ -83,17 +93,20 @@ def work(
     store.heartbeat(name)
     beater = threading.Thread(target=beat, name="ruizn-heartbeat", daemon=True)
     beater.start()
-    launch(
-        db,
-        store=store,
-        log_root=root,
-        worker=name,
-        concurrency=concurrency,
-        tools=tools,
-        workspace=str(folder),
-        polling=0.2,
-        announce=say,
-    )
+    try:
+        launch(
+            db,
+            store=store,
+            log_root=root,
+            worker=name,
+            concurrency=concurrency,
+            tools=tools,
+            workspace=str(folder),
+            polling=0.2,
+            announce=say,
+        )
+    except StoreUnreachable as exc:  # another process held the schema lock too long
+        fail(str(exc))
     # Loaded now, not by the first run: a run taken over from a dead worker should not
     # wait a second more for the SDK's import.
     import ruizn.effects.anthropic_provider  # noqa: F401
@@ -121,34 +134,18 @@ def submit(
     goals: str | None,
     goal: str | None,
     *,
-    workspace: str | None,
-    model: str,
-    max_steps: int,
-    max_tokens: int,
-    system: str,
-    read_timeout: float,
-    max_retries: int,
+    settings: RunSettings,
 ) -> int:
     if (goals is None) == (goal is None):
         fail("give GOALS.jsonl or --goal TEXT (one of them)")
     if goal is not None and not goal.strip():
         fail("--goal must not be empty")
     need_fleet_extra()
-    from ruizn.fleet.driver import RunSpec
-    from ruizn.fleet.goals import GoalsError, read_goals, spec_to_json
+    from ruizn.fleet.driver import RunInput, input_to_json
+    from ruizn.fleet.goals import GoalsError, read_goals
     from ruizn.store import new_run_id
 
-    defaults = RunSpec(
-        run_id="",
-        goal=goal or "",
-        model=model,
-        max_steps=max_steps,
-        max_tokens=max_tokens,
-        system=system,
-        workspace=workspace or "",
-        read_timeout=read_timeout,
-        max_retries=max_retries,
-    )
+    defaults = RunInput(run_id="", goal=goal or "", settings=settings)
     if goals is not None:
         try:
             # A file submitted twice is two batches: the ids carry the submission's time.
@@ -156,13 +153,13 @@ def submit(
         except GoalsError as exc:
             fail(str(exc))
     else:
-        specs = [RunSpec(**{**spec_to_json(defaults), "run_id": new_run_id()})]
-    store = _store(db)
+        specs = [evolve(defaults, run_id=new_run_id())]
+    store = open_store(db)
     from dbos import WorkflowSerializationFormat
 
     from ruizn.fleet.app import APP_VERSION, QUEUE, WORKFLOW
 
-    client = _client(db)
+    client = _client(db, store)
     try:
         for spec in specs:
             store.note_submitted(spec.run_id, goal=spec.goal)
@@ -174,7 +171,7 @@ def submit(
                     "app_version": APP_VERSION,
                     "serialization_type": WorkflowSerializationFormat.PORTABLE,
                 },
-                spec_to_json(spec),
+                input_to_json(spec),
             )
             print(spec.run_id, flush=True)
     finally:
@@ -183,14 +180,14 @@ def submit(
     return 0
 
 
-def _client(db: str) -> Any:
-    from dbos import DBOS, DBOSClient
+def _client(db: str, store: Any) -> Any:
+    from dbos import DBOSClient
 
-    from ruizn.fleet.app import quiet_dbos
+    from ruizn.fleet.app import migrate, quiet_dbos
 
     quiet_dbos()
     try:
-        DBOS.migrate(db)  # the queue's tables, if no worker has started yet
+        migrate(db, store)  # the queue's tables, if no worker has started yet
         return DBOSClient(system_database_url=db)
     except Exception as exc:
         fail(f"cannot reach the database: {str(exc).splitlines()[0][:200]}")
@@ -206,8 +203,8 @@ def resume_db(
 ) -> int:
     """`ruizn resume --db`: check the run can go on, then queue an order for the workers (see
     fleet/resume.py). Nothing is written or queued when it cannot."""
-    store = _store(db)
-    client = _client(db)
+    store = open_store(db)
+    client = _client(db, store)
     try:
         plan = _queue_resume(
             store,
@@ -239,13 +236,13 @@ def _queue_resume(
     where: str,
 ) -> Any:
     """The plan queued (a `decide.ResumePlan`); one line and exit 2 when nothing is."""
-    from attrs import evolve
     from dbos import WorkflowSerializationFormat
 
     # Not exported by dbos (pinned to 3.4.x in pyproject): raised by the "reject" policy.
     from dbos._error import DBOSWorkflowIDInUseError
 
-    from ruizn.fleet.app import APP_VERSION, QUEUE, FleetLogError, replay_lines
+    from ruizn.effects.logfile import LogError
+    from ruizn.fleet.app import APP_VERSION, QUEUE
     from ruizn.fleet.resume import (
         RESUME_WORKFLOW,
         FleetResumeRefused,
@@ -253,13 +250,12 @@ def _queue_resume(
         RunNotStored,
         Workflow,
         check_resume,
+        input_of_run,
         next_resume_id,
         order_to_json,
         resume_prefix,
-        spec_of_run,
     )
-    from ruizn.reducers import InvalidTransition
-    from ruizn.serde import DecodeError
+    from ruizn.fleet.runstore import DbRunStore
 
     statuses = [
         *client.list_workflows(workflow_ids=[run], load_output=False),
@@ -277,8 +273,9 @@ def _queue_resume(
         for w in statuses
     ]
     try:
-        state = replay_lines(store.lines(run))
-    except (FleetLogError, DecodeError, InvalidTransition) as exc:
+        runs = DbRunStore(store, Path("."))
+        state = runs.load(runs.find(run)).state if store.has_run(run) else None
+    except LogError as exc:
         fail(f"run {run}: its events in the database do not replay: {exc}")
     try:
         plan = check_resume(run, state, workflows, max_steps=max_steps, max_tokens=max_tokens)
@@ -287,12 +284,17 @@ def _queue_resume(
     except FleetResumeRefused as exc:
         fail(str(exc))
     assert state is not None  # check_resume refuses a run with no events
-    submitted = next((_submitted_spec(w.input) for w in statuses if w.workflow_id == run), None)
-    spec = spec_of_run(state, submitted)
+    submitted = next((_submitted_input(w.input) for w in statuses if w.workflow_id == run), None)
+    run_input = input_of_run(state, submitted)
     if read_timeout is not None:
-        spec = evolve(spec, read_timeout=read_timeout)
+        run_input = evolve(
+            run_input, settings=evolve(run_input.settings, read_timeout=read_timeout)
+        )
     order = ResumeOrder(
-        spec=spec, after_seq=state.last_seq, max_steps=plan.max_steps, max_tokens=plan.max_tokens
+        run=run_input,
+        after_seq=state.last_seq,
+        max_steps=plan.max_steps,
+        max_tokens=plan.max_tokens,
     )
     workflow_id = next_resume_id(run, (w.workflow_id for w in workflows))
     try:
@@ -314,61 +316,12 @@ def _queue_resume(
     return plan
 
 
-def _submitted_spec(stored: Any) -> dict[str, Any] | None:
-    """The spec a run's workflow was enqueued with (DBOS keeps `{"args": [spec], ...}`)."""
+def _submitted_input(stored: Any) -> dict[str, Any] | None:
+    """The input a run's workflow was enqueued with (DBOS keeps `{"args": [input], ...}`)."""
     args = stored.get("args") if isinstance(stored, dict) else None
-    if args and isinstance(args[0], dict) and "goal" in args[0]:
+    if args and isinstance(args[0], dict) and "settings" in args[0]:
         return dict(args[0])
     return None
-
-
-def list_runs_db(db: str) -> int:
-    store = _store(db)
-    from ruizn.fleet.app import replay_lines
-    from ruizn.format import human_seconds, tokens
-
-    print(
-        f"{'RUN':<30} {'STATUS':<11} {'WORKER':<14} {'STEPS':>5} {'TIME':>7} {'IN':>9}"
-        f" {'OUT':>7}  GOAL"
-    )
-    for row in store.runs():
-        state = replay_lines(store.lines(row.run_id))
-        steps = str(state.step) if state else ""
-        elapsed = human_seconds(state.elapsed) if state else ""
-        used_in = tokens(state.usage.total_input_tokens) if state else ""
-        used_out = tokens(state.usage.output_tokens) if state else ""
-        goal = " ".join(row.goal.split())
-        print(
-            f"{row.run_id:<30} {row.status:<11} {row.worker or '-':<14} {steps:>5}"
-            f" {elapsed:>7} {used_in:>9} {used_out:>7}  {goal[:60]}"
-        )
-    store.close()
-    return 0
-
-
-def show_db(db: str, run: str, *, what: str, as_json: bool = False) -> int:
-    """`show`/`replay` of a run held in the database: its log is rebuilt from the table,
-    byte for byte, then read by the same code as a local log."""
-    store = _store(db)
-    if not store.has_run(run):
-        fail(f"no run {run!r} in the database {_safe(db)}")
-    from ruizn.shell.logs import replay_run, show_run
-
-    with tempfile.TemporaryDirectory(prefix="ruizn-db-") as tmp:
-        path = Path(tmp) / run / "events.jsonl"
-        store.export(run, path)
-        store.close()
-        if what == "show":
-            return show_run(str(path), path.parent.parent)
-        return replay_run(str(path), root=path.parent.parent, as_json=as_json)
-
-
-def export_db(db: str, run: str, out: str) -> int:
-    store = _store(db)
-    if not store.has_run(run):
-        fail(f"no run {run!r} in the database {_safe(db)}")
-    store.export(run, Path(out))
-    return 0
 
 
 def _safe(db: str) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 from attrs import frozen
+from sqlalchemy.schema import CreateTable
 
 _META = sa.MetaData()
 
@@ -50,6 +51,13 @@ WORKERS = sa.Table(
     sa.Column("heartbeat", sa.Float, nullable=False),
     sa.Column("started", sa.Float, nullable=False),
 )
+
+
+# Held while the fleet's schema is created or migrated (these tables here, DBOS's in
+# app.migrate): any fixed 64-bit number, the same in every ruizn ("ruiznsch" in ASCII).
+SCHEMA_LOCK = int.from_bytes(b"ruiznsch", "big")
+# How long a process waits for another to finish creating or migrating the schema.
+SCHEMA_LOCK_WAIT = 300.0
 
 
 class AppendConflict(RuntimeError):
@@ -99,7 +107,10 @@ class EventStore:
                 parsed, pool_pre_ping=True, pool_size=8, connect_args={"connect_timeout": 5}
             )
         try:
-            _META.create_all(self.engine)
+            self._create_tables()
+        except StoreUnreachable:
+            self.engine.dispose()
+            raise
         except sa.exc.SQLAlchemyError as exc:
             self.engine.dispose()
             raise StoreUnreachable(
@@ -108,6 +119,45 @@ class EventStore:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    @contextlib.contextmanager
+    def schema_lock(self) -> Iterator[None]:
+        """Held by one process at a time while it creates or migrates the fleet's schema.
+
+        On Postgres, two workers started at once on a fresh database both found a table
+        missing and both created it; the loser failed on pg_type's unique index (even
+        `CREATE TABLE IF NOT EXISTS` races that way). A session advisory lock makes the
+        others wait, then find the tables made. A waiter polls with `pg_try_advisory_lock`
+        in autocommit, as DBOS does for its own lock: a statement blocked on the lock would
+        hold a snapshot, and DBOS's `CREATE INDEX CONCURRENTLY`, run by the holder, waits
+        for every older snapshot in the database: each would wait for the other for ever.
+        SQLite needs no lock: its write lock already serialises DDL.
+        """
+        if self.engine.dialect.name != "postgresql":
+            yield
+            return
+        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            deadline = time.monotonic() + SCHEMA_LOCK_WAIT
+            while not conn.execute(sa.select(sa.func.pg_try_advisory_lock(SCHEMA_LOCK))).scalar():
+                if time.monotonic() > deadline:
+                    raise StoreUnreachable(
+                        f"the database {safe_url(self.url)} is being set up by another process"
+                        f" for over {SCHEMA_LOCK_WAIT:g}s; try again once it is done"
+                    )
+                time.sleep(0.1)
+            try:
+                yield
+            finally:
+                conn.execute(sa.select(sa.func.pg_advisory_unlock(SCHEMA_LOCK)))
+
+    def _create_tables(self) -> None:
+        # Checked first, so that a role without CREATE can use tables made by another;
+        # IF NOT EXISTS for SQLite, whose check and create are not under one lock.
+        with self.schema_lock(), self.engine.begin() as conn:
+            inspector = sa.inspect(conn)
+            for table in _META.sorted_tables:
+                if not inspector.has_table(table.name):
+                    conn.execute(CreateTable(table, if_not_exists=True))
 
     # -- events ----------------------------------------------------------------------------
 

@@ -20,11 +20,11 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from ruizn import __version__
 from ruizn.format import human_seconds
 from ruizn.state import RedactedThinkingBlock, TextBlock, ThinkingBlock, Usage
 from ruizn.terminal import visible
 from ruizn.timeline import Attempt, Session, Step, Timeline, ToolRun
+from ruizn.version import __version__
 
 __all__ = ["LIMITS", "page_data", "render", "script_json"]
 
@@ -134,6 +134,7 @@ def _session(session: Session, t0: float) -> dict[str, Any]:
         "resumed": session.resumed,
         "max_steps": session.max_steps,
         "torn": session.torn_bytes,
+        "approval": session.approval,
         "status": session.status,
         "error": None if session.error is None else _text(session.error, "tool"),
         "steps": session.steps,

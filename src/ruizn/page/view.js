@@ -188,7 +188,7 @@
 
   function sessionStart(se) {
     const text = se.resumed
-      ? "resumed at " + clock(se.start) + " · max steps " + se.max_steps + (se.torn ? " · cut a torn last line of " + se.torn + " bytes" : "")
+      ? "resumed at " + clock(se.start) + " · max steps " + se.max_steps + (se.approval ? " · approval " + se.approval : "") + (se.torn ? " · cut a torn last line of " + se.torn + " bytes" : "")
       : "started at " + clock(se.start) + " · max steps " + se.max_steps + " · approval " + run.approval;
     timeline.appendChild(el("div", "row marker", text));
     const box = el("div", "session", text);

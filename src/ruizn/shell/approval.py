@@ -20,11 +20,11 @@ if TYPE_CHECKING:  # `runs` and `show` use this module too, and must not import 
 _MAX_INPUT_LISTED = 120
 
 
-def terminal_approver(mode: str) -> Approver | None:
-    """A prompt at the terminal for `ask` mode when stdin and stdout are both terminals;
-    otherwise nobody can be asked, and a call that needs a decision stops the run
+def terminal_approver() -> Approver | None:
+    """A prompt at the terminal when stdin and stdout are both terminals (asked only in `ask`
+    mode); otherwise nobody can be asked, and a call that needs a decision stops the run
     awaiting_approval (exit 4) for `ruizn resume --approve/--deny`."""
-    if mode != "ask" or not (sys.stdin.isatty() and sys.stdout.isatty()):
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
         return None
     from ruizn.effects.approval import TerminalApprover
 

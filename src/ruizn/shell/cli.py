@@ -15,21 +15,18 @@ from typing import Any
 
 import click
 
-from ruizn import __version__
-from ruizn.config import (
-    APPROVAL_MODES,
-    DEFAULT_APPROVAL,
-    DEFAULT_MAX_RETRIES,
-    DEFAULT_MAX_STEPS,
-    DEFAULT_MAX_TOKENS,
-    DEFAULT_MODEL,
-    DEFAULT_READ_TIMEOUT,
-    DEFAULT_RETRY_BASE_DELAY,
-    DEFAULT_SYSTEM,
-    DEFAULT_TOOL_CONCURRENCY,
-    TEST_MODEL,
-)
+from ruizn.config import APPROVAL_MODES, DEFAULT_READ_TIMEOUT
 from ruizn.shell.exits import EXIT_CANCELLED, EXIT_OK, EXIT_USAGE, Exit, echo_error, fail
+from ruizn.shell.options import (
+    UsageFailure,
+    checked_text,
+    db_option,
+    mcp_header_option,
+    run_options,
+    tool_options,
+    where_options,
+)
+from ruizn.version import __version__
 
 # Ctrl-C before a run has begun (while Python imports) ends the process quietly, as the
 # shell expects, instead of printing a KeyboardInterrupt traceback. A run installs its own
@@ -37,142 +34,20 @@ from ruizn.shell.exits import EXIT_CANCELLED, EXIT_OK, EXIT_USAGE, Exit, echo_er
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-class UsageFailure(click.UsageError):
-    """A bad argument found after parsing (e.g. an empty goal)."""
-
-
-def _where_options(f: Any) -> Any:
-    """--workspace and --log-dir: where runs are. Every command that reads or writes runs
-    takes both, and looks where `ruizn run` with the same options writes."""
-    f = click.option(
-        "--log-dir",
-        type=click.Path(file_okay=False),
+def _otlp_option(f: Any) -> Any:
+    return click.option(
+        "--otlp",
+        metavar="URL",
         default=None,
-        help="Root of the run logs (default: WORKSPACE/.ruizn/runs).",
-    )(f)
-    return click.option(
-        "--workspace",
-        type=click.Path(file_okay=False),
-        default=".",
-        help="The workspace folder (default: the current directory).",
-    )(f)
-
-
-def _mcp_header_option(f: Any) -> Any:
-    # A function, not a shared decorator object: click's decorators are made for one use.
-    return click.option(
-        "--mcp-header",
-        "mcp_headers",
-        multiple=True,
-        metavar="NAME:KEY[=VALUE]",
-        help="A header for MCP server NAME; without =VALUE it is read from"
-        " $RUIZN_MCP_HEADER_<NAME>_<KEY>. Repeatable.",
-    )(f)
-
-
-def _run_options(f: Any) -> Any:
-    options: list[Callable[[Any], Any]] = [
-        click.option("--goal", help="What ruizn should do (or give it as an argument)."),
-        click.option(
-            "--model",
-            envvar="RUIZN_MODEL",
-            default=DEFAULT_MODEL,
-            show_default=True,
-            help=f"Claude model id (env RUIZN_MODEL); '{TEST_MODEL}' is the offline model.",
-        ),
-        click.option(
-            "--max-steps",
-            type=click.IntRange(min=1),
-            default=DEFAULT_MAX_STEPS,
-            show_default=True,
-            help="Most model calls in the run.",
-        ),
-        click.option(
-            "--max-tokens",
-            type=click.IntRange(min=1),
-            default=DEFAULT_MAX_TOKENS,
-            show_default=True,
-            help="max_tokens of each model call.",
-        ),
-        click.option("--system", default=DEFAULT_SYSTEM, help="System prompt."),
-        click.option(
-            "--read-timeout",
-            type=float,
-            default=DEFAULT_READ_TIMEOUT,
-            show_default=True,
-            help="Seconds a model stream may stay silent before the call is retried.",
-        ),
-        click.option(
-            "--max-retries",
-            type=click.IntRange(min=0),
-            default=DEFAULT_MAX_RETRIES,
-            show_default=True,
-            help="Retries of a failed model call (429, 5xx, overloaded, broken stream).",
-        ),
-        click.option(
-            "--tool-concurrency",
-            type=click.IntRange(min=1),
-            default=DEFAULT_TOOL_CONCURRENCY,
-            show_default=True,
-            help="Most tool calls of one turn run at once (1: one at a time, in order).",
-        ),
-        click.option(
-            "--mcp",
-            "mcp",
-            multiple=True,
-            metavar="NAME=COMMAND|URL",
-            help="An MCP server: NAME='COMMAND ARGS...' (stdio) or NAME=https://... (Streamable"
-            " HTTP). Its tools are mcp__NAME__TOOL. Repeatable.",
-        ),
-        _mcp_header_option,
-        click.option(
-            "--allow-secret-files",
-            is_flag=True,
-            help="Let the file tools read .env, *.pem, id_rsa and other secret files.",
-        ),
-        click.option(
-            "--approval",
-            type=click.Choice(APPROVAL_MODES),
-            default=DEFAULT_APPROVAL,
-            show_default=True,
-            help="Tool calls that need approval (write_file, edit_file, MCP tools): ask at the"
-            " terminal (with no terminal the run stops, exit 4, for `resume --approve`),"
-            " approve them always, or never.",
-        ),
-        click.option(
-            "--otlp",
-            metavar="URL",
-            default=None,
-            help="Also send the run's spans to this OTLP/HTTP collector as it goes"
-            " (e.g. http://localhost:4318); a collector that is down never stops the run.",
-        ),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return _tool_options(_where_options(f))
-
-
-def _db_option(f: Any) -> Any:
-    return click.option(
-        "--db", envvar="RUIZN_DB", default=None, help="A fleet's database (env RUIZN_DB)."
-    )(f)
-
-
-def _tool_options(f: Any) -> Any:
-    """--tool / --no-plugins, shared by `run` and `tools`."""
-    f = click.option("--no-plugins", is_flag=True, help="Load no plug-in tools.")(f)
-    return click.option(
-        "--tool",
-        "tools",
-        multiple=True,
-        metavar="MODULE:ATTR",
-        help="Add the tools MODULE:ATTR names (a module or a .py file; repeatable).",
+        help="Also send the run's spans to this OTLP/HTTP collector as it goes"
+        " (e.g. http://localhost:4318); a collector that is down never stops the run.",
     )(f)
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ruizn")
-@_run_options
+@run_options
+@_otlp_option
 @click.pass_context
 def cli(ctx: click.Context, /, goal: str | None, **options: Any) -> None:
     """ruizn: stream Claude, run the tools it asks for, log every event.
@@ -189,7 +64,8 @@ def cli(ctx: click.Context, /, goal: str | None, **options: Any) -> None:
 
 @cli.command("run")
 @click.argument("words", nargs=-1)
-@_run_options
+@run_options
+@_otlp_option
 def run_command(words: tuple[str, ...], goal: str | None, **options: Any) -> None:
     """Run an agent on GOAL until the model ends its turn or --max-steps is reached.
 
@@ -206,81 +82,40 @@ def run_command(words: tuple[str, ...], goal: str | None, **options: Any) -> Non
     raise Exit(_run(goal=goal, **options))
 
 
-def _checked_text(name: str, value: str) -> str:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise UsageFailure(f"{name} is not valid UTF-8") from None
-    return value
-
-
-def _retry_base_delay() -> float:
-    # Tests set this to keep retry back-offs short; users keep the default.
-    raw = os.environ.get("RUIZN_RETRY_BASE_DELAY")
-    if raw is None:
-        return DEFAULT_RETRY_BASE_DELAY
-    try:
-        return float(raw)
-    except ValueError:
-        fail(f"RUIZN_RETRY_BASE_DELAY must be a number of seconds, not {raw!r}")
-
-
 def _run(
-    *,
-    goal: str,
-    workspace: str,
-    log_dir: str | None,
-    no_plugins: bool,
-    mcp: tuple[str, ...],
-    mcp_headers: tuple[str, ...],
-    otlp: str | None = None,
-    **options: Any,
+    *, goal: str, workspace: str, log_dir: str | None, otlp: str | None = None, **options: Any
 ) -> int:
-    from ruizn.shell.session import config_from_options, new_run
+    from ruizn.shell.options import settings_from_cli
+    from ruizn.shell.session import new_run, terminal_agent
 
-    if not _checked_text("the goal", goal).strip():
+    if not checked_text("the goal", goal).strip():
         raise UsageFailure("--goal must not be empty")
     if not os.path.isdir(workspace):
         fail(f"--workspace {workspace!r} is not a folder")
-    config = config_from_options(
-        workspace=workspace,
-        log_dir=log_dir,
-        retry_base_delay=_retry_base_delay(),
-        plugins=not no_plugins,
-        **options,
-    )
-    servers: tuple[Any, ...] = ()
-    if mcp or mcp_headers:
-        from ruizn.effects.mcp_config import McpConfigError, parse_cli
-
-        try:
-            servers = parse_cli(mcp, mcp_headers)
-        except McpConfigError as exc:
-            raise UsageFailure(str(exc)) from None
+    settings, servers = settings_from_cli(workspace=workspace, **options)
     if otlp is None:
-        return new_run(config, goal, servers)
+        return new_run(terminal_agent(settings, log_dir=log_dir, mcp=servers), goal)
     from ruizn.shell.view import live_export
 
     with live_export(otlp) as exporter:
-        return new_run(config, goal, servers, subscribers=(exporter,))
+        agent = terminal_agent(settings, log_dir=log_dir, mcp=servers, subscribers=(exporter,))
+        return new_run(agent, goal)
 
 
 @cli.command("tools")
 @click.option("--json", "as_json", is_flag=True, help="Print the tools as a JSON array.")
-@_tool_options
-@_where_options
+@tool_options
+@where_options
 def tools_command(
     *, as_json: bool, tools: tuple[str, ...], no_plugins: bool, workspace: str, log_dir: str | None
 ) -> None:
     """List every available tool: its name, where it comes from, and its input schema."""
     import json
-    from pathlib import Path
 
-    from ruizn.shell.session import config_from_options, make_toolbox
+    from ruizn.shell.session import settings_or_fail, toolbox_of
 
-    folder = Path(workspace).resolve()
-    config = config_from_options(workspace=workspace, tools=tools, plugins=not no_plugins)
-    toolbox = make_toolbox(config, folder, _root(workspace, log_dir))
+    settings = settings_or_fail(workspace=workspace, tool_specs=tools, plugins=not no_plugins)
+    toolbox = toolbox_of(settings, _root(workspace, log_dir))
     listed = [
         {
             "name": loaded.tool.name,
@@ -322,11 +157,22 @@ def _root(workspace: str, log_dir: str | None) -> Any:
     return default_root(workspace, log_dir)
 
 
+def _store(workspace: str, log_dir: str | None, db: str | None) -> Any:
+    """Where the runs are: the log folder, or a fleet's database (`--db`)."""
+    if db is None:
+        from ruizn.store import FileStore
+
+        return FileStore.at(workspace, log_dir)
+    from ruizn.shell.fleet import db_store
+
+    return db_store(db, _root(workspace, log_dir))
+
+
 @cli.command("replay")
 @click.argument("run")
 @click.option("--json", "as_json", is_flag=True, help="Print the final state as JSON.")
-@_where_options
-@_db_option
+@where_options
+@db_option
 def replay_command(
     run: str, as_json: bool, workspace: str, log_dir: str | None, db: str | None
 ) -> None:
@@ -334,13 +180,10 @@ def replay_command(
 
     RUN is a run id, `last`, a run folder or a path to an events.jsonl.
     """
-    if db is not None:
-        from ruizn.fleet.commands import replay_db
-
-        raise Exit(_reading(lambda: replay_db(db, run, as_json=as_json)))
     from ruizn.shell.logs import replay_run
 
-    raise Exit(_reading(lambda: replay_run(run, root=_root(workspace, log_dir), as_json=as_json)))
+    store = _store(workspace, log_dir, db)
+    raise Exit(_reading(lambda: replay_run(store, run, as_json=as_json)))
 
 
 @cli.command("resume")
@@ -360,7 +203,7 @@ def replay_command(
     default=None,
     help=f"See `ruizn run` (default {DEFAULT_READ_TIMEOUT:g}; with --db: the run's own).",
 )
-@_mcp_header_option
+@mcp_header_option
 @click.option(
     "--approve",
     multiple=True,
@@ -374,8 +217,20 @@ def replay_command(
     help="Deny the waiting tool call ID, or all of them (repeatable).",
 )
 @click.option("--reason", default=None, help="Why the calls are denied (the model is told).")
-@_where_options
-@_db_option
+@click.option(
+    "--approval",
+    type=click.Choice(APPROVAL_MODES),
+    default=None,
+    help="A new approval mode for the rest of the run (default: the run's own).",
+)
+@click.option(
+    "--trust",
+    is_flag=True,
+    help="Resume a run ruizn did not start on this machine (or whose log changed) after"
+    " checking what its log grants (ruizn show RUN).",
+)
+@where_options
+@db_option
 @click.pass_context
 def resume_command(
     ctx: click.Context,
@@ -389,6 +244,8 @@ def resume_command(
     approve: tuple[str, ...],
     deny: tuple[str, ...],
     reason: str | None,
+    approval: str | None,
+    trust: bool,
     workspace: str,
     log_dir: str | None,
     db: str | None,
@@ -399,32 +256,35 @@ def resume_command(
     terminal, ruizn asks about any call they leave waiting). With --db, RUN is a fleet's run:
     it is queued again and a worker continues it.
     """
-    from ruizn.shell.session import config_from_options, resume_run
+    from ruizn.shell.session import resume_run, settings_or_fail, terminal_agent
 
     if read_timeout is not None:
-        config_from_options(read_timeout=read_timeout)  # checked like run's (no nan, no 0)
+        settings_or_fail(read_timeout=read_timeout)  # checked like run's (no nan, no 0)
     if db is not None:
         _refuse_local_options(ctx)
-        from ruizn.fleet.commands import resume_db
+        from ruizn.shell.fleet import resume_db
 
         raise Exit(
             resume_db(
                 db, run, max_steps=max_steps, max_tokens=max_tokens, read_timeout=read_timeout
             )
         )
-    raise Exit(
-        resume_run(
-            run,
-            root=_root(workspace, log_dir),
-            max_steps=max_steps,
-            max_tokens=max_tokens,
-            read_timeout=DEFAULT_READ_TIMEOUT if read_timeout is None else read_timeout,
-            mcp_headers=mcp_headers,
-            approve=approve,
-            deny=deny,
-            reason=None if reason is None else _checked_text("--reason", reason),
-        )
+    from ruizn.agent import Resume
+
+    agent = terminal_agent(
+        settings_or_fail(workspace=workspace), log_dir=log_dir, mcp_headers=mcp_headers
     )
+    request = Resume(
+        max_steps=max_steps,
+        max_tokens=max_tokens,
+        read_timeout=read_timeout,
+        approve=approve,
+        deny=deny,
+        reason=None if reason is None else checked_text("--reason", reason),
+        approval=approval,  # type: ignore[arg-type]  # click.Choice of the modes
+        trust=trust,
+    )
+    raise Exit(resume_run(agent, run, request))
 
 
 # Options of a local resume that a fleet's resume cannot honour: the worker that takes the
@@ -436,6 +296,8 @@ _LOCAL_ONLY = {
     "mcp_headers": "--mcp-header",
     "workspace": "--workspace",
     "log_dir": "--log-dir",
+    "approval": "--approval",
+    "trust": "--trust",
 }
 
 
@@ -456,32 +318,26 @@ def _refuse_local_options(ctx: click.Context) -> None:
 
 
 @cli.command("runs")
-@_where_options
-@_db_option
+@where_options
+@db_option
 def runs_command(workspace: str, log_dir: str | None, db: str | None) -> None:
     """List the runs, newest first: id, status, steps, time, tokens, goal."""
-    if db is not None:
-        from ruizn.fleet.commands import runs_db
-
-        raise Exit(_reading(lambda: runs_db(db)))
     from ruizn.shell.logs import list_runs
 
-    raise Exit(_reading(lambda: list_runs(_root(workspace, log_dir))))
+    store = _store(workspace, log_dir, db)
+    raise Exit(_reading(lambda: list_runs(store)))
 
 
 @cli.command("show")
 @click.argument("run")
-@_where_options
-@_db_option
+@where_options
+@db_option
 def show_command(run: str, workspace: str, log_dir: str | None, db: str | None) -> None:
     """Summarise one run: goal, model, status, steps, tools, usage and cache ratio."""
-    if db is not None:
-        from ruizn.fleet.commands import show_db
-
-        raise Exit(_reading(lambda: show_db(db, run)))
     from ruizn.shell.logs import show_run
 
-    raise Exit(_reading(lambda: show_run(run, _root(workspace, log_dir))))
+    store = _store(workspace, log_dir, db)
+    raise Exit(_reading(lambda: show_run(store, run)))
 
 
 @cli.command("view")
@@ -494,8 +350,8 @@ def show_command(run: str, workspace: str, log_dir: str | None, db: str | None) 
     help="Where to write the page (default: view.html in the run's folder).",
 )
 @click.option("--open", "open_browser", is_flag=True, help="Open the page in a browser.")
-@_where_options
-@_db_option
+@where_options
+@db_option
 def view_command(
     run: str,
     *,
@@ -509,8 +365,8 @@ def view_command(
     beside the transcript. Prints the page's path."""
     from ruizn.shell.view import view_run
 
-    root = _root(workspace, log_dir)
-    raise Exit(view_run(run, root=root, db=db, out=output, open_browser=open_browser))
+    store = _store(workspace, log_dir, db)
+    raise Exit(view_run(store, run, out=output, open_browser=open_browser))
 
 
 @cli.command("export")
@@ -522,8 +378,8 @@ def view_command(
     help="The OTLP/HTTP collector, e.g. http://localhost:4318 (default:"
     " $OTEL_EXPORTER_OTLP_ENDPOINT).",
 )
-@_where_options
-@_db_option
+@where_options
+@db_option
 def export_command(
     run: str, otlp: str | None, workspace: str, log_dir: str | None, db: str | None
 ) -> None:
@@ -531,12 +387,12 @@ def export_command(
     Exporting twice sends the same trace."""
     from ruizn.shell.view import export_run
 
-    raise Exit(export_run(run, root=_root(workspace, log_dir), db=db, otlp=otlp))
+    raise Exit(export_run(_store(workspace, log_dir, db), run, otlp=otlp))
 
 
 # batch, worker and submit: the fleet layer (ruizn.fleet) adds its commands. Its module
 # imports only click; DBOS loads inside the commands, so `ruizn --help` never imports it.
-from ruizn.fleet.commands import register as _register_fleet  # noqa: E402 - cli must exist
+from ruizn.shell.fleet import register as _register_fleet  # noqa: E402 - cli must exist
 
 _register_fleet(cli)
 

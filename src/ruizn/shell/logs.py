@@ -12,51 +12,55 @@ import shutil
 import sys
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
 
 from ruizn.effects.logfile import LogError, Replayed, TornTail
 from ruizn.effects.printer import StdoutPrinter
 from ruizn.events import Event, ToolCallFinished, ToolCallStarted
 from ruizn.format import human_seconds, tokens
+from ruizn.grant import grant_of
 from ruizn.serde import state_to_json
 from ruizn.shell.approval import describe_call
 from ruizn.shell.exits import EXIT_OK, fail
-from ruizn.store import RunInfo, RunNotFound, info, iter_runs, load, resolve_run
+from ruizn.store import RunInfo, RunNotFound, RunRef, RunStore
 from ruizn.terminal import visible
 
 
-def _resolve(run: str, root: Path) -> Path:
+def _resolve(store: RunStore, run: str) -> RunRef:
     try:
-        return resolve_run(run, root)
+        return store.find(run)
     except RunNotFound as exc:
-        fail(str(exc))
+        fail(visible(str(exc)))
 
 
-def read_run(path: Path, on_event: Callable[[Event], None] | None = None) -> Replayed:
+def read_run(
+    store: RunStore, ref: RunRef, on_event: Callable[[Event], None] | None = None
+) -> Replayed:
     """Replay a log for a command: a torn tail is a one-line warning, anything worse exit 2."""
     # A replay makes millions of small acyclic objects that reference counting frees; the
     # cyclic collector would rescan the growing state for nothing, making replay
     # superlinear. The command ends right after.
     gc.disable()
+    where = str(ref.path)
 
     def note(tail: TornTail) -> None:
-        print(f"ruizn: warning: {tail.describe(path)}", file=sys.stderr)
+        print(f"ruizn: warning: {visible(tail.describe(ref.path))}", file=sys.stderr)
 
     try:
-        return load(path, on_event=on_event, torn=note)
+        return store.load(ref, on_event=on_event, torn=note)
     except LogError as exc:
-        fail(visible(str(exc) if str(exc).startswith(str(path)) else f"{path}: {exc}"))
+        text = str(exc)
+        fail(visible(text if text.startswith((where, "run ")) else f"{where}: {text}"))
 
 
-def replay_run(run: str, *, root: Path, as_json: bool) -> int:
-    path = _resolve(run, root)
+def replay_run(store: RunStore, run: str, *, as_json: bool) -> int:
+    ref = _resolve(store, run)
     if as_json:
-        replayed = read_run(path)
+        replayed = read_run(store, ref)
         json.dump(state_to_json(replayed.state), sys.stdout, ensure_ascii=False, indent=2)
         sys.stdout.write("\n")
         return EXIT_OK
     # Colour never: a replay is for reading back and diffing against the live transcript.
-    read_run(path, on_event=StdoutPrinter(sys.stdout, color=False))
+    read_run(store, ref, on_event=StdoutPrinter(sys.stdout, color=False))
     return EXIT_OK
 
 
@@ -78,26 +82,33 @@ def _status_word(run: RunInfo) -> str:
     word = run.status
     if run.live and run.pid:
         return f"{word} (pid {run.pid})"
+    if run.worker:  # a fleet's run: the worker that runs it, or ran it last
+        return f"{word} ({visible(run.worker)})"
     pending = len(run.pending_approval)
     if pending and word != "awaiting_approval":  # stopped at the prompt (Ctrl-C, kill -9)
         return f"{word}, {pending} awaiting approval"
     return word
 
 
-def list_runs(root: Path) -> int:
-    if not root.is_dir():
-        fail(f"no runs: {root} does not exist")
+def list_runs(store: RunStore) -> int:
     width = shutil.get_terminal_size((100, 24)).columns
-    header = f"{'RUN':<22} {'STATUS':<17} {'STEPS':>5} {'TIME':>7} {'IN':>9} {'OUT':>7}  GOAL"
+    try:
+        runs = list(store.runs())
+    except RunNotFound as exc:
+        fail(visible(str(exc)))
+    idw = max([22, *(len(run.run_id) for run in runs)])
+    header = f"{'RUN':<{idw}} {'STATUS':<17} {'STEPS':>5} {'TIME':>7} {'IN':>9} {'OUT':>7}  GOAL"
     print(header)
-    for run in iter_runs(root):
+    for run in runs:
+        run_id = visible(run.run_id)
         if run.replayed is None:
-            line = f"{run.run_id:<22} {'unreadable':<17} {'':>5} {'':>7} {'':>9} {'':>7}  "
-            print(visible(line + " ".join(str(run.error).split()))[:width])
+            word = visible(" ".join(run.status.split()))
+            line = f"{run_id:<{idw}} {word:<17} {'':>5} {'':>7} {'':>9} {'':>7}  "
+            print(visible(line + " ".join(str(run.error or run.goal or "").split()))[:width])
             continue
         state = run.replayed.state
         row = (
-            f"{run.run_id:<22} {_status_word(run):<17} {state.step:>5}"
+            f"{run_id:<{idw}} {_status_word(run):<17} {state.step:>5}"
             f" {human_seconds(state.elapsed):>7} {tokens(state.usage.total_input_tokens):>9}"
             f" {tokens(state.usage.output_tokens):>7}  "
         )
@@ -107,16 +118,17 @@ def list_runs(root: Path) -> int:
     return EXIT_OK
 
 
-def show_run(run: str, root: Path) -> int:
-    path = _resolve(run, root)
+def show_run(store: RunStore, run: str) -> int:
+    ref = _resolve(store, run)
+    path = ref.path
     tally = _Tally()
-    found = info(path, on_event=tally)
+    found = store.info(ref, on_event=tally)
     if found.replayed is None:
-        read_run(path)  # prints the one-line error and exits 2
+        read_run(store, ref)  # prints the one-line error and exits 2
     replayed = found.replayed
     assert replayed is not None
     if replayed.torn and not found.live:
-        print(f"ruizn: warning: {replayed.torn.describe(path)}", file=sys.stderr)
+        print(f"ruizn: warning: {visible(replayed.torn.describe(path))}", file=sys.stderr)
     state = replayed.state
     usage = state.usage
     total_in = usage.total_input_tokens
@@ -125,12 +137,20 @@ def show_run(run: str, root: Path) -> int:
         f"{name} x{count}" + (f" ({tally.errors[name]} failed)" if tally.errors[name] else "")
         for name, count in tally.calls.most_common()
     )
+    grant = grant_of(state.settings)
     lines = [
         ("run", state.run_id),
         ("goal", state.goal),
-        ("model", state.model),
+        ("model", state.settings.model),
+        ("workspace", grant.workspace),
+        (
+            "approval",
+            grant.approval + (" · secret files readable" if grant.allow_secret_files else ""),
+        ),
+        *(("tool code", module) for module in grant.tool_modules),
+        *(("mcp", server) for server in grant.mcp_servers),
         ("status", _status_word(found) + (f" · {state.error}" if state.error else "")),
-        ("steps", f"{state.step} of {state.max_steps}"),
+        ("steps", f"{state.step} of {state.settings.max_steps}"),
         ("time", human_seconds(state.elapsed)),
         ("tools", tools or "none"),
         (
@@ -142,7 +162,7 @@ def show_run(run: str, root: Path) -> int:
         ),
         ("cache hit", ratio),
         ("events", str(replayed.events)),
-        ("log", str(path)),
+        ("log", store.location(ref)),
     ]
     for key, value in lines:
         print(f"{key + ':':<11}{visible(value)}")

@@ -9,69 +9,59 @@ import contextlib
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from ruizn.events import Event
 from ruizn.shell.exits import EXIT_ERROR, EXIT_OK, EXIT_USAGE, fail
+from ruizn.store import FileStore, RunNotFound, RunRef, RunStore
 from ruizn.terminal import visible
 
 Subscriber = Callable[[Event], None]
 PAGE_NAME = "view.html"
 
 
-@contextlib.contextmanager
-def _located(run: str, root: Path, db: str | None) -> Iterator[Path]:
-    """The run's events.jsonl: found under root, or (--db) rebuilt from a fleet's database
-    into a temporary folder, byte for byte, as `show --db` does."""
-    if db is None:
-        from ruizn.store import RunNotFound, resolve_run
-
-        try:
-            yield resolve_run(run, root)
-        except RunNotFound as exc:
-            fail(str(exc))
-        return
-    from ruizn.fleet.run_worker import export_db
-
-    with tempfile.TemporaryDirectory(prefix="ruizn-db-") as tmp:
-        path = Path(tmp) / "run" / "events.jsonl"
-        export_db(db, run, str(path))
-        yield path
+def _find(store: RunStore, run: str) -> RunRef:
+    try:
+        return store.find(run)
+    except RunNotFound as exc:
+        fail(visible(str(exc)))
 
 
-def _read(path: Path, on_event: Subscriber) -> None:
+def _read(store: RunStore, ref: RunRef, on_event: Subscriber) -> None:
+    """Every event of the run, checked by the reducer as `show` reads it (a torn tail is a
+    warning; a log the reducer refuses is one line, exit 2)."""
     from ruizn.shell.logs import read_run
 
-    read_run(path, on_event=on_event)
+    read_run(store, ref, on_event=on_event)
 
 
 def _safe_name(run: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", run)[:100] or "run"
 
 
-def view_run(run: str, *, root: Path, db: str | None, out: str | None, open_browser: bool) -> int:
+def view_run(store: RunStore, run: str, *, out: str | None, open_browser: bool) -> int:
     from ruizn.page import render
     from ruizn.timeline import TimelineBuilder
 
+    ref = _find(store, run)
     builder = TimelineBuilder()
-    with _located(run, root, db) as path:
-        _read(path, builder)
-        live = False
-        if db is None:
-            from ruizn.effects.writer import is_locked
+    _read(store, ref, builder)
+    local = isinstance(store, FileStore)
+    if local:
+        from ruizn.effects.writer import is_locked
 
-            live = is_locked(path.parent)
-        source = str(path) if db is None else f"run {run} of a fleet's database"
-        page = render(builder.timeline(), live=live, source=source)
-        if out is not None:
-            target = Path(out)
-        elif db is None:
-            target = path.parent / PAGE_NAME
-        else:
-            target = Path(f"view-{_safe_name(run)}.html")
+        live = is_locked(ref.path.parent)
+    else:  # a fleet's run: the database says whether a worker holds it
+        live = store.info(ref).live
+    page = render(builder.timeline(), live=live, source=store.location(ref))
+    if out is not None:
+        target = Path(out)
+    elif local:
+        target = ref.path.parent / PAGE_NAME
+    else:
+        target = Path(f"view-{_safe_name(ref.run_id)}.html")
     _write(target, page)
     print(visible(str(target)))
     if open_browser:
@@ -130,19 +120,19 @@ def _endpoint(url: str | None) -> str:
     return endpoint
 
 
-def export_run(run: str, *, root: Path, db: str | None, otlp: str | None) -> int:
+def export_run(store: RunStore, run: str, *, otlp: str | None) -> int:
     from ruizn.effects.otlp import OtlpError, send_spans
     from ruizn.spans import Span, SpanBuilder
 
     endpoint = _endpoint(otlp)
+    ref = _find(store, run)
     builder = SpanBuilder()
     spans: list[Span] = []
 
     def collect(event: Event) -> None:
         spans.extend(builder.feed(event))
 
-    with _located(run, root, db) as path:
-        _read(path, collect)
+    _read(store, ref, collect)
     spans.extend(builder.close())
     try:
         send_spans(spans, endpoint)

@@ -2,59 +2,31 @@
 
 Only click is imported at the top: `ruizn --help` must not pay for DBOS or SQLAlchemy, and
 ruizn without the `fleet` extra still runs single goals. Everything else loads inside the
-commands.
+commands. `batch` and `submit` take every option `ruizn run` takes (`settings_options`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
 
-from ruizn.shell.exits import Exit
+from ruizn.shell.exits import Exit, fail
+from ruizn.shell.options import settings_options
 
 DB_HELP = "The fleet's Postgres URL (env RUIZN_DB)."
 
 
-def _common(f: Any) -> Any:
-    from ruizn.config import (
-        DEFAULT_MAX_RETRIES,
-        DEFAULT_MAX_STEPS,
-        DEFAULT_MAX_TOKENS,
-        DEFAULT_MODEL,
-        DEFAULT_READ_TIMEOUT,
-        DEFAULT_SYSTEM,
-    )
+def _fleet(work: Callable[[], int]) -> int:
+    """A fleet function's refusal (FleetError) is one line and exit 2."""
+    from ruizn.fleet.errors import FleetError
 
-    options = [
-        click.option(
-            "--model",
-            envvar="RUIZN_MODEL",
-            default=DEFAULT_MODEL,
-            show_default=True,
-            help="Model of runs whose line names none.",
-        ),
-        click.option(
-            "--max-steps",
-            type=click.IntRange(min=1),
-            default=DEFAULT_MAX_STEPS,
-            show_default=True,
-        ),
-        click.option(
-            "--max-tokens",
-            type=click.IntRange(min=1),
-            default=DEFAULT_MAX_TOKENS,
-            show_default=True,
-        ),
-        click.option("--system", default=DEFAULT_SYSTEM, help="System prompt."),
-        click.option(
-            "--read-timeout", type=click.FloatRange(min=0.1), default=DEFAULT_READ_TIMEOUT
-        ),
-        click.option("--max-retries", type=click.IntRange(min=0), default=DEFAULT_MAX_RETRIES),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return f
+    try:
+        return work()
+    except FleetError as exc:
+        fail(str(exc))
 
 
 def _worker_options(f: Any) -> Any:
@@ -90,17 +62,44 @@ def _worker_options(f: Any) -> Any:
     return f
 
 
+def _settings(options: dict[str, Any], workspace: str) -> Any:
+    from ruizn.shell.options import settings_from_cli
+
+    settings, _servers = settings_from_cli(workspace=workspace, **options)
+    return settings
+
+
 @click.command("batch")
 @click.argument("goals", type=click.Path(dir_okay=False))
 @_worker_options
-@_common
-def batch_command(goals: str, **options: Any) -> None:
+@settings_options
+def batch_command(
+    goals: str,
+    *,
+    concurrency: int,
+    workspace: str,
+    log_dir: str | None,
+    tools_from: str | None,
+    **options: Any,
+) -> None:
     """Run every goal of GOALS.jsonl, N at once, on this machine (SQLite under the log dir).
 
     Running it again with the same file resumes: finished runs are not run again."""
     from ruizn.fleet.run_batch import batch
 
-    raise Exit(batch(goals, **options))
+    settings = _settings(options, workspace)
+    raise Exit(
+        _fleet(
+            lambda: batch(
+                goals,
+                concurrency=concurrency,
+                workspace=workspace,
+                log_dir=log_dir,
+                tools_from=tools_from,
+                settings=settings,
+            )
+        )
+    )
 
 
 @click.command("worker")
@@ -118,7 +117,7 @@ def worker_command(db: str, worker_id: str | None, dead_after: float, **options:
     """Take runs from the fleet's database until Ctrl-C or SIGTERM."""
     from ruizn.fleet.run_worker import work
 
-    raise Exit(work(db, worker_id=worker_id, dead_after=dead_after, **options))
+    raise Exit(_fleet(lambda: work(db, worker_id=worker_id, dead_after=dead_after, **options)))
 
 
 @click.command("submit")
@@ -126,14 +125,19 @@ def worker_command(db: str, worker_id: str | None, dead_after: float, **options:
 @click.option("--db", envvar="RUIZN_DB", required=True, help=DB_HELP)
 @click.option("--goal", default=None, help="One goal instead of a file.")
 @click.option(
-    "--workspace", default=None, help="Workspace on the workers (default: each worker's own)."
+    "--workspace",
+    default=".",
+    help="Workspace on the workers, relative to each worker's own (default: theirs).",
 )
-@_common
-def submit_command(goals: str | None, db: str, goal: str | None, **options: Any) -> None:
+@settings_options
+def submit_command(
+    goals: str | None, db: str, goal: str | None, workspace: str, **options: Any
+) -> None:
     """Queue GOALS.jsonl (or --goal TEXT) on the fleet; prints the run ids."""
     from ruizn.fleet.run_worker import submit
 
-    raise Exit(submit(db, goals, goal, **options))
+    settings = _settings(options, workspace)
+    raise Exit(_fleet(lambda: submit(db, goals, goal, settings=settings)))
 
 
 def register(cli: click.Group) -> None:
@@ -141,25 +145,17 @@ def register(cli: click.Group) -> None:
         cli.add_command(command)
 
 
-# `--db` for runs/show/replay/resume, called from ruizn.shell.cli.
+def db_store(db: str, root: Path) -> Any:
+    """A fleet's database as the RunStore that `runs`, `show` and `replay` read."""
+    from ruizn.fleet.errors import FleetError
 
+    try:
+        from ruizn.fleet.run_worker import open_store
+        from ruizn.fleet.runstore import DbRunStore
 
-def runs_db(db: str) -> int:
-    from ruizn.fleet.run_worker import list_runs_db
-
-    return list_runs_db(db)
-
-
-def show_db(db: str, run: str) -> int:
-    from ruizn.fleet.run_worker import show_db as show
-
-    return show(db, run, what="show")
-
-
-def replay_db(db: str, run: str, *, as_json: bool) -> int:
-    from ruizn.fleet.run_worker import show_db as show
-
-    return show(db, run, what="replay", as_json=as_json)
+        return DbRunStore(open_store(db), root)
+    except FleetError as exc:
+        fail(str(exc))
 
 
 def resume_db(
@@ -172,4 +168,8 @@ def resume_db(
 ) -> int:
     from ruizn.fleet.run_worker import resume_db as resume
 
-    return resume(db, run, max_steps=max_steps, max_tokens=max_tokens, read_timeout=read_timeout)
+    return _fleet(
+        lambda: resume(
+            db, run, max_steps=max_steps, max_tokens=max_tokens, read_timeout=read_timeout
+        )
+    )

@@ -1,0 +1,68 @@
+"""What a run's log would let ruizn do if it were obeyed: its grant.
+
+A log is data, never authority. Before ruizn acts on a run it did not start on this machine
+(or whose log changed since), the person is shown this and asked (`--trust`). Pure: the
+grant is read from the settings the log carries (run_started, and what each run_resumed
+changed), nothing else.
+"""
+
+from __future__ import annotations
+
+from attrs import frozen
+
+from ruizn.config import ApprovalMode, JsonObject, RunSettings
+from ruizn.toolsource import SourceKind
+
+
+@frozen(kw_only=True)
+class Grant:
+    workspace: str
+    approval: ApprovalMode
+    allow_secret_files: bool
+    # Code the run would import: `--tool` specs and plug-ins (module or file, attribute).
+    tool_modules: tuple[str, ...]
+    # Programs it would start and servers it would reach: `NAME: COMMAND ARGS` or `NAME: URL`.
+    mcp_servers: tuple[str, ...]
+
+    def lines(self) -> tuple[str, ...]:
+        """The grant for people, one fact a line (the caller makes them safe to print)."""
+        approval = {
+            "ask": "ask (a person decides each call that changes things)",
+            "always": "always (every tool call is approved without asking)",
+            "never": "never (every call that needs approval is denied)",
+        }[self.approval]
+        out = [f"workspace: {self.workspace}", f"approval: {approval}"]
+        if self.allow_secret_files:
+            out.append("secret files: the file tools may read .env, keys and tokens")
+        out.extend(f"tool module: {ref}" for ref in self.tool_modules)
+        out.extend(f"MCP server: {server}" for server in self.mcp_servers)
+        return tuple(out)
+
+    def summary(self) -> str:
+        """The grant in one line (for a refusal where nobody can be asked)."""
+        return "; ".join(self.lines())
+
+
+def grant_of(settings: RunSettings) -> Grant:
+    modules = tuple(
+        dict.fromkeys(
+            f"{source.kind.value} {source.ref}"
+            for source in settings.tool_sources
+            if source.kind in (SourceKind.SPEC, SourceKind.PLUGIN)
+        )
+    )
+    return Grant(
+        workspace=settings.workspace,
+        approval=settings.approval,
+        allow_secret_files=settings.allow_secret_files,
+        tool_modules=modules,
+        mcp_servers=tuple(_server(record) for record in settings.mcp_servers),
+    )
+
+
+def _server(record: JsonObject) -> str:
+    name = str(record.get("name", "?"))
+    if record.get("transport") == "http":
+        return f"{name}: {record.get('url', '')}"
+    words = [str(record.get("command", "")), *(str(a) for a in record.get("args", ()))]
+    return f"{name}: {' '.join(words)}"

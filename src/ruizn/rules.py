@@ -1,0 +1,146 @@
+"""The rules a run follows, stated once: below both the reducer (which refuses an event that
+breaks them) and `decide` (which chooses the next action by them).
+
+- how a run must stop: when a finished turn ends it and with what status (`turn_stop`), and
+  when a limit does (`limit_stop`);
+- which replies may enter the history (`reply_problem`);
+- what the run's own approval rules decide without a person (`rule_decision`);
+- where a run stands after a turn or a resume (`phase_after_turn`, `phase_after_resume`).
+
+Pure functions of the state; no I/O.
+"""
+
+from __future__ import annotations
+
+from attrs import frozen
+
+from ruizn.bounds import deeper_than, too_deep
+from ruizn.state import (
+    ContentBlock,
+    DecidedBy,
+    ExecutionContext,
+    Phase,
+    Status,
+    ToolCall,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+
+# The stop reasons that end a turn with nothing more to do (the run then succeeds).
+SUCCESS_STOPS = frozenset({"end_turn", "stop_sequence"})
+# The model paused a long turn and must be called again with its partial answer.
+PAUSE_STOP = "pause_turn"
+CONTEXT_EXCEEDED = (
+    "the conversation no longer fits the model's context window"
+    " (stop_reason model_context_window_exceeded): start a new run with a narrower goal,"
+    " or use a model with a larger context window"
+)
+NEVER_APPROVED = "the run's approval mode is never: no call that needs approval may run"
+
+
+@frozen(kw_only=True)
+class Stop:
+    """How a run must finish: its status, and the error it reports (if any)."""
+
+    status: Status
+    error: str | None = None
+
+
+def turn_stop(state: ExecutionContext) -> Stop:
+    """How a run whose last turn needs nothing more (phase DONE) finishes, by stop reason."""
+    has_tool_use = any(isinstance(b, ToolUseBlock) for b in state.messages[-1].content)
+    match state.stop_reason:
+        case stop if stop in SUCCESS_STOPS:
+            return Stop(status=Status.SUCCESS)
+        case "max_tokens":
+            return Stop(
+                status=Status.ERROR,
+                error=f"the answer was cut off at max_tokens ({state.settings.max_tokens}):"
+                f" resume with a larger --max-tokens to let it go on",
+            )
+        case "tool_use" if not has_tool_use:
+            return Stop(status=Status.ERROR, error="stop_reason tool_use without a tool call")
+        case "refusal":
+            return Stop(status=Status.ERROR, error="the model refused to answer")
+        case "model_context_window_exceeded":
+            return Stop(status=Status.ERROR, error=CONTEXT_EXCEEDED)
+        case other:
+            return Stop(status=Status.ERROR, error=f"unexpected stop_reason {other!r}")
+
+
+def limit_stop(state: ExecutionContext) -> Stop | None:
+    """The limit that forbids the next model call, if one does (phase READY)."""
+    if state.step >= state.settings.max_steps:
+        return Stop(status=Status.MAX_STEPS)
+    return None
+
+
+def reply_problem(content: tuple[ContentBlock, ...]) -> str | None:
+    """Why an assistant turn cannot enter the history (the API would refuse it back), or None.
+
+    The reducer refuses a log holding such a turn; the runner makes such a reply a failed,
+    retried model call instead of a response.
+    """
+    seen: set[str] = set()
+    for block in content:
+        if isinstance(block, ToolUseBlock):
+            if not block.id:
+                return f"a tool_use block ({block.name!r}) has no id"
+            if block.id in seen:
+                return f"two tool_use blocks share the id {block.id!r}"
+            if not block.name:
+                return f"tool_use {block.id!r} has no name"
+            if deeper_than(block.input):
+                return too_deep(f"tool_use {block.id!r} input")
+            seen.add(block.id)
+        elif isinstance(block, ToolResultBlock):
+            return "an assistant turn holds a tool_result block"
+    return None
+
+
+@frozen(kw_only=True)
+class ApprovalDecision:
+    id: str
+    approved: bool
+    by: DecidedBy
+    reason: str | None = None
+
+
+def rule_decision(state: ExecutionContext, call: ToolCall) -> ApprovalDecision | None:
+    """The decision the run's rules make about an awaiting call, or None: a person decides.
+
+    `always` approves and `never` denies every call ("policy"); in `ask` mode a tool a
+    person approved for the rest of the run is approved ("always-rule").
+    """
+    mode = state.settings.approval
+    if mode == "always":
+        return ApprovalDecision(id=call.id, approved=True, by="policy")
+    if mode == "never":
+        return ApprovalDecision(id=call.id, approved=False, by="policy", reason=NEVER_APPROVED)
+    if call.name in state.always_approved:
+        return ApprovalDecision(id=call.id, approved=True, by="always-rule")
+    return None
+
+
+def phase_after_turn(state: ExecutionContext) -> Phase:
+    """Once an assistant turn is in: tools to answer, a call to continue a paused turn, or
+    the end."""
+    if state.turn_open:
+        return Phase.TOOLS
+    if state.continuing:
+        return Phase.READY
+    return Phase.DONE
+
+
+def phase_after_resume(state: ExecutionContext) -> Phase:
+    """A resumed run calls the model when the history ends with the user; otherwise it goes
+    on with the last turn as a new response would."""
+    if state.messages[-1].role == "user":
+        return Phase.READY
+    return phase_after_turn(state)
+
+
+def phase_after_result(state: ExecutionContext) -> Phase:
+    """A result leaves the turn open until its last call is answered; then the model is
+    called with every result (merged into one user message)."""
+    return Phase.TOOLS if state.turn_open else Phase.READY

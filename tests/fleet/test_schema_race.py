@@ -1,0 +1,149 @@
+"""Processes that start at once on a fresh Postgres all get the fleet's schema, none fails.
+
+Before the schema lock, two workers started together raced on creating the tables: in 2 of
+5 tries one exited with "cannot reach the database: duplicate key ...
+pg_type_typname_nsp_index". Each try here has a database of its own, fresh.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from ruizn.fleet.store import EventStore
+from tests.fleet.conftest import SUBPROCESS_PATH, env, start_worker, wait_for
+
+TRIES = 10
+
+pytestmark = pytest.mark.slow
+
+# What `ruizn worker` and `ruizn submit` do to the database before anything else: the
+# fleet's tables, then DBOS's. Each process says it is ready, then waits for the word go,
+# so both start on the schema at the same moment.
+INITIALISE = """
+import sys
+from ruizn.fleet.app import migrate
+from ruizn.fleet.store import EventStore
+print("ready", flush=True)
+sys.stdin.readline()
+try:
+    store = EventStore(sys.argv[1])
+    migrate(sys.argv[1], store)
+    store.close()
+except Exception as exc:
+    print(f"failed: {type(exc).__name__}: {exc}", flush=True)
+else:
+    print("ok", flush=True)
+"""
+
+
+@pytest.fixture
+def new_database(postgres_url: str) -> Iterator[Callable[[], str]]:
+    admin = sa.create_engine(
+        postgres_url.replace("postgresql://", "postgresql+psycopg://"),
+        isolation_level="AUTOCOMMIT",
+    )
+    count = 0
+
+    def make() -> str:
+        nonlocal count
+        count += 1
+        name = f"race{os.getpid()}_{count}_{os.urandom(3).hex()}"
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        return postgres_url.rsplit("/", 1)[0] + "/" + name
+
+    yield make
+    admin.dispose()
+
+
+def _tables(db: str) -> set[str]:
+    store = EventStore(db)
+    try:
+        return set(sa.inspect(store.engine).get_table_names())
+    finally:
+        store.close()
+
+
+def test_two_processes_creating_the_schema_at_once_both_succeed(
+    new_database: Callable[[], str],
+) -> None:
+    environ = {**os.environ, "PYTHONPATH": SUBPROCESS_PATH, "DBOS__DISABLE_TELEMETRY": "1"}
+    for attempt in range(TRIES):
+        db = new_database()
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", INITIALISE, db],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=environ,
+            )
+            for _ in range(2)
+        ]
+        for proc in procs:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == "ready"
+        for proc in procs:  # go, both at once
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        outcomes = [proc.communicate(timeout=120) for proc in procs]
+        for out, err in outcomes:
+            assert out.strip() == "ok", (attempt, out, err)
+        assert {"ruizn_events", "ruizn_runs", "ruizn_workers"} <= _tables(db)
+
+
+def _lines(proc: subprocess.Popen[str], into: list[str]) -> threading.Thread:
+    def read() -> None:
+        assert proc.stdout is not None
+        into.extend(iter(proc.stdout.readline, ""))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    return reader
+
+
+def test_two_workers_started_at_once_on_a_fresh_database_both_start(
+    new_database: Callable[[], str], tmp_path: Path
+) -> None:
+    for attempt in range(TRIES):
+        db = new_database()
+        folder = tmp_path / f"try{attempt}"
+        folder.mkdir()
+        environ = env(None, db)
+        workers = {name: start_worker(name, folder, environ) for name in ("a", "b")}
+        out: dict[str, list[str]] = {name: [] for name in workers}
+        readers = [_lines(proc, out[name]) for name, proc in workers.items()]
+        try:
+            wait_for(
+                lambda workers=workers, out=out: all(
+                    any("ready" in line for line in out[name]) or proc.poll() is not None
+                    for name, proc in workers.items()
+                ),
+                120,
+                "both workers to be ready or to exit",
+            )
+        finally:
+            for proc in workers.values():
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+            for proc in workers.values():
+                proc.wait(30)
+            for reader in readers:
+                reader.join(5)
+        for name, proc in workers.items():
+            assert proc.stderr is not None
+            err = proc.stderr.read()
+            assert any(f"[worker {name}] ready" in line for line in out[name]), (attempt, err)
+            assert err == "", (attempt, err)
+            assert proc.returncode == 130, (attempt, err)
