@@ -335,3 +335,20 @@ def test_a_stopped_and_resumed_run_shows_both_sessions(tmp_path: Path, server_fa
     # in time order: the first session's end, the resume, then the steps after it
     order = [text.index(s) for s in ("step 1", "finished: max steps", "resumed at", "step 2")]
     assert order == sorted(order)
+
+
+def test_a_planted_view_html_link_is_replaced_never_written_through(
+    tmp_path: Path, server_factory: Any
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    server = server_factory([Stream((Text("hello"),))])
+    run = run_cli(["run", "hi"], workspace=workspace, base_url=server.base_url)
+    assert run.code == 0, run.stderr
+    precious = tmp_path / "precious.txt"
+    precious.write_text("mine", encoding="utf-8")
+    (run.log_path.parent / "view.html").symlink_to(precious)
+    page = _view(workspace)
+    assert precious.read_text(encoding="utf-8") == "mine"
+    assert not page.is_symlink()
+    assert page.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")

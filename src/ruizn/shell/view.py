@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -47,14 +48,15 @@ def view_run(store: RunStore, run: str, *, out: str | None, open_browser: bool) 
 
     ref = _find(store, run)
     builder = TimelineBuilder()
-    _read(store, ref, builder)
+    # One pass: the store replays the log (checked by the reducer, as `show` reads it) into
+    # the projection, and says whether a writer (a worker) holds the run now.
+    found = store.info(ref, on_event=builder)
+    if found.replayed is None:
+        fail(visible(found.error or f"{store.location(ref)}: the log cannot be read"))
+    if found.replayed.torn is not None:
+        _warn(found.replayed.torn.describe(ref.path))
+    live = found.live
     local = isinstance(store, FileStore)
-    if local:
-        from ruizn.effects.writer import is_locked
-
-        live = is_locked(ref.path.parent)
-    else:  # a fleet's run: the database says whether a worker holds it
-        live = store.info(ref).live
     page = render(builder.timeline(), live=live, source=store.location(ref))
     if out is not None:
         target = Path(out)
@@ -70,11 +72,16 @@ def view_run(store: RunStore, run: str, *, out: str | None, open_browser: bool) 
 
 
 def _write(target: Path, page: str) -> None:
-    """Whole or not at all: a page half written would be drawn half."""
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    """Whole or not at all (a page half written would be drawn half), through a new file of
+    a fresh name that is never a link: a run folder may have been planted (see Trust), and
+    a planted name must not make ruizn write through it."""
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     try:
-        tmp.write_text(page, encoding="utf-8")
-        tmp.replace(target)
+        fd = os.open(tmp, flags, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(page)
+        os.replace(tmp, target)
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
