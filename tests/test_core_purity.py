@@ -38,6 +38,8 @@ CORE = (
     "lineage",
     "diff",
     "tape",
+    "timeline",
+    "spans",
 )
 # Modules directly in src/ruizn/ that are not core, each with its reason.
 NOT_CORE: dict[str, str] = {

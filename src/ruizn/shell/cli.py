@@ -29,9 +29,20 @@ from ruizn.shell.options import (
 from ruizn.version import __version__
 
 
+def _otlp_option(f: Any) -> Any:
+    return click.option(
+        "--otlp",
+        metavar="URL",
+        default=None,
+        help="Also send the run's spans to this OTLP/HTTP collector as it goes"
+        " (e.g. http://localhost:4318); a collector that is down never stops the run.",
+    )(f)
+
+
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ruizn")
 @run_options
+@_otlp_option
 @click.pass_context
 def cli(ctx: click.Context, /, goal: str | None, **options: Any) -> None:
     """ruizn: stream Claude, run the tools it asks for, log every event.
@@ -49,6 +60,7 @@ def cli(ctx: click.Context, /, goal: str | None, **options: Any) -> None:
 @cli.command("run")
 @click.argument("words", nargs=-1)
 @run_options
+@_otlp_option
 def run_command(words: tuple[str, ...], goal: str | None, **options: Any) -> None:
     """Run an agent on GOAL until the model ends its turn or --max-steps is reached.
 
@@ -65,7 +77,9 @@ def run_command(words: tuple[str, ...], goal: str | None, **options: Any) -> Non
     raise Exit(_run(goal=goal, **options))
 
 
-def _run(*, goal: str, workspace: str, log_dir: str | None, **options: Any) -> int:
+def _run(
+    *, goal: str, workspace: str, log_dir: str | None, otlp: str | None = None, **options: Any
+) -> int:
     from ruizn.shell.options import settings_from_cli
     from ruizn.shell.session import new_run, terminal_agent
 
@@ -74,7 +88,13 @@ def _run(*, goal: str, workspace: str, log_dir: str | None, **options: Any) -> i
     if not os.path.isdir(workspace):
         fail(f"--workspace {workspace!r} is not a folder")
     settings, servers = settings_from_cli(workspace=workspace, **options)
-    return new_run(terminal_agent(settings, log_dir=log_dir, mcp=servers), goal)
+    if otlp is None:
+        return new_run(terminal_agent(settings, log_dir=log_dir, mcp=servers), goal)
+    from ruizn.shell.view import live_export
+
+    with live_export(otlp) as exporter:
+        agent = terminal_agent(settings, log_dir=log_dir, mcp=servers, subscribers=(exporter,))
+        return new_run(agent, goal)
 
 
 @cli.command("tools")
@@ -474,6 +494,56 @@ def diff_command(
 
     store = _store(workspace, log_dir, db)
     raise Exit(_reading(lambda: diff_runs(store, run_a, run_b)))
+
+
+@cli.command("view")
+@click.argument("run")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Where to write the page (default: view.html in the run's folder).",
+)
+@click.option("--open", "open_browser", is_flag=True, help="Open the page in a browser.")
+@where_options
+@db_option
+def view_command(
+    run: str,
+    *,
+    output: str | None,
+    open_browser: bool,
+    workspace: str,
+    log_dir: str | None,
+    db: str | None,
+) -> None:
+    """Write RUN as one self-contained HTML page: its model and tool calls on a timeline,
+    beside the transcript. Prints the page's path."""
+    from ruizn.shell.view import view_run
+
+    store = _store(workspace, log_dir, db)
+    raise Exit(view_run(store, run, out=output, open_browser=open_browser))
+
+
+@cli.command("export")
+@click.argument("run")
+@click.option(
+    "--otlp",
+    metavar="URL",
+    default=None,
+    help="The OTLP/HTTP collector, e.g. http://localhost:4318 (default:"
+    " $OTEL_EXPORTER_OTLP_ENDPOINT).",
+)
+@where_options
+@db_option
+def export_command(
+    run: str, otlp: str | None, workspace: str, log_dir: str | None, db: str | None
+) -> None:
+    """Send RUN's spans (OpenTelemetry GenAI conventions) to a collector over OTLP/HTTP.
+    Exporting twice sends the same trace."""
+    from ruizn.shell.view import export_run
+
+    raise Exit(export_run(_store(workspace, log_dir, db), run, otlp=otlp))
 
 
 # batch, worker and submit: the fleet layer (ruizn.fleet) adds its commands. Its module

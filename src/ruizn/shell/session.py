@@ -13,7 +13,7 @@ import gc
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,7 +32,7 @@ from ruizn.effects.tool_loader import Toolbox, ToolLoadError
 from ruizn.effects.writer import RunLocked
 from ruizn.events import Event, LlmResponse, RunResumed, RunStarted, ToolCallFinished
 from ruizn.lineage import ForkRefused
-from ruizn.runner import first_error
+from ruizn.runner import Subscriber, first_error
 from ruizn.shell.approval import awaiting_report, terminal_approver
 from ruizn.shell.exits import EXIT_CODES, EXIT_ERROR, EXIT_OK, EXIT_USAGE, echo_error, fail
 from ruizn.state import Status
@@ -69,16 +69,18 @@ def terminal_agent(
     log_dir: str | None,
     mcp: tuple[MCPServer, ...] = (),
     mcp_headers: tuple[str, ...] = (),
+    subscribers: Sequence[Subscriber] = (),
 ) -> Agent:
     """The Agent of `ruizn run`/`resume`: the transcript on stdout, the prompt at the terminal
-    (when there is one), notices on stderr."""
+    (when there is one), notices on stderr; `subscribers` see every event too (the live
+    OpenTelemetry export of `ruizn run --otlp`)."""
     return Agent(
         settings=settings,
         mcp=mcp,
         mcp_headers=mcp_headers,
         approver=terminal_approver(),
         log_dir=log_dir,
-        subscribers=(printer(), _freeze_at_step_ends),
+        subscribers=(printer(), *subscribers, _freeze_at_step_ends),
         on_notice=notice,
     )
 
