@@ -35,6 +35,7 @@ CORE = (
     "redact",
     "toolsource",
     "bounds",
+    "context",
 )
 # Modules directly in src/ruizn/ that are not core, each with its reason.
 NOT_CORE: dict[str, str] = {
@@ -69,6 +70,8 @@ FORBIDDEN = frozenset(
         "tempfile",
         "logging",
         "importlib",
+        # a price database: costs reach the core only as data (llm_response.cost)
+        "genai_prices",
         # the outer layers
         "ruizn.effects",
         "ruizn.shell",

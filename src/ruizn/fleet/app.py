@@ -112,6 +112,8 @@ def execute(
             ctx.tools,
             max_steps=order.max_steps,
             max_tokens=order.max_tokens,
+            max_cost=order.max_cost,
+            max_context=order.max_context,
             approve=order.approve,
             deny=order.deny,
             reason=order.reason,

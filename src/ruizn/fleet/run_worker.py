@@ -199,6 +199,8 @@ def resume_db(
     *,
     max_steps: int | None,
     max_tokens: int | None,
+    max_cost: float | None = None,
+    max_context: int | None = None,
     read_timeout: float | None,
 ) -> int:
     """`ruizn resume --db`: check the run can go on, then queue an order for the workers (see
@@ -212,6 +214,8 @@ def resume_db(
             run,
             max_steps=max_steps,
             max_tokens=max_tokens,
+            max_cost=max_cost,
+            max_context=max_context,
             read_timeout=read_timeout,
             where=_safe(db),
         )
@@ -221,6 +225,10 @@ def resume_db(
     limits = f"max_steps {plan.max_steps}"
     if plan.max_tokens is not None:
         limits += f", max_tokens {plan.max_tokens}"
+    if plan.max_cost is not None:
+        limits += f", max_cost {plan.max_cost:g}"
+    if plan.max_context is not None:
+        limits += f", max_context {plan.max_context}"
     print(f"{run} queued to resume on the fleet ({limits})", flush=True)
     return 0
 
@@ -232,6 +240,8 @@ def _queue_resume(
     *,
     max_steps: int | None,
     max_tokens: int | None,
+    max_cost: float | None,
+    max_context: int | None,
     read_timeout: float | None,
     where: str,
 ) -> Any:
@@ -278,7 +288,15 @@ def _queue_resume(
     except LogError as exc:
         fail(f"run {run}: its events in the database do not replay: {exc}")
     try:
-        plan = check_resume(run, state, workflows, max_steps=max_steps, max_tokens=max_tokens)
+        plan = check_resume(
+            run,
+            state,
+            workflows,
+            max_steps=max_steps,
+            max_tokens=max_tokens,
+            max_cost=max_cost,
+            max_context=max_context,
+        )
     except RunNotStored:
         fail(f"no run {run!r} in the database {where}")
     except FleetResumeRefused as exc:
@@ -295,6 +313,8 @@ def _queue_resume(
         after_seq=state.last_seq,
         max_steps=plan.max_steps,
         max_tokens=plan.max_tokens,
+        max_cost=plan.max_cost,
+        max_context=plan.max_context,
     )
     workflow_id = next_resume_id(run, (w.workflow_id for w in workflows))
     try:
