@@ -146,10 +146,11 @@ def submit(
     from ruizn.store import new_run_id
 
     defaults = RunInput(run_id="", goal=goal or "", settings=settings)
+    submission = new_run_id()
     if goals is not None:
         try:
             # A file submitted twice is two batches: the ids carry the submission's time.
-            specs = read_goals(Path(goals), defaults, id_prefix=new_run_id(), local=False)
+            specs = read_goals(Path(goals), defaults, id_prefix=submission, local=False)
         except GoalsError as exc:
             fail(str(exc))
     else:
@@ -160,6 +161,10 @@ def submit(
     from ruizn.fleet.app import APP_VERSION, QUEUE, WORKFLOW
 
     client = _client(db, store)
+    if settings.max_cost is not None:
+        # Each run's budget, and the whole submission's, held in the database for every
+        # worker: before the runs are queued, so none starts without it.
+        store.open_budget(f"submit-{submission}", settings.max_cost, [s.run_id for s in specs])
     try:
         for spec in specs:
             store.note_submitted(spec.run_id, goal=spec.goal)
