@@ -23,7 +23,10 @@ def reads_then_answers(reads: int, *, usage: Usage = STEP) -> Any:
         turns = sum(1 for m in body["messages"] if m["role"] == "assistant")
         if turns < reads:
             return Stream(
-                (Text("Reading."), ToolUse(f"toolu_{turns:03d}", "read_file", {"path": "README.md"})),
+                (
+                    Text("Reading."),
+                    ToolUse(f"toolu_{turns:03d}", "read_file", {"path": "README.md"}),
+                ),
                 stop_reason="tool_use",
                 usage=usage,
             )
