@@ -91,7 +91,8 @@ def test_eight_40kb_reads_under_max_context_30000_keep_every_request_under_it(
     assert cleared, "nothing was cleared"
     assert all(e["limit"] == LIMIT for e in cleared)
     first = cleared[0]["results"][0]
-    assert first["tool_use_id"] == "toolu_000" and first["size"] == FILE_BYTES
+    assert first["tool_use_id"] == "toolu_000"
+    assert first["size"] == FILE_BYTES
     assert "[context] cleared " in result.stdout
     # The oldest results are gone from the last request, replaced by what says what they were.
     last = bodies[-1]
@@ -102,7 +103,8 @@ def test_eight_40kb_reads_under_max_context_30000_keep_every_request_under_it(
         if block["type"] == "tool_result"
     ]
     assert 'read_file {"path": "f1.txt"}' in results[0]
-    assert "40,960 bytes" in results[0] and "Call the tool again if you need it" in results[0]
+    assert "40,960 bytes" in results[0]
+    assert "Call the tool again if you need it" in results[0]
     assert results[-1].startswith("file 8: ")  # the last turn is never touched
     # The log replays to the messages that were sent: the last request, then the answer.
     replayed = run_cli(["replay", "last", "--json"], workspace=workspace)
@@ -112,10 +114,8 @@ def test_eight_40kb_reads_under_max_context_30000_keep_every_request_under_it(
     assert shape(state["messages"][:-1]) == shape(last["messages"])
     assert state["settings"]["max_context"] == LIMIT
     shown = run_cli(["show", "last"], workspace=workspace)
-    assert (
-        "context:   limit 30,000 tokens · " in shown.stdout
-        and "tool results cleared" in shown.stdout
-    )
+    assert "context:   limit 30,000 tokens · " in shown.stdout
+    assert "tool results cleared" in shown.stdout
 
 
 def test_the_default_limit_is_the_models_window_less_max_tokens(

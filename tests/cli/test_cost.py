@@ -69,7 +69,8 @@ def test_two_steps_of_100k_in_10k_out_on_sonnet_4_5_cost_90_cents(
 
     state = json.loads(run_cli(["replay", run_id, "--json"], workspace=workspace).stdout)
     assert state["cost"] == 0.9
-    assert state["cost_unknown"] == 0 and state["unpriced_steps"] == 0
+    assert state["cost_unknown"] == 0
+    assert state["unpriced_steps"] == 0
 
 
 def test_a_model_with_no_known_price_shows_the_cost_as_unknown_never_zero(
@@ -136,7 +137,8 @@ def test_a_budget_stops_the_run_before_the_next_call_and_a_resume_goes_on_with_a
 
     done = run_cli(["resume", run_id, "--max-cost", "5"], workspace=workspace, base_url=url)
     assert done.code == 0, done.stderr
-    assert "[run] success · 4 steps · " in done.stdout and "$1.80" in done.stdout
+    assert "[run] success · 4 steps · " in done.stdout
+    assert "$1.80" in done.stdout
     state = json.loads(run_cli(["replay", run_id, "--json"], workspace=workspace).stdout)
     assert state["status"] == "success"
     assert state["cost"] == 1.8
@@ -166,4 +168,5 @@ def test_a_run_waiting_for_approval_spends_nothing(workspace: Path, server_facto
     resumed = run_cli(["resume", run_id, "--approve", "all"], workspace=workspace, base_url=url)
     assert resumed.code == 0, resumed.stderr
     assert (workspace / "out.txt").read_text() == "hello"
-    assert "[run] success · 2 steps · " in resumed.stdout and "$0.90" in resumed.stdout
+    assert "[run] success · 2 steps · " in resumed.stdout
+    assert "$0.90" in resumed.stdout
