@@ -126,7 +126,7 @@ def test_the_default_limit_is_the_models_window_less_max_tokens(
     assert result.code == 0, result.stderr
     settings = json.loads(result.log_path.read_text().splitlines()[0])["settings"]
     assert settings["context_window"] == 200_000  # claude-sonnet-4-5, from genai-prices
-    assert settings["max_context"] is None
+    assert "max_context" not in settings  # left out at its default: the window's limit
     shown = run_cli(["show", "last"], workspace=workspace)
     assert "context:   limit 195,904 tokens" in shown.stdout  # 200,000 - 4,096
     off = run_cli(
