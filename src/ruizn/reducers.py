@@ -339,13 +339,13 @@ def _on_llm_response(state: ExecutionContext, event: LlmResponse) -> ExecutionCo
     if usage.cache_creation_1h_input_tokens > usage.cache_creation_input_tokens:
         raise InvalidTransition("llm_response with more 1-hour cache writes than cache writes")
     cost, cost_unknown = state.cost, state.cost_unknown
-    unpriced_steps, unpriced_usage = state.unpriced_steps, state.unpriced_usage
+    unpriced_steps = state.unpriced_steps
     if event.cost is not None and (not math.isfinite(event.cost) or event.cost < 0):
         raise InvalidTransition(f"llm_response with the cost {event.cost!r}")
     if event.priced_by is None:
         if event.cost is not None:
             raise InvalidTransition("llm_response with a cost but no price list")
-        unpriced_steps, unpriced_usage = unpriced_steps + 1, unpriced_usage + usage
+        unpriced_steps += 1
     elif event.cost is None:
         cost_unknown += 1
     else:
@@ -375,7 +375,6 @@ def _on_llm_response(state: ExecutionContext, event: LlmResponse) -> ExecutionCo
         cost=cost,
         cost_unknown=cost_unknown,
         unpriced_steps=unpriced_steps,
-        unpriced_usage=unpriced_usage,
         context_tokens=context_tokens,
         stop_reason=event.stop_reason,
         continuing=event.stop_reason == PAUSE_STOP and not calls,

@@ -80,11 +80,9 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
 def _make_converter() -> cattrs.Converter:
     converter = cattrs.Converter(forbid_extra_keys=False)
     for cls, names in _OMITTED_AT_DEFAULT.items():
+        overrides: dict[str, Any] = {name: override(omit_if_default=True) for name in names}
         converter.register_unstructure_hook(
-            cls,
-            make_dict_unstructure_fn(
-                cls, converter, **{name: override(omit_if_default=True) for name in names}
-            ),
+            cls, make_dict_unstructure_fn(cls, converter, **overrides)
         )
 
     def structure_block(value: Any, _: Any) -> ContentBlock:

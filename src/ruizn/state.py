@@ -268,12 +268,11 @@ class ExecutionContext:
     messages: tuple[Message, ...] = ()
     usage: Usage = field(factory=Usage)
     # The cost in USD of the responses whose price the log records (`llm_response.cost`), the
-    # number priced with no known price for the model, and the responses logged before ruizn
-    # priced them, with their usage (a reader may price that now: see ruizn.effects.pricing).
+    # number priced with no known price for the model, and the number logged before ruizn
+    # priced responses (`ruizn show` prices those now, each on its own usage).
     cost: float = 0.0
     cost_unknown: int = 0
     unpriced_steps: int = 0
-    unpriced_usage: Usage = field(factory=Usage)
     # A budget shared with other runs (a fleet's batch) that is spent: no more model calls.
     budget_spent: str | None = None
     # The estimated input tokens of the next request: the last response's whole prompt and
