@@ -205,7 +205,8 @@ class Agent:
     ) -> None:
         """`options` are `RunSettings`' fields (system, workspace, max_steps, max_tokens,
         max_retries, retry_base_delay, read_timeout, tool_timeout, tool_concurrency,
-        allow_secret_files, approval, tool_specs, plugins); `settings` gives them all at once.
+        allow_secret_files, approval, tool_specs, plugins, max_cost, max_context,
+        context_window); `settings` gives them all at once.
         `model` is a model id, `"test"`, a function (request -> reply, see FunctionModel) or a
         Provider; None keeps the settings' model (a resume: the run's own).
 
