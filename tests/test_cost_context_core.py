@@ -224,3 +224,23 @@ def test_every_call_a_run_makes_is_under_its_limit_or_the_run_ends(
         assert isinstance(last, ToolResultBlock)
         assert last.content == "y" * size
         assert state.context_tokens >= added_tokens("y" * size)
+
+
+def test_the_new_events_and_fields_go_through_the_log_codec_unchanged() -> None:
+    from ruizn.serde import decode, encode
+
+    item = ClearedResult(tool_use_id="t1", name="read_file", size=9, placeholder="[gone]")
+    priced = Usage(input_tokens=3, cache_creation_input_tokens=2, cache_creation_1h_input_tokens=1)
+    for event in (
+        ContextCleared(seq=5, ts=1.5, results=(item,), limit=3_000),
+        BudgetSpent(seq=6, ts=1.5, budget="batch", limit=2.0, spent=2.25),
+        LlmResponse(
+            seq=7, ts=1.5, content=(), stop_reason=None, usage=priced, cost=0.5, priced_by=PRICED
+        ),
+        RunFinished(seq=8, ts=1.5, status=Status.MAX_COST, steps=1, elapsed=0.0, cost=0.5),
+    ):
+        assert decode(encode(event)) == event
+    # A call logged without the new fields is written as it was before they existed.
+    plain = LlmResponse(seq=7, ts=1.5, content=(), stop_reason=None, usage=Usage(input_tokens=3))
+    assert "cost" not in encode(plain)
+    assert "1h" not in encode(plain)
