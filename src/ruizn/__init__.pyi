@@ -2,8 +2,10 @@
 # name on first use, and type checkers read it as the package's types. One import a line.
 from ruizn.agent import Agent as Agent
 from ruizn.agent import NothingToResume as NothingToResume
+from ruizn.agent import Resume as Resume
 from ruizn.agent import RunResult as RunResult
 from ruizn.agent import Session as Session
+from ruizn.agent import UntrustedRun as UntrustedRun
 from ruizn.agent import run as run
 from ruizn.config import ConfigError as ConfigError
 from ruizn.config import RunSettings as RunSettings

@@ -20,7 +20,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from attrs import asdict, evolve, field, frozen
@@ -50,7 +50,7 @@ from ruizn.grant import Grant, grant_of
 from ruizn.redact import Redactor
 from ruizn.redact import api_key_problem as key_whitespace_problem
 from ruizn.runner import AgentRunner, Subscriber
-from ruizn.state import ExecutionContext, Status, TextBlock, Usage
+from ruizn.state import ErrorType, ExecutionContext, Status, TextBlock, ToolResult, Usage
 from ruizn.store import FileStore, RunStore, new_run_id
 from ruizn.toolsource import SourceKind, ToolSource
 
@@ -345,7 +345,13 @@ class Agent:
         writer = store.append_writer(ref)
         try:
             seen: list[Event] = []
-            replayed = store.load(ref, on_event=lambda e: None if seen else seen.append(e))
+            replayed = store.load(
+                ref,
+                on_event=lambda e: None if seen else seen.append(e),
+                torn=lambda tail: self._notice(
+                    f"warning: {tail.describe(ref.path)}; cutting it before resuming"
+                ),
+            )
             state = replayed.state
             first = seen[0]
             assert isinstance(first, RunStarted)
@@ -457,6 +463,7 @@ class Agent:
                 Path(settings.workspace),
                 root / ".mcp" / run_id,
                 lambda text: self._notice(f"mcp: {text}"),
+                self._environ,
             ) as (mcp_tools, mcp_records):
                 registry = ToolRegistry([*registry, *mcp_tools])
                 for schema in registry.tool_schemas():
@@ -464,6 +471,8 @@ class Agent:
                         raise ConfigError(too_deep(f"the schema of tool {schema['name']!r}"))
                 if state is None:
                     sources = (*sources, *(_mcp_source(tool) for tool in mcp_tools))
+                else:
+                    registry = ToolRegistry(self._unchanged(settings, registry, mcp_tools))
                     settings = evolve(
                         settings,
                         tool_sources=_with_flags(sources, registry),
@@ -562,6 +571,28 @@ class Agent:
             self._notice(f"warning: {warning}")
         return toolbox
 
+    def _unchanged(
+        self, settings: RunSettings, registry: ToolRegistry, mcp_tools: tuple[BaseTool, ...]
+    ) -> list[BaseTool]:
+        """A resumed run's registry, with each MCP tool the servers now list otherwise than
+        the run recorded replaced by one that refuses its calls (a notice says which)."""
+        from ruizn.effects.mcp_tools import mcp_tool_changes
+
+        changed = mcp_tool_changes(
+            recorded_sources=settings.tool_sources,
+            recorded_tools=settings.tools,
+            current_sources=[_mcp_source(tool) for tool in mcp_tools],
+            current_tools=[tool.schema() for tool in mcp_tools],
+        )
+        if not changed:
+            return list(registry)
+        recorded = {str(schema.get("name")): schema for schema in settings.tools}
+        kept = [tool for tool in registry if tool.name not in changed]
+        for name, reason in changed.items():
+            self._notice(f"mcp: {reason}: its calls are refused, not run")
+            kept.append(_ChangedTool.of(name, recorded.get(name, {"name": name}), reason))
+        return kept
+
     def _mcp_servers(self, settings: RunSettings) -> tuple[MCPServer, ...]:
         if self._servers:
             return self._servers
@@ -614,7 +645,11 @@ async def _aclose(provider: Provider) -> None:
 
 @contextlib.asynccontextmanager
 async def _mcp_toolset(
-    servers: tuple[MCPServer, ...], workspace: Path, stderr_dir: Path, notice: Notice
+    servers: tuple[MCPServer, ...],
+    workspace: Path,
+    stderr_dir: Path,
+    notice: Notice,
+    environ: Mapping[str, str],
 ) -> AsyncIterator[tuple[tuple[BaseTool, ...], tuple[JsonObject, ...]]]:
     """The servers' tools, held open around the whole run (the SDK's sessions must be closed
     by the task that opened them); nothing is imported without servers."""
@@ -623,14 +658,46 @@ async def _mcp_toolset(
         return
     from ruizn.effects.mcp_tools import McpToolset
 
-    toolset = McpToolset(servers, cwd=workspace, stderr_dir=stderr_dir, on_notice=notice)
+    toolset = McpToolset(
+        servers, cwd=workspace, stderr_dir=stderr_dir, on_notice=notice, environ=environ
+    )
     async with toolset as tools:
         yield tuple(tools), toolset.describe()
 
 
 def _mcp_source(tool: BaseTool) -> ToolSource:
-    server = getattr(tool, "server_name", "")
-    return ToolSource(tool=tool.name, kind=SourceKind.MCP, ref=f"{server}/{tool.mcp_name}")  # type: ignore[attr-defined]
+    source: ToolSource = tool.source()  # type: ignore[attr-defined]  # an McpTool's
+    return source
+
+
+class _ChangedTool(BaseTool):
+    """An MCP tool whose server now lists it otherwise than the run recorded (another
+    schema, another read-only flag, another tool behind the name, or gone): its calls are
+    answered with the change, never run, whatever was approved."""
+
+    read_only = False
+    reason = ""
+
+    @classmethod
+    def of(cls, name: str, schema: JsonObject, reason: str) -> _ChangedTool:
+        # A tool's name, description and schema are class attributes: one class per tool.
+        made = type(
+            f"ChangedTool[{name}]",
+            (cls,),
+            {
+                "name": name,
+                "description": str(schema.get("description", "")),
+                "input_schema": dict(schema.get("input_schema") or {"type": "object"}),
+                "reason": reason,
+            },
+        )
+        return cast(type[_ChangedTool], made)()
+
+    def approval_required(self, input: JsonObject) -> bool:
+        return False  # it runs nothing: nobody is asked about it
+
+    async def invoke(self, input: JsonObject) -> ToolResult:
+        return ToolResult.error(ErrorType.RUNTIME_ERROR, f"not run: {self.reason}")
 
 
 def _with_flags(sources: Iterable[ToolSource], registry: ToolRegistry) -> tuple[ToolSource, ...]:

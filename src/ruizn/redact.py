@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 from attrs import evolve, field, frozen
 
@@ -33,6 +34,8 @@ from ruizn.events import (
 )
 
 REDACTED = "[redacted]"
+# What stands for a secret part of a URL: short, and legal where it stands (`?token=***`).
+URL_MASK = "***"
 MIN_SECRET_LENGTH = 8
 API_KEY_VAR = "ANTHROPIC_API_KEY"
 _SECRET_SUFFIXES = ("_API_KEY", "_TOKEN")
@@ -141,3 +144,53 @@ def api_key_problem(env: Mapping[str, str]) -> str | None:
         f"{API_KEY_VAR} has whitespace at its start or end (a CR or LF from a CRLF file?):"
         " remove it and try again"
     )
+
+
+def redact_url(url: str) -> str:
+    """`url` as it may be recorded and shown: every query value, the user:password before the
+    host, and the fragment become `***`; the scheme, host, port, path and query *names* stay.
+
+    `https://u:p@host/mcp?token=abc&v=2#x` -> `https://***@host/mcp?token=***&v=***#***`.
+    A query part without `=` is all value (`?abc123` -> `?***`). The path is kept: a secret
+    in it cannot be told from a route, so secrets belong in the query, userinfo or headers.
+    """
+    parts = _split(url)
+    if parts is None:
+        return "<unparsable URL>"
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = f"{URL_MASK}@{netloc.rpartition('@')[2]}"
+    query = "&".join(_mask_query_part(part) for part in parts.query.split("&"))
+    fragment = URL_MASK if parts.fragment else ""
+    return urlunsplit(parts._replace(netloc=netloc, query=query, fragment=fragment))
+
+
+def url_secrets(url: str) -> tuple[str, ...]:
+    """The parts of `url` that `redact_url` hides, as written and percent-decoded, for a
+    `Redactor` to find wherever else they turn up (a library quoting the URL it failed on)."""
+    parts = _split(url)
+    if parts is None:
+        return ()
+    found: list[str] = []
+    if "@" in parts.netloc:
+        userinfo = parts.netloc.rpartition("@")[0]
+        found += [userinfo, *userinfo.split(":", 1)]
+    for part in parts.query.split("&"):
+        name, eq, value = part.partition("=")
+        found.append(value if eq else name)
+    found.append(parts.fragment)
+    return tuple(dict.fromkeys(s for raw in found if raw for s in (raw, unquote(raw))))
+
+
+def _split(url: str) -> SplitResult | None:
+    try:
+        return urlsplit(url)
+    except ValueError:
+        return None
+
+
+def _mask_query_part(part: str) -> str:
+    name, eq, value = part.partition("=")
+    if not eq:
+        return URL_MASK if name else ""
+    return f"{name}={URL_MASK}" if value else f"{name}="

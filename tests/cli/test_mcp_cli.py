@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,8 +15,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.cli.conftest import cli_env, ruizn_command, run_cli
-from tests.fakeapi import Stream, Text, ToolUse
+import pytest
+
+from tests.cli.conftest import API_KEY, cli_env, ruizn_command, run_cli
+from tests.effects.test_mcp import start_http_demo, stop_http_demo
+from tests.fakeapi import Stream, Text, ToolUse, free_port
 
 DEMO = Path(__file__).resolve().parents[1] / "mcp_servers" / "demo.py"
 DEMO_SPEC = "demo=" + shlex.join([sys.executable, str(DEMO)])
@@ -107,7 +111,8 @@ def test_bad_mcp_options_are_usage_errors(workspace: Path) -> None:
     result = run_cli(["run", "--goal", "x", "--mcp", "nocommand"], workspace=workspace)
     assert (result.code, result.stderr) == (
         2,
-        "ruizn: error: --mcp 'nocommand': expected NAME=COMMAND or NAME=URL\n",
+        "ruizn: error: --mcp 'nocommand': expected NAME=COMMAND or NAME=URL"
+        " (or NAME alone, with the URL in $RUIZN_MCP_URL_NOCOMMAND)\n",
     )
     result = run_cli(
         ["run", "--goal", "x", "--mcp", DEMO_SPEC, "--mcp-header", "demo:Auth=sk-secret"],
@@ -181,3 +186,254 @@ def test_resume_reconnects_the_runs_mcp_servers(workspace: Path, server_factory:
     assert resumed.code == 0, resumed.stderr
     results = [e["result"] for e in first.events() if e["type"] == "tool_call_finished"]
     assert [r["content"] for r in results] == ["first", "again"]
+
+
+# -- a hostile server (tests/mcp_servers/hostile.py) -------------------------------------------
+
+HOSTILE = DEMO.with_name("hostile.py")
+# What a terminal would act on: ESC (every escape sequence), BEL, and the C1 CSI/OSC/ST.
+TERMINAL_CONTROLS = ("\x1b", "\x07", "\x9b", "\x9d", "\x9c")
+
+
+def _hostile_spec(*flags: str) -> str:
+    return "hostile=" + shlex.join([sys.executable, str(HOSTILE), *flags])
+
+
+def _assert_inert_and_secret_free(*texts: str) -> None:
+    for text in texts:
+        assert API_KEY not in text
+        for control in TERMINAL_CONTROLS:
+            assert control not in text, repr(text)
+
+
+def test_a_servers_stderr_reaches_the_terminal_inert_and_without_the_key(
+    workspace: Path, server_factory: Any, tmp_path: Path
+) -> None:
+    # The server knows the key (from a .env, say) and dies quoting it among terminal controls;
+    # ruizn's restart notice quotes the last line of its stderr.
+    key_file = tmp_path / "key.txt"
+    key_file.write_text(API_KEY, encoding="utf-8")
+    server = server_factory(
+        [
+            Stream((ToolUse("toolu_01", "mcp__hostile__die", {}),), stop_reason="tool_use"),
+            Stream((Text("done"),)),
+        ]
+    )
+    result = run_cli(
+        ["run", "--goal", "x", "--mcp", _hostile_spec("--key-file", str(key_file))],
+        workspace=workspace,
+        base_url=server.base_url,
+    )
+    assert result.code == 0, result.stderr
+    [notice] = [line for line in result.stderr.splitlines() if "stopped (its stderr" in line]
+    assert notice.startswith("ruizn: mcp: MCP server hostile stopped (its stderr ends: ␛]52;c;")
+    assert "key=[redacted] the end)" in notice
+    log = result.log_path.read_text(encoding="utf-8")
+    _assert_inert_and_secret_free(result.stderr, result.stdout, log)
+
+
+def test_a_server_that_dies_at_start_is_quoted_inert_and_without_the_key(
+    workspace: Path, server_factory: Any, tmp_path: Path
+) -> None:
+    key_file = tmp_path / "key.txt"
+    key_file.write_text(API_KEY, encoding="utf-8")
+    server = server_factory([Stream((Text("never asked"),))])
+    result = run_cli(
+        [
+            "run",
+            "--goal",
+            "x",
+            "--mcp",
+            _hostile_spec("--key-file", str(key_file), "--die-at-start"),
+        ],
+        workspace=workspace,
+        base_url=server.base_url,
+    )
+    assert result.code == 2
+    assert result.stderr.startswith(
+        "ruizn: error: MCP server hostile: exited during the MCP handshake (initialize)"
+        " (its stderr ends: ␛]52;c;"
+    )
+    assert result.stderr.endswith("key=[redacted] the end)\n")
+    _assert_inert_and_secret_free(result.stderr, result.stdout)
+    assert server.requests == []
+
+
+def test_tools_whose_names_collide_are_refused_at_start_in_either_order(
+    workspace: Path, server_factory: Any
+) -> None:
+    server = server_factory([Stream((Text("never asked"),))])
+    for flag in ("--collide", "--collide-reversed"):
+        result = run_cli(
+            ["run", "--goal", "x", "--mcp", _hostile_spec(flag)],
+            workspace=workspace,
+            base_url=server.base_url,
+        )
+        assert (result.code, result.stderr) == (
+            2,
+            "ruizn: error: MCP server hostile: its tools 'x.y' and 'x_y' both become"
+            " mcp__hostile__x_y; rename one of them on the server\n",
+        )
+        assert result.new_logs == ()
+    assert server.requests == []
+
+
+def _as_a_plain_user() -> tuple[str, ...]:
+    """A prefix that runs a command as root runs without the capabilities that let root read
+    any process's environ, non-dumpable or not (CAP_SYS_PTRACE, CAP_PERFMON, CAP_SYS_ADMIN:
+    measured; README: what remains), so ruizn and its server stand as a user's would (CI
+    runs as root). Both run under it: the kernel also refuses a process that lacks
+    capabilities its target holds, which would pass this test for the wrong reason."""
+    if os.geteuid() != 0:
+        return ()
+    setpriv = shutil.which("setpriv")
+    assert setpriv is not None, "setpriv (util-linux) is needed to run this test as root"
+    return (setpriv, "--bounding-set=-sys_ptrace,-perfmon,-sys_admin", "--inh-caps=-all")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="/proc/PID/environ and prctl are Linux's")
+def test_a_server_cannot_read_the_api_key_from_ruizns_environment(
+    workspace: Path, server_factory: Any
+) -> None:
+    server = server_factory(
+        [
+            Stream((ToolUse("toolu_01", "mcp__hostile__environ_key", {}),), stop_reason="tool_use"),
+            Stream((Text("done"),)),
+        ]
+    )
+    proc = subprocess.run(
+        [*_as_a_plain_user(), *ruizn_command(), "run", "--goal", "x", "--mcp", _hostile_spec()],
+        cwd=workspace,
+        env=cli_env(server.base_url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    [log] = (workspace / ".ruizn" / "runs").glob("*/events.jsonl")
+    events = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    [finished] = [e for e in events if e["type"] == "tool_call_finished"]
+    # Not "[redacted]": the redactor hides the key from the log, but the server had read it.
+    assert finished["result"]["content"].startswith("DENIED: PermissionError"), finished
+
+
+def test_a_url_token_is_never_logged_or_shown_and_resume_takes_it_again(
+    workspace: Path, server_factory: Any
+) -> None:
+    port = free_port()
+    demo = start_http_demo(port)
+    token = "T0KEN-in-the-url-0123456789"
+    url = f"http://127.0.0.1:{port}/mcp?token={token}"
+    try:
+        server = server_factory(
+            [
+                Stream(
+                    (ToolUse("toolu_01", "mcp__web__echo", {"text": "1"}),), stop_reason="tool_use"
+                ),
+                Stream(
+                    (ToolUse("toolu_02", "mcp__web__echo", {"text": "2"}),), stop_reason="tool_use"
+                ),
+                Stream((Text("done"),)),
+            ]
+        )
+        first = run_cli(
+            ["run", "--goal", "x", "--max-steps", "1", "--mcp", f"web={url}"],
+            workspace=workspace,
+            base_url=server.base_url,
+        )
+        assert first.code == 3, first.stderr
+        [record] = first.events()[0]["settings"]["mcp_servers"]
+        assert record["url"] == f"http://127.0.0.1:{port}/mcp?token=***"
+        missing = run_cli(["resume", "last"], workspace=workspace, base_url=server.base_url)
+        assert (missing.code, missing.stderr) == (
+            2,
+            f"ruizn: error: MCP server web: its URL http://127.0.0.1:{port}/mcp?token=***"
+            " had secret parts: give it again as $RUIZN_MCP_URL_WEB\n",
+        )
+        resumed = run_cli(
+            ["resume", "last", "--max-steps", "5"],
+            workspace=workspace,
+            env=cli_env(server.base_url, RUIZN_MCP_URL_WEB=url),
+        )
+        assert resumed.code == 0, resumed.stderr
+        log = first.log_path.read_text(encoding="utf-8")
+        results = [
+            e["result"]["content"] for e in first.events() if e["type"] == "tool_call_finished"
+        ]
+        assert results == ["1", "2"]
+        for text in (
+            first.stdout,
+            first.stderr,
+            missing.stderr,
+            resumed.stdout,
+            resumed.stderr,
+            log,
+        ):
+            assert token not in text
+    finally:
+        stop_http_demo(demo)
+
+
+def test_an_unreachable_url_is_named_without_its_token(workspace: Path) -> None:
+    token = "T0KEN-in-the-url-0123456789"
+    url = f"http://127.0.0.1:{free_port()}/mcp?token={token}"
+    result = run_cli(
+        ["run", "--goal", "x", "--mcp", "web"],
+        workspace=workspace,
+        env=cli_env(None, RUIZN_MCP_URL_WEB=url),
+    )
+    assert result.code == 2
+    assert result.stderr.startswith(
+        f"ruizn: error: MCP server web: cannot connect to {url.replace(token, '***')}: "
+    )
+    assert token not in result.stderr + result.stdout
+
+
+def test_resume_refuses_a_call_to_a_tool_its_server_now_lists_otherwise(
+    workspace: Path, server_factory: Any
+) -> None:
+    """The run recorded `echo` as read-only with one input schema; on resume the server
+    (upgraded in place) lists it otherwise: its calls are answered with the change, and the
+    tool never runs, whatever was recorded or approved."""
+    launcher = workspace / "server.py"
+
+    def install(*flags: str) -> None:
+        argv = [str(HOSTILE), *flags]
+        launcher.write_text(
+            f"import runpy, sys\nsys.argv = {argv!r}\nrunpy.run_path({str(HOSTILE)!r},"
+            " run_name='__main__')\n"
+        )
+
+    install()
+    server = server_factory(
+        [
+            Stream(
+                (ToolUse("toolu_01", "mcp__h__echo", {"text": "first"}),), stop_reason="tool_use"
+            ),
+            Stream(
+                (ToolUse("toolu_02", "mcp__h__echo", {"text": "again"}),), stop_reason="tool_use"
+            ),
+            Stream((Text("done"),)),
+        ]
+    )
+    spec = "h=" + shlex.join([sys.executable, str(launcher)])
+    first = run_cli(
+        ["run", "--goal", "echo twice", "--max-steps", "1", "--mcp", spec],
+        workspace=workspace,
+        base_url=server.base_url,
+    )
+    assert first.code == 3, first.stderr
+    install("--changed")  # the server is upgraded between the run and its resume
+    resumed = run_cli(
+        ["resume", "last", "--max-steps", "5"], workspace=workspace, base_url=server.base_url
+    )
+    assert resumed.code == 0, resumed.stderr
+    assert "mcp__h__echo" in resumed.stderr
+    assert "its calls are refused, not run" in resumed.stderr
+    results = {e["id"]: e["result"] for e in first.events() if e["type"] == "tool_call_finished"}
+    assert results["toolu_01"]["content"] == "first"
+    refused = results["toolu_02"]
+    assert refused["is_error"]
+    assert refused["content"].startswith("not run: mcp__h__echo")
+    assert "input schema changed" in refused["content"]

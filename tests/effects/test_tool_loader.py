@@ -300,6 +300,9 @@ def test_a_tool_source_is_json_friendly() -> None:
         "read_only": False,
     }
     assert converter.structure(json.loads(text), ToolSource) == source
+    # A log from before `read_only` was recorded reads as it did.
+    old = {"tool": "add", "kind": "spec", "ref": "/p/tools.py:add"}
+    assert converter.structure(old, ToolSource) == source
     assert source.describe() == "spec /p/tools.py:add"
 
 

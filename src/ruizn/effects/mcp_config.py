@@ -4,9 +4,11 @@ This module does not import the `mcp` SDK (a second of start-up): a CLI that onl
 options, or a library user who only builds an `MCPServer`, does not pay for it. The servers
 are started by `ruizn.effects.mcp_tools.McpToolset`.
 
-Secrets: header values and the values of `env` are never recorded, shown or repr'd. A run
-records their names; resume takes the values again from the CLI or the environment
-(`RUIZN_MCP_HEADER_<SERVER>_<HEADER>` for a header, the variable of the same name for `env`).
+Secrets: header values, the values of `env`, and a URL's query values, user:password and
+fragment are never recorded, shown or repr'd. A run records header and `env` names and the
+URL with those parts as `***` (`ruizn.redact.redact_url`); resume takes the values again from
+the CLI or the environment: `RUIZN_MCP_HEADER_<SERVER>_<HEADER>` for a header, the variable
+of the same name for `env`, and `RUIZN_MCP_URL_<SERVER>` for the whole URL.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from attrs import field, frozen
 
+from ruizn.redact import redact_url, url_secrets
 from ruizn.state import JsonObject
 
 # The server name becomes part of every tool name (`mcp__NAME__TOOL`), which the API limits to
@@ -61,7 +64,7 @@ class MCPServer:
     command: str = ""
     args: tuple[str, ...] = ()
     env: Pairs = field(default=(), repr=_names_only)
-    url: str = field(default="", repr=lambda url: repr(_safe_url(url)))
+    url: str = field(default="", repr=lambda url: repr(redact_url(url)))
     headers: Pairs = field(default=(), repr=_names_only)
     timeout: float | None = None
 
@@ -83,7 +86,7 @@ class MCPServer:
             parts = urlsplit(self.url)
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise McpConfigError(
-                    f"MCP server {self.name}: {_safe_url(self.url)!r} is not an http(s) URL"
+                    f"MCP server {self.name}: {redact_url(self.url)!r} is not an http(s) URL"
                 )
             for key, value in self.headers:
                 if not _HEADER_NAME.fullmatch(key):
@@ -133,10 +136,16 @@ class MCPServer:
         if self.transport == "stdio":
             record.update(command=self.command, args=list(self.args), env=[k for k, _ in self.env])
         else:
-            record.update(url=_safe_url(self.url), headers=[k for k, _ in self.headers])
+            record.update(url=redact_url(self.url), headers=[k for k, _ in self.headers])
         if self.timeout is not None:
             record["timeout"] = self.timeout
         return record
+
+    def secret_values(self) -> tuple[str, ...]:
+        """Every value this server's settings hide, for a redactor to scrub from what the
+        server's stderr and errors show: header and `env` values, the URL's secret parts."""
+        values = [v for _, v in self.headers] + [v for _, v in self.env]
+        return (*values, *url_secrets(self.url))
 
     @classmethod
     def from_record(
@@ -144,13 +153,16 @@ class MCPServer:
         record: JsonObject,
         *,
         headers: Mapping[str, str] | None = None,
+        url: str | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> MCPServer:
         """Rebuild a server from `describe()`'s record, to reconnect on resume.
 
         Header values come from `headers` (the CLI's `--mcp-header` given again), else from
         `RUIZN_MCP_HEADER_<SERVER>_<HEADER>`; `env` values from the variables of the same
-        name. A missing value is an error that says where to put it.
+        name. A URL recorded with hidden parts comes from `url`, else `RUIZN_MCP_URL_<SERVER>`,
+        and must be the recorded one once its secrets are hidden again. A missing value is an
+        error that says where to put it.
         """
         environ = os.environ if environ is None else environ
         given = dict(headers or {})
@@ -177,7 +189,8 @@ class MCPServer:
                             f" --mcp-header {name}:{key}=VALUE or ${header_env_name(name, key)}"
                         )
                     values[key] = value
-                return cls.http(name, str(record["url"]), values, timeout)
+                real_url = _url_again(name, str(record["url"]), url, environ)
+                return cls.http(name, real_url, values, timeout)
         except (KeyError, TypeError) as exc:
             raise McpConfigError(f"a recorded MCP server is incomplete: {exc}") from None
         raise McpConfigError(f"MCP server {name}: unknown transport {record['transport']!r}")
@@ -185,18 +198,40 @@ class MCPServer:
 
 def header_env_name(server: str, header: str) -> str:
     """`RUIZN_MCP_HEADER_<SERVER>_<HEADER>`, upper case, other characters as '_'."""
-    return "RUIZN_MCP_HEADER_" + re.sub(r"[^A-Z0-9]", "_", f"{server}_{header}".upper())
+    return "RUIZN_MCP_HEADER_" + _env_part(f"{server}_{header}")
 
 
-def _safe_url(url: str) -> str:
-    """The URL without user:password (put secrets in headers; a URL is recorded and shown)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+def url_env_name(server: str) -> str:
+    """`RUIZN_MCP_URL_<SERVER>`, upper case, other characters as '_': a URL with a secret in
+    it, kept out of `ps` and out of the log, given this way at the start and on resume."""
+    return "RUIZN_MCP_URL_" + _env_part(server)
+
+
+def _env_part(text: str) -> str:
+    return re.sub(r"[^A-Z0-9]", "_", text.upper())
+
+
+def _url_again(name: str, recorded: str, given: str | None, environ: Mapping[str, str]) -> str:
+    """The URL to reconnect to: the recorded one, unless parts of it were hidden (`***`);
+    then the URL given again, which must hide to exactly the recorded one (the same host,
+    path and query names), so a value given for one server cannot send it elsewhere."""
+    variable = url_env_name(name)
+    if given is None:
+        given = environ.get(variable)
+    if given is None:
+        if redact_url(recorded) == recorded and url_secrets(recorded):
+            raise McpConfigError(
+                f"MCP server {name}: its URL {recorded} had secret parts: give it again"
+                f" as ${variable}"
+            )
+        # Nothing was hidden (or the log is from a ruizn that hid no query value).
+        return recorded
+    if redact_url(given) != redact_url(recorded):
+        raise McpConfigError(
+            f"MCP server {name}: the URL given again ({redact_url(given)}) is not the one the"
+            f" run used ({redact_url(recorded)})"
+        )
+    return given
 
 
 def parse_cli(
@@ -205,16 +240,23 @@ def parse_cli(
     *,
     environ: Mapping[str, str] | None = None,
 ) -> tuple[MCPServer, ...]:
-    """`--mcp NAME='COMMAND ARGS...'` / `--mcp NAME=https://...` and
-    `--mcp-header NAME:KEY=VALUE` (or `NAME:KEY`, the value then from
-    `RUIZN_MCP_HEADER_<NAME>_<KEY>`, which keeps a token out of `ps`)."""
+    """`--mcp NAME='COMMAND ARGS...'` / `--mcp NAME=https://...` / `--mcp NAME` (the URL then
+    from `RUIZN_MCP_URL_<NAME>`) and `--mcp-header NAME:KEY=VALUE` (or `NAME:KEY`, the value
+    then from `RUIZN_MCP_HEADER_<NAME>_<KEY>`). The environment keeps a token out of `ps`."""
     environ = os.environ if environ is None else environ
     parsed: dict[str, tuple[str, str | list[str]]] = {}
     for spec in specs:
         name, sep, value = spec.partition("=")
         name = name.strip()
-        if not sep or not name:
-            raise McpConfigError(f"--mcp {spec!r}: expected NAME=COMMAND or NAME=URL")
+        if not sep and name and url_env_name(name) in environ:
+            value = environ[url_env_name(name)]
+            if not value.strip().startswith(("http://", "https://")):
+                raise McpConfigError(f"--mcp {name}: ${url_env_name(name)} is not an http(s) URL")
+        elif not sep or not name:
+            raise McpConfigError(
+                f"--mcp {spec!r}: expected NAME=COMMAND or NAME=URL"
+                + (f" (or NAME alone, with the URL in ${url_env_name(name)})" if name else "")
+            )
         if name in parsed:
             raise McpConfigError(f"--mcp: two servers are named {name!r}")
         value = value.strip()
@@ -260,11 +302,17 @@ def servers_from_records(
     records: Sequence[JsonObject],
     header_specs: Sequence[str] = (),
     *,
+    urls: Mapping[str, str] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> tuple[MCPServer, ...]:
     """For resume: the recorded servers again, with header values from `--mcp-header
-    NAME:KEY=VALUE` given to resume (else from the environment, see `from_record`)."""
+    NAME:KEY=VALUE` given to resume and each URL with secret parts from `urls` (NAME: URL),
+    else from the environment (see `from_record`)."""
     names = {str(r.get("name")) for r in records}
+    urls = dict(urls or {})
+    for server in urls:
+        if server not in names:
+            raise McpConfigError(f"--mcp {server}: the run has no MCP server {server!r}")
     given: dict[str, dict[str, str]] = {}
     for spec in header_specs:
         server, colon, rest = spec.partition(":")
@@ -277,7 +325,12 @@ def servers_from_records(
             )
         given.setdefault(server.strip(), {})[key.strip()] = value
     return tuple(
-        MCPServer.from_record(r, headers=given.get(str(r.get("name"))), environ=environ)
+        MCPServer.from_record(
+            r,
+            headers=given.get(str(r.get("name"))),
+            url=urls.get(str(r.get("name"))),
+            environ=environ,
+        )
         for r in records
     )
 

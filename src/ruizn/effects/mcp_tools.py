@@ -12,6 +12,12 @@ in a task group that the toolset owns; a call only sends a request over a live s
 a restart starts a new connection task. The toolset's task group is entered and exited by
 the task that holds the toolset open around the whole run (`async with McpToolset(...)`).
 
+What a server may not do (README: MCP servers, Trust): show the user terminal controls or a
+secret through its stderr (every quoted line goes through `ruizn.terminal.visible` and a
+`Redactor` of the environment's secrets and the servers' own), fill the disk through its
+stderr file (`_StderrFile` keeps its head and tail), make two tools answer to one name
+(refused at start), or read ruizn's environment (`keep_secrets_from_children`).
+
 Faults, as the model sees them: a call past its timeout is `timeout` (invoke_tool's limit;
 the SDK then tells the server the request was cancelled); `isError`, a JSON-RPC error, an
 invalid result or a server that went away is `runtime_error`. A server that stopped is
@@ -21,14 +27,18 @@ started again once, before the next call to it, and that call's result says so.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import json
 import logging
 import math
 import os
 import re
+import stat
+import sys
 import tempfile
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, ClassVar, cast
@@ -47,7 +57,10 @@ from pydantic import ValidationError
 
 from ruizn.effects.mcp_config import MCPServer
 from ruizn.effects.tools import DEFAULT_TIMEOUT, BaseTool
+from ruizn.redact import Redactor, secrets_from_env
 from ruizn.state import ErrorType, JsonObject, ToolResult
+from ruizn.terminal import visible
+from ruizn.toolsource import SourceKind, ToolSource
 from ruizn.version import __version__
 
 DEFAULT_STARTUP_TIMEOUT = 30.0
@@ -61,8 +74,18 @@ _MAX_LIST_PAGES = 100
 # Lines of non-JSON-RPC output reported per connection; a server that logs to stdout would
 # otherwise flood the terminal. The rest are counted in one last notice.
 _MAX_GARBAGE_NOTICES = 3
+# What each start of the servers may add to a server's stderr file: its first and last
+# STDERR_KEEP bytes, and one line between them saying how many were dropped.
+STDERR_KEEP = 512 * 1024
+# The tail of that file lives in memory and is written out at most this often (and at the end).
+_STDERR_FLUSH_SECONDS = 1.0
+# How much of a connection's latest stderr is kept to quote its last line.
+_RECENT_STDERR = 4096
+# A quoted stderr line is cut to this many characters, once made visible and redacted.
+_QUOTED_LINE = 200
 
 Notice = Callable[[str], None]
+Shown = Callable[[str], str]
 
 
 class McpStartupError(Exception):
@@ -90,14 +113,29 @@ class McpTool(BaseTool):
     async def invoke(self, input: JsonObject) -> ToolResult | str:
         return await self._server.call(self.mcp_name, input)
 
+    @classmethod
+    def source(cls) -> ToolSource:
+        """Where the tool came from, as a run records it: the server's own name for it, and
+        whether the server said it only reads (which decides approval and re-running)."""
+        return ToolSource(
+            tool=cls.name,
+            kind=SourceKind.MCP,
+            ref=f"{cls.server_name}/{cls.mcp_name}",
+            read_only=cls.read_only,
+        )
+
 
 class McpToolset:
     """Start `servers`, yield their tools, stop them all on the way out.
 
     `default_timeout` is each call's limit where the server sets none. `startup_timeout`
     bounds start-up, `initialize` and the tool listing of each server. A server's stderr goes
-    to `stderr_dir/mcp-NAME.stderr` when given (else to a temporary file); its last line is
-    quoted when the server fails. `on_notice` hears of restarts and of non-JSON-RPC output.
+    to `stderr_dir/mcp-NAME.stderr` when given (else to a temporary file), capped (see
+    `_StderrFile`); its last line is quoted when the server fails. `on_notice` hears of
+    restarts and of non-JSON-RPC output. Everything of a server's that is quoted, in a notice,
+    a `McpStartupError` or a result's "its stderr ends", is made visible (no terminal control
+    acts) and redacted: the secrets of `environ` (ANTHROPIC_API_KEY, `*_TOKEN`, ...) and the
+    servers' own header values, `env` values and URL secrets.
     """
 
     def __init__(
@@ -110,6 +148,7 @@ class McpToolset:
         cwd: Path | None = None,
         stderr_dir: Path | None = None,
         on_notice: Notice | None = None,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
         names = [s.name for s in servers]
         for name in names:
@@ -121,7 +160,12 @@ class McpToolset:
         self._max_restarts = max_restarts
         self._cwd = cwd
         self._stderr_dir = stderr_dir
-        self._notice = on_notice or (lambda _text: None)
+        self._shown = shown_safely(
+            environ if environ is not None else os.environ,
+            [value for server in self.servers for value in server.secret_values()],
+        )
+        notice = on_notice or (lambda _text: None)
+        self._notice: Notice = lambda text: notice(self._shown(text))
         self._group: anyio.abc.TaskGroup | None = None
         self._running: list[_Server] = []
         self.tools: tuple[McpTool, ...] = ()
@@ -130,6 +174,10 @@ class McpToolset:
         """The servers as a run records them (RunStarted): no secret values."""
         return tuple(server.describe() for server in self.servers)
 
+    def sources(self) -> tuple[ToolSource, ...]:
+        """Where each tool came from (RunStarted.tool_sources), once the toolset is open."""
+        return tuple(tool.source() for tool in self.tools)
+
     def alive(self, name: str) -> bool:
         """Whether server `name` is connected and not known to have stopped."""
         return any(server.name == name and server.alive for server in self._running)
@@ -137,11 +185,19 @@ class McpToolset:
     async def __aenter__(self) -> tuple[McpTool, ...]:
         if self._group is not None:
             raise RuntimeError("an McpToolset is entered once")
+        if any(server.transport == "stdio" for server in self.servers):
+            # Before the first server starts: from then on a server could read the key.
+            keep_secrets_from_children()
         group = anyio.create_task_group()
         await group.__aenter__()
         self._group = group
         try:
             self.tools = await self._start_all(group)
+        except McpStartupError as exc:
+            # Its reason may quote the server (its stderr, its error text): shown safely.
+            failure = McpStartupError(exc.server, self._shown(exc.reason))
+            await self._close(type(failure), failure, None)
+            raise failure from None
         except BaseException as exc:
             await self._close(type(exc), exc, exc.__traceback__)
             raise
@@ -203,7 +259,7 @@ class McpToolset:
             stderr = self._open_stderr(config.name)
         except OSError as exc:
             raise McpStartupError(
-                config.name, f"cannot open a file for its stderr: {_describe(exc)}"
+                config.name, f"cannot open a file for its stderr: {_open_problem(exc)}"
             ) from None
         return _Server(
             config,
@@ -213,18 +269,17 @@ class McpToolset:
             cwd=self._cwd,
             stderr=stderr,
             notice=self._notice,
+            shown=self._shown,
         )
 
-    def _open_stderr(self, name: str) -> IO[str]:
+    def _open_stderr(self, name: str) -> _StderrFile:
         if self._stderr_dir is None:
-            return tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
-        self._stderr_dir.mkdir(parents=True, exist_ok=True)
-        path = self._stderr_dir / f"mcp-{name}.stderr"
-        return path.open("a+", encoding="utf-8", errors="replace")
+            with tempfile.TemporaryFile() as temporary:  # unlinked: it lives as long as an fd
+                return _StderrFile(os.dup(temporary.fileno()))
+        return _StderrFile(_open_stderr_file(self._stderr_dir, f"mcp-{name}.stderr"))
 
     def _all_tools(self, listings: dict[str, list[mt.Tool]]) -> tuple[McpTool, ...]:
-        tools: list[McpTool] = []
-        taken: set[str] = set()
+        offered: list[tuple[_Server, mt.Tool]] = []
         for server in self._running:
             for spec in listings[server.name]:
                 problem = _schema_problem(spec.input_schema)
@@ -234,11 +289,42 @@ class McpToolset:
                         f" its input schema is invalid ({problem})"
                     )
                     continue
-                name = _api_name(server.name, spec.name, taken)
-                taken.add(name)
-                timeout = server.config.timeout or self._default_timeout
-                tools.append(_tool_class(server.name, name, spec)(server, timeout=timeout))
-        return tuple(tools)
+                offered.append((server, spec))
+        names = _api_names([(server.name, spec.name) for server, spec in offered])
+        return tuple(
+            _tool_class(server.name, names[server.name, spec.name], spec)(
+                server, timeout=server.config.timeout or self._default_timeout
+            )
+            for server, spec in offered
+        )
+
+
+def shown_safely(environ: Mapping[str, str], secrets: Iterable[str] = ()) -> Shown:
+    """How text from an MCP server is shown: secrets redacted (those of `environ`, see
+    `ruizn.redact`, and `secrets`), then every terminal control made visible."""
+    redactor = Redactor(secrets=(*secrets_from_env(environ), *secrets))
+    return lambda text: visible(redactor.redact(text))
+
+
+def keep_secrets_from_children() -> bool:
+    """Make this process non-dumpable where the OS allows it (Linux: `prctl(PR_SET_DUMPABLE,
+    0)`), so that no other process of the same user, such as an MCP server ruizn started, can
+    read its environment (`/proc/PID/environ`, where ANTHROPIC_API_KEY is) or its memory.
+
+    What remains (measured, README: MCP servers): a process running as root that holds
+    CAP_SYS_PTRACE, CAP_PERFMON or CAP_SYS_ADMIN still reads the environment. The setting
+    lasts for the life of the process (no core dumps; a debugger or profiler of the same user
+    cannot attach); children are dumpable as usual (exec resets it). Returns whether it took
+    effect.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    pr_set_dumpable = 4
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(pr_set_dumpable, 0, 0, 0, 0)) == 0
+    except (OSError, AttributeError):  # no libc to call: nothing more can be done
+        return False
 
 
 def _first_failure(failures: list[McpStartupError]) -> McpStartupError:
@@ -262,18 +348,112 @@ def _schema_problem(schema: JsonObject) -> str | None:
     return None
 
 
-def _api_name(server: str, tool: str, taken: set[str]) -> str:
+def _api_names(listed: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """Each (server, tool)'s API name, or McpStartupError naming two tools that would share
+    one. Never a suffix that depends on the order a server lists its tools in: an approval
+    given for `x_y` must never run `x.y` after a resume that listed them the other way."""
+    names: dict[tuple[str, str], str] = {}
+    holders: dict[str, tuple[str, str]] = {}
+    for server, tool in listed:
+        name = _api_name(server, tool)
+        other = holders.setdefault(name, (server, tool))
+        if other != (server, tool) or (server, tool) in names:
+            raise _collision(name, other, (server, tool))
+        names[server, tool] = name
+    return names
+
+
+def _api_name(server: str, tool: str) -> str:
     """`mcp__SERVER__TOOL` (Claude Code's convention), made to fit the API's rule: other
-    characters become '_', and a name too long or already taken ends in a short hash."""
+    characters become '_', and a name too long ends in a short hash of the whole."""
     name = re.sub(r"[^A-Za-z0-9_-]", "_", f"mcp__{server}__{tool}")
-    if _TOOL_NAME.fullmatch(name) and name not in taken:
+    if _TOOL_NAME.fullmatch(name):
         return name
-    digest = hashlib.sha256(f"{server}\0{tool}".encode()).hexdigest()
-    for size in range(8, len(digest) + 1):
-        candidate = f"{name[: _MAX_NAME - size - 1]}_{digest[:size]}"
-        if candidate not in taken:
-            return candidate
-    raise ValueError(f"no free name for {tool!r} of MCP server {server}")  # pragma: no cover
+    digest = hashlib.sha256(f"{server}\0{tool}".encode()).hexdigest()[:8]
+    return f"{name[: _MAX_NAME - len(digest) - 1]}_{digest}"
+
+
+def _collision(name: str, one: tuple[str, str], other: tuple[str, str]) -> McpStartupError:
+    (server_a, tool_a), (server_b, tool_b) = sorted([one, other])  # the same either way round
+    if (server_a, tool_a) == (server_b, tool_b):
+        return McpStartupError(server_a, f"it lists tool {tool_a!r} twice")
+    if server_a == server_b:
+        return McpStartupError(
+            server_a,
+            f"its tools {tool_a!r} and {tool_b!r} both become {name};"
+            " rename one of them on the server",
+        )
+    return McpStartupError(
+        server_a,
+        f"its tool {tool_a!r} and tool {tool_b!r} of MCP server {server_b} both become"
+        f" {name}; rename one of the tools or servers",
+    )
+
+
+def mcp_tool_changes(
+    *,
+    recorded_sources: Iterable[ToolSource],
+    recorded_tools: Iterable[JsonObject],
+    current_sources: Iterable[ToolSource],
+    current_tools: Iterable[JsonObject],
+) -> dict[str, str]:
+    """For resume: each MCP tool a run recorded (its `tool_sources` and its `tools`, the API
+    schemas) that its server now lists differently, as {API name: one line saying what
+    changed}; the current side is `McpToolset.sources()` and the open tools' `schema()`.
+
+    Changed means: no longer listed; its API name now maps to another of the server's tools,
+    or its own name to another API name; its input schema differs; its read-only flag
+    (readOnlyHint) flipped. A call of such a tool must not run as recorded: what the user
+    approved, or what ruizn re-runs because it only reads, is no longer what would run.
+    A log from before MCP sources were recorded is compared by API name and schema alone.
+    """
+    recorded_schema = {str(t.get("name")): t.get("input_schema") for t in recorded_tools}
+    now_schema = {str(t.get("name")): t.get("input_schema") for t in current_tools}
+    now = [s for s in current_sources if s.kind is SourceKind.MCP]
+    now_by_ref = {s.ref: s for s in now}
+    now_by_name = {s.tool: s for s in now}
+    problems: dict[str, str] = {}
+    sourced: set[str] = set()
+    for source in recorded_sources:
+        if source.kind is not SourceKind.MCP:
+            continue
+        sourced.add(source.tool)
+        what = f"{source.tool} ({_mcp_ref(source.ref)})"
+        current = now_by_ref.get(source.ref)
+        if current is None:
+            holder = now_by_name.get(source.tool)
+            problems[source.tool] = (
+                f"{what}: its server no longer lists it"
+                if holder is None
+                else f"{what}: that name is now {_mcp_ref(holder.ref)}"
+            )
+            continue
+        changes = []
+        if current.tool != source.tool:
+            changes.append(f"it is now named {current.tool}")
+        if recorded_schema.get(source.tool) != now_schema.get(current.tool):
+            changes.append("its input schema changed")
+        if current.read_only != source.read_only:
+            changes.append(
+                "it now says it only reads (readOnlyHint)"
+                if current.read_only
+                else "it no longer says it only reads (readOnlyHint)"
+            )
+        if changes:
+            problems[source.tool] = f"{what}: {'; '.join(changes)}"
+    for name, schema in recorded_schema.items():
+        if not name.startswith("mcp__") or name in sourced:
+            continue
+        if name not in now_schema:
+            problems[name] = f"{name}: no MCP server lists a tool of that name now"
+        elif now_schema[name] != schema:
+            problems[name] = f"{name}: its input schema changed"
+    return problems
+
+
+def _mcp_ref(ref: str) -> str:
+    server, _, tool = ref.partition("/")
+    return f"tool {tool!r} of MCP server {server}"
 
 
 def _tool_class(server: str, name: str, spec: mt.Tool) -> type[McpTool]:
@@ -305,8 +485,9 @@ class _Server:
         startup_timeout: float,
         max_restarts: int,
         cwd: Path | None,
-        stderr: IO[str],
+        stderr: _StderrFile,
         notice: Notice,
+        shown: Shown,
     ) -> None:
         self.config = config
         self.name = config.name
@@ -317,6 +498,7 @@ class _Server:
         self._cwd = cwd
         self._stderr = stderr
         self._notice = notice
+        self._shown = shown
         self._closing = False
         self._started = False  # listed its tools: from then on a stop means a restart
         self._connection: _Connection | None = None
@@ -349,7 +531,7 @@ class _Server:
                 tools = await self._list_tools(conn)
             except (MCPError, ValidationError, OSError) as exc:
                 raise McpStartupError(
-                    self.name, f"listing its tools failed: {_describe(exc)}{self._tail()}"
+                    self.name, f"listing its tools failed: {_describe(exc)}{conn.tail()}"
                 ) from None
             self._started = True
             return tools
@@ -360,7 +542,7 @@ class _Server:
     async def _list_tools(self, conn: _Connection) -> list[mt.Tool]:
         client = conn.client
         if client is None:
-            raise McpStartupError(self.name, f"stopped before listing its tools{self._tail()}")
+            raise McpStartupError(self.name, f"stopped before listing its tools{conn.tail()}")
         tools: list[mt.Tool] = []
         cursor: str | None = None
         for _ in range(_MAX_LIST_PAGES):
@@ -386,6 +568,7 @@ class _Server:
             cwd=self._cwd,
             stderr=self._stderr,
             notice=self._notice,
+            shown=self._shown,
             on_broken=self._broken,
         )
         self._connection = conn
@@ -401,11 +584,11 @@ class _Server:
             return
         conn.stop()  # its task leaves the SDK's client, which reaps the process
         if self._restarts >= self._max_restarts:
-            self._notice(f"MCP server {self.name} stopped{self._tail()}; not restarting it again")
+            self._notice(f"MCP server {self.name} stopped{conn.tail()}; not restarting it again")
             return
         self._restarts += 1
         if self.config.transport == "stdio":
-            self._notice(f"MCP server {self.name} stopped{self._tail()}; restarting it")
+            self._notice(f"MCP server {self.name} stopped{conn.tail()}; restarting it")
             self._restart_note = f"[ruizn restarted MCP server {self.name}, which had stopped]\n"
             self._spawn()
         else:
@@ -459,7 +642,7 @@ class _Server:
         return _result(result, note)
 
     def _lost(self, conn: _Connection, note: str, what: str) -> ToolResult:
-        tail = self._tail()  # before a restart adds its own lines
+        tail = conn.tail()
         conn.mark_broken()
         if self._reconnect_owed:
             then = "ruizn will reconnect before the next call to it"
@@ -477,10 +660,6 @@ class _Server:
     def _who(self) -> str:
         return f"MCP server {self.name}"
 
-    def _tail(self) -> str:
-        conn = self._connection
-        return _tail(self._stderr, conn.stderr_start if conn is not None else 0)
-
 
 class _Connection:
     """One connection to a server, owned by its own task (`run`), which enters and exits the
@@ -492,8 +671,9 @@ class _Connection:
         *,
         startup_timeout: float,
         cwd: Path | None,
-        stderr: IO[str],
+        stderr: _StderrFile,
         notice: Notice,
+        shown: Shown,
         on_broken: Callable[[_Connection], None],
     ) -> None:
         self.config = config
@@ -506,12 +686,13 @@ class _Connection:
         self._startup_timeout = startup_timeout
         self._cwd = cwd
         self._stderr = stderr
+        self._pipe: _StderrPipe | None = None  # a stdio server's stderr, while `run` runs
         self._notice = notice
+        self._shown = shown
         self._on_broken = on_broken
         self._stop = anyio.Event()
         self._scope = anyio.CancelScope()
         self._garbage = 0
-        self.stderr_start = _stderr_size(stderr)
 
     def stop(self) -> None:
         self._stop.set()
@@ -526,7 +707,31 @@ class _Connection:
         if self.settled.is_set() and self.failure is None:
             self._on_broken(self)
 
+    def tail(self) -> str:
+        """` (its stderr ends: LINE)`, the last line this connection's server wrote to its
+        stderr, shown safely; "" when it wrote none."""
+        line = self._pipe.last_line() if self._pipe is not None else ""
+        return f" (its stderr ends: {_quote(self._shown, line)})" if line else ""
+
     async def run(self) -> None:
+        if self.config.transport == "stdio":
+            try:
+                self._pipe = _StderrPipe(self._stderr)
+            except OSError as exc:
+                self.failure = f"cannot make a pipe for its stderr: {_describe(exc)}"
+                self.settled.set()
+                return
+        try:
+            async with anyio.create_task_group() as pumping:
+                if self._pipe is not None:
+                    pumping.start_soon(self._pipe.pump)
+                await self._connect()
+                pumping.cancel_scope.cancel()
+        finally:
+            if self._pipe is not None:
+                self._pipe.close()
+
+    async def _connect(self) -> None:
         self._scope.deadline = anyio.current_time() + self._startup_timeout
         try:
             with self._scope:
@@ -538,14 +743,11 @@ class _Connection:
             if self._scope.cancelled_caught and not self._stop.is_set():
                 self.failure = (
                     "did not complete the MCP handshake (initialize) within"
-                    f" {_seconds(self._startup_timeout)}"
-                    f"{_tail(self._stderr, self.stderr_start)}"
+                    f" {_seconds(self._startup_timeout)}{self.tail()}"
                 )
         except Exception as exc:  # the owner task never raises: its state says what happened
             if not self.settled.is_set():
-                self.failure = _startup_failure(self.config, exc) + _tail(
-                    self._stderr, self.stderr_start
-                )
+                self.failure = _startup_failure(self.config, exc) + self.tail()
             elif not self._stop.is_set():
                 self._notice(f"MCP server {self.config.name}: connection failed: {_describe(exc)}")
         finally:
@@ -556,8 +758,13 @@ class _Connection:
             self.mark_broken()
 
     def _client(self) -> Client:
+        pipe = self._pipe
         return Client(
-            _watched(self._transport(), self.mark_broken),
+            _watched(
+                self._transport(),
+                on_end=self.mark_broken,
+                on_spawned=pipe.spawned if pipe is not None else lambda: None,
+            ),
             client_info=mt.Implementation(name="ruizn", version=__version__),
             message_handler=self._on_message,
             # Tool lists are read once per connection; a cache would only hide a change.
@@ -566,14 +773,14 @@ class _Connection:
 
     def _transport(self) -> Transport:
         config = self.config
-        if config.transport == "stdio":
+        if self._pipe is not None:
             params = StdioServerParameters(
                 command=config.command,
                 args=list(config.args),
                 env=dict(config.env) or None,
                 cwd=self._cwd,
             )
-            return stdio_client(params, errlog=cast(Any, self._stderr))
+            return stdio_client(params, errlog=cast(Any, self._pipe.child_end))
         return _http_transport(config.url, dict(config.headers))
 
     async def _on_message(self, message: Any) -> None:
@@ -585,10 +792,232 @@ class _Connection:
         if self._garbage <= _MAX_GARBAGE_NOTICES:
             self._notice(
                 f"MCP server {self.config.name} sent something that is not JSON-RPC"
-                f" (ignored): {_clip(_one_line(str(message)), 200)}"
+                f" (ignored): {_quote(self._shown, str(message))}"
             )
         elif self._garbage == _MAX_GARBAGE_NOTICES + 1:
             self._notice(f"MCP server {self.config.name}: more non-JSON-RPC output, not shown")
+
+
+def _open_stderr_file(folder: Path, name: str) -> int:
+    """An fd for appending to `folder/name`, opened like hostile input: neither the folder
+    nor the one that holds it may be a link (a planted `.mcp` or run folder would send the
+    file elsewhere), and nothing is created through one; the file may not be a link
+    (O_NOFOLLOW) and must be a regular file (a FIFO would hang, a device eat or spew), and
+    no open blocks (O_NONBLOCK)."""
+    folder.parent.parent.mkdir(parents=True, exist_ok=True)
+    here = os.open(folder.parent.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for step in (folder.parent, folder):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(step.name, 0o700, dir_fd=here)
+            try:
+                inner = os.open(step.name, _NO_LINK_FOLDER, dir_fd=here)
+            except OSError as exc:
+                raise _not_a(exc, step, "folder") from None
+            os.close(here)
+            here = inner
+        path = folder / name
+        try:
+            fd = os.open(name, _NO_LINK_FILE, 0o600, dir_fd=here)
+        except OSError as exc:
+            raise _not_a(exc, path, "file") from None
+    finally:
+        os.close(here)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _StderrFileRefused(f"{path} is not a regular file")
+    os.set_blocking(fd, True)
+    return fd
+
+
+_NO_LINK_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NO_LINK_FILE = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+class _StderrFileRefused(OSError):
+    """A stderr file or folder that ruizn will not write through; the message says why."""
+
+
+def _not_a(exc: OSError, path: Path, what: str) -> OSError:
+    """`exc` in words when a link or another kind of file stood at `path` (O_NOFOLLOW says
+    ELOOP or ENOTDIR); else `exc` itself."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return exc
+    if stat.S_ISLNK(mode):
+        return _StderrFileRefused(f"{path} is a symbolic link, not a {what}")
+    if what == "folder" and not stat.S_ISDIR(mode):
+        return _StderrFileRefused(f"{path} is not a folder")
+    return exc
+
+
+def _open_problem(exc: OSError) -> str:
+    return str(exc) if isinstance(exc, _StderrFileRefused) else _describe(exc)
+
+
+class _StderrFile:
+    """A server's stderr file, capped. What one start of the servers adds to it keeps the
+    first `keep` bytes the server wrote (up to its last whole line) and the last `keep` bytes
+    (from a line start), with one line between them, `[ruizn: N bytes of its stderr dropped
+    here]`, so N says exactly how much is missing. The tail is held in memory and written out
+    at most once a second and when the file is closed; a kill -9 of ruizn loses at most the
+    last second of it. A restarted server appends to the same file. A write that fails (a
+    full disk) ends the file's writing, never the server's connection."""
+
+    def __init__(self, fd: int, *, keep: int = STDERR_KEEP) -> None:
+        self._fd = fd
+        self._start = self._end = os.lseek(fd, 0, os.SEEK_END)
+        self._keep = keep
+        self._line_end = self._start  # just past the head's last newline
+        self._cut: int | None = None  # where the head ends, once it is full
+        self._tail = bytearray()
+        self._tail_at_line_start = True
+        self._written = 0  # what the server wrote to it since it was opened
+        self._dirty = False
+        self._flushed_at = -math.inf
+        self._failed = False
+
+    def write(self, data: bytes) -> None:
+        if self._fd < 0 or self._failed:
+            return
+        try:
+            self._write(data)
+        except OSError:
+            self._failed = True
+
+    def _write(self, data: bytes) -> None:
+        self._written += len(data)
+        if self._cut is None:
+            head = data[: self._start + self._keep - self._end]
+            _pwrite_all(self._fd, head, self._end)
+            if (newline := head.rfind(b"\n")) >= 0:
+                self._line_end = self._end + newline + 1
+            self._end += len(head)
+            data = data[len(head) :]
+            if not data:
+                return
+            # Full: the head ends with its last whole line; the part line after it is dropped.
+            self._cut = self._line_end if self._line_end > self._start else self._end
+            self._tail_at_line_start = head.endswith(b"\n") or (not head and self._at_line_end())
+        self._tail += data
+        if len(self._tail) > self._keep:
+            excess = len(self._tail) - self._keep
+            self._tail_at_line_start = self._tail[excess - 1] == ord("\n")
+            del self._tail[:excess]
+        self._dirty = True
+        if time.monotonic() - self._flushed_at >= _STDERR_FLUSH_SECONDS:
+            self._flush()
+
+    def _at_line_end(self) -> bool:
+        return self._end == self._line_end
+
+    def flush(self) -> None:
+        """Write the tail out after the head, with the line that counts what is missing."""
+        if self._cut is None or not self._dirty or self._fd < 0 or self._failed:
+            return
+        try:
+            self._flush()
+        except OSError:
+            self._failed = True
+
+    def _flush(self) -> None:
+        cut = self._cut
+        if cut is None:  # the head is not full: everything is on disk already
+            return
+        tail = bytes(self._tail)
+        if not self._tail_at_line_start:
+            tail = tail.partition(b"\n")[2]  # from its first whole line (maybe none)
+        dropped = self._written - (cut - self._start) - len(tail)
+        gap = b""
+        if dropped:
+            newline = b"" if cut == self._line_end else b"\n"
+            gap = newline + f"[ruizn: {dropped} bytes of its stderr dropped here]\n".encode()
+        os.ftruncate(self._fd, cut)
+        _pwrite_all(self._fd, gap + tail, cut)
+        self._dirty = False
+        self._flushed_at = time.monotonic()
+
+    def close(self) -> None:
+        if self._fd < 0:
+            return
+        try:
+            self.flush()
+        finally:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        done = os.pwrite(fd, view, offset)
+        view, offset = view[done:], offset + done
+
+
+class _StderrPipe:
+    """One server process's stderr: a pipe ruizn reads, rather than a file the server writes
+    itself, so ruizn can cap the file and quote the server's last line. `child_end` is what
+    the server is started with; ruizn closes its own copy once the server is running."""
+
+    def __init__(self, sink: _StderrFile) -> None:
+        read, write = os.pipe()  # close-on-exec: the server gets only the end given to it
+        os.set_blocking(read, False)
+        self._read = read
+        self.child_end: IO[str] | None = os.fdopen(write, "w")
+        self._sink = sink
+        self._recent = bytearray()
+        self._recent_whole = True  # `_recent` starts at a line start
+        self._eof = False
+
+    def spawned(self) -> None:
+        """The server has its copy of the write end (or failed to start): close ours, so the
+        pipe ends when the server and whatever it started close theirs."""
+        if self.child_end is not None:
+            self.child_end.close()
+            self.child_end = None
+
+    async def pump(self) -> None:
+        while not self._eof:
+            await anyio.wait_readable(self._read)
+            self.drain()
+
+    def drain(self) -> None:
+        """Copy what is in the pipe now to the file, without waiting for more."""
+        while not self._eof and self._read >= 0:
+            try:
+                chunk = os.read(self._read, 65536)
+            except BlockingIOError:
+                return
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self._eof = True
+                return
+            self._sink.write(chunk)
+            self._recent += chunk
+            if len(self._recent) > _RECENT_STDERR:
+                excess = len(self._recent) - _RECENT_STDERR
+                self._recent_whole = self._recent[excess - 1] == ord("\n")
+                del self._recent[:excess]
+
+    def last_line(self) -> str:
+        """The last non-blank line written so far; never a line cut at its start (it could
+        begin with the end of a secret, which no redactor would recognise)."""
+        self.drain()
+        data = bytes(self._recent)
+        if not self._recent_whole:
+            data = data.partition(b"\n")[2]
+        lines = [line.strip() for line in data.decode("utf-8", "replace").splitlines()]
+        return next((line for line in reversed(lines) if line), "")
+
+    def close(self) -> None:
+        self.spawned()
+        self.drain()
+        if self._read >= 0:
+            os.close(self._read)
+            self._read = -1
+        self._sink.flush()
 
 
 @contextlib.asynccontextmanager
@@ -603,11 +1032,18 @@ async def _http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[An
 
 
 @contextlib.asynccontextmanager
-async def _watched(transport: Transport, on_end: Callable[[], None]) -> AsyncIterator[Any]:
+async def _watched(
+    transport: Transport, *, on_end: Callable[[], None], on_spawned: Callable[[], None]
+) -> AsyncIterator[Any]:
     """The transport, with its read stream watched for its end: then the server is gone (a
-    stdio server exited), and the next call starts it again rather than fail first."""
-    async with transport as (read, write):
-        yield _EndWatch(read, on_end), write
+    stdio server exited), and the next call starts it again rather than fail first.
+    `on_spawned` runs once the transport is open (a stdio server is running) or failed to."""
+    try:
+        async with transport as (read, write):
+            on_spawned()
+            yield _EndWatch(read, on_end), write
+    finally:
+        on_spawned()
 
 
 class _EndWatch:
@@ -746,31 +1182,10 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-def _tail(stderr: IO[str], since: int) -> str:
-    line = _last_line(stderr, since)
-    return f" (its stderr ends: {line})" if line else ""
-
-
-def _stderr_size(stderr: IO[str]) -> int:
-    try:
-        return os.fstat(stderr.fileno()).st_size
-    except (OSError, ValueError):
-        return 0
-
-
-def _last_line(stderr: IO[str], since: int) -> str:
-    """The last line the server wrote to stderr after offset `since` (an older line would
-    blame this connection for an earlier one's words). pread, not read: the server shares
-    the file offset and would write over what a read skipped past."""
-    try:
-        fd = stderr.fileno()
-        size = os.fstat(fd).st_size
-        start = max(since, size - 4096)
-        data = os.pread(fd, max(0, size - start), start).decode("utf-8", "replace")
-    except (OSError, ValueError):
-        return ""
-    lines = [line.strip() for line in data.splitlines() if line.strip()]
-    return _clip(lines[-1], 200) if lines else ""
+def _quote(shown: Shown, text: str) -> str:
+    """`text` from a server as one shown line: redacted and made visible first, then cut,
+    so a cut can never leave part of a secret that the redactor would no longer find."""
+    return _clip(shown(_one_line(text)), _QUOTED_LINE)
 
 
 def _describe(exc: BaseException) -> str:
@@ -796,15 +1211,18 @@ def _times(n: int) -> str:
 
 
 @contextlib.contextmanager
-def sdk_logs_as_notices(notice: Notice) -> Iterator[None]:
+def sdk_logs_as_notices(notice: Notice, shown: Shown | None = None) -> Iterator[None]:
     """While open, the SDK's warnings reach `notice` as one line each, without tracebacks
-    (unconfigured, Python would print its logger.exception tracebacks on stderr). For the
-    CLI; a library user configures logging as they like."""
+    (unconfigured, Python would print its logger.exception tracebacks on stderr), shown
+    safely: they can quote what a server sent. `shown` defaults to redacting the secrets of
+    the environment. For the CLI; a library user configures logging as they like."""
+    show = shown if shown is not None else shown_safely(os.environ)
 
     class _Lines(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
             with contextlib.suppress(Exception):
-                notice(f"{record.name}: {_clip(_one_line(record.getMessage()), 300)}")
+                message = _clip(show(_one_line(record.getMessage())), 300)
+                notice(f"{record.name}: {message}")
 
     handler = _Lines(logging.WARNING)
     # The SDK logs under "mcp.*" and, for its client session, under "client".
