@@ -471,13 +471,13 @@ class Agent:
                         raise ConfigError(too_deep(f"the schema of tool {schema['name']!r}"))
                 if state is None:
                     sources = (*sources, *(_mcp_source(tool) for tool in mcp_tools))
-                else:
-                    registry = ToolRegistry(self._unchanged(settings, registry, mcp_tools))
                     settings = evolve(
                         settings,
                         tool_sources=_with_flags(sources, registry),
                         mcp_servers=mcp_records,
                     )
+                else:
+                    registry = ToolRegistry(self._unchanged(settings, registry, mcp_tools))
                 redactor = Redactor.from_env(self._environ)
                 runner = AgentRunner(
                     provider=provider,
