@@ -16,6 +16,9 @@ from ruizn.effects.function_model import FunctionModel as FunctionModel
 from ruizn.effects.function_tool import FunctionTool as FunctionTool
 from ruizn.effects.function_tool import tool as tool
 from ruizn.effects.mcp_config import MCPServer as MCPServer
+from ruizn.effects.pricing import FixedPrices as FixedPrices
+from ruizn.effects.pricing import GenaiPrices as GenaiPrices
+from ruizn.effects.pricing import Pricer as Pricer
 from ruizn.effects.provider import ModelReply as ModelReply
 from ruizn.effects.provider import ProviderError as ProviderError
 from ruizn.effects.provider import ReplayDiverged as ReplayDiverged

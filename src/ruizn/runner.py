@@ -22,6 +22,7 @@ from ruizn.decide import (
     AnswerDenied,
     AskApproval,
     CallModel,
+    ClearContext,
     DecideApprovals,
     Finish,
     Finished,
@@ -37,10 +38,13 @@ from ruizn.decide import (
     reply_refusal,
 )
 from ruizn.effects.approval import Approver, needs_approval_of
+from ruizn.effects.pricing import Pricer, SharedBudget
 from ruizn.effects.provider import ModelReply, Provider, ProviderError, ReplayDiverged
 from ruizn.effects.sink import EventSink, LogLost, SinkError
 from ruizn.effects.tools import ToolRegistry, invoke_tool
 from ruizn.events import (
+    BudgetSpent,
+    ContextCleared,
     Event,
     LlmCallFailed,
     LlmCallStarted,
@@ -79,6 +83,8 @@ class AgentRunner:
         state: ExecutionContext | None = None,
         redact: Callable[[Event], Event] | None = None,
         approver: Approver | None = None,
+        pricer: Pricer | None = None,
+        budget: SharedBudget | None = None,
     ) -> None:
         self._provider = provider
         self._registry = registry
@@ -103,6 +109,10 @@ class AgentRunner:
         self._approver = approver
         self._can_ask = approver is not None
         self.needs_approval = needs_approval_of(registry)
+        # Prices each response as it comes (its cost is logged with it); None: calls are
+        # logged unpriced. `budget`: one this run shares with others, asked before each step.
+        self._pricer = pricer
+        self._budget = budget
 
     @property
     def state(self) -> ExecutionContext:
@@ -155,6 +165,8 @@ class AgentRunner:
             max_tokens=plan.max_tokens,
             workspace=plan.workspace,
             approval=plan.approval,
+            max_cost=plan.max_cost,
+            max_context=plan.max_context,
             torn_bytes=torn_bytes,
         )
         for call in interrupted:
@@ -211,7 +223,11 @@ class AgentRunner:
         while True:
             match next_action(self.state, self.needs_approval, can_ask=self._can_ask):
                 case CallModel(step=step, attempt=attempt, delay=delay):
+                    if attempt == 1 and self._shared_budget_spent():
+                        continue  # logged: the core now finishes the run max_cost
                     await self._call_model(step, attempt, delay)
+                case ClearContext(results=results, limit=limit):
+                    self._emit(ContextCleared, results=results, limit=limit)
                 case RunTools(calls=calls):
                     await self._run_tools(calls)
                 case RefuseTools(calls=calls, reason=reason):
@@ -233,6 +249,16 @@ class AgentRunner:
                     return
                 case Finished():
                     return
+
+    def _shared_budget_spent(self) -> bool:
+        if self._budget is None:
+            return False
+        spent = self._budget.spent()
+        if spent is None:
+            return False
+        name, limit, total = spent
+        self._emit(BudgetSpent, budget=name, limit=limit, spent=total)
+        return True
 
     async def _call_model(self, step: int, attempt: int, delay: float) -> None:
         if delay > 0:
@@ -263,12 +289,15 @@ class AgentRunner:
                 request_id=reply.request_id,
             )
             return
+        pricer = self._pricer
         self._emit(
             LlmResponse,
             content=reply.content,
             stop_reason=reply.stop_reason,
             usage=reply.usage,
             request_id=reply.request_id,
+            cost=None if pricer is None else pricer.cost(request.model, reply.usage),
+            priced_by=None if pricer is None else pricer.name,
         )
 
     def _failed(
@@ -399,6 +428,7 @@ class AgentRunner:
             elapsed=round(self._timer() - self._started_at, 3),
             error=error,
             usage=self.state.usage,
+            cost=self.state.total_cost,
         )
 
     def _finish_quietly(self, status: Status, error: str | None) -> None:

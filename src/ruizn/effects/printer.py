@@ -19,6 +19,8 @@ import json
 from typing import TextIO
 
 from ruizn.events import (
+    BudgetSpent,
+    ContextCleared,
     Event,
     LlmCallFailed,
     LlmToken,
@@ -31,7 +33,7 @@ from ruizn.events import (
     ToolCallStarted,
     UserMessage,
 )
-from ruizn.format import human_bytes, human_seconds, tokens
+from ruizn.format import human_bytes, human_seconds, tokens, usd
 from ruizn.terminal import visible
 
 _DIM, _RED, _GREEN, _RESET = "\x1b[2m", "\x1b[31m", "\x1b[32m", "\x1b[0m"
@@ -93,10 +95,23 @@ class StdoutPrinter:
                     self._paint(_DIM, "[retry]")
                     + f" attempt {failed.attempt} failed: {why}; retrying in {failed.retry_in:.1f}s"
                 )
-            case RunResumed(max_steps=max_steps):
-                self._line(self._paint(_DIM, "[run]") + f" resumed · max {max_steps} steps")
+            case RunResumed(max_steps=max_steps, max_cost=max_cost):
+                budget = "" if max_cost is None else f" · budget {usd(max_cost)}"
+                self._line(self._paint(_DIM, "[run]") + f" resumed · max {max_steps} steps{budget}")
             case UserMessage(text=text):
                 self._line(self._paint(_DIM, "[user]") + " " + visible(text))
+            case ContextCleared(results=results, limit=limit):
+                size = human_bytes(sum(item.size for item in results))
+                count = f"{len(results)} old tool result" + ("" if len(results) == 1 else "s")
+                self._line(
+                    self._paint(_DIM, "[context]")
+                    + f" cleared {count} ({size}) to stay under {tokens(limit)} tokens"
+                )
+            case BudgetSpent(budget=budget, limit=limit, spent=spent):
+                self._line(
+                    self._paint(_DIM, "[budget]")
+                    + f" {visible(budget)}: {usd(spent)} of {usd(limit)} spent, no more model calls"
+                )
             case RunFinished() as finished:
                 self._line(self._summary(finished))
             case _:
@@ -120,6 +135,7 @@ class StdoutPrinter:
             f"in {tokens(usage.total_input_tokens)} tok"
             f" (cache read {tokens(usage.cache_read_input_tokens)})",
             f"out {tokens(usage.output_tokens)} tok",
+            usd(event.cost),
         ]
         line = self._paint(_DIM, "[run]") + " " + " · ".join(parts)
         if event.error:
