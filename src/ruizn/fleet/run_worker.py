@@ -200,28 +200,40 @@ def resume_db(
     max_steps: int | None,
     max_tokens: int | None,
     read_timeout: float | None,
+    approve: tuple[str, ...] = (),
+    deny: tuple[str, ...] = (),
+    reason: str | None = None,
 ) -> int:
-    """`ruizn resume --db`: check the run can go on, then queue an order for the workers (see
+    """`ruizn resume --db`: check the run can go on (and the decisions given, against the
+    calls its stored events show waiting), then queue an order for the workers (see
     fleet/resume.py). Nothing is written or queued when it cannot."""
     store = open_store(db)
     client = _client(db, store)
     try:
-        plan = _queue_resume(
+        checked = _queue_resume(
             store,
             client,
             run,
             max_steps=max_steps,
             max_tokens=max_tokens,
             read_timeout=read_timeout,
+            approve=approve,
+            deny=deny,
+            reason=reason,
             where=_safe(db),
         )
     finally:
         client.destroy()
         store.close()
+    plan = checked.plan
     limits = f"max_steps {plan.max_steps}"
     if plan.max_tokens is not None:
         limits += f", max_tokens {plan.max_tokens}"
-    print(f"{run} queued to resume on the fleet ({limits})", flush=True)
+    if checked.approve:
+        limits += f"; approve {', '.join(checked.approve)}"
+    if checked.deny:
+        limits += f"; deny {', '.join(checked.deny)}"
+    print(shown(f"{run} queued to resume on the fleet ({limits})"), flush=True)
     return 0
 
 
@@ -233,9 +245,12 @@ def _queue_resume(
     max_steps: int | None,
     max_tokens: int | None,
     read_timeout: float | None,
+    approve: tuple[str, ...],
+    deny: tuple[str, ...],
+    reason: str | None,
     where: str,
 ) -> Any:
-    """The plan queued (a `decide.ResumePlan`); one line and exit 2 when nothing is."""
+    """What was queued (a `resume.Checked`); one line and exit 2 when nothing is."""
     from dbos import WorkflowSerializationFormat
 
     # Not exported by dbos (pinned to 3.4.x in pyproject): raised by the "reject" policy.
@@ -278,7 +293,16 @@ def _queue_resume(
     except LogError as exc:
         fail(f"run {run}: its events in the database do not replay: {exc}")
     try:
-        plan = check_resume(run, state, workflows, max_steps=max_steps, max_tokens=max_tokens)
+        checked = check_resume(
+            run,
+            state,
+            workflows,
+            max_steps=max_steps,
+            max_tokens=max_tokens,
+            approve=approve,
+            deny=deny,
+            reason=reason,
+        )
     except RunNotStored:
         fail(f"no run {run!r} in the database {where}")
     except FleetResumeRefused as exc:
@@ -293,8 +317,11 @@ def _queue_resume(
     order = ResumeOrder(
         run=run_input,
         after_seq=state.last_seq,
-        max_steps=plan.max_steps,
-        max_tokens=plan.max_tokens,
+        max_steps=checked.plan.max_steps,
+        max_tokens=checked.plan.max_tokens,
+        approve=checked.approve,
+        deny=checked.deny,
+        reason=checked.reason,
     )
     workflow_id = next_resume_id(run, (w.workflow_id for w in workflows))
     try:
@@ -313,7 +340,7 @@ def _queue_resume(
             )
     except DBOSWorkflowIDInUseError:
         fail(f"run {run} was queued to resume by another command just now ({workflow_id})")
-    return plan
+    return checked
 
 
 def _submitted_input(stored: Any) -> dict[str, Any] | None:

@@ -234,19 +234,28 @@ def resume_command(
 
     A run that waits for approval goes on with --approve/--deny deciding its calls (at a
     terminal, ruizn asks about any call they leave waiting). With --db, RUN is a fleet's run:
-    it is queued again and a worker continues it.
+    it is queued again, with the decisions, and a worker continues it.
     """
     from ruizn.shell.session import resume_run, settings_or_fail, terminal_agent
 
     if read_timeout is not None:
         settings_or_fail(read_timeout=read_timeout)  # checked like run's (no nan, no 0)
+    if reason is not None:
+        reason = checked_text("--reason", reason)
     if db is not None:
         _refuse_local_options(ctx)
         from ruizn.shell.fleet import resume_db
 
         raise Exit(
             resume_db(
-                db, run, max_steps=max_steps, max_tokens=max_tokens, read_timeout=read_timeout
+                db,
+                run,
+                max_steps=max_steps,
+                max_tokens=max_tokens,
+                read_timeout=read_timeout,
+                approve=approve,
+                deny=deny,
+                reason=reason,
             )
         )
     from ruizn.agent import Resume
@@ -260,7 +269,7 @@ def resume_command(
         read_timeout=read_timeout,
         approve=approve,
         deny=deny,
-        reason=None if reason is None else checked_text("--reason", reason),
+        reason=reason,
         approval=approval,  # type: ignore[arg-type]  # click.Choice of the modes
         trust=trust,
     )
@@ -268,11 +277,9 @@ def resume_command(
 
 
 # Options of a local resume that a fleet's resume cannot honour: the worker that takes the
-# run has its own workspace, logs and tools, and nobody to ask about tool calls.
+# run has its own workspace, logs, tools and MCP header values, and trusts its database.
+# (--approve/--deny/--reason go with the order: the worker applies them.)
 _LOCAL_ONLY = {
-    "approve": "--approve",
-    "deny": "--deny",
-    "reason": "--reason",
     "mcp_headers": "--mcp-header",
     "workspace": "--workspace",
     "log_dir": "--log-dir",
@@ -293,7 +300,7 @@ def _refuse_local_options(ctx: click.Context) -> None:
     db = "--db (from RUIZN_DB)" if source is click.core.ParameterSource.ENVIRONMENT else "--db"
     fail(
         f"{', '.join(given)}: not with {db}: a fleet's run is continued by a worker, with the"
-        " worker's workspace, logs and tools, and no one to decide tool calls"
+        " worker's workspace, logs, tools and MCP header values, in the run's own approval mode"
     )
 
 
