@@ -15,7 +15,7 @@ from dbos import DBOSClient
 
 from ruizn.fleet.store import EventStore
 from tests.cli.approval_helpers import tool_results, write
-from tests.cli.conftest import cli_env, ruizn_command
+from tests.cli.conftest import cli_env
 from tests.fakeapi import Reply, Stream, Text
 from tests.fleet.conftest import SUBPROCESS_PATH, env, first_text, ruizn, start_worker, wait_for
 from tests.fleet.conftest import statuses as stored_statuses
@@ -196,18 +196,9 @@ def test_a_batch_whose_runs_await_approval_exits_4_and_runs_their_decisions_next
     goals = workspace / "goals.jsonl"
     goals.write_text('{"goal": "approve", "id": "approve-me"}\n')
     environ = cli_env(server.base_url, PYTHONPATH=SUBPROCESS_PATH)
-    args = [*ruizn_command(), "batch", str(goals), "--approval", "ask"]
 
     def batch() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            args,
-            cwd=workspace,
-            env=environ,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        return ruizn(["batch", str(goals), "--approval", "ask"], workspace, environ)
 
     first = batch()
     assert first.returncode == 4, first.stdout + first.stderr

@@ -13,7 +13,7 @@ import pytest
 from ruizn.config import RunSettings
 from ruizn.fleet.app import FleetContext, execute
 from ruizn.fleet.driver import RunInput
-from ruizn.fleet.resume import Checked, FleetResumeRefused, ResumeOrder, check_resume
+from ruizn.fleet.resume import Checked, FleetResumeRefused, check_resume
 from ruizn.fleet.runstore import DbRunStore
 from ruizn.fleet.store import EventStore
 from ruizn.state import ExecutionContext
@@ -66,18 +66,6 @@ def state_of(ctx: FleetContext) -> ExecutionContext:
 
 def check(state: ExecutionContext, **decisions: Any) -> Checked:
     return check_resume("r1", state, (), max_steps=None, max_tokens=None, **decisions)
-
-
-def order_of(state: ExecutionContext, checked: Checked) -> ResumeOrder:
-    return ResumeOrder(
-        run=SPEC,
-        after_seq=state.last_seq,
-        max_steps=checked.plan.max_steps,
-        max_tokens=checked.plan.max_tokens,
-        approve=checked.approve,
-        deny=checked.deny,
-        reason=checked.reason,
-    )
 
 
 def decided(log: list[dict[str, Any]]) -> list[tuple[str, bool, str, str | None]]:
@@ -146,7 +134,8 @@ def test_an_order_decides_once_however_often_its_workflow_runs(tmp_path: Path, a
     execute(ctx, SPEC)
     state = state_of(ctx)
     stopped = events(ctx)
-    order = order_of(state, check(state, approve=("toolu_a",), deny=("all",), reason="not b"))
+    checked = check(state, approve=("toolu_a",), deny=("all",), reason="not b")
+    order = checked.order(SPEC, after_seq=state.last_seq)
     assert execute(ctx, SPEC, order=order)["status"] == "success"
     log = events(ctx)
     assert log[: len(stopped)] == stopped
@@ -184,7 +173,8 @@ def test_a_worker_that_died_mid_order_leaves_no_decision_lost_or_doubled(
     first = context(tmp_path, "w1")
     execute(first, SPEC)
     state = state_of(first)
-    order = order_of(state, check(state, approve=("toolu_a",), deny=("toolu_b",), reason="no"))
+    checked = check(state, approve=("toolu_a",), deny=("toolu_b",), reason="no")
+    order = checked.order(SPEC, after_seq=state.last_seq)
     execute(first, SPEC, order=order)
     # The worker died after writing `written` lines of the order (run_resumed, then the
     # first decision): another worker's database holds that much when DBOS hands it the

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +20,7 @@ from dbos import DBOSClient
 
 from ruizn.fleet.store import EventStore
 from tests.cli.conftest import cli_env, ruizn_command
-from tests.effects.test_mcp import start_http_demo, stop_http_demo
-from tests.fakeapi import HttpError, Reply, Stream, Text, ToolUse, free_port
+from tests.fakeapi import HttpError, Reply, Stream, Text, ToolUse
 from tests.fleet.conftest import (
     SUBPROCESS_PATH,
     env,
@@ -167,17 +165,6 @@ def script() -> Any:
         return Stream((Text("Done.", chunk=3),))
 
     return reply
-
-
-@pytest.fixture(scope="module")
-def web_mcp() -> Iterator[str]:
-    """The demo MCP server over Streamable HTTP; its `header` tool echoes a request header."""
-    port = free_port()
-    proc = start_http_demo(port)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        stop_http_demo(proc)
 
 
 def stored_events(db: str) -> dict[str, list[dict[str, Any]]]:
@@ -328,7 +315,9 @@ def no_secret_in_queue(db: str, *secrets: str) -> None:
         assert secret not in inputs
 
 
-def test_batch_honours_every_run_option(workspace: Path, server_factory: Any, web_mcp: str) -> None:
+def test_batch_honours_every_run_option(
+    workspace: Path, server_factory: Any, http_demo: str
+) -> None:
     server = server_factory(script())
     (workspace / ".env").write_text(ENV_TEXT)
     goals = write_goals(workspace)
@@ -341,7 +330,7 @@ def test_batch_honours_every_run_option(workspace: Path, server_factory: Any, we
             str(goals),
             "--concurrency",
             "4",
-            *cli_options(web_mcp, f"web:{HEADER}={header_value}"),
+            *cli_options(http_demo, f"web:{HEADER}={header_value}"),
         ],
         cwd=workspace,
         env=cli_env(server.base_url, PYTHONPATH=SUBPROCESS_PATH, **{TOKEN_ENV: token}),
@@ -358,7 +347,7 @@ def test_batch_honours_every_run_option(workspace: Path, server_factory: Any, we
         stored_events(db),
         workspace,
         server.requests,
-        web_url=web_mcp,
+        web_url=http_demo,
         header_value=header_value,
         token=token,
     )
@@ -366,7 +355,7 @@ def test_batch_honours_every_run_option(workspace: Path, server_factory: Any, we
 
 
 def test_submit_and_worker_honour_every_run_option(
-    fresh_db: str, workspace: Path, server_factory: Any, web_mcp: str
+    fresh_db: str, workspace: Path, server_factory: Any, http_demo: str
 ) -> None:
     server = server_factory(script())
     (workspace / ".env").write_text(ENV_TEXT)
@@ -376,7 +365,7 @@ def test_submit_and_worker_honour_every_run_option(
     environ = env(server.base_url, fresh_db)
     # A header's value is never stored in the database: submit takes its name only.
     valued = ruizn(
-        ["submit", str(goals), *cli_options(web_mcp, f"web:{HEADER}=oops")], workspace, environ
+        ["submit", str(goals), *cli_options(http_demo, f"web:{HEADER}=oops")], workspace, environ
     )
     assert (valued.returncode, valued.stdout) == (2, "")
     assert valued.stderr == (
@@ -386,7 +375,7 @@ def test_submit_and_worker_honour_every_run_option(
     )
     # The submitting machine needs no value: only the workers do.
     submitted = ruizn(
-        ["submit", str(goals), *cli_options(web_mcp, f"web:{HEADER}")], workspace, environ
+        ["submit", str(goals), *cli_options(http_demo, f"web:{HEADER}")], workspace, environ
     )
     assert submitted.returncode == 0, submitted.stderr
     run_ids = submitted.stdout.split()
@@ -412,7 +401,7 @@ def test_submit_and_worker_honour_every_run_option(
         stored_events(fresh_db),
         workspace,
         server.requests,
-        web_url=web_mcp,
+        web_url=http_demo,
         header_value=header_value,
         token=token,
     )

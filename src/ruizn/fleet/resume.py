@@ -84,6 +84,19 @@ class Checked:
     deny: tuple[str, ...] = ()
     reason: str | None = None
 
+    def order(self, run: RunInput, *, after_seq: int) -> ResumeOrder:
+        """The order for the workers: this, for the run whose stored log ends at
+        `after_seq`."""
+        return ResumeOrder(
+            run=run,
+            after_seq=after_seq,
+            max_steps=self.plan.max_steps,
+            max_tokens=self.plan.max_tokens,
+            approve=self.approve,
+            deny=self.deny,
+            reason=self.reason,
+        )
+
 
 @frozen(kw_only=True)
 class Workflow:

@@ -8,13 +8,16 @@ import socket
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attrs import evolve
 
 from ruizn.config import RunSettings
 from ruizn.fleet.errors import fail, need_fleet_extra
 from ruizn.terminal import visible
+
+if TYPE_CHECKING:  # `runs --db` and `show --db` import this module, not the builder
+    from ruizn.agent import Resume
 
 
 def shown(text: str) -> str:
@@ -193,35 +196,16 @@ def _client(db: str, store: Any) -> Any:
         fail(f"cannot reach the database: {str(exc).splitlines()[0][:200]}")
 
 
-def resume_db(
-    db: str,
-    run: str,
-    *,
-    max_steps: int | None,
-    max_tokens: int | None,
-    read_timeout: float | None,
-    approve: tuple[str, ...] = (),
-    deny: tuple[str, ...] = (),
-    reason: str | None = None,
-) -> int:
+def resume_db(db: str, run: str, request: Resume) -> int:
     """`ruizn resume --db`: check the run can go on (and the decisions given, against the
     calls its stored events show waiting), then queue an order for the workers (see
-    fleet/resume.py). Nothing is written or queued when it cannot."""
+    fleet/resume.py). Nothing is written or queued when it cannot. Of the request, the
+    limits, the read timeout and the decisions apply: a worker has its own workspace, MCP
+    header values and trust."""
     store = open_store(db)
     client = _client(db, store)
     try:
-        checked = _queue_resume(
-            store,
-            client,
-            run,
-            max_steps=max_steps,
-            max_tokens=max_tokens,
-            read_timeout=read_timeout,
-            approve=approve,
-            deny=deny,
-            reason=reason,
-            where=_safe(db),
-        )
+        checked = _queue_resume(store, client, run, request, where=_safe(db))
     finally:
         client.destroy()
         store.close()
@@ -237,19 +221,7 @@ def resume_db(
     return 0
 
 
-def _queue_resume(
-    store: Any,
-    client: Any,
-    run: str,
-    *,
-    max_steps: int | None,
-    max_tokens: int | None,
-    read_timeout: float | None,
-    approve: tuple[str, ...],
-    deny: tuple[str, ...],
-    reason: str | None,
-    where: str,
-) -> Any:
+def _queue_resume(store: Any, client: Any, run: str, request: Resume, *, where: str) -> Any:
     """What was queued (a `resume.Checked`); one line and exit 2 when nothing is."""
     from dbos import WorkflowSerializationFormat
 
@@ -261,7 +233,6 @@ def _queue_resume(
     from ruizn.fleet.resume import (
         RESUME_WORKFLOW,
         FleetResumeRefused,
-        ResumeOrder,
         RunNotStored,
         Workflow,
         check_resume,
@@ -297,11 +268,11 @@ def _queue_resume(
             run,
             state,
             workflows,
-            max_steps=max_steps,
-            max_tokens=max_tokens,
-            approve=approve,
-            deny=deny,
-            reason=reason,
+            max_steps=request.max_steps,
+            max_tokens=request.max_tokens,
+            approve=request.approve,
+            deny=request.deny,
+            reason=request.reason,
         )
     except RunNotStored:
         fail(f"no run {run!r} in the database {where}")
@@ -310,19 +281,11 @@ def _queue_resume(
     assert state is not None  # check_resume refuses a run with no events
     submitted = next((_submitted_input(w.input) for w in statuses if w.workflow_id == run), None)
     run_input = input_of_run(state, submitted)
-    if read_timeout is not None:
+    if request.read_timeout is not None:
         run_input = evolve(
-            run_input, settings=evolve(run_input.settings, read_timeout=read_timeout)
+            run_input, settings=evolve(run_input.settings, read_timeout=request.read_timeout)
         )
-    order = ResumeOrder(
-        run=run_input,
-        after_seq=state.last_seq,
-        max_steps=checked.plan.max_steps,
-        max_tokens=checked.plan.max_tokens,
-        approve=checked.approve,
-        deny=checked.deny,
-        reason=checked.reason,
-    )
+    order = checked.order(run_input, after_seq=state.last_seq)
     workflow_id = next_resume_id(run, (w.workflow_id for w in workflows))
     try:
         with store.queueing(run) as conn:

@@ -236,42 +236,28 @@ def resume_command(
     terminal, ruizn asks about any call they leave waiting). With --db, RUN is a fleet's run:
     it is queued again, with the decisions, and a worker continues it.
     """
+    from ruizn.agent import Resume
     from ruizn.shell.session import resume_run, settings_or_fail, terminal_agent
 
     if read_timeout is not None:
         settings_or_fail(read_timeout=read_timeout)  # checked like run's (no nan, no 0)
-    if reason is not None:
-        reason = checked_text("--reason", reason)
-    if db is not None:
-        _refuse_local_options(ctx)
-        from ruizn.shell.fleet import resume_db
-
-        raise Exit(
-            resume_db(
-                db,
-                run,
-                max_steps=max_steps,
-                max_tokens=max_tokens,
-                read_timeout=read_timeout,
-                approve=approve,
-                deny=deny,
-                reason=reason,
-            )
-        )
-    from ruizn.agent import Resume
-
-    agent = terminal_agent(
-        settings_or_fail(workspace=workspace), log_dir=log_dir, mcp_headers=mcp_headers
-    )
     request = Resume(
         max_steps=max_steps,
         max_tokens=max_tokens,
         read_timeout=read_timeout,
         approve=approve,
         deny=deny,
-        reason=reason,
+        reason=None if reason is None else checked_text("--reason", reason),
         approval=approval,  # type: ignore[arg-type]  # click.Choice of the modes
         trust=trust,
+    )
+    if db is not None:
+        _refuse_local_options(ctx)
+        from ruizn.shell.fleet import resume_db
+
+        raise Exit(resume_db(db, run, request))
+    agent = terminal_agent(
+        settings_or_fail(workspace=workspace), log_dir=log_dir, mcp_headers=mcp_headers
     )
     raise Exit(resume_run(agent, run, request))
 

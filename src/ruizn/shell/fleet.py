@@ -202,28 +202,9 @@ def db_store(db: str, root: Path) -> Any:
         fail(str(exc))
 
 
-def resume_db(
-    db: str,
-    run: str,
-    *,
-    max_steps: int | None,
-    max_tokens: int | None,
-    read_timeout: float | None,
-    approve: tuple[str, ...],
-    deny: tuple[str, ...],
-    reason: str | None,
-) -> int:
+def resume_db(db: str, run: str, request: Any) -> int:
+    """`ruizn resume --db`: the request (an `agent.Resume`: limits, read timeout, decisions)
+    goes to the fleet as an order."""
     from ruizn.fleet.run_worker import resume_db as resume
 
-    return _fleet(
-        lambda: resume(
-            db,
-            run,
-            max_steps=max_steps,
-            max_tokens=max_tokens,
-            read_timeout=read_timeout,
-            approve=approve,
-            deny=deny,
-            reason=reason,
-        )
-    )
+    return _fleet(lambda: resume(db, run, request))
