@@ -55,3 +55,15 @@ def _state_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
     import os
 
     os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))
+
+
+PRECIOUS = "the user's own file\n"
+
+
+@pytest.fixture
+def precious(tmp_path: Path) -> Path:
+    """A file of the user's outside every run folder, for a planted link or hard link to
+    point at: nothing ruizn does may change it (it must still read PRECIOUS)."""
+    path = tmp_path / "precious.txt"
+    path.write_text(PRECIOUS)
+    return path

@@ -322,7 +322,13 @@ class Agent:
         writer = store.append_writer(ref)
         try:
             seen: list[Event] = []
-            replayed = store.load(ref, on_event=lambda e: None if seen else seen.append(e))
+            replayed = store.load(
+                ref,
+                on_event=lambda e: None if seen else seen.append(e),
+                torn=lambda tail: self._notice(
+                    f"warning: {tail.describe(ref.path)}; cutting it before resuming"
+                ),
+            )
             state = replayed.state
             first = seen[0]
             assert isinstance(first, RunStarted)

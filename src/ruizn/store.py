@@ -5,11 +5,14 @@ writer. `ruizn.Agent` builds and resumes runs through a store, and `runs`, `show
 and `resume` read through one, so none of them cares whether runs live in files or in a
 fleet's database (`ruizn.fleet.store.DbRunStore`). No network and no SDK. Errors are typed
 (`RunNotFound`, `LogError`, `RunLocked`); only the CLI turns them into exit codes.
+
+Run folders are read as hostile input (see effects/runfolder.py): finding a run opens no
+file, and a folder whose files are links, FIFOs or anything but regular files is listed
+as unreadable, with the file and the reason, never waited on.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import time
@@ -17,11 +20,23 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
+import orjson
 from attrs import frozen
 
-from ruizn.effects.logfile import LOG_NAME, LogError, Replayed, TornTail, iter_events, replay_file
+from ruizn.effects.logfile import (
+    LOG_NAME,
+    MAX_LINE_BYTES,
+    LogError,
+    Replayed,
+    TornTail,
+    iter_events,
+    open_log,
+    replay_file,
+    replay_stream,
+)
+from ruizn.effects.runfolder import RunFolder, UnsafeRunFile
 from ruizn.effects.sink import EventSink
-from ruizn.effects.writer import EventWriter, holder_pid, is_locked
+from ruizn.effects.writer import EventWriter, probe_lock, truncate_log
 from ruizn.events import Event
 from ruizn.state import ExecutionContext, Status, ToolCall
 
@@ -60,19 +75,23 @@ def default_root(workspace: str | Path = ".", log_dir: str | Path | None = None)
 
 
 def resolve_run(run: str | Path, root: Path) -> Path:
-    """RUN may be a path to an events.jsonl, a run folder, a run id under root, or `last`."""
+    """RUN may be a path to an events.jsonl, a run folder, a run id under root, or `last`.
+
+    Only names are looked at here (an entry of any kind counts): opening the log is what
+    checks it, and says why a planted one is refused instead of calling it missing."""
     candidate = Path(run)
-    if candidate.is_file():
+    if candidate.is_dir():
+        if os.path.lexists(candidate / LOG_NAME):
+            return candidate / LOG_NAME
+    elif os.path.lexists(candidate):
         return candidate
-    if candidate.is_dir() and (candidate / LOG_NAME).is_file():
-        return candidate / LOG_NAME
     if str(run) == LAST:
         newest = next(iter_run_folders(root), None)
         if newest is None:
             raise RunNotFound(f"no runs in {root}")
         return newest / LOG_NAME
     by_id = root / str(run) / LOG_NAME
-    if by_id.is_file():
+    if os.path.lexists(by_id):
         return by_id
     raise RunNotFound(f"no run {str(run)!r}: not a log file, a run folder, or a run id in {root}")
 
@@ -80,19 +99,23 @@ def resolve_run(run: str | Path, root: Path) -> Path:
 def _started_at(folder: Path) -> float:
     """The ts of the run's first line (its start), or -1 if it cannot be read."""
     try:
-        with (folder / LOG_NAME).open("rb") as f:
-            first = json.loads(f.readline(1 << 20))
-        ts = first.get("ts") if isinstance(first, dict) else None
-        return float(ts) if isinstance(ts, int | float) else -1.0
-    except (OSError, ValueError):
+        with open_log(folder / LOG_NAME) as f:
+            first = orjson.loads(f.readline(MAX_LINE_BYTES))
+    except (LogError, OSError, ValueError):
         return -1.0
+    ts = first.get("ts") if isinstance(first, dict) else None
+    return float(ts) if isinstance(ts, int | float) and not isinstance(ts, bool) else -1.0
 
 
 def iter_run_folders(root: Path) -> Iterator[Path]:
-    """Run folders under root, newest start first (ties: the run id, descending)."""
+    """Run folders under root, newest start first (ties: the run id, descending). A folder
+    counts if it holds an entry named events.jsonl, of any kind: one that is planted is
+    listed, and refused when read."""
     if not root.is_dir():
         return iter(())
-    folders = [p for p in root.iterdir() if not p.name.startswith(".") and (p / LOG_NAME).is_file()]
+    folders = [
+        p for p in root.iterdir() if not p.name.startswith(".") and os.path.lexists(p / LOG_NAME)
+    ]
     folders.sort(key=lambda p: (_started_at(p), p.name), reverse=True)
     return iter(folders)
 
@@ -132,6 +155,17 @@ class RunInfo:
     goal: str | None = None  # a fleet's run: the goal it was submitted with
 
     @property
+    def reason(self) -> str | None:
+        """The error without the run folder's path (a listing names the run already)."""
+        if self.error is None:
+            return None
+        folder = str(self.path.parent)
+        for prefix in (folder + os.sep, folder + ": "):
+            if self.error.startswith(prefix):
+                return self.error[len(prefix) :]
+        return self.error
+
+    @property
     def status(self) -> str:
         """running (a writer holds the lock), interrupted (no lock, no run_finished), or the
         run's final status; `+torn` when the last line is torn; a fleet's run not started
@@ -155,20 +189,25 @@ class RunInfo:
 
 
 def info(path: Path, on_event: Callable[[Event], None] | None = None) -> RunInfo:
+    """What a run's folder says: its log replayed, whether a writer holds its lock. A folder
+    that cannot be read (a bad log, a planted lock) has `error`, one line naming the file."""
     folder = path.parent
-    live = is_locked(folder)
+    replayed: Replayed | None = None
+    error: str | None = None
+    live, pid = False, None
     try:
-        replayed: Replayed | None = replay_file(path, on_event=on_event)
-        error = None
+        with RunFolder.open(folder) as opened:
+            live, pid = probe_lock(opened)
+            with open_log(path, opened) as f:
+                replayed = replay_stream(f, path, on_event=on_event)
+    except UnsafeRunFile as exc:
+        error = str(exc)
+    except OSError as exc:
+        error = f"{folder}: {exc.strerror or exc}"
     except LogError as exc:
-        replayed, error = None, str(exc)
+        error = str(exc) if str(exc).startswith(str(path)) else f"{path}: {exc}"
     return RunInfo(
-        run_id=folder.name,
-        path=path,
-        replayed=replayed,
-        error=error,
-        live=live,
-        pid=holder_pid(folder) if live else None,
+        run_id=folder.name, path=path, replayed=replayed, error=error, live=live, pid=pid
     )
 
 
@@ -280,4 +319,4 @@ class FileStore:
         return EventWriter.append(ref.path)
 
     def cut(self, ref: RunRef, offset: int) -> None:
-        os.truncate(ref.path, offset)
+        truncate_log(ref.path, offset)

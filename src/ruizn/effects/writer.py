@@ -20,7 +20,14 @@
   either no run or a readable one.
 - At each step end the writer checks that its path still names the file it holds open. If
   the log was deleted or replaced, it raises `LogLost` and, on close, copies everything it
-  wrote to `events.recovered.jsonl` beside it.
+  wrote to `events.recovered.jsonl` beside it (a new file renamed into place: whatever
+  held that name, a planted link included, is replaced, never written through).
+- A run folder is hostile input (`runfolder`): the folder, its `lock` and its log are opened
+  without following a link, must be regular files, and, since they are written, have no
+  other name (one hard link); the lock is truncated only once it is known to be the run's
+  own lock file. A folder that fails is refused (`LogWriteError`, naming the file and why)
+  before a byte is read or written. No line longer than `MAX_LINE_BYTES` is ever written:
+  the reader would refuse the log.
 """
 
 from __future__ import annotations
@@ -31,10 +38,12 @@ import fcntl
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 
+from ruizn.effects.logfile import MAX_LINE_BYTES
+from ruizn.effects.runfolder import RunFolder, UnsafeRunFile
 from ruizn.effects.sink import LogLost, LogWriteError
 from ruizn.events import (
     Event,
@@ -72,8 +81,8 @@ def _describe(exc: OSError, path: Path) -> str:
     return f"cannot write the event log {path}: {reason}" + (f" ({name})" if name else "")
 
 
-def _acquire(folder: Path, run: str) -> int:
-    fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+def _acquire(folder: RunFolder, run: str) -> int:
+    fd = folder.open_file(LOCK_NAME, os.O_RDWR | os.O_CREAT, write=True)
     deadline = time.monotonic() + _LOCK_PATIENCE
     while True:
         try:
@@ -83,36 +92,52 @@ def _acquire(folder: Path, run: str) -> int:
             if time.monotonic() < deadline:
                 time.sleep(0.01)
                 continue
-            pid = holder_pid(folder)
+            pid = _pid_in(fd)
             os.close(fd)
             raise RunLocked(run, pid) from None
+    # Ours now: a regular file of this run folder, with no other name, and locked by us.
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
 
 
-def holder_pid(folder: Path) -> int | None:
-    """The pid the lock file names (meaningful only while the lock is held)."""
+def _pid_in(fd: int) -> int | None:
+    """The pid a lock file names (meaningful only while the lock is held)."""
     try:
-        text = (folder / LOCK_NAME).read_text(encoding="ascii").strip()
+        text = os.pread(fd, 32, 0).decode("ascii").strip()
     except (OSError, UnicodeDecodeError):
         return None
     return int(text) if text.isdigit() else None
 
 
-def is_locked(folder: Path) -> bool:
-    """True while a writer holds the run's lock (the run is live)."""
+def probe_lock(folder: RunFolder) -> tuple[bool, int | None]:
+    """(live, pid): whether a writer holds the run's lock, and the pid it wrote. Raises
+    `UnsafeRunFile` for a lock that is not a regular file."""
     try:
-        fd = os.open(folder / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return False
+        fd = folder.open_file(LOCK_NAME, os.O_RDONLY, write=False)
+    except FileNotFoundError:
+        return False, None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
-        return True
+        return True, _pid_in(fd)
     finally:
         os.close(fd)  # closing drops the shared lock we may have taken
-    return False
+    return False, None
+
+
+def truncate_log(path: Path, offset: int) -> None:
+    """Cut a log to `offset` bytes (resume drops a torn last line), opened as a file ruizn
+    writes: never through a link, never a file with another name. Raises `LogWriteError`."""
+    try:
+        with RunFolder.open(path.parent) as folder:
+            fd = folder.open_file(path.name, os.O_WRONLY, write=True)
+        try:
+            os.ftruncate(fd, offset)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise LogWriteError(_why(exc, path)) from None
 
 
 class EventWriter:
@@ -157,48 +182,60 @@ class EventWriter:
         return cls(path, fsync=fsync, datasync=datasync)
 
     def _open_existing(self) -> None:
-        folder = self.path.parent
         try:
-            self._lock_fd = _acquire(folder, folder.name)
-            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+            with RunFolder.open(self.path.parent) as folder:
+                self._lock_fd = _acquire(folder, folder.path.name)
+                self._fd = folder.open_file(self.path.name, os.O_RDWR | os.O_APPEND, write=True)
         except OSError as exc:
             self.close()
-            raise LogWriteError(_describe(exc, self.path)) from None
+            raise LogWriteError(_why(exc, self.path)) from None
         self._identity = _identity(os.fstat(self._fd))
 
     def _create(self, first_line: bytes) -> None:
+        """Build the run folder under a hidden name beside it, then rename it into place,
+        every step relative to descriptors of the folders it works in."""
         folder = self.path.parent
-        staging = folder.with_name(f".{folder.name}.tmp")
+        staging = f".{folder.name}.tmp"
+        root: int | None = None
+        built: RunFolder | None = None
         try:
             folder.parent.mkdir(parents=True, exist_ok=True)
-            staging.mkdir()
-            self._lock_fd = _acquire(staging, folder.name)
-            fd = os.open(
-                staging / self.path.name,
-                os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
-                0o644,
-            )
-            self._fd = fd
+            root = os.open(folder.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            os.mkdir(staging, 0o755, dir_fd=root)
+            built = RunFolder.open(folder.with_name(staging), within=root)
+            self._lock_fd = _acquire(built, folder.name)
+            flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL
+            fd = self._fd = built.open_file(self.path.name, flags, write=True)
             _write_all(fd, first_line)
             if self._fsync:
                 self._datasync(fd)
-            os.rename(staging, folder)
+            os.rename(staging, folder.name, src_dir_fd=root, dst_dir_fd=root)
+            built.close()
             if self._fsync:
-                _fsync_dir(folder.parent)
+                os.fsync(root)
         except OSError as exc:
             self.close()
-            with contextlib.suppress(OSError):
-                (staging / self.path.name).unlink()
-            with contextlib.suppress(OSError):
-                (staging / LOCK_NAME).unlink()
-            with contextlib.suppress(OSError):
-                staging.rmdir()
-            raise LogWriteError(_describe(exc, self.path)) from None
+            if built is not None and built.fd is not None:  # not renamed: leave nothing
+                for name in (self.path.name, LOCK_NAME):
+                    with contextlib.suppress(OSError):
+                        os.unlink(name, dir_fd=built.fd)
+                built.close()
+                with contextlib.suppress(OSError):
+                    os.rmdir(staging, dir_fd=root)
+            raise LogWriteError(_why(exc, self.path)) from None
+        finally:
+            if root is not None:
+                os.close(root)
         self._identity = _identity(os.fstat(fd))
         self._new = False
 
     def __call__(self, event: Event) -> None:
         data = (encode(event) + "\n").encode()
+        if len(data) > MAX_LINE_BYTES:
+            raise LogWriteError(
+                f"event {event.seq} ({event.TAG}) is {len(data) >> 20} MiB as a log line, over"
+                f" the {MAX_LINE_BYTES >> 20} MiB a line may hold; it was not written"
+            )
         if self._new:
             self._create(data)
             return
@@ -245,7 +282,7 @@ class EventWriter:
 
     def _still_ours(self) -> bool:
         try:
-            return _identity(os.stat(self.path)) == self._identity
+            return _identity(os.stat(self.path, follow_symlinks=False)) == self._identity
         except OSError:
             return False
 
@@ -266,21 +303,11 @@ class EventWriter:
 
     def _recover(self, fd: int) -> None:
         """Copy what the open (but no longer linked) log holds to a file beside its path."""
-        target = self.path.with_name(RECOVERY_NAME)
         with contextlib.suppress(OSError):
-            target.parent.mkdir(parents=True, exist_ok=True)
-            size = os.fstat(fd).st_size
-            with target.open("wb") as out:
-                offset = 0
-                while offset < size:
-                    chunk = os.pread(fd, min(1 << 20, size - offset), offset)
-                    if not chunk:
-                        break
-                    out.write(chunk)
-                    offset += len(chunk)
-                out.flush()
-                os.fsync(out.fileno())
-            self.recovered = target
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with RunFolder.open(self.path.parent) as folder:
+                folder.replace_file(RECOVERY_NAME, _chunks(fd))
+            self.recovered = self.path.with_name(RECOVERY_NAME)
 
     def __enter__(self) -> EventWriter:
         return self
@@ -371,15 +398,21 @@ def _identity(st: os.stat_result) -> tuple[int, int]:
     return (st.st_dev, st.st_ino)
 
 
+def _why(exc: OSError, path: Path) -> str:
+    return str(exc) if isinstance(exc, UnsafeRunFile) else _describe(exc, path)
+
+
+def _chunks(fd: int) -> Iterator[bytes]:
+    size, offset = os.fstat(fd).st_size, 0
+    while offset < size:
+        chunk = os.pread(fd, min(1 << 20, size - offset), offset)
+        if not chunk:
+            return
+        yield chunk
+        offset += len(chunk)
+
+
 def _write_all(fd: int, data: bytes) -> None:
     written = os.write(fd, data)
     while written < len(data):  # short writes are rare (full disk, signals) but legal
         written += os.write(fd, data[written:])
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -13,7 +13,6 @@ second executor that wrongly runs the same run: its first diverging line is refu
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -21,6 +20,8 @@ from pathlib import Path
 import sqlalchemy as sa
 from attrs import frozen
 from sqlalchemy.schema import CreateTable
+
+from ruizn.effects.runfolder import RunFolder
 
 _META = sa.MetaData()
 
@@ -212,17 +213,20 @@ class EventStore:
 
     def export(self, run_id: str, path: Path) -> int:
         """Write the run's events.jsonl from the table, byte for byte; atomically replaces
-        `path`. Returns the number of lines."""
+        `path`. Returns the number of lines. The run folder is opened like any other
+        (effects/runfolder.py): the file is new, under a random name, and renamed over
+        `path`, so nothing planted in the folder is written through."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".export")
         count = 0
-        with tmp.open("wb") as out:
+
+        def lines() -> Iterator[bytes]:
+            nonlocal count
             for line in self.lines(run_id):
-                out.write(line.encode() + b"\n")
                 count += 1
-            out.flush()
-            os.fsync(out.fileno())
-        tmp.replace(path)
+                yield line.encode() + b"\n"
+
+        with RunFolder.open(path.parent) as folder:
+            folder.replace_file(path.name, lines())
         return count
 
     # -- runs ------------------------------------------------------------------------------

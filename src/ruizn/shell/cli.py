@@ -8,7 +8,6 @@ and `show` never pay for them. Library errors become exit codes here and only he
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -27,11 +26,6 @@ from ruizn.shell.options import (
     where_options,
 )
 from ruizn.version import __version__
-
-# Ctrl-C before a run has begun (while Python imports) ends the process quietly, as the
-# shell expects, instead of printing a KeyboardInterrupt traceback. A run installs its own
-# handlers (first Ctrl-C cancels cleanly, the second exits).
-signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})

@@ -102,9 +102,11 @@ def list_runs(store: RunStore) -> int:
     for run in runs:
         run_id = visible(run.run_id)
         if run.replayed is None:
+            # The reason in full, not cut to the width: it names the file and why (a
+            # fleet's run not started yet shows its goal).
             word = visible(" ".join(run.status.split()))
-            line = f"{run_id:<{idw}} {word:<17} {'':>5} {'':>7} {'':>9} {'':>7}  "
-            print(visible(line + " ".join(str(run.error or run.goal or "").split()))[:width])
+            reason = " ".join(str(run.reason or run.goal or "").split())
+            print(visible(f"{run_id:<{idw}} {word:<17} {reason}"))
             continue
         state = run.replayed.state
         row = (
@@ -123,10 +125,11 @@ def show_run(store: RunStore, run: str) -> int:
     path = ref.path
     tally = _Tally()
     found = store.info(ref, on_event=tally)
-    if found.replayed is None:
-        read_run(store, ref)  # prints the one-line error and exits 2
     replayed = found.replayed
-    assert replayed is not None
+    if replayed is None:
+        if found.error is not None:  # it names the file and why: a bad line, a planted lock
+            fail(visible(found.error))
+        replayed = read_run(store, ref)  # no events to read yet: says why, exit 2
     if replayed.torn and not found.live:
         print(f"ruizn: warning: {visible(replayed.torn.describe(path))}", file=sys.stderr)
     state = replayed.state
