@@ -21,6 +21,7 @@ from tests.cli.conftest import (
     server_factory,  # noqa: F401 (a shared fixture)
     workspace,  # noqa: F401 (a shared fixture)
 )
+from tests.effects.test_mcp import http_demo  # noqa: F401 (a shared fixture)
 from tests.fakeapi import Reply, Stream, Text, ToolUse
 from tests.fleet.pg import NoPostgres, postgres_server
 

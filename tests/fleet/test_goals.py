@@ -42,6 +42,33 @@ def test_options_override_the_defaults_and_ids_are_stable(tmp_path: Path) -> Non
         ('{"goal": "a", "max_steps": 0}\n', "line 1: max_steps must be a whole number >= 1"),
         ('{"goal": "a", "id": "x"}\n{"goal": "b", "id": "x"}\n', "line 2: run id 'x'"),
         ('{"goal": "a", "workspace": "nowhere"}\n', "line 1: workspace 'nowhere'"),
+        ('{"goal": "a", "approval": "maybe"}\n', "line 1: approval must be one of ask, always"),
+        ('{"goal": "a", "tool_concurrency": 0}\n', "line 1: tool_concurrency must be a whole"),
+        ('{"goal": "a", "allow_secret_files": "yes"}\n', "line 1: allow_secret_files must be"),
+        ('{"goal": "a", "read_timeout": 0}\n', "line 1: read_timeout must be a finite number"),
+        ('{"goal": "a", "tool_specs": "m:t"}\n', "line 1: 'tool_specs' must be a list, not str"),
+        ('{"goal": "a", "tool_specs": [1]}\n', "line 1: 'tool_specs' must list MODULE:ATTR"),
+        ('{"goal": "a", "mcp_servers": {}}\n', "line 1: 'mcp_servers' must be a list, not dict"),
+        (
+            '{"goal": "a", "mcp_servers": ["bare"]}\n',
+            "line 1: mcp_servers: --mcp 'bare': expected NAME=COMMAND or NAME=URL",
+        ),
+        (
+            '{"goal": "a", "mcp_servers": [7]}\n',
+            "line 1: mcp_servers: expected 'NAME=COMMAND', 'NAME=URL' or a server record, not 7",
+        ),
+        (
+            '{"goal": "a", "mcp_servers": [{"name": "x", "transport": "ftp"}]}\n',
+            "line 1: mcp_servers: MCP server x: unknown transport 'ftp'",
+        ),
+        (
+            '{"goal": "a", "mcp_servers": [{"name": "x", "transport": "stdio"}]}\n',
+            "line 1: mcp_servers: a recorded MCP server is incomplete",
+        ),
+        (
+            '{"goal": "a", "mcp_servers": ["x=a", "x=https://h/mcp"]}\n',
+            "line 1: mcp_servers: two servers are named 'x'",
+        ),
         ("\n\n", "no goals in the file"),
     ],
 )
@@ -101,3 +128,26 @@ def test_made_up_run_ids_are_in_the_safe_set(tmp_path: Path) -> None:
     for prefix in (None, "20261204-042209-be6410"):
         specs = read_goals(path, DEFAULTS, id_prefix=prefix)
         assert all(RUN_ID.fullmatch(s.run_id) for s in specs)
+
+
+def test_a_line_names_its_mcp_servers_as_mcp_does_or_as_the_run_records_them(
+    tmp_path: Path,
+) -> None:
+    record = {
+        "name": "web",
+        "transport": "http",
+        "url": "https://mcp.example/mcp",
+        "headers": ["Authorization"],
+    }
+    line = {"goal": "a", "mcp_servers": ["files=npx files-server --root .", record]}
+    (run,) = read_goals(goals(tmp_path, json.dumps(line) + "\n"), DEFAULTS)
+    assert run.settings.mcp_servers == (
+        {
+            "name": "files",
+            "transport": "stdio",
+            "command": "npx",
+            "args": ["files-server", "--root", "."],
+            "env": [],
+        },
+        record,  # header names only: each worker gives the values from its environment
+    )

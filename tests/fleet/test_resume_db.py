@@ -203,14 +203,15 @@ def test_resume_db_refuses_what_only_a_local_resume_can_do(workspace: Path) -> N
     # Refused before the database is asked anything: the URL leads nowhere.
     db = "postgresql://ruizn@127.0.0.1:1/fleet"
     given = ruizn(
-        ["resume", "--db", db, "r1", "--approve", "all", "--workspace", "."],
+        ["resume", "--db", db, "r1", "--approve", "all", "--workspace", ".", "--trust"],
         workspace,
         cli_env(None),
     )
     assert (given.returncode, given.stdout) == (2, "")
     assert given.stderr == (
-        "ruizn: error: --approve, --workspace: not with --db: a fleet's run is continued by a"
-        " worker, with the worker's workspace, logs and tools, and no one to decide tool calls\n"
+        "ruizn: error: --workspace, --trust: not with --db: a fleet's run is continued by a"
+        " worker, with the worker's workspace, logs, tools and MCP header values, in the run's"
+        " own approval mode\n"
     )
     from_env = ruizn(
         ["resume", "r1", "--mcp-header", "s:K=V"], workspace, cli_env(None, RUIZN_DB=db)

@@ -1,12 +1,14 @@
-"""A tool that is not read-only, for the fleet tests: it appends a line to notes.txt.
+"""Tools for the fleet tests. `note` is not read-only: it appends a line to notes.txt.
 
 Each call writes one line with one write(2) in append mode, so counting a note's lines
 counts how many times the tool really ran, across processes and machines' worth of workers.
+`nap` and `shout` are read-only tools the options tests give with `--tool` / `tool_specs`.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from typing import Any
 from ruizn.effects.tools import BaseTool, BlockingTool
 
 NOTES = "notes.txt"
+NAP_SECONDS = 0.3
 
 
 class NoteTool(BlockingTool):
@@ -42,3 +45,38 @@ class NoteTool(BlockingTool):
 
 def make_tools(workspace: Path) -> Sequence[BaseTool]:
     return [NoteTool(workspace)]
+
+
+class NapTool(BlockingTool):
+    """Sleeps a moment: two calls of one turn overlap in the log only when the run's
+    tool_concurrency lets them run at once. Given with `--tool tests.fleet.tools:NapTool`."""
+
+    name = "nap"
+    description = "Sleep for a moment."
+    input_schema: dict[str, Any] = {  # noqa: RUF012 (the tool API's class attribute)
+        "type": "object",
+        "properties": {},
+        "additionalProperties": False,
+    }
+    read_only = True
+
+    def run(self, input: dict[str, Any]) -> str:
+        time.sleep(NAP_SECONDS)
+        return "rested"
+
+
+class ShoutTool(BlockingTool):
+    """Upper-cases its text: a tool a goals-file line asks for (`tool_specs`)."""
+
+    name = "shout"
+    description = "Repeat the text in capitals."
+    input_schema: dict[str, Any] = {  # noqa: RUF012 (the tool API's class attribute)
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"],
+        "additionalProperties": False,
+    }
+    read_only = True
+
+    def run(self, input: dict[str, Any]) -> str:
+        return str(input["text"]).upper()

@@ -59,6 +59,9 @@ class FleetContext:
     tools: ToolsFactory | None
     workspace: str  # for runs submitted without one
     announce: Callable[[str], None] | None = None
+    # MCP header values this process was given (`NAME:KEY=VALUE`, `ruizn batch
+    # --mcp-header`); a worker's come from its environment. Never stored.
+    mcp_headers: tuple[str, ...] = ()
 
 
 class _Launched:
@@ -118,6 +121,7 @@ def execute(
             approve=order.approve,
             deny=order.deny,
             reason=order.reason,
+            mcp_headers=ctx.mcp_headers,
         )
     elif state is None:
         spent = batch_budget_of(store, run.run_id)
@@ -137,11 +141,23 @@ def execute(
                 "cost": 0.0,
                 "error": f"not started: {name} is spent (${total:.2f} of ${limit:.2f})",
             }
-        state = start_run(run, store, ctx.tools)
+        state = start_run(run, store, ctx.tools, mcp_headers=ctx.mcp_headers)
     elif state.status is Status.RUNNING:
         # One a crash interrupted (a resume order's included, once its run_resumed is
-        # stored): it goes on within the limits it has.
-        state = resume_run(run, store, ctx.tools, max_steps=state.settings.max_steps)
+        # stored): it goes on within the limits it has. An order's decisions that the crash
+        # kept from the log are given again; a call already decided no longer waits, so
+        # none is decided twice.
+        given = order.still_waiting(state) if order is not None else None
+        state = resume_run(
+            run,
+            store,
+            ctx.tools,
+            max_steps=state.settings.max_steps,
+            approve=given.approve if given is not None else (),
+            deny=given.deny if given is not None else (),
+            reason=given.reason if given is not None else None,
+            mcp_headers=ctx.mcp_headers,
+        )
     ctx.store.note_run(run.run_id, goal=run.goal, status=state.status.value, worker=None)
     if ctx.announce is not None:
         ctx.announce(f"{run.run_id} {state.status.value} · {state.step} steps")
@@ -167,6 +183,7 @@ def launch(
     workspace: str,
     polling: float,
     announce: Callable[[str], None] | None = None,
+    mcp_headers: tuple[str, ...] = (),
 ) -> None:
     """Start DBOS in this process: it recovers this executor's own pending workflows and
     takes work from the queue, at most `concurrency` runs at once."""
@@ -177,6 +194,7 @@ def launch(
         tools=tools,
         workspace=workspace,
         announce=announce,
+        mcp_headers=mcp_headers,
     )
     quiet_dbos()
     migrate(url, store)

@@ -102,20 +102,35 @@ def placed(run: RunInput, worker_workspace: str) -> RunInput:
     return evolve(run, settings=evolve(run.settings, workspace=str(workspace.resolve())))
 
 
-def _agent(run: RunInput, store: RunStore, extra: ToolsFactory | None) -> Agent:
+def _agent(
+    run: RunInput, store: RunStore, extra: ToolsFactory | None, mcp_headers: Sequence[str]
+) -> Agent:
     tools = extra(Path(run.settings.workspace)) if extra is not None else ()
-    # No printer: many runs share a worker's terminal; the log is the transcript.
+    # The header values of this run's servers only (a goals line may name other servers
+    # than the command line); any other header's value comes from the environment.
+    servers = {str(record.get("name")) for record in run.settings.mcp_servers}
+    headers = [spec for spec in mcp_headers if spec.partition(":")[0] in servers]
+    # No printer: many runs share a worker's terminal; the log is the transcript. No
+    # approver: nobody is there to ask, so a call that needs a person stops the run
+    # awaiting_approval, for `ruizn resume --db RUN --approve/--deny`.
     return Agent(
         settings=run.settings,
         tools=tools,
         store=store,
+        mcp_headers=headers,
         budget=batch_budget_of(store, run.run_id),
     )
 
 
-def start_run(run: RunInput, store: RunStore, extra: ToolsFactory | None) -> ExecutionContext:
+def start_run(
+    run: RunInput,
+    store: RunStore,
+    extra: ToolsFactory | None,
+    *,
+    mcp_headers: Sequence[str] = (),
+) -> ExecutionContext:
     """A new run from its first event to its last, in this thread (its own event loop)."""
-    agent = _agent(run, store, extra)
+    agent = _agent(run, store, extra, mcp_headers)
 
     async def go() -> ExecutionContext:
         async with agent.start(run.goal, run_id=run.run_id) as session:
@@ -136,10 +151,12 @@ def resume_run(
     approve: Sequence[str] = (),
     deny: Sequence[str] = (),
     reason: str | None = None,
+    mcp_headers: Sequence[str] = (),
 ) -> ExecutionContext:
     """A stored run goes on as `ruizn resume` would (a tool call in flight that is not
-    read-only is answered `interrupted`, never run again). Raises `decide.ResumeRefused`."""
-    result = _agent(run, store, extra).resume(
+    read-only is answered `interrupted`, never run again), with the decisions given for the
+    calls it waits on. Raises `decide.ResumeRefused`."""
+    result = _agent(run, store, extra, mcp_headers).resume(
         run.run_id,
         max_steps=max_steps,
         max_tokens=max_tokens,

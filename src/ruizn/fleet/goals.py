@@ -1,6 +1,13 @@
 """GOALS.jsonl: one JSON object a line, `goal`, an optional `id`, and any run setting (the
-fields of `RunSettings`, by name). Read whole before anything is submitted, so a bad line
-submits nothing."""
+fields of `RunSettings`, by name: `approval`, `tool_concurrency`, `allow_secret_files`,
+`max_retries`, `read_timeout`, `tool_specs`, `mcp_servers`...). Read whole before anything
+is submitted, so a bad line submits nothing.
+
+`tool_specs` is a list of `MODULE:ATTR` (as `--tool`); `mcp_servers` a list of servers, each
+`"NAME=COMMAND ARGS..."` or `"NAME=https://..."` (as `--mcp`) or the record a run keeps
+(`MCPServer.describe()`: name, transport, command and args or url, header and env *names*).
+A header's or env variable's value is never in the file: the worker that runs the line takes
+it from its environment (`$RUIZN_MCP_HEADER_<NAME>_<KEY>`, `$VAR`)."""
 
 from __future__ import annotations
 
@@ -12,7 +19,7 @@ from typing import Any
 
 from attrs import asdict, evolve
 
-from ruizn.config import SETTINGS_FIELDS, ConfigError, settings_from
+from ruizn.config import SETTINGS_FIELDS, ConfigError, JsonObject, settings_from
 from ruizn.fleet.driver import RunInput
 
 # Filled in when a run starts, never asked for.
@@ -91,6 +98,16 @@ def _parse(
         known = ", ".join(["goal", "id", *OPTIONS])
         raise GoalsError(f"{where}: unknown option {unknown[0]!r} (known: {known})")
     options: dict[str, Any] = dict(body)
+    for name in ("tool_specs", "mcp_servers"):
+        if name in options:
+            options[name] = _listed(where, name, options[name])
+    if "mcp_servers" in options:
+        servers = [_server(where, entry) for entry in options["mcp_servers"]]
+        names = [server["name"] for server in servers]
+        if len(set(names)) < len(names):
+            twice = next(name for name in names if names.count(name) > 1)
+            raise GoalsError(f"{where}: mcp_servers: two servers are named {twice!r}")
+        options["mcp_servers"] = servers
     if "workspace" in options and local and isinstance(options["workspace"], str):
         folder = (path.parent / options["workspace"]).resolve()
         if not folder.is_dir():
@@ -104,3 +121,43 @@ def _parse(
         digest = hashlib.sha256(line.strip()).hexdigest()[:8]
         run_id = f"{id_prefix or 'goal'}-{number:04d}-{digest}"
     return evolve(defaults, run_id=run_id, goal=goal, settings=settings)
+
+
+def _listed(where: str, name: str, value: object) -> list[Any]:
+    if not isinstance(value, list):
+        raise GoalsError(f"{where}: {name!r} must be a list, not {type(value).__name__}")
+    if name == "tool_specs" and not all(isinstance(v, str) and v.strip() for v in value):
+        raise GoalsError(f"{where}: 'tool_specs' must list MODULE:ATTR texts")
+    return value
+
+
+def _server(where: str, entry: object) -> JsonObject:
+    """One `mcp_servers` entry as the record a run keeps; checked now, so that a bad server
+    is an error naming the line, not a run that fails on a worker. Values of headers and
+    env variables are the workers' own: only the names are checked here."""
+    from ruizn.effects.mcp_config import McpConfigError
+
+    try:
+        return _server_record(entry)
+    except McpConfigError as exc:
+        raise GoalsError(f"{where}: mcp_servers: {exc}") from None
+
+
+def _server_record(entry: object) -> JsonObject:
+    from ruizn.effects.mcp_config import McpConfigError, MCPServer, parse_cli
+
+    if isinstance(entry, str):
+        (server,) = parse_cli([entry])
+        return server.describe()
+    if not isinstance(entry, dict):
+        raise McpConfigError(
+            f"expected 'NAME=COMMAND', 'NAME=URL' or a server record, not {json.dumps(entry)}"
+        )
+    headers, env = entry.get("headers", []), entry.get("env", [])
+    if not (isinstance(headers, list) and isinstance(env, list)):
+        raise McpConfigError("a server's 'headers' and 'env' must list names")
+    # Placeholder values: the record keeps names only, and the worker gives the values.
+    server = MCPServer.from_record(
+        entry, headers={str(n): "" for n in headers}, environ={str(n): "" for n in env}
+    )
+    return server.describe()

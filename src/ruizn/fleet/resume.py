@@ -16,6 +16,14 @@ The order carries `after_seq`, the last stored event when it was given. The work
 worker died), a log that has grown past `after_seq` means the order was applied already, and
 the run goes on as any recovered run does. So a resume is applied once, however often DBOS
 runs its workflow.
+
+A run that waits for approval goes on only with decisions (`--approve ID|all`, `--deny ID|all
+--reason TEXT`): a worker has nobody to ask. They are checked here, against the calls the
+stored events show waiting, and the order carries them resolved to those calls' ids (never
+"all"), so a worker can only ever decide the calls that waited when the person decided. Each
+decision becomes a `tool_approval_decided` event, written by the worker right after the
+order's `run_resumed`; a recovered order gives again only the decisions of calls that still
+wait (a crash between the two writes), so no call is decided twice.
 """
 
 from __future__ import annotations
@@ -25,9 +33,9 @@ from typing import Any
 
 from attrs import evolve, frozen
 
-from ruizn.decide import ResumePlan, ResumeRefused, plan_resume
+from ruizn.decide import ResumePlan, ResumeRefused, plan_resume, resume_decisions
 from ruizn.fleet.driver import RunInput, input_from_json, input_to_json
-from ruizn.state import ExecutionContext, Status
+from ruizn.state import ExecutionContext, JsonObject, Status
 
 RESUME_WORKFLOW = "ruizn.resume"
 # DBOS statuses of a workflow that is still to run or running: its run must not be resumed.
@@ -46,7 +54,8 @@ class RunNotStored(LookupError):
 @frozen(kw_only=True)
 class ResumeOrder:
     """The input of a resume workflow: which run, from which event, with which limits, and
-    the decisions a person gave for the calls it waits on (`--approve/--deny`)."""
+    the decisions a person gave for the calls it waits on (`--approve/--deny`), as the ids
+    of those calls."""
 
     run: RunInput
     after_seq: int
@@ -57,6 +66,40 @@ class ResumeOrder:
     approve: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
     reason: str | None = None
+
+    def still_waiting(self, state: ExecutionContext) -> ResumeOrder:
+        """The order with only the decisions of calls that still wait in `state`: what a
+        recovered order gives again (the worker died before it wrote them all)."""
+        waiting = {call.id for call in state.awaiting_approval}
+        approve = tuple(i for i in self.approve if i in waiting)
+        deny = tuple(i for i in self.deny if i in waiting)
+        return evolve(self, approve=approve, deny=deny, reason=self.reason if deny else None)
+
+
+@frozen(kw_only=True)
+class Checked:
+    """What `check_resume` allows: the limits the run goes on with, and a person's decisions
+    for the calls it waits on (ids; none when no call waits)."""
+
+    plan: ResumePlan
+    approve: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+    reason: str | None = None
+
+    def order(self, run: RunInput, *, after_seq: int) -> ResumeOrder:
+        """The order for the workers: this, for the run whose stored log ends at
+        `after_seq`."""
+        return ResumeOrder(
+            run=run,
+            after_seq=after_seq,
+            max_steps=self.plan.max_steps,
+            max_tokens=self.plan.max_tokens,
+            max_cost=self.plan.max_cost,
+            max_context=self.plan.max_context,
+            approve=self.approve,
+            deny=self.deny,
+            reason=self.reason,
+        )
 
 
 @frozen(kw_only=True)
@@ -100,15 +143,26 @@ def resume_prefix(run_id: str) -> str:
     return run_id + _MARK
 
 
-def next_resume_id(run_id: str, workflow_ids: Iterable[str]) -> str:
-    """`RUN/resume-K`, K one more than the highest so far (a deleted one is not reused)."""
+def _resume_numbers(run_id: str, workflow_ids: Iterable[str]) -> list[int]:
+    # A prefix is a LIKE pattern to the database: `_` in a run id matches any character, so
+    # what it found is checked again here.
     prefix = resume_prefix(run_id)
-    taken = [
+    return [
         int(rest)
         for rest in (w.removeprefix(prefix) for w in workflow_ids if w.startswith(prefix))
         if rest.isdigit()
     ]
-    return f"{prefix}{max(taken, default=0) + 1}"
+
+
+def next_resume_id(run_id: str, workflow_ids: Iterable[str]) -> str:
+    """`RUN/resume-K`, K one more than the highest so far (a deleted one is not reused)."""
+    return f"{resume_prefix(run_id)}{max(_resume_numbers(run_id, workflow_ids), default=0) + 1}"
+
+
+def latest_resume(run_id: str, workflow_ids: Iterable[str]) -> str | None:
+    """The run's last resume workflow among `workflow_ids`, if any."""
+    numbers = _resume_numbers(run_id, workflow_ids)
+    return f"{resume_prefix(run_id)}{max(numbers)}" if numbers else None
 
 
 def check_resume(
@@ -120,11 +174,16 @@ def check_resume(
     max_tokens: int | None,
     max_cost: float | None = None,
     max_context: int | None = None,
-) -> ResumePlan:
-    """The limits the run would go on with, or why it cannot go on.
+    approve: tuple[str, ...] = (),
+    deny: tuple[str, ...] = (),
+    reason: str | None = None,
+) -> Checked:
+    """The limits the run would go on with and the decisions it would apply, or why it
+    cannot go on.
 
-    Raises `FleetResumeRefused` (a run the fleet still has, one that waits for approval, one
-    with nothing to resume, limits that leave nothing to do) or `RunNotStored`."""
+    Raises `FleetResumeRefused` (a run the fleet still has, one that waits for approval and
+    is given no decision, a decision for a call that does not wait, one with nothing to
+    resume, limits that leave nothing to do) or `RunNotStored`."""
     for workflow in workflows:
         if workflow.status == "PENDING":
             who = f"worker {workflow.executor}" if workflow.executor else "a worker"
@@ -138,11 +197,12 @@ def check_resume(
             )
     if state is None:
         raise RunNotStored(run_id)
-    if state.status is Status.AWAITING_APPROVAL:
+    if state.status is Status.AWAITING_APPROVAL and not (approve or deny):
         # A worker has nobody to ask: resumed as it is, the run would stop again at once.
+        waiting = ", ".join(call.id for call in state.awaiting_approval)
         raise FleetResumeRefused(
-            f"run {run_id} is awaiting approval of tool calls, which a fleet's workers"
-            " cannot decide"
+            f"run {run_id} is awaiting approval of tool calls ({waiting}), which a fleet's"
+            " workers cannot decide: give --approve ID|all or --deny ID|all"
         )
     try:
         plan = plan_resume(
@@ -156,10 +216,34 @@ def check_resume(
         raise FleetResumeRefused(str(exc)) from None
     if plan is None:
         # The words of a local resume; here it is a refusal, since nothing is queued.
+        if approve or deny:
+            raise FleetResumeRefused(
+                f"run {run_id} finished with {state.status.value}: no call awaits approval"
+            )
         raise FleetResumeRefused(
             f"run {run_id} already finished with {state.status.value}; nothing to resume"
         )
-    return plan
+    try:
+        # The stored events say which calls wait: requested and not decided. (A worker
+        # requests every approval a turn needs before it stops, so none is missing.)
+        decisions = resume_decisions(
+            state, _asked_already, approve=approve, deny=deny, reason=reason
+        )
+    except ResumeRefused as exc:
+        raise FleetResumeRefused(str(exc)) from None
+    denied = tuple(d.id for d in decisions if not d.approved)
+    return Checked(
+        plan=plan,
+        approve=tuple(d.id for d in decisions if d.approved),
+        deny=denied,
+        reason=reason if denied else None,
+    )
+
+
+def _asked_already(_name: str, _input: JsonObject) -> bool:
+    """The asking machine has not the run's tools: only calls whose approval was requested
+    (in the stored events) count as waiting."""
+    return False
 
 
 def input_of_run(state: ExecutionContext, submitted: dict[str, Any] | None) -> RunInput:

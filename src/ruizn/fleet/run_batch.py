@@ -27,7 +27,15 @@ def batch(
     log_dir: str | None,
     tools_from: str | None,
     settings: RunSettings,
-) -> int:
+    mcp_headers: tuple[str, ...] = (),
+) -> tuple[str, ...]:
+    """Run the goals; return each run's status (the CLI turns them into the exit code).
+
+    `mcp_headers` (`NAME:KEY=VALUE`) are the header values given on the command line: the
+    runs get them in memory, never through the database (the settings record the names). A
+    run that waits for approval (nobody is asked) ends `awaiting_approval`; `ruizn resume
+    --db sqlite:///LOG_DIR/fleet.sqlite RUN --approve ...` queues it with the decisions, and
+    the next `ruizn batch` of the file runs what is queued and reports the run's last end."""
     need_fleet_extra()
     from dbos import DBOS, SetWorkflowID
 
@@ -70,13 +78,14 @@ def batch(
         tools=tools,
         workspace=str(folder),
         polling=0.05,
+        mcp_headers=mcp_headers,
     )
     try:
         for spec in specs:
             with SetWorkflowID(spec.run_id):
                 DBOS.enqueue_workflow(QUEUE, run_workflow, input_to_json(spec))
         goals_by_id = {spec.run_id: spec.goal for spec in specs}
-        results = _wait(DBOS, goals_by_id, TERMINAL)
+        results = _wait(DBOS, goals_by_id, _latest(DBOS, list(goals_by_id)), TERMINAL)
     except KeyboardInterrupt:
         print(
             f"ruizn: batch interrupted; run `ruizn batch {goals}` again to resume",
@@ -88,8 +97,7 @@ def batch(
     _summary(results, goals_by_id)
     shutdown()
     store.close()
-    ok = all(r.get("status") == "success" for r in results.values())
-    return 0 if ok else 1
+    return tuple(str(r.get("status")) for r in results.values())
 
 
 def _cost(result: dict[str, Any]) -> float | None:
@@ -105,9 +113,38 @@ def budget_name(goals: Path) -> str:
     return f"{goals.name[:120]}#{digest}"
 
 
-def _wait(dbos: Any, goals: dict[str, str], terminal: frozenset[str]) -> dict[str, dict[str, Any]]:
+# Run ids per query when looking for resumes: a LIKE each, so a long file asks in slices.
+_PREFIXES_PER_QUERY = 200
+
+
+def _latest(dbos: Any, run_ids: list[str]) -> dict[str, str]:
+    """Run id -> the workflow whose end is the run's end: its last resume (`RUN/resume-K`,
+    queued by `ruizn resume --db`), else its own. A resume is queued only once the run's
+    earlier workflows have ended, so the last one is the only one to wait for."""
+    from ruizn.fleet.resume import latest_resume, resume_prefix
+
+    latest = dict(zip(run_ids, run_ids, strict=True))
+    for start in range(0, len(run_ids), _PREFIXES_PER_QUERY):
+        chunk = run_ids[start : start + _PREFIXES_PER_QUERY]
+        found = [
+            w.workflow_id
+            for w in dbos.list_workflows(
+                workflow_id_prefix=[resume_prefix(run_id) for run_id in chunk],
+                load_input=False,
+                load_output=False,
+            )
+        ]
+        for run_id in chunk:
+            latest[run_id] = latest_resume(run_id, found) or run_id
+    return latest
+
+
+def _wait(
+    dbos: Any, goals: dict[str, str], latest: dict[str, str], terminal: frozenset[str]
+) -> dict[str, dict[str, Any]]:
     """One line per finished run; on a terminal, also a bar that is redrawn in place."""
-    ids = list(goals)
+    run_of = {workflow_id: run_id for run_id, workflow_id in latest.items()}
+    ids = list(run_of)
     done: dict[str, dict[str, Any]] = {}
     total = len(ids)
     bar = sys.stdout.isatty()
@@ -115,16 +152,17 @@ def _wait(dbos: Any, goals: dict[str, str], terminal: frozenset[str]) -> dict[st
     while len(done) < total:
         running = 0
         for status in dbos.list_workflows(workflow_ids=ids, load_input=False):
+            run_id = run_of[status.workflow_id]
             if status.status == "PENDING":
                 running += 1
-            if status.workflow_id in done or status.status not in terminal:
+            if run_id in done or status.status not in terminal:
                 continue
             if status.status == "SUCCESS" and isinstance(status.output, dict):
                 result = dict(status.output)
             else:
                 result = {"status": "error", "error": f"{status.status}: {status.error}"}
-            done[status.workflow_id] = result
-            line = f"[{len(done):>{width}}/{total}] {_row(status.workflow_id, result)}"
+            done[run_id] = result
+            line = f"[{len(done):>{width}}/{total}] {_row(run_id, result)}"
             print(("\r\x1b[K" if bar else "") + line, flush=True)
         if bar:
             failed = sum(r.get("status") != "success" for r in done.values())

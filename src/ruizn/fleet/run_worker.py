@@ -8,13 +8,16 @@ import socket
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attrs import evolve
 
 from ruizn.config import RunSettings
 from ruizn.fleet.errors import fail, need_fleet_extra
 from ruizn.terminal import visible
+
+if TYPE_CHECKING:  # `runs --db` and `show --db` import this module, not the builder
+    from ruizn.agent import Resume
 
 
 def shown(text: str) -> str:
@@ -198,35 +201,20 @@ def _client(db: str, store: Any) -> Any:
         fail(f"cannot reach the database: {str(exc).splitlines()[0][:200]}")
 
 
-def resume_db(
-    db: str,
-    run: str,
-    *,
-    max_steps: int | None,
-    max_tokens: int | None,
-    max_cost: float | None = None,
-    max_context: int | None = None,
-    read_timeout: float | None,
-) -> int:
-    """`ruizn resume --db`: check the run can go on, then queue an order for the workers (see
-    fleet/resume.py). Nothing is written or queued when it cannot."""
+def resume_db(db: str, run: str, request: Resume) -> int:
+    """`ruizn resume --db`: check the run can go on (and the decisions given, against the
+    calls its stored events show waiting), then queue an order for the workers (see
+    fleet/resume.py). Nothing is written or queued when it cannot. Of the request, the
+    limits, the read timeout and the decisions apply: a worker has its own workspace, MCP
+    header values and trust."""
     store = open_store(db)
     client = _client(db, store)
     try:
-        plan = _queue_resume(
-            store,
-            client,
-            run,
-            max_steps=max_steps,
-            max_tokens=max_tokens,
-            max_cost=max_cost,
-            max_context=max_context,
-            read_timeout=read_timeout,
-            where=_safe(db),
-        )
+        checked = _queue_resume(store, client, run, request, where=_safe(db))
     finally:
         client.destroy()
         store.close()
+    plan = checked.plan
     limits = f"max_steps {plan.max_steps}"
     if plan.max_tokens is not None:
         limits += f", max_tokens {plan.max_tokens}"
@@ -234,23 +222,16 @@ def resume_db(
         limits += f", max_cost {plan.max_cost:g}"
     if plan.max_context is not None:
         limits += f", max_context {plan.max_context}"
-    print(f"{run} queued to resume on the fleet ({limits})", flush=True)
+    if checked.approve:
+        limits += f"; approve {', '.join(checked.approve)}"
+    if checked.deny:
+        limits += f"; deny {', '.join(checked.deny)}"
+    print(shown(f"{run} queued to resume on the fleet ({limits})"), flush=True)
     return 0
 
 
-def _queue_resume(
-    store: Any,
-    client: Any,
-    run: str,
-    *,
-    max_steps: int | None,
-    max_tokens: int | None,
-    max_cost: float | None,
-    max_context: int | None,
-    read_timeout: float | None,
-    where: str,
-) -> Any:
-    """The plan queued (a `decide.ResumePlan`); one line and exit 2 when nothing is."""
+def _queue_resume(store: Any, client: Any, run: str, request: Resume, *, where: str) -> Any:
+    """What was queued (a `resume.Checked`); one line and exit 2 when nothing is."""
     from dbos import WorkflowSerializationFormat
 
     # Not exported by dbos (pinned to 3.4.x in pyproject): raised by the "reject" policy.
@@ -261,7 +242,6 @@ def _queue_resume(
     from ruizn.fleet.resume import (
         RESUME_WORKFLOW,
         FleetResumeRefused,
-        ResumeOrder,
         RunNotStored,
         Workflow,
         check_resume,
@@ -293,14 +273,17 @@ def _queue_resume(
     except LogError as exc:
         fail(f"run {run}: its events in the database do not replay: {exc}")
     try:
-        plan = check_resume(
+        checked = check_resume(
             run,
             state,
             workflows,
-            max_steps=max_steps,
-            max_tokens=max_tokens,
-            max_cost=max_cost,
-            max_context=max_context,
+            max_steps=request.max_steps,
+            max_tokens=request.max_tokens,
+            max_cost=request.max_cost,
+            max_context=request.max_context,
+            approve=request.approve,
+            deny=request.deny,
+            reason=request.reason,
         )
     except RunNotStored:
         fail(f"no run {run!r} in the database {where}")
@@ -309,18 +292,11 @@ def _queue_resume(
     assert state is not None  # check_resume refuses a run with no events
     submitted = next((_submitted_input(w.input) for w in statuses if w.workflow_id == run), None)
     run_input = input_of_run(state, submitted)
-    if read_timeout is not None:
+    if request.read_timeout is not None:
         run_input = evolve(
-            run_input, settings=evolve(run_input.settings, read_timeout=read_timeout)
+            run_input, settings=evolve(run_input.settings, read_timeout=request.read_timeout)
         )
-    order = ResumeOrder(
-        run=run_input,
-        after_seq=state.last_seq,
-        max_steps=plan.max_steps,
-        max_tokens=plan.max_tokens,
-        max_cost=plan.max_cost,
-        max_context=plan.max_context,
-    )
+    order = checked.order(run_input, after_seq=state.last_seq)
     workflow_id = next_resume_id(run, (w.workflow_id for w in workflows))
     try:
         with store.queueing(run) as conn:
@@ -338,7 +314,7 @@ def _queue_resume(
             )
     except DBOSWorkflowIDInUseError:
         fail(f"run {run} was queued to resume by another command just now ({workflow_id})")
-    return plan
+    return checked
 
 
 def _submitted_input(stored: Any) -> dict[str, Any] | None:

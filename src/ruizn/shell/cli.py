@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -29,6 +29,9 @@ from ruizn.shell.options import (
     where_options,
 )
 from ruizn.version import __version__
+
+if TYPE_CHECKING:
+    from ruizn.agent import Resume
 
 
 def _otlp_option(f: Any) -> Any:
@@ -252,58 +255,43 @@ def resume_command(
 
     A run that waits for approval goes on with --approve/--deny deciding its calls (at a
     terminal, ruizn asks about any call they leave waiting). With --db, RUN is a fleet's run:
-    it is queued again and a worker continues it.
+    it is queued again, with the decisions, and a worker continues it.
     """
+    from ruizn.agent import Resume
     from ruizn.shell.session import settings_or_fail
 
     if read_timeout is not None:
         settings_or_fail(read_timeout=read_timeout)  # checked like run's (no nan, no 0)
+    request = Resume(
+        max_steps=max_steps,
+        max_tokens=max_tokens,
+        max_cost=max_cost,
+        max_context=max_context,
+        read_timeout=read_timeout,
+        approve=approve,
+        deny=deny,
+        reason=None if reason is None else checked_text("--reason", reason),
+        approval=approval,  # type: ignore[arg-type]  # click.Choice of the modes
+        trust=trust,
+    )
     if db is not None:
         _refuse_local_options(ctx)
         from ruizn.shell.fleet import resume_db
 
-        raise Exit(
-            resume_db(
-                db,
-                run,
-                max_steps=max_steps,
-                max_tokens=max_tokens,
-                max_cost=max_cost,
-                max_context=max_context,
-                read_timeout=read_timeout,
-            )
-        )
-    raise Exit(
-        _go_on(
-            run,
-            workspace=workspace,
-            log_dir=log_dir,
-            mcp_headers=mcp_headers,
-            max_steps=max_steps,
-            max_tokens=max_tokens,
-            max_cost=max_cost,
-            max_context=max_context,
-            read_timeout=read_timeout,
-            approve=approve,
-            deny=deny,
-            reason=None if reason is None else checked_text("--reason", reason),
-            approval=approval,
-            trust=trust,
-        )
-    )
+        raise Exit(resume_db(db, run, request))
+    raise Exit(_go_on(run, request, workspace=workspace, log_dir=log_dir, mcp_headers=mcp_headers))
 
 
 def _go_on(
-    run: str, *, workspace: str, log_dir: str | None, mcp_headers: tuple[str, ...], **fields: Any
+    run: str, request: Resume, *, workspace: str, log_dir: str | None, mcp_headers: tuple[str, ...]
 ) -> int:
-    """`resume` and `continue`: the terminal's agent resumes RUN with these `Resume` fields."""
-    from ruizn.agent import Resume
+    """`resume` and `continue`: the terminal's agent resumes RUN as `request` says."""
     from ruizn.shell.session import resume_run, settings_or_fail, terminal_agent
 
     agent = terminal_agent(
         settings_or_fail(workspace=workspace), log_dir=log_dir, mcp_headers=mcp_headers
     )
-    return resume_run(agent, run, Resume(**fields))
+    return resume_run(agent, run, request)
 
 
 @cli.command("continue")
@@ -346,6 +334,7 @@ def continue_command(
     The model sees the whole conversation, then the message (the arguments, or standard
     input when it is not a terminal). Printing, exit codes, locking and trust are resume's.
     """
+    from ruizn.agent import Resume
     from ruizn.shell.session import settings_or_fail
 
     message = " ".join(words) if words else None
@@ -355,20 +344,15 @@ def continue_command(
         raise UsageFailure("missing message: ruizn continue RUN MESSAGE..., or pipe it in")
     if read_timeout is not None:
         settings_or_fail(read_timeout=read_timeout)
-    raise Exit(
-        _go_on(
-            run,
-            workspace=workspace,
-            log_dir=log_dir,
-            mcp_headers=mcp_headers,
-            max_steps=max_steps,
-            max_tokens=max_tokens,
-            read_timeout=read_timeout,
-            approval=approval,
-            trust=trust,
-            message=message,
-        )
+    request = Resume(
+        max_steps=max_steps,
+        max_tokens=max_tokens,
+        read_timeout=read_timeout,
+        approval=approval,  # type: ignore[arg-type]  # click.Choice of the modes
+        trust=trust,
+        message=message,
     )
+    raise Exit(_go_on(run, request, workspace=workspace, log_dir=log_dir, mcp_headers=mcp_headers))
 
 
 @cli.command("fork")
@@ -402,11 +386,9 @@ def fork_command(run: str, at: int, trust: bool, workspace: str, log_dir: str | 
 
 
 # Options of a local resume that a fleet's resume cannot honour: the worker that takes the
-# run has its own workspace, logs and tools, and nobody to ask about tool calls.
+# run has its own workspace, logs, tools and MCP header values, and trusts its database.
+# (--approve/--deny/--reason go with the order: the worker applies them.)
 _LOCAL_ONLY = {
-    "approve": "--approve",
-    "deny": "--deny",
-    "reason": "--reason",
     "mcp_headers": "--mcp-header",
     "workspace": "--workspace",
     "log_dir": "--log-dir",
@@ -427,7 +409,7 @@ def _refuse_local_options(ctx: click.Context) -> None:
     db = "--db (from RUIZN_DB)" if source is click.core.ParameterSource.ENVIRONMENT else "--db"
     fail(
         f"{', '.join(given)}: not with {db}: a fleet's run is continued by a worker, with the"
-        " worker's workspace, logs and tools, and no one to decide tool calls"
+        " worker's workspace, logs, tools and MCP header values, in the run's own approval mode"
     )
 
 

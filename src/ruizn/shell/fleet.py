@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from ruizn.shell.exits import Exit, fail
+from ruizn.shell.exits import EXIT_AWAITING_APPROVAL, EXIT_ERROR, EXIT_OK, Exit, fail
 from ruizn.shell.options import settings_options
 
 DB_HELP = "The fleet's Postgres URL (env RUIZN_DB)."
@@ -62,11 +62,36 @@ def _worker_options(f: Any) -> Any:
     return f
 
 
-def _settings(options: dict[str, Any], workspace: str) -> Any:
+def _settings(options: dict[str, Any], workspace: str) -> tuple[Any, tuple[str, ...]]:
+    """The runs' settings, and the MCP header values given (`NAME:KEY=VALUE`), which are
+    never part of the settings: a batch hands them to its runs in memory."""
     from ruizn.shell.options import settings_from_cli
 
-    settings, _servers = settings_from_cli(workspace=workspace, **options)
-    return settings
+    settings, servers = settings_from_cli(workspace=workspace, **options)
+    headers = tuple(
+        f"{server.name}:{key}={value}" for server in servers for key, value in server.headers
+    )
+    return settings, headers
+
+
+def _names_only(headers: tuple[str, ...]) -> tuple[str, ...]:
+    """`submit --mcp-header NAME:KEY`: the run records the header's name, and each worker
+    gives its value from its own $RUIZN_MCP_HEADER_<NAME>_<KEY>. A value given here would
+    have to be stored in the database for the workers to see it: it is refused instead."""
+    from ruizn.effects.mcp_config import header_env_name
+
+    named = []
+    for spec in headers:
+        head, eq, _value = spec.partition("=")
+        if eq:
+            server, _, key = head.partition(":")
+            fail(
+                f"--mcp-header {head}=***: submit never stores a header's value in the fleet's"
+                f" database; give --mcp-header {head} and set"
+                f" ${header_env_name(server.strip(), key.strip())} on the workers"
+            )
+        named.append(spec + "=")  # a placeholder value: only the name is recorded
+    return tuple(named)
 
 
 @click.command("batch")
@@ -84,22 +109,37 @@ def batch_command(
 ) -> None:
     """Run every goal of GOALS.jsonl, N at once, on this machine (SQLite under the log dir).
 
-    Running it again with the same file resumes: finished runs are not run again."""
+    Running it again with the same file resumes: finished runs are not run again, and runs
+    queued by `ruizn resume --db sqlite:///LOG_DIR/fleet.sqlite RUN` go on. Exit 0 when
+    every run succeeded, 4 when the others await approval, else 1."""
     from ruizn.fleet.run_batch import batch
 
-    settings = _settings(options, workspace)
-    raise Exit(
-        _fleet(
-            lambda: batch(
+    settings, headers = _settings(options, workspace)
+
+    def run() -> int:
+        return _batch_exit(
+            batch(
                 goals,
                 concurrency=concurrency,
                 workspace=workspace,
                 log_dir=log_dir,
                 tools_from=tools_from,
                 settings=settings,
+                mcp_headers=headers,
             )
         )
-    )
+
+    raise Exit(_fleet(run))
+
+
+def _batch_exit(statuses: tuple[str, ...]) -> int:
+    """0 when every run succeeded; 4 when the others only wait for approval (as a single
+    run's exit); else 1."""
+    if all(status == "success" for status in statuses):
+        return EXIT_OK
+    if all(status in ("success", "awaiting_approval") for status in statuses):
+        return EXIT_AWAITING_APPROVAL
+    return EXIT_ERROR
 
 
 @click.command("worker")
@@ -133,10 +173,14 @@ def worker_command(db: str, worker_id: str | None, dead_after: float, **options:
 def submit_command(
     goals: str | None, db: str, goal: str | None, workspace: str, **options: Any
 ) -> None:
-    """Queue GOALS.jsonl (or --goal TEXT) on the fleet; prints the run ids."""
+    """Queue GOALS.jsonl (or --goal TEXT) on the fleet; prints the run ids.
+
+    An MCP server's header is given by name (--mcp-header NAME:KEY): each worker sends the
+    value of its own $RUIZN_MCP_HEADER_<NAME>_<KEY>."""
     from ruizn.fleet.run_worker import submit
 
-    settings = _settings(options, workspace)
+    options["mcp_headers"] = _names_only(options["mcp_headers"])
+    settings, _headers = _settings(options, workspace)
     raise Exit(_fleet(lambda: submit(db, goals, goal, settings=settings)))
 
 
@@ -158,26 +202,9 @@ def db_store(db: str, root: Path) -> Any:
         fail(str(exc))
 
 
-def resume_db(
-    db: str,
-    run: str,
-    *,
-    max_steps: int | None,
-    max_tokens: int | None,
-    max_cost: float | None = None,
-    max_context: int | None = None,
-    read_timeout: float | None,
-) -> int:
+def resume_db(db: str, run: str, request: Any) -> int:
+    """`ruizn resume --db`: the request (an `agent.Resume`: limits, read timeout, decisions)
+    goes to the fleet as an order."""
     from ruizn.fleet.run_worker import resume_db as resume
 
-    return _fleet(
-        lambda: resume(
-            db,
-            run,
-            max_steps=max_steps,
-            max_tokens=max_tokens,
-            max_cost=max_cost,
-            max_context=max_context,
-            read_timeout=read_timeout,
-        )
-    )
+    return _fleet(lambda: resume(db, run, request))
