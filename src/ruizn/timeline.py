@@ -5,8 +5,9 @@ frozen records that `ruizn view` draws. It reads no clock and trusts nothing it 
 log may have been written by anyone, so an id that matches nothing, a call that never ends
 or a tool that never started is drawn as what it is, never an error.
 
-Cost is not in the log yet (issue 21): `call_cost` is the one place a model call's price is
-decided, and until it knows, every call's cost is unknown (None), never $0.00.
+A model call's cost is the one its llm_response recorded (priced when it was made). A call
+the price list could not price, or one from a log older than prices, is unknown (None),
+never $0.00; and so is the total of a run that holds one.
 """
 
 from __future__ import annotations
@@ -49,20 +50,10 @@ __all__ = [
     "Step",
     "Timeline",
     "ToolRun",
-    "call_cost",
     "project",
 ]
 
 Outcome = Literal["response", "failed", "open"]
-
-
-def call_cost(model: str, usage: Usage) -> float | None:
-    """The price of one model call in USD, or None when it is not known.
-
-    The log holds no prices yet (issue 21 brings them): every call is unknown until then.
-    Unknown is never shown as $0.00; a run with one unknown call has an unknown total."""
-    del model, usage
-    return None
 
 
 @frozen(kw_only=True)
@@ -204,6 +195,7 @@ class _Attempt:
     first_token: float | None = None
     deltas: int = 0
     usage: Usage | None = None
+    cost: float | None = None
     stop_reason: str | None = None
     request_id: str | None = None
     failed: LlmCallFailed | None = None
@@ -282,6 +274,7 @@ class _Fold:
             case LlmResponse():
                 attempt = self._close_attempt(event.ts, "response")
                 attempt.usage = event.usage
+                attempt.cost = event.cost
                 attempt.stop_reason = event.stop_reason
                 attempt.request_id = event.request_id
                 self.usage = self.usage + event.usage
@@ -381,7 +374,7 @@ def _freeze(fold: _Fold) -> Timeline:
     started = fold.started
     settings = started.settings if started else None
     model = settings.model if settings else "?"
-    steps = tuple(_freeze_step(step, model) for step in fold.steps)
+    steps = tuple(_freeze_step(step) for step in fold.steps)
     last = fold.sessions[-1] if fold.sessions else None
     status = last.status if last is not None and last.status is not None else "running"
     return Timeline(
@@ -402,8 +395,8 @@ def _freeze(fold: _Fold) -> Timeline:
     )
 
 
-def _freeze_step(step: _Step, model: str) -> Step:
-    attempts = tuple(_freeze_attempt(a, model) for a in step.attempts)
+def _freeze_step(step: _Step) -> Step:
+    attempts = tuple(_freeze_attempt(a) for a in step.attempts)
     lanes = _lanes(step.tools)
     tools = tuple(
         ToolRun(
@@ -422,7 +415,7 @@ def _freeze_step(step: _Step, model: str) -> Step:
     return Step(number=step.number, attempts=attempts, content=step.content, tools=tools)
 
 
-def _freeze_attempt(a: _Attempt, model: str) -> Attempt:
+def _freeze_attempt(a: _Attempt) -> Attempt:
     failed = a.failed
     return Attempt(
         seq=a.seq,
@@ -434,7 +427,7 @@ def _freeze_attempt(a: _Attempt, model: str) -> Attempt:
         first_token=a.first_token,
         deltas=a.deltas,
         usage=a.usage,
-        cost=call_cost(model, a.usage) if a.usage is not None else None,
+        cost=a.cost,
         stop_reason=a.stop_reason,
         request_id=a.request_id if failed is None else failed.request_id,
         error_type=failed.error_type if failed else None,

@@ -297,7 +297,7 @@ def test_runs_and_show_list_every_kind_of_run(workspace: Path, server_factory: A
     statuses = {row.split()[1] for row in rows}
     assert {"success", "error", "cancelled", "unreadable"} <= statuses
     assert any(s.endswith("+torn") for s in statuses)
-    assert any("a cancelled one" in row for row in rows)
+    assert any(row.endswith(" a cancelled one") for row in rows)
     show = run_cli(["show", torn_dir.name], workspace=workspace)
     assert show.code == 0, show.stderr
     assert "torn" in show.stderr
@@ -310,3 +310,12 @@ def test_runs_and_show_list_every_kind_of_run(workspace: Path, server_factory: A
     assert "line 1" in junk.stderr
     shutil.rmtree(junk_dir)
     assert os.path.exists(torn_dir)
+
+
+def test_runs_piped_prints_each_goal_whole(workspace: Path, server_factory: Any) -> None:
+    goal = "a goal " + "that goes on " * 20 + "to its end"
+    ok = server_factory([Stream((Text("fine"),))])
+    run_cli(["run", "--goal", goal], workspace=workspace, base_url=ok.base_url)
+    listing = run_cli(["runs"], workspace=workspace)
+    assert listing.code == 0, listing.stderr
+    assert listing.stdout.splitlines()[1].endswith(goal)  # grep finds it, never cut to 100

@@ -8,6 +8,8 @@ import json
 import threading
 from collections import Counter
 
+import pytest
+from attrs import evolve
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -24,7 +26,7 @@ from ruizn.events import (
 from ruizn.page import page_data, script_json
 from ruizn.spans import SpanBuilder, project_spans, trace_id
 from ruizn.state import ToolUseBlock
-from ruizn.timeline import call_cost, project
+from ruizn.timeline import project
 from tests.properties.runs import json_values, runs_settings, simulate, texts
 
 RUNS = runs_settings(60)
@@ -164,10 +166,27 @@ def test_script_json_is_inert_inside_a_script_element_and_round_trips(
     assert json.loads(out) == data
 
 
-def test_a_model_calls_cost_is_unknown_until_the_log_has_prices() -> None:
-    from ruizn.state import Usage
-
-    assert call_cost("claude-sonnet-4-5", Usage(input_tokens=10, output_tokens=5)) is None
+@RUNS
+@given(st.data(), st.integers(1, 3))
+def test_a_calls_cost_is_the_one_it_recorded_and_one_unknown_makes_the_total_unknown(
+    data: st.DataObject, max_steps: int
+) -> None:
+    run = simulate(data, max_steps=max_steps, errors=True)
+    prices = iter(data.draw(st.lists(st.none() | st.floats(0, 5), min_size=len(run.events))))
+    events = [
+        evolve(e, cost=next(prices), priced_by="genai-prices test")
+        if isinstance(e, LlmResponse)
+        else e
+        for e in run.events
+    ]
+    recorded = [e.cost for e in events if isinstance(e, LlmResponse)]
+    timeline = project(events)
+    shown = [a.cost for step in timeline.steps for a in step.attempts if a.usage is not None]
+    assert shown == recorded
+    if None in recorded:
+        assert timeline.cost is None  # never $0.00 for a call nobody priced
+    else:
+        assert timeline.cost == pytest.approx(sum(c for c in recorded if c is not None))
 
 
 @RUNS

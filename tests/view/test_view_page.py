@@ -113,8 +113,17 @@ def test_the_page_of_a_real_run_shows_its_steps_calls_and_answer(
     # a long result: the page holds its first 4,000 characters and says how long it is
     assert "result · 5,040 chars" in text
     assert "showing 4,000 of 5,040 characters (all of it is in the log)" in text
-    assert "cost unknown" in text
-    assert "$0.00" not in text
+    # each call's cost and the run's, as the log recorded them when the calls were made
+    costs = [
+        e["cost"]
+        for e in map(json.loads, run.log_path.read_text(encoding="utf-8").splitlines())
+        if e["type"] == "llm_response"
+    ]
+    assert len(costs) == 3
+    assert all(isinstance(c, float) and c > 0 for c in costs)
+    assert f"${costs[0]:.4f}" in text
+    assert f"${sum(costs):.4f}" in text
+    assert "cost unknown" not in text
     # tokens and cache reads of the first call as the log has them (1,850 + 1,600 written)
     assert "in 3,450 · out 96 · cache read 0 · cache write 1,600" in text
     # step 1 asked for three calls at once: they ran side by side, in three lanes

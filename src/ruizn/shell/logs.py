@@ -153,7 +153,8 @@ def _status_word(run: RunInfo) -> str:
 
 
 def list_runs(store: RunStore) -> int:
-    width = shutil.get_terminal_size((100, 24)).columns
+    # A goal is cut to the terminal's width; piped (grep, a file), every row is whole.
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
     try:
         runs = list(store.runs())
     except RunNotFound as exc:
@@ -180,7 +181,7 @@ def list_runs(store: RunStore) -> int:
             f" {tokens(state.usage.output_tokens):>7} {_cost_cell(state.total_cost):>9}  "
         )
         goal = visible(" ".join(state.goal.split()))
-        room = max(width - len(row), 10)
+        room = max(width - len(row), 10) if width is not None else len(goal)
         print(row + (goal if len(goal) <= room else goal[: room - 1] + "…"))
     return EXIT_OK
 
