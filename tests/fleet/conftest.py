@@ -4,10 +4,11 @@ and workers as subprocesses against both."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +145,16 @@ def start_worker(
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def stop_workers(workers: Iterable[subprocess.Popen[str]], timeout: float = 20) -> None:
+    """SIGTERM to each worker still running (as an operator stops one), then wait for all."""
+    procs = list(workers)
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        proc.wait(timeout)
 
 
 def statuses(db: str) -> dict[str, tuple[str, str | None]]:

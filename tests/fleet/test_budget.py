@@ -5,7 +5,6 @@ is spent, and runs not started yet are not started."""
 from __future__ import annotations
 
 import json
-import signal
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,15 @@ import sqlalchemy as sa
 from ruizn.fleet.runstore import DbRunStore
 from ruizn.fleet.store import BUDGETS, EventStore
 from tests.fakeapi import Reply, Stream, Text, ToolUse, Usage
-from tests.fleet.conftest import env, first_text, ruizn, start_worker, statuses, wait_for
+from tests.fleet.conftest import (
+    env,
+    first_text,
+    ruizn,
+    start_worker,
+    statuses,
+    stop_workers,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -79,11 +86,7 @@ def test_two_workers_share_one_batch_budget_held_in_the_database(
             "every run to end",
         )
     finally:
-        for proc in workers.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in workers.values():
-            proc.wait(20)
+        stop_workers(workers.values())
     final = statuses(fresh_db)
     store = EventStore(fresh_db)
     try:

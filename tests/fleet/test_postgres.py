@@ -15,7 +15,15 @@ from ruizn.effects.logfile import replay_file
 from ruizn.fleet.store import EventStore
 from ruizn.state import Status
 from tests.cli.conftest import cli_env
-from tests.fleet.conftest import env, note_loop, ruizn, start_worker, statuses, wait_for
+from tests.fleet.conftest import (
+    env,
+    note_loop,
+    ruizn,
+    start_worker,
+    statuses,
+    stop_workers,
+    wait_for,
+)
 from tests.fleet.tools import NOTES
 
 RUNS = 12
@@ -62,11 +70,7 @@ def test_three_workers_finish_twelve_runs_while_one_is_killed(
             "all runs to succeed",
         )
     finally:
-        for proc in workers.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in workers.values():
-            proc.wait(20)
+        stop_workers(workers.values())
     for name in ("w2", "w3"):
         out, err = workers[name].communicate()
         assert "Traceback" not in err, err

@@ -8,7 +8,6 @@ pg_type_typname_nsp_index". Each try here has a database of its own, fresh.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -19,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from ruizn.fleet.store import EventStore
-from tests.fleet.conftest import SUBPROCESS_PATH, env, start_worker, wait_for
+from tests.fleet.conftest import SUBPROCESS_PATH, env, start_worker, stop_workers, wait_for
 
 TRIES = 10
 
@@ -134,11 +133,7 @@ def test_two_workers_started_at_once_on_a_fresh_database_both_start(
                 "both workers to be ready or to exit",
             )
         finally:
-            for proc in workers.values():
-                if proc.poll() is None:
-                    proc.send_signal(signal.SIGTERM)
-            for proc in workers.values():
-                proc.wait(30)
+            stop_workers(workers.values(), 30)
             for reader in readers:
                 reader.join(5)
         for name, proc in workers.items():
