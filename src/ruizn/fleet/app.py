@@ -27,6 +27,7 @@ from typing import Any
 from attrs import frozen
 from dbos import DBOS, DBOSConfig, WorkflowSerializationFormat
 
+from ruizn.agent import Resume
 from ruizn.fleet.driver import (
     RunInput,
     ToolsFactory,
@@ -110,19 +111,7 @@ def execute(
         raise FleetLogError(f"run {run.run_id} has no stored events to resume from")
     if order is not None and state is not None and state.last_seq == order.after_seq:
         # The order is not applied yet: the run still ends where it ended when it was given.
-        state = resume_run(
-            run,
-            store,
-            ctx.tools,
-            max_steps=order.max_steps,
-            max_tokens=order.max_tokens,
-            max_cost=order.max_cost,
-            max_context=order.max_context,
-            approve=order.approve,
-            deny=order.deny,
-            reason=order.reason,
-            mcp_headers=ctx.mcp_headers,
-        )
+        state = resume_run(run, store, ctx.tools, order.request(), mcp_headers=ctx.mcp_headers)
     elif state is None:
         spent = batch_budget_of(store, run.run_id)
         over = spent.spent() if spent is not None else None
@@ -148,16 +137,13 @@ def execute(
         # kept from the log are given again; a call already decided no longer waits, so
         # none is decided twice.
         given = order.still_waiting(state) if order is not None else None
-        state = resume_run(
-            run,
-            store,
-            ctx.tools,
+        request = Resume(
             max_steps=state.settings.max_steps,
             approve=given.approve if given is not None else (),
             deny=given.deny if given is not None else (),
             reason=given.reason if given is not None else None,
-            mcp_headers=ctx.mcp_headers,
         )
+        state = resume_run(run, store, ctx.tools, request, mcp_headers=ctx.mcp_headers)
     ctx.store.note_run(run.run_id, goal=run.goal, status=state.status.value, worker=None)
     if ctx.announce is not None:
         ctx.announce(f"{run.run_id} {state.status.value} · {state.step} steps")

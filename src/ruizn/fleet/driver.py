@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 from attrs import evolve, frozen
 
-from ruizn.agent import Agent
+from ruizn.agent import Agent, Resume
 from ruizn.config import RunSettings
 from ruizn.effects.tool_loader import describe_error
 from ruizn.effects.tools import BaseTool
@@ -143,30 +143,20 @@ def resume_run(
     run: RunInput,
     store: RunStore,
     extra: ToolsFactory | None,
+    request: Resume,
     *,
-    max_steps: int | None,
-    max_tokens: int | None = None,
-    max_cost: float | None = None,
-    max_context: int | None = None,
-    approve: Sequence[str] = (),
-    deny: Sequence[str] = (),
-    reason: str | None = None,
     mcp_headers: Sequence[str] = (),
 ) -> ExecutionContext:
     """A stored run goes on as `ruizn resume` would (a tool call in flight that is not
-    read-only is answered `interrupted`, never run again), with the decisions given for the
-    calls it waits on. Raises `decide.ResumeRefused`."""
-    result = _agent(run, store, extra, mcp_headers).resume(
-        run.run_id,
-        max_steps=max_steps,
-        max_tokens=max_tokens,
-        max_cost=max_cost,
-        max_context=max_context,
-        approve=approve,
-        deny=deny,
-        reason=reason,
-        # The fleet's database is where its operator pointed the worker: its runs are the
-        # fleet's own, not a folder that arrived from elsewhere.
-        vouched=True,
-    )
-    return result.state
+    read-only is answered `interrupted`, never run again), as `request` says: the limits
+    and the decisions for the calls it waits on. Raises `decide.ResumeRefused`."""
+    # The fleet's database is where its operator pointed the worker: its runs are the
+    # fleet's own, not a folder that arrived from elsewhere.
+    vouched = evolve(request, vouched=True)
+    agent = _agent(run, store, extra, mcp_headers)
+
+    async def go() -> ExecutionContext:
+        async with agent.start_resume(run.run_id, vouched) as session:
+            return (await session.drive()).state
+
+    return anyio.run(go)

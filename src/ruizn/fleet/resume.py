@@ -33,6 +33,7 @@ from typing import Any
 
 from attrs import evolve, frozen
 
+from ruizn.agent import Resume
 from ruizn.decide import ResumePlan, ResumeRefused, plan_resume, resume_decisions
 from ruizn.fleet.driver import RunInput, input_from_json, input_to_json
 from ruizn.state import ExecutionContext, JsonObject, Status
@@ -66,6 +67,19 @@ class ResumeOrder:
     approve: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
     reason: str | None = None
+
+    def request(self) -> Resume:
+        """What the worker resumes the run with: the one record a local `ruizn resume`
+        builds too."""
+        return Resume(
+            max_steps=self.max_steps,
+            max_tokens=self.max_tokens,
+            max_cost=self.max_cost,
+            max_context=self.max_context,
+            approve=self.approve,
+            deny=self.deny,
+            reason=self.reason,
+        )
 
     def still_waiting(self, state: ExecutionContext) -> ResumeOrder:
         """The order with only the decisions of calls that still wait in `state`: what a
