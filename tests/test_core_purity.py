@@ -35,6 +35,7 @@ CORE = (
     "redact",
     "toolsource",
     "bounds",
+    "media",
 )
 # Modules directly in src/ruizn/ that are not core, each with its reason.
 NOT_CORE: dict[str, str] = {

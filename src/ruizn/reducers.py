@@ -52,7 +52,9 @@ from ruizn.events import (
     ToolApprovalRequested,
     ToolCallFinished,
     ToolCallStarted,
+    ToolsChanged,
 )
+from ruizn.media import problem as media_problem
 from ruizn.rules import (
     PAUSE_STOP,
     limit_stop,
@@ -68,6 +70,7 @@ from ruizn.state import (
     CallFailure,
     ErrorType,
     ExecutionContext,
+    JsonObject,
     Message,
     Phase,
     Status,
@@ -77,6 +80,7 @@ from ruizn.state import (
     ToolUseBlock,
     TurnResults,
 )
+from ruizn.toolsource import SourceKind, ToolSource
 
 
 class InvalidTransition(ValueError):
@@ -112,6 +116,8 @@ TRANSITIONS: Mapping[tuple[Phase, str], Phase | Rule] = {
     (_T, ToolApprovalDecided.TAG): _T,
     (_T, ToolCallStarted.TAG): _T,
     (_T, ToolCallFinished.TAG): Rule.AFTER_RESULT,
+    (_R, ToolsChanged.TAG): _R,
+    (_T, ToolsChanged.TAG): _T,
     (_T, RunFinished.TAG): _F,
     (_T, RunResumed.TAG): Rule.AFTER_RESUME,
     (_D, RunFinished.TAG): _F,
@@ -179,6 +185,8 @@ def reduce(state: ExecutionContext, event: Event) -> ExecutionContext:
             after = _on_approval_requested(state, event)
         case ToolApprovalDecided():
             after = _on_approval_decided(state, event)
+        case ToolsChanged():
+            after = _on_tools_changed(state, event)
         case RunFinished():
             after = _on_run_finished(state, event)
         case _:
@@ -385,6 +393,10 @@ def _on_tool_call_finished(state: ExecutionContext, event: ToolCallFinished) -> 
             raise InvalidTransition(
                 f"tool_call_finished for the denied call {event.id!r} is not a denied result"
             )
+    # Its images must fit every request from now on (the history keeps them).
+    problem, media = media_problem(event.result.content, state.media)
+    if problem is not None:
+        raise InvalidTransition(f"tool_call_finished for {event.id!r}: {problem}")
     results = state.turn_results.answer(index, event.result)  # O(1): see TurnResults
     in_flight = state.tools_in_flight
     if event.id in in_flight:
@@ -395,6 +407,7 @@ def _on_tool_call_finished(state: ExecutionContext, event: ToolCallFinished) -> 
             turn_results=results,
             turn_open=state.turn_open - 1,
             tools_in_flight=in_flight,
+            media=media,
             last_seq=event.seq,
         )
     # Every call of the turn is answered: one user message, in the order the model asked.
@@ -415,6 +428,7 @@ def _on_tool_call_finished(state: ExecutionContext, event: ToolCallFinished) -> 
         turn_approvals=(),
         turn_index={},
         tools_in_flight=in_flight,
+        media=media,
         last_seq=event.seq,
     )
 
@@ -468,6 +482,47 @@ def _on_approval_decided(state: ExecutionContext, event: ToolApprovalDecided) ->
         state,
         turn_approvals=_replace_at(state.turn_approvals, index, decided),
         always_approved=always,
+        last_seq=event.seq,
+    )
+
+
+def _on_tools_changed(state: ExecutionContext, event: ToolsChanged) -> ExecutionContext:
+    """The run's tools from now on. Only the MCP tools of the servers named may change: the
+    rest (built-ins, code the run imports, other servers' tools) stay exactly as they were,
+    so no line of a log can add code to load on resume."""
+    settings = state.settings
+    recorded = {str(server.get("name")) for server in settings.mcp_servers}
+    servers = set(event.servers)
+    if not servers or not servers <= recorded:
+        raise InvalidTransition(
+            f"tools_changed for MCP servers {sorted(servers)}, not the run's {sorted(recorded)}"
+        )
+
+    def theirs(source: ToolSource) -> bool:
+        return source.kind is SourceKind.MCP and source.ref.partition("/")[0] in servers
+
+    def kept(
+        tools: tuple[JsonObject, ...], sources: tuple[ToolSource, ...]
+    ) -> tuple[list[JsonObject], list[ToolSource]]:
+        changing = {source.tool for source in sources if theirs(source)}
+        return (
+            [tool for tool in tools if tool.get("name") not in changing],
+            [source for source in sources if source.tool not in changing],
+        )
+
+    if kept(event.tools, event.tool_sources) != kept(settings.tools, settings.tool_sources):
+        raise InvalidTransition("tools_changed changes tools other than those of its MCP servers")
+    names = [tool.get("name") for tool in event.tools]
+    if len(set(names)) != len(names) or not all(isinstance(name, str) for name in names):
+        raise InvalidTransition("tools_changed names a tool twice, or one without a name")
+    if any(theirs(s) and s.tool not in names for s in event.tool_sources):
+        raise InvalidTransition("tools_changed records a source for a tool it does not offer")
+    for schema in event.tools:
+        if deeper_than(schema):
+            raise InvalidTransition(too_deep(f"the schema of tool {schema.get('name')!r}"))
+    return evolve(
+        state,
+        settings=evolve(settings, tools=event.tools, tool_sources=event.tool_sources),
         last_seq=event.seq,
     )
 

@@ -54,6 +54,7 @@ from ruizn.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from ruizn.media import fit as fit_media
 from ruizn.reducers import add_tokens, reduce, start
 from ruizn.request import MessagesRequest, plan_request
 from ruizn.rules import ApprovalDecision
@@ -346,6 +347,12 @@ class AgentRunner:
             self._sink.sync()  # a SinkError ends the run as a failed write does
         began = self._timer()
         result = await invoke_tool(self._registry, call)
+        if not isinstance(result.content, str):
+            # Its images, checked against what the run's requests hold already: an image the
+            # API would refuse becomes a line saying why (ruizn.media). No await between
+            # this and the emit, so calls finishing in parallel are counted one by one.
+            content, _ = fit_media(result.content, self.state.media)
+            result = evolve(result, content=content)
         self._emit(ToolCallFinished, id=call.id, result=result, duration=self._timer() - began)
 
     def _request_approvals(self, calls: Sequence[ToolCall]) -> None:

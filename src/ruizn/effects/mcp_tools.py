@@ -57,8 +57,9 @@ from pydantic import ValidationError
 
 from ruizn.effects.mcp_config import MCPServer
 from ruizn.effects.tools import DEFAULT_TIMEOUT, BaseTool
+from ruizn.media import content_of
 from ruizn.redact import Redactor, secrets_from_env
-from ruizn.state import ErrorType, JsonObject, ToolResult
+from ruizn.state import ErrorType, ImageBlock, ImageSource, JsonObject, ToolResult
 from ruizn.terminal import visible
 from ruizn.toolsource import SourceKind, ToolSource
 from ruizn.version import __version__
@@ -1086,30 +1087,34 @@ class _EndWatch:
 
 
 def _result(result: mt.CallToolResult, note: str) -> ToolResult:
-    text = _clip_result(note + _render(result))
+    parts = _render(result)
+    if note:
+        parts.insert(0, note.rstrip("\n"))
+    content = content_of(_clipped(parts))
     if result.is_error:
-        return ToolResult.error(
-            ErrorType.RUNTIME_ERROR, text or "the tool failed without a message"
+        return ToolResult(
+            content=content or "the tool failed without a message",
+            is_error=True,
+            error_type=ErrorType.RUNTIME_ERROR.value,
         )
-    return ToolResult.ok(text)
+    return ToolResult.ok(content)
 
 
-def _render(result: mt.CallToolResult) -> str:
-    """Text blocks as they are, joined by newlines; every other block described in one line,
-    so nothing the server sent is dropped without a trace."""
-    parts: list[str] = []
+def _render(result: mt.CallToolResult) -> list[str | ImageBlock]:
+    """Text blocks as they are; images as image blocks, for the model to see (the runner
+    checks them against the API's limits, ruizn.media); every other block described in one
+    line, so nothing the server sent is dropped without a trace."""
+    parts: list[str | ImageBlock] = []
     for block in result.content:
         match block:
             case mt.TextContent():
                 parts.append(block.text)
             case mt.ImageContent():
-                parts.append(
-                    f"[image: {block.mime_type}, {_size(_b64_size(block.data))}, not shown]"
-                )
+                source = ImageSource(media_type=block.mime_type, data=block.data)
+                parts.append(ImageBlock(source=source))
             case mt.AudioContent():
-                parts.append(
-                    f"[audio: {block.mime_type}, {_size(_b64_size(block.data))}, not shown]"
-                )
+                size = _size(_b64_size(block.data))
+                parts.append(f"[audio: {block.mime_type}, {size}: not shown, the model hears none]")
             case mt.EmbeddedResource(resource=mt.TextResourceContents() as res):
                 # A text resource is text the tool meant the caller to read: keep it.
                 parts.append(f"[resource: {res.uri}{_mime(res.mime_type)}]\n{res.text}")
@@ -1127,16 +1132,30 @@ def _render(result: mt.CallToolResult) -> str:
                 parts.append(f"[{getattr(block, 'type', type(block).__name__)} content, not shown]")
     if not parts and result.structured_content is not None:
         # The spec asks servers to send structured results as text too; not all do.
-        return json.dumps(result.structured_content, ensure_ascii=False)
-    if not parts:
-        return "" if result.is_error else "(the tool returned no content)"
-    return "\n".join(parts)
+        return [json.dumps(result.structured_content, ensure_ascii=False)]
+    if not parts and not result.is_error:
+        return ["(the tool returned no content)"]
+    return parts
 
 
-def _clip_result(text: str) -> str:
-    if len(text) <= MAX_RESULT_CHARS:
-        return text
-    return text[:MAX_RESULT_CHARS] + TRUNCATED
+def _clipped(parts: list[str | ImageBlock]) -> list[str | ImageBlock]:
+    """The parts with their text cut to MAX_RESULT_CHARS in all (read_file's limit too),
+    counting the newlines that will join them; images are kept (media.fit bounds them)."""
+    if all(isinstance(part, str) for part in parts):
+        text = "\n".join(cast(list[str], parts))
+        return [text if len(text) <= MAX_RESULT_CHARS else text[:MAX_RESULT_CHARS] + TRUNCATED]
+    kept: list[str | ImageBlock] = []
+    room = MAX_RESULT_CHARS
+    for part in parts:
+        if not isinstance(part, str):
+            kept.append(part)
+        elif len(part) <= room:
+            kept.append(part)
+            room -= len(part) + 1
+        elif room >= 0:  # the first text past the limit: cut, and the rest left out
+            kept.append(part[:room] + TRUNCATED)
+            room = -1
+    return kept
 
 
 def _mime(mime: str | None) -> str:
