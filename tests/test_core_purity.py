@@ -36,6 +36,11 @@ CORE = (
     "toolsource",
     "bounds",
     "media",
+    "lineage",
+    "diff",
+    "tape",
+    "timeline",
+    "spans",
 )
 # Modules directly in src/ruizn/ that are not core, each with its reason.
 NOT_CORE: dict[str, str] = {
@@ -43,6 +48,7 @@ NOT_CORE: dict[str, str] = {
     "agent": "the library's front door: it drives the runner and writes logs",
     "runner": "the Observe->Act loop: it drives the effects (anyio, provider, tools, sink)",
     "store": "the read side of the logs: it opens files and probes their locks",
+    "rerun": "re-drives a recording: it builds and drives runs through ruizn.Agent",
 }
 FORBIDDEN = frozenset(
     {

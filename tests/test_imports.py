@@ -20,6 +20,7 @@ LAYERS = {
     "ruizn.shell": 6,
     "ruizn.fleet": 5,
     "ruizn.agent": 4,
+    "ruizn.rerun": 4,
     "ruizn.store": 3,
     "ruizn.runner": 2,
     "ruizn.effects": 1,

@@ -11,16 +11,19 @@ from ruizn.config import ConfigError as ConfigError
 from ruizn.config import RunSettings as RunSettings
 from ruizn.decide import ResumeRefused as ResumeRefused
 from ruizn.effects.approval import Answer as Answer
+from ruizn.effects.cassette import Cassette as Cassette
 from ruizn.effects.function_model import FunctionModel as FunctionModel
 from ruizn.effects.function_tool import FunctionTool as FunctionTool
 from ruizn.effects.function_tool import tool as tool
 from ruizn.effects.mcp_config import MCPServer as MCPServer
 from ruizn.effects.provider import ModelReply as ModelReply
 from ruizn.effects.provider import ProviderError as ProviderError
+from ruizn.effects.provider import ReplayDiverged as ReplayDiverged
 from ruizn.effects.tools import BaseTool as BaseTool
 from ruizn.effects.tools import BlockingTool as BlockingTool
 from ruizn.effects.tools import ToolInputError as ToolInputError
 from ruizn.effects.writer import RunLocked as RunLocked
+from ruizn.lineage import ForkRefused as ForkRefused
 from ruizn.state import ErrorType as ErrorType
 from ruizn.state import ExecutionContext as ExecutionContext
 from ruizn.state import Status as Status
@@ -37,4 +40,6 @@ from ruizn.store import RunStore as RunStore
 from ruizn.store import iter_runs as iter_runs
 from ruizn.store import replay as replay
 from ruizn.store import replay_events as replay_events
+from ruizn.tape import Divergence as Divergence
+from ruizn.tape import RecordingError as RecordingError
 from ruizn.version import __version__ as __version__

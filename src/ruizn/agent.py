@@ -34,9 +34,16 @@ from ruizn.config import (
     RunSettings,
     settings_from,
 )
-from ruizn.decide import ResumePlan, ResumeRefused, plan_resume, resume_decisions
+from ruizn.decide import (
+    ResumePlan,
+    ResumeRefused,
+    plan_continue,
+    plan_resume,
+    resume_decisions,
+)
 from ruizn.effects.approval import ApproveFunction, Approver, CallbackApprover
 from ruizn.effects.function_model import FunctionModel, ReplyFunction
+from ruizn.effects.logfile import LOG_NAME, iter_events
 from ruizn.effects.mcp_config import MCPServer
 from ruizn.effects.provider import Provider, ProviderConfigError
 from ruizn.effects.sandbox import workspace_sandbox
@@ -44,14 +51,19 @@ from ruizn.effects.sink import EventSink, MemorySink
 from ruizn.effects.tool_loader import Toolbox
 from ruizn.effects.tools import BaseTool, ToolRegistry
 from ruizn.effects.trust import NOT_STARTED_HERE, TrustStore
-from ruizn.events import Event, RunStarted
+from ruizn.events import Event, Parent, RunStarted
 from ruizn.grant import Grant, grant_of
+from ruizn.lineage import fork_prefix
 from ruizn.redact import Redactor
 from ruizn.redact import api_key_problem as key_whitespace_problem
+from ruizn.reducers import reduce
+from ruizn.reducers import replay as reducer_replay
+from ruizn.reducers import start as start_state
 from ruizn.runner import AgentRunner, Subscriber
 from ruizn.state import ErrorType, ExecutionContext, Status, TextBlock, ToolResult, Usage
-from ruizn.store import FileStore, RunStore, new_run_id
+from ruizn.store import FileStore, RunStore, new_run_id, settled
 from ruizn.toolsource import SourceKind, ToolSource
+from ruizn.version import __version__
 
 ToolLike = BaseTool | Callable[..., Any] | type[BaseTool]
 Notice = Callable[[str], None]
@@ -100,6 +112,10 @@ class Resume:
     """This session's stream timeout (None: the run's own)."""
     vouched: bool = False
     """The store vouches for the run (a fleet's database): no trust record is needed."""
+    message: str | None = None
+    """A person's new message (`continue_run`, `ruizn continue`): the run goes on with it
+    after its whole history, and `max_steps` is the budget for this message (the run's new
+    total is the steps it has taken plus that many; None: the run's own limit)."""
 
 
 class NothingToResume(ResumeRefused):
@@ -116,10 +132,10 @@ class UntrustedRun(Exception):
     """A run ruizn did not start on this machine (or whose log changed since it last wrote
     it): its log is not obeyed until a person accepts what it would grant (`trust=True`)."""
 
-    def __init__(self, run_id: str, reason: str, grant: Grant) -> None:
+    def __init__(self, run_id: str, reason: str, grant: Grant, *, verb: str = "resume") -> None:
         super().__init__(
             f"run {run_id} {reason}: its log would grant {grant.summary()};"
-            f" check it, then resume with --trust"
+            f" check it, then {verb} with --trust"
         )
         self.run_id = run_id
         self.reason = reason
@@ -157,17 +173,22 @@ class Session:
                 with contextlib.suppress(OSError):
                     store.closed(first, self.log_path)
 
-    def result(self, state: ExecutionContext | None = None) -> RunResult:
-        state = self.state if state is None else state
+    @staticmethod
+    def of(state: ExecutionContext, run_id: str, log_path: Path | None) -> RunResult:
+        """The result a run that stands at `state` gives."""
         return RunResult(
             status=state.status,
             output=_output(state),
-            run_id=self.run_id,
-            log_path=self.log_path,
+            run_id=run_id,
+            log_path=log_path,
             usage=state.usage,
             error=state.error,
             state=state,
         )
+
+    def result(self, state: ExecutionContext | None = None) -> RunResult:
+        state = self.state if state is None else state
+        return Session.of(state, self.run_id, self.log_path)
 
 
 class Agent:
@@ -217,7 +238,9 @@ class Agent:
         if isinstance(model, str):
             options["model"] = model
         elif model is not None:
-            options.setdefault("model", "function")
+            # A provider may name the model it stands for (a Cassette: the recorded one).
+            named = getattr(model, "model_id", None)
+            options.setdefault("model", named if isinstance(named, str) else "function")
         servers = tuple(mcp)
         if servers:
             options["mcp_servers"] = tuple(server.describe() for server in servers)
@@ -270,6 +293,121 @@ class Agent:
         async with self.start_resume(run, Resume(**options)) as session:
             return await session.drive()
 
+    def continue_run(self, run: str | Path, message: str, **options: Any) -> RunResult:
+        """Add `message` to a run that ended and go on in the same log (blocking); see
+        `continue_async`."""
+        return anyio.run(lambda: self.continue_async(run, message, **options))
+
+    async def continue_async(self, run: str | Path, message: str, **options: Any) -> RunResult:
+        """`ruizn continue`: a resume that adds a person's message. The model sees the whole
+        conversation, then `message`. `options` are `Resume`'s fields; `max_steps` is the
+        budget for this message (the run's new total is its steps plus that many).
+
+        Works on a run that ended in success, max_steps or error (an answer cut at max_tokens
+        too). A run that stopped inside a model call or with tool calls unanswered (awaiting
+        approval) raises `ResumeRefused`: `resume` it first. Trust, locking and errors are
+        `resume_async`'s."""
+        request = Resume(**options, message=message)
+        async with self.start_resume(run, request) as session:
+            return await session.drive()
+
+    def fork(self, run: str | Path, *, at: int, trust: bool = False) -> RunResult:
+        """`ruizn fork RUN --at SEQ`: a new run whose log holds `run`'s events up to `at`
+        under a run_started of its own (a new id, the parent's id and `at` recorded), so the
+        new log alone rebuilds the parent's state at `at`. The parent is never touched.
+        Returns the fork as it stands (not driven): go on with `resume` or `continue_run`.
+
+        `at` must be a point between steps (`lineage.at_rest`); inside a model call or a tool
+        turn raises `ForkRefused` naming the nearest points. The fork acts on nothing, but it
+        is recorded as this user's run only when the parent is (or with `trust=True`, which
+        accepts the parent's grant as `resume --trust` does): so a fork of a planted log is
+        as untrusted as the log. `RunLocked` while another process writes the parent.
+        """
+        if not self._log:
+            raise ConfigError("an agent with log=False keeps no runs to fork")
+        store = self.store()
+        ref, _ = settled(store, str(run))
+        events = fork_prefix(iter_events(ref.path), at)
+        first = events[0]
+        assert isinstance(first, RunStarted)
+        vouched = self._trust.problem(first, ref.path) is None
+        if not vouched and trust:
+            self._accepted_fork(reducer_replay(events))
+            vouched = True
+        run_id = new_run_id()
+        head = evolve(
+            first,
+            run_id=run_id,
+            ts=time.time(),
+            ruizn_version=__version__,
+            parent=Parent(run_id=first.run_id, seq=at),
+        )
+        sink = store.new_writer(run_id)
+        try:
+            state = start_state(head)  # checked before it is written, as a runner does
+            sink(head)
+            for event in events[1:]:
+                state = reduce(state, event)
+                sink(event)
+            sink.sync()
+        finally:
+            sink.close()
+        log_path = store.root / run_id / LOG_NAME
+        if vouched:
+            self._trust.closed(head, log_path)
+        return Session.of(state, run_id, log_path)
+
+    def trust_problem(self, run: str | Path) -> str | None:
+        """Why ruizn may not act on `run`'s log as recorded, or None: this user's ruizn
+        started it here (or a person accepted it) and the log is as ruizn last left it."""
+        ref = self.store().find(str(run))
+        first = next(iter_events(ref.path), None)
+        if not isinstance(first, RunStarted):
+            return NOT_STARTED_HERE
+        return self._trust.problem(first, ref.path)
+
+    def derive(
+        self,
+        model: str | ReplyFunction | Provider | None,
+        *,
+        settings: RunSettings,
+        approver: Approver | None = None,
+    ) -> Agent:
+        """This agent with another model, settings and approver, and everything else its own
+        (store, tools, subscribers, notices, environment, trust record): how a rerun builds
+        the run it drives."""
+        return Agent(
+            model,
+            tools=self._tools,
+            builtins=self._builtins,
+            mcp=self._servers,
+            mcp_headers=self._mcp_headers,
+            approver=approver,
+            settings=settings,
+            store=self.store() if self._log else None,
+            log=self._log,
+            subscribers=self._subscribers,
+            on_notice=self._notice,
+            environ=self._environ,
+            trust_store=self._trust,
+        )
+
+    def _accepted_fork(self, state: ExecutionContext) -> None:
+        """What `trust=True` may vouch for in a fork, as `resume --trust` accepts a run: the
+        workspace must be the one this agent works in; an `always` approval read from a log
+        is never vouched for (a resume of the fork, asked first, turns it into `ask`)."""
+        here = str(_resolved(self.settings.workspace))
+        if here != str(_resolved(state.settings.workspace)):
+            raise ResumeRefused(
+                f"run {state.run_id} names the workspace {state.settings.workspace}, not"
+                f" {here}: fork from there, or give --workspace {state.settings.workspace}"
+            )
+        if state.settings.approval == "always":
+            raise ResumeRefused(
+                f"run {state.run_id} approves every tool call (approval always) and was not"
+                " started here: fork it without --trust, then `ruizn resume NEW` asks"
+            )
+
     def store(self) -> RunStore:
         """Where this agent's runs live."""
         if self._store is None:
@@ -280,9 +418,12 @@ class Agent:
     # -- building a run -----------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def start(self, goal: str, *, run_id: str | None = None) -> AsyncIterator[Session]:
+    async def start(
+        self, goal: str, *, run_id: str | None = None, parent: Parent | None = None
+    ) -> AsyncIterator[Session]:
         """A new run, built and begun (its first line written), held open around the drive:
-        its MCP servers and its provider live as long as the `async with`."""
+        its MCP servers and its provider live as long as the `async with`. `parent` names the
+        run it comes from (a rerun's recording)."""
         if not isinstance(goal, str) or not goal.strip():
             raise ConfigError("the goal must not be empty")
         settings = self.settings
@@ -297,7 +438,7 @@ class Agent:
         log_path = root / run_id / "events.jsonl" if store is not None else None
         try:
             async with self._open(settings, root, run_id, sink, None) as (runner, settings):
-                first = runner.begin(run_id=run_id, goal=goal, settings=settings)
+                first = runner.begin(run_id=run_id, goal=goal, settings=settings, parent=parent)
                 trust = None
                 if log_path is not None:
                     # This user's ruizn started the run: it may resume it as recorded.
@@ -332,7 +473,19 @@ class Agent:
             state = replayed.state
             first = seen[0]
             assert isinstance(first, RunStarted)
-            plan = plan_resume(state, max_steps=request.max_steps, max_tokens=request.max_tokens)
+            if request.message is not None:
+                if request.approve or request.deny:
+                    raise ResumeRefused("--approve/--deny go with resume, not with a message")
+                plan: ResumePlan | None = plan_continue(
+                    state,
+                    request.message,
+                    max_steps=request.max_steps,
+                    max_tokens=request.max_tokens,
+                )
+            else:
+                plan = plan_resume(
+                    state, max_steps=request.max_steps, max_tokens=request.max_tokens
+                )
             if plan is None:
                 if request.approve or request.deny:  # a decision for a run that waits for none
                     raise ResumeRefused(
@@ -372,7 +525,12 @@ class Agent:
                 else:
                     self._trust.opened(first, ref.path)
                     trust = (self._trust, first)
-                runner.resume(plan, torn_bytes=_torn(replayed), decisions=decisions)
+                runner.resume(
+                    plan,
+                    torn_bytes=_torn(replayed),
+                    decisions=decisions,
+                    message=request.message,
+                )
                 yield Session(runner, ref.run_id, ref.path, trust=trust)
         finally:
             writer.close()
@@ -394,7 +552,8 @@ class Agent:
             return evolve(plan, approval=approval)
         if not request.trust:
             reason = self._trust.problem(first, log) or NOT_STARTED_HERE
-            raise UntrustedRun(state.run_id, reason, grant_of(state.settings))
+            verb = "resume" if request.message is None else "continue"
+            raise UntrustedRun(state.run_id, reason, grant_of(state.settings), verb=verb)
         here = str(_resolved(self.settings.workspace))
         if here != str(_resolved(state.settings.workspace)):
             raise ResumeRefused(
@@ -433,13 +592,13 @@ class Agent:
                         raise ConfigError(too_deep(f"the schema of tool {schema['name']!r}"))
                 if state is None:
                     sources = (*sources, *(_mcp_source(tool) for tool in mcp_tools))
-                else:
-                    registry = ToolRegistry(self._unchanged(settings, registry, mcp_tools))
                     settings = evolve(
                         settings,
                         tool_sources=_with_flags(sources, registry),
                         mcp_servers=mcp_records,
                     )
+                else:
+                    registry = ToolRegistry(self._unchanged(settings, registry, mcp_tools))
                 redactor = Redactor.from_env(self._environ)
                 runner = AgentRunner(
                     provider=provider,

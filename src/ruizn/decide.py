@@ -404,6 +404,47 @@ def plan_resume(
     return ResumePlan(max_steps=max_steps, max_tokens=max_tokens)
 
 
+def plan_continue(
+    state: ExecutionContext, message: str, *, max_steps: int | None, max_tokens: int | None
+) -> ResumePlan:
+    """The limits a run goes on with after a person adds `message` (`ruizn continue`).
+
+    `max_steps` is the budget for this message: the run's new total is the steps it has taken
+    plus that many (None: the run's own limit). A run that stopped in the middle of a model
+    call, or with tool calls not answered (waiting for approval, or cut off by a stop), is
+    refused: `resume` finishes that first, so the message never lands inside a turn.
+    """
+    if not message.strip():
+        raise ResumeRefused("the message must not be empty")
+    try:
+        message.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ResumeRefused("the message is not valid UTF-8") from None
+    if max_tokens is not None and max_tokens < 1:
+        raise ResumeRefused("--max-tokens must be >= 1")
+    if max_steps is not None and max_steps < 1:
+        raise ResumeRefused("--max-steps must be >= 1")
+    run = state.run_id
+    if state.phase is Phase.STREAMING:
+        raise ResumeRefused(
+            f"run {run} stopped in the middle of a model call: finish it with"
+            f" `ruizn resume {run}`, then continue it"
+        )
+    if state.turn_open:
+        waiting = state.awaiting_approval
+        if waiting:
+            raise ResumeRefused(
+                f"run {run} waits for a decision on {len(waiting)} tool call(s): decide with"
+                f" `ruizn resume {run} --approve ID|all` (or --deny), then continue it"
+            )
+        raise ResumeRefused(
+            f"run {run} stopped with {state.turn_open} tool call(s) of its last turn not"
+            f" answered: answer them with `ruizn resume {run}`, then continue it"
+        )
+    budget = state.settings.max_steps if max_steps is None else max_steps
+    return ResumePlan(max_steps=state.step + budget, max_tokens=max_tokens)
+
+
 __all__ = [
     "TRUNCATED_TOOL_CALL",
     "Action",
@@ -427,6 +468,7 @@ __all__ = [
     "interrupted_calls",
     "interrupted_result",
     "next_action",
+    "plan_continue",
     "plan_resume",
     "reply_refusal",
     "resume_decisions",

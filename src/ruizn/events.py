@@ -8,7 +8,7 @@ names, so renaming a class cannot orphan old logs.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from attrs import field, frozen
 
@@ -34,6 +34,17 @@ SCHEMA_VERSION = 3
 
 
 @frozen(kw_only=True)
+class Parent:
+    """The run a run came from. A fork (`ruizn fork RUN --at SEQ`) begins with the parent's
+    events up to `seq`; a rerun (`ruizn rerun RUN`) re-drove the recording, whose last event
+    was `seq`."""
+
+    run_id: str
+    seq: int
+    kind: Literal["fork", "rerun"] = "fork"
+
+
+@frozen(kw_only=True)
 class RunStarted:
     TAG: ClassVar[str] = "run_started"
     seq: int
@@ -42,6 +53,9 @@ class RunStarted:
     goal: str
     settings: RunSettings
     ruizn_version: str = ""
+    # Written only when set (serde), so every run_started without one keeps its bytes (and
+    # its trust record, which hashes them).
+    parent: Parent | None = None
 
 
 @frozen(kw_only=True)
@@ -58,6 +72,17 @@ class RunResumed:
     max_tokens: int | None = None
     workspace: str | None = None
     approval: ApprovalMode | None = None
+
+
+@frozen(kw_only=True)
+class UserMessage:
+    """A person added a message to a run that had stopped (`ruizn continue`). Logged right
+    after the run_resumed that goes on; the model sees it after the whole history."""
+
+    TAG: ClassVar[str] = "user_message"
+    seq: int
+    ts: float
+    text: str
 
 
 @frozen(kw_only=True)
@@ -202,6 +227,7 @@ Event = (
     | ToolApprovalDecided
     | ToolsChanged
     | RunFinished
+    | UserMessage
 )
 
 EVENT_TYPES: tuple[type[Any], ...] = (
@@ -217,4 +243,5 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     ToolApprovalDecided,
     ToolsChanged,
     RunFinished,
+    UserMessage,
 )

@@ -12,6 +12,8 @@ Theory of operation. A run is one machine whose phase says what may happen next:
     READY | STREAMING | TOOLS | DONE --run_finished--> FINISHED
     any phase --run_resumed--> READY | TOOLS | DONE (rule `after_resume`: a crash can stop a
                                                      run anywhere without run_finished)
+    READY | DONE --user_message--> READY            (`ruizn continue`, after run_resumed:
+                                                     a person's message joins the history)
 
 Inside TOOLS each call of the turn runs its own small machine, kept in `turn_approvals`,
 `tools_in_flight` and `turn_results`: a call that needs approval is requested, then decided
@@ -53,6 +55,7 @@ from ruizn.events import (
     ToolCallFinished,
     ToolCallStarted,
     ToolsChanged,
+    UserMessage,
 )
 from ruizn.media import problem as media_problem
 from ruizn.rules import (
@@ -123,6 +126,10 @@ TRANSITIONS: Mapping[tuple[Phase, str], Phase | Rule] = {
     (_D, RunFinished.TAG): _F,
     (_D, RunResumed.TAG): Rule.AFTER_RESUME,
     (_F, RunResumed.TAG): Rule.AFTER_RESUME,
+    # `ruizn continue`: a person's message after the run_resumed that takes the run on, which
+    # leaves it READY (the history ends with the user) or DONE (with a finished answer).
+    (_R, UserMessage.TAG): _R,
+    (_D, UserMessage.TAG): _R,
 }
 
 # Which event types each phase accepts: derived from the table, never written twice.
@@ -189,6 +196,8 @@ def reduce(state: ExecutionContext, event: Event) -> ExecutionContext:
             after = _on_tools_changed(state, event)
         case RunFinished():
             after = _on_run_finished(state, event)
+        case UserMessage():
+            after = _on_user_message(state, event)
         case _:
             assert_never(event)
     phase = target if isinstance(target, Phase) else RULES[target](after)
@@ -272,6 +281,23 @@ def _on_run_resumed(state: ExecutionContext, event: RunResumed) -> ExecutionCont
         failure=None,
         last_seq=event.seq,
     )
+
+
+def _on_user_message(state: ExecutionContext, event: UserMessage) -> ExecutionContext:
+    if not event.text.strip():
+        raise InvalidTransition("user_message with no text")
+    if state.failure is not None:
+        raise InvalidTransition("user_message between the attempts of a model call")
+    text = TextBlock(text=event.text)
+    last = state.messages[-1]
+    if last.role == "user":
+        # After a turn's results (a run stopped at max_steps) the message joins them: roles
+        # alternate, and the model reads the results and then the message.
+        messages = (*state.messages[:-1], Message(role="user", content=(*last.content, text)))
+    else:
+        messages = (*state.messages, Message(role="user", content=(text,)))
+    # An answer cut at max_tokens is not continued once a person has spoken after it.
+    return evolve(state, messages=messages, continuing=False, last_seq=event.seq)
 
 
 def _on_llm_call_started(state: ExecutionContext, event: LlmCallStarted) -> ExecutionContext:

@@ -37,7 +37,7 @@ from ruizn.decide import (
     reply_refusal,
 )
 from ruizn.effects.approval import Approver, needs_approval_of
-from ruizn.effects.provider import ModelReply, Provider, ProviderError
+from ruizn.effects.provider import ModelReply, Provider, ProviderError, ReplayDiverged
 from ruizn.effects.sink import EventSink, LogLost, SinkError
 from ruizn.effects.tools import ToolRegistry, invoke_tool
 from ruizn.events import (
@@ -46,6 +46,7 @@ from ruizn.events import (
     LlmCallStarted,
     LlmResponse,
     LlmToken,
+    Parent,
     RunFinished,
     RunResumed,
     RunStarted,
@@ -53,6 +54,7 @@ from ruizn.events import (
     ToolApprovalRequested,
     ToolCallFinished,
     ToolCallStarted,
+    UserMessage,
 )
 from ruizn.media import fit as fit_media
 from ruizn.reducers import add_tokens, reduce, start
@@ -111,7 +113,9 @@ class AgentRunner:
             self._tokens = 0
         return self._state
 
-    def begin(self, *, run_id: str, goal: str, settings: RunSettings) -> RunStarted:
+    def begin(
+        self, *, run_id: str, goal: str, settings: RunSettings, parent: Parent | None = None
+    ) -> RunStarted:
         """Start a new run with `settings` as the builder filled them in (the workspace
         resolved, the tools' sources): its first event is checked, then written. The tools it
         records are the ones this runner offers."""
@@ -122,6 +126,7 @@ class AgentRunner:
             goal=goal,
             settings=evolve(settings, tools=self._registry.tool_schemas()),
             ruizn_version=__version__,
+            parent=parent,
         )
         state = start(event)  # checked before it is written, like every other event
         self._publish(event)
@@ -134,6 +139,7 @@ class AgentRunner:
         *,
         torn_bytes: int = 0,
         decisions: Sequence[ApprovalDecision] = (),
+        message: str | None = None,
     ) -> None:
         """Continue a replayed run. A tool call the stop interrupted is run again only if the
         tool says that is safe (read-only); otherwise the model is told it was cut off, so
@@ -141,7 +147,8 @@ class AgentRunner:
 
         `decisions` are a person's answers given with the resume (`--approve/--deny`), for
         calls in `decide.approval_candidates` (the caller checks that first): any approval
-        request still missing is logged, then each decision."""
+        request still missing is logged, then each decision. `message` is a person's new
+        message (`ruizn continue`, planned by `decide.plan_continue`), logged last."""
         interrupted = interrupted_calls(self.state, self._read_only)
         self._emit(
             RunResumed,
@@ -157,6 +164,8 @@ class AgentRunner:
             self._request_approvals(approvals_to_request(self.state, self.needs_approval))
             for decision in decisions:
                 self._decide(decision)
+        if message is not None:
+            self._emit(UserMessage, text=message)
 
     def _read_only(self, name: str) -> bool:
         tool = self._registry.get(name)
@@ -165,9 +174,10 @@ class AgentRunner:
     async def drive(self) -> ExecutionContext:
         """Run until the core says finish. Ends the log with RunFinished whenever it can.
 
-        Raises `SinkError` when the log cannot be written (the state is what the log holds)
-        and `LogLost` when the log was deleted or replaced (its events are recovered beside
-        it). Cancellation is never swallowed: the run is finished `cancelled`, then it goes on.
+        Raises `SinkError` when the log cannot be written (the state is what the log holds),
+        `LogLost` when the log was deleted or replaced (its events are recovered beside it)
+        and `ReplayDiverged` when a recorded model cannot answer (the run is finished error).
+        Cancellation is never swallowed: the run is finished `cancelled`, then it goes on.
         """
         self._started_at = self._timer()
         try:
@@ -186,6 +196,10 @@ class AgentRunner:
             self._sink.close()
             raise
         except SinkError:
+            self._sink.close()
+            raise
+        except ReplayDiverged as left:  # a recorded model has no answer: end, and say where
+            self._finish(Status.ERROR, str(left))
             self._sink.close()
             raise
         except Exception as exc:  # a bug in ruizn or a tool: end the run, keep the log whole

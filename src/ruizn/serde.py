@@ -13,6 +13,7 @@ from typing import Any
 import cattrs
 import orjson
 from attrs import evolve
+from cattrs.gen import make_dict_unstructure_fn, override
 from cattrs.v import format_exception
 
 from ruizn.bounds import MAX_LINE_DEPTH, deeper_than, few_brackets, text_deeper_than, too_deep
@@ -106,6 +107,12 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(
         TurnResults,
         lambda value, _: TurnResults.of(converter.structure(value, tuple[ToolResult | None, ...])),
+    )
+    # A run_started names its parent only when it has one (a fork, a rerun): every other
+    # line keeps the bytes it always had, and so its trust record (a hash of them).
+    converter.register_unstructure_hook(
+        RunStarted,
+        make_dict_unstructure_fn(RunStarted, converter, parent=override(omit_if_default=True)),
     )
     return converter
 

@@ -36,7 +36,7 @@ from ruizn.effects.logfile import (
 )
 from ruizn.effects.runfolder import RunFolder, UnsafeRunFile
 from ruizn.effects.sink import EventSink
-from ruizn.effects.writer import EventWriter, probe_lock, truncate_log
+from ruizn.effects.writer import EventWriter, RunLocked, probe_lock, truncate_log
 from ruizn.events import Event
 from ruizn.state import ExecutionContext, Status, ToolCall
 
@@ -53,6 +53,7 @@ __all__ = [
     "new_run_id",
     "replay",
     "resolve_run",
+    "settled",
 ]
 
 LAST = "last"
@@ -320,3 +321,18 @@ class FileStore:
 
     def cut(self, ref: RunRef, offset: int) -> None:
         truncate_log(ref.path, offset)
+
+
+def settled(
+    store: RunStore, run: str, on_event: Callable[[Event], None] | None = None
+) -> tuple[RunRef, RunInfo]:
+    """The run `run` names, read whole, when nobody is writing it: what `fork`, `rerun` and
+    `diff` act on (a log still growing has no end to fork, re-drive or compare). Raises
+    RunNotFound, RunLocked (a writer holds it) or LogError (it cannot be read)."""
+    ref = store.find(run)
+    found = store.info(ref, on_event=on_event)
+    if found.live:
+        raise RunLocked(ref.run_id, found.pid)
+    if found.replayed is None:
+        raise LogError(found.error or f"{store.location(ref)}: unreadable")
+    return ref, found

@@ -156,3 +156,14 @@ def test_an_agent_offers_an_mcp_servers_tools_and_stops_the_server(tmp_path: Pat
     assert "hi" in result.output
     assert result.state.settings.mcp_servers[0]["name"] == "demo"
     assert ruizn.replay(result.log_path or "") == result.state
+
+
+def test_a_new_run_records_where_each_tool_came_from_and_whether_it_only_reads(
+    tmp_path: Path,
+) -> None:
+    """What resume and trust rely on: run_started names every tool's source and flag."""
+    result = ruizn.Agent(model="test", workspace=tmp_path).run("list the files")
+    sources = {s.tool: s for s in result.state.settings.tool_sources}
+    assert set(sources) == {t["name"] for t in result.state.settings.tools}
+    assert sources["read_file"].read_only
+    assert not sources["write_file"].read_only

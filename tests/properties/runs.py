@@ -31,13 +31,26 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from ruizn.config import APPROVAL_MODES, RunSettings
-from ruizn.decide import ResumeRefused, approval_candidates, plan_resume, resume_decisions
+from ruizn.decide import (
+    ResumeRefused,
+    approval_candidates,
+    plan_continue,
+    plan_resume,
+    resume_decisions,
+)
 from ruizn.effects.approval import Answer, needs_approval_of
 from ruizn.effects.function_model import FunctionModel
 from ruizn.effects.provider import ModelReply, ProviderError
 from ruizn.effects.sink import MemorySink, SinkError
 from ruizn.effects.tools import BaseTool, ToolRegistry
-from ruizn.events import Event, LlmCallStarted, LlmResponse, RunStarted, ToolCallFinished
+from ruizn.events import (
+    Event,
+    LlmCallStarted,
+    LlmResponse,
+    RunStarted,
+    ToolCallFinished,
+    UserMessage,
+)
 from ruizn.reducers import reduce, replay, start
 from ruizn.runner import AgentRunner
 from ruizn.state import (
@@ -180,6 +193,7 @@ class Run:
     ran: tuple[str, ...]  # the name of each tool execution, in order (crashes included)
     sessions: int  # 1 + the number of resumes after a crash
     max_steps: int
+    tools: tuple[BaseTool, ...] = ()  # the tools the run was given
 
     @property
     def model_calls(self) -> int:
@@ -304,9 +318,11 @@ def simulate(
     errors: bool = False,
     crashes: bool = False,
     approvals: bool = False,
+    continues: bool = False,
 ) -> Run:
     """Drive the real runner to its end (resuming after each drawn crash, and after each
-    stop awaiting_approval, up to three of those)."""
+    stop awaiting_approval, up to three of those). With `continues`, a person then adds a
+    message to the ended run, as `ruizn continue` does, up to twice."""
     config, goal = run_config(data, max_steps=max_steps, approvals=approvals)
     concurrency = data.draw(st.integers(1, 4), label="tool concurrency")
     ran: list[str] = []
@@ -391,17 +407,19 @@ def simulate(
             final = state
             break
         decisions = _drawn_decisions(data, state, registry) if approvals else ()
-        resumer = AgentRunner(
-            provider=FunctionModel(model),
-            registry=registry,
-            sink=(resume_sink := MemorySink()),
-            clock=clock,
-            timer=clock,
-            state=state,
+        state = _go_on(model, registry, clock, state, events=events, plan=plan, decisions=decisions)
+    assert final is not None
+    while continues and data.draw(st.booleans(), label="continue?"):
+        message = data.draw(texts.filter(str.strip), label="message")
+        budget = data.draw(st.none() | st.integers(1, 3), label="budget")
+        try:
+            plan = plan_continue(final, message, max_steps=budget, max_tokens=None)
+        except ResumeRefused:
+            break  # calls left unanswered (awaiting approval): continue says resume first
+        final = _go_on(
+            model, registry, clock, final, events=events, plan=plan, message=message, drive=True
         )
-        resumer.resume(plan, decisions=decisions)
-        events.extend(resume_sink.events)
-        state = resumer.state
+        sessions += 1
     states: list[ExecutionContext] = []
     for event in events:
         states.append(start(event) if isinstance(event, RunStarted) else reduce(states[-1], event))
@@ -413,7 +431,37 @@ def simulate(
         ran=tuple(ran),
         sessions=sessions,
         max_steps=max_steps,
+        tools=tuple(tools_),
     )
+
+
+def _go_on(
+    model: _Model,
+    registry: ToolRegistry,
+    clock: Any,
+    state: ExecutionContext,
+    *,
+    events: list[Event],
+    plan: Any,
+    decisions: tuple[Any, ...] = (),
+    message: str | None = None,
+    drive: bool = False,
+) -> ExecutionContext:
+    """Resume `state` by `plan` in a new "process" (a runner of its own), as the CLI does:
+    its events join `events`; with `drive`, it runs on to its end."""
+    runner = AgentRunner(
+        provider=FunctionModel(model),
+        registry=registry,
+        sink=(sink := MemorySink()),
+        clock=clock,
+        timer=clock,
+        state=state,
+    )
+    runner.resume(plan, decisions=decisions, message=message)
+    if drive:
+        anyio.run(runner.drive)
+    events.extend(sink.events)
+    return runner.state
 
 
 def _drawn_decisions(
@@ -472,6 +520,13 @@ def expected_messages(events: list[Event]) -> tuple[Message, ...]:
             turn = [b.id for b in content if isinstance(b, ToolUseBlock)]
             continuing = event.stop_reason == "pause_turn" and not turn
             results = {}
+        elif isinstance(event, UserMessage):
+            text = TextBlock(text=event.text)
+            if messages[-1].role == "user":
+                messages[-1] = Message(role="user", content=(*messages[-1].content, text))
+            else:
+                messages.append(Message(role="user", content=(text,)))
+            continuing = False
         elif isinstance(event, ToolCallFinished):
             results[event.id] = event.result
             if turn and all(t in results for t in turn):

@@ -24,6 +24,7 @@ FIELDS = [
     ("run_id",),
     ("goal",),
     ("ruizn_version",),
+    ("parent",),  # optional (a fork's, a rerun's): adding one is an edit too
     *(("settings", f.name) for f in attrs.fields(ruizn.RunSettings)),
 ]
 

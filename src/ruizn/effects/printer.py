@@ -33,6 +33,7 @@ from ruizn.events import (
     ToolCallFinished,
     ToolCallStarted,
     ToolsChanged,
+    UserMessage,
 )
 from ruizn.format import human_bytes, human_seconds, tokens
 from ruizn.media import image_line, images, text_of
@@ -109,6 +110,8 @@ class StdoutPrinter:
                 self._tools_changed(changed)
             case RunResumed(max_steps=max_steps):
                 self._line(self._paint(_DIM, "[run]") + f" resumed · max {max_steps} steps")
+            case UserMessage(text=text):
+                self._line(self._paint(_DIM, "[user]") + " " + visible(text))
             case RunFinished() as finished:
                 self._line(self._summary(finished))
             case _:

@@ -8,12 +8,15 @@ provider is trivial to fake. SDK types never cross this line.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from attrs import frozen
 
 from ruizn.request import MessagesRequest
 from ruizn.state import ContentBlock, Usage
+
+if TYPE_CHECKING:
+    from ruizn.tape import Divergence
 
 
 @frozen(kw_only=True)
@@ -52,6 +55,17 @@ class ProviderError(Exception):
         self.status_code = status_code
         self.request_id = request_id
         self.retry_after = retry_after
+
+
+class ReplayDiverged(Exception):
+    """A model that replays a recording (`ruizn.Cassette`) was sent a request the recording
+    does not hold: the run has left it. Not a failed call (nothing would be retried): the
+    runner finishes the run with status error and raises this to its caller.
+    `divergence` says where (`ruizn.tape.Divergence`: the seq, the call, the tool, a diff)."""
+
+    def __init__(self, divergence: Divergence) -> None:
+        super().__init__(f"the run left its recording at seq {divergence.seq}: {divergence.what}")
+        self.divergence = divergence
 
 
 class ProviderConfigError(Exception):

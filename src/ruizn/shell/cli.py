@@ -14,13 +14,14 @@ from typing import Any
 
 import click
 
-from ruizn.config import APPROVAL_MODES, DEFAULT_READ_TIMEOUT
+from ruizn.config import DEFAULT_READ_TIMEOUT
 from ruizn.shell.exits import EXIT_CANCELLED, EXIT_OK, EXIT_USAGE, Exit, echo_error, fail
 from ruizn.shell.options import (
     UsageFailure,
     checked_text,
     db_option,
     mcp_header_option,
+    new_approval_option,
     run_options,
     tool_options,
     where_options,
@@ -28,9 +29,20 @@ from ruizn.shell.options import (
 from ruizn.version import __version__
 
 
+def _otlp_option(f: Any) -> Any:
+    return click.option(
+        "--otlp",
+        metavar="URL",
+        default=None,
+        help="Also send the run's spans to this OTLP/HTTP collector as it goes"
+        " (e.g. http://localhost:4318); a collector that is down never stops the run.",
+    )(f)
+
+
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ruizn")
 @run_options
+@_otlp_option
 @click.pass_context
 def cli(ctx: click.Context, /, goal: str | None, **options: Any) -> None:
     """ruizn: stream Claude, run the tools it asks for, log every event.
@@ -48,6 +60,7 @@ def cli(ctx: click.Context, /, goal: str | None, **options: Any) -> None:
 @cli.command("run")
 @click.argument("words", nargs=-1)
 @run_options
+@_otlp_option
 def run_command(words: tuple[str, ...], goal: str | None, **options: Any) -> None:
     """Run an agent on GOAL until the model ends its turn or --max-steps is reached.
 
@@ -64,7 +77,9 @@ def run_command(words: tuple[str, ...], goal: str | None, **options: Any) -> Non
     raise Exit(_run(goal=goal, **options))
 
 
-def _run(*, goal: str, workspace: str, log_dir: str | None, **options: Any) -> int:
+def _run(
+    *, goal: str, workspace: str, log_dir: str | None, otlp: str | None = None, **options: Any
+) -> int:
     from ruizn.shell.options import settings_from_cli
     from ruizn.shell.session import new_run, terminal_agent
 
@@ -73,7 +88,13 @@ def _run(*, goal: str, workspace: str, log_dir: str | None, **options: Any) -> i
     if not os.path.isdir(workspace):
         fail(f"--workspace {workspace!r} is not a folder")
     settings, servers = settings_from_cli(workspace=workspace, **options)
-    return new_run(terminal_agent(settings, log_dir=log_dir, mcp=servers), goal)
+    if otlp is None:
+        return new_run(terminal_agent(settings, log_dir=log_dir, mcp=servers), goal)
+    from ruizn.shell.view import live_export
+
+    with live_export(otlp) as exporter:
+        agent = terminal_agent(settings, log_dir=log_dir, mcp=servers, subscribers=(exporter,))
+        return new_run(agent, goal)
 
 
 @cli.command("tools")
@@ -191,12 +212,7 @@ def replay_command(
     help="Deny the waiting tool call ID, or all of them (repeatable).",
 )
 @click.option("--reason", default=None, help="Why the calls are denied (the model is told).")
-@click.option(
-    "--approval",
-    type=click.Choice(APPROVAL_MODES),
-    default=None,
-    help="A new approval mode for the rest of the run (default: the run's own).",
-)
+@new_approval_option
 @click.option(
     "--trust",
     is_flag=True,
@@ -230,7 +246,7 @@ def resume_command(
     terminal, ruizn asks about any call they leave waiting). With --db, RUN is a fleet's run:
     it is queued again and a worker continues it.
     """
-    from ruizn.shell.session import resume_run, settings_or_fail, terminal_agent
+    from ruizn.shell.session import settings_or_fail
 
     if read_timeout is not None:
         settings_or_fail(read_timeout=read_timeout)  # checked like run's (no nan, no 0)
@@ -243,22 +259,130 @@ def resume_command(
                 db, run, max_steps=max_steps, max_tokens=max_tokens, read_timeout=read_timeout
             )
         )
+    raise Exit(
+        _go_on(
+            run,
+            workspace=workspace,
+            log_dir=log_dir,
+            mcp_headers=mcp_headers,
+            max_steps=max_steps,
+            max_tokens=max_tokens,
+            read_timeout=read_timeout,
+            approve=approve,
+            deny=deny,
+            reason=None if reason is None else checked_text("--reason", reason),
+            approval=approval,
+            trust=trust,
+        )
+    )
+
+
+def _go_on(
+    run: str, *, workspace: str, log_dir: str | None, mcp_headers: tuple[str, ...], **fields: Any
+) -> int:
+    """`resume` and `continue`: the terminal's agent resumes RUN with these `Resume` fields."""
     from ruizn.agent import Resume
+    from ruizn.shell.session import resume_run, settings_or_fail, terminal_agent
 
     agent = terminal_agent(
         settings_or_fail(workspace=workspace), log_dir=log_dir, mcp_headers=mcp_headers
     )
-    request = Resume(
-        max_steps=max_steps,
-        max_tokens=max_tokens,
-        read_timeout=read_timeout,
-        approve=approve,
-        deny=deny,
-        reason=None if reason is None else checked_text("--reason", reason),
-        approval=approval,  # type: ignore[arg-type]  # click.Choice of the modes
-        trust=trust,
+    return resume_run(agent, run, Resume(**fields))
+
+
+@cli.command("continue")
+@click.argument("run")
+@click.argument("words", nargs=-1, metavar="[MESSAGE]...")
+@click.option(
+    "--max-steps",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Steps for this message (the run's new total is its steps plus N; default: the"
+    " run's own limit).",
+)
+@click.option(
+    "--max-tokens", type=click.IntRange(min=1), default=None, help="A new max_tokens per call."
+)
+@click.option("--read-timeout", type=float, default=None, help="See `ruizn run`.")
+@mcp_header_option
+@new_approval_option
+@click.option(
+    "--trust",
+    is_flag=True,
+    help="Continue a run ruizn did not start on this machine (see `ruizn resume --trust`).",
+)
+@where_options
+def continue_command(
+    run: str,
+    words: tuple[str, ...],
+    *,
+    max_steps: int | None,
+    max_tokens: int | None,
+    read_timeout: float | None,
+    mcp_headers: tuple[str, ...],
+    approval: str | None,
+    trust: bool,
+    workspace: str,
+    log_dir: str | None,
+) -> None:
+    """Add MESSAGE to RUN, a run that ended, and go on in the same log.
+
+    The model sees the whole conversation, then the message (the arguments, or standard
+    input when it is not a terminal). Printing, exit codes, locking and trust are resume's.
+    """
+    from ruizn.shell.session import settings_or_fail
+
+    message = " ".join(words) if words else None
+    if message is None and not sys.stdin.isatty():
+        message = sys.stdin.read() or None
+    if message is None or not checked_text("the message", message).strip():
+        raise UsageFailure("missing message: ruizn continue RUN MESSAGE..., or pipe it in")
+    if read_timeout is not None:
+        settings_or_fail(read_timeout=read_timeout)
+    raise Exit(
+        _go_on(
+            run,
+            workspace=workspace,
+            log_dir=log_dir,
+            mcp_headers=mcp_headers,
+            max_steps=max_steps,
+            max_tokens=max_tokens,
+            read_timeout=read_timeout,
+            approval=approval,
+            trust=trust,
+            message=message,
+        )
     )
-    raise Exit(resume_run(agent, run, request))
+
+
+@cli.command("fork")
+@click.argument("run")
+@click.option(
+    "--at",
+    "at",
+    type=click.IntRange(min=1),
+    required=True,
+    metavar="SEQ",
+    help="The last event of RUN the fork keeps (a point between steps).",
+)
+@click.option(
+    "--trust",
+    is_flag=True,
+    help="Vouch for the fork of a run ruizn did not start on this machine (see --trust of"
+    " `ruizn resume`).",
+)
+@where_options
+def fork_command(run: str, at: int, trust: bool, workspace: str, log_dir: str | None) -> None:
+    """Write a new run holding RUN's events up to SEQ, and print its id.
+
+    RUN is never touched. Go on with `ruizn resume NEW` (the model is asked again from there)
+    or `ruizn continue NEW MESSAGE`. A SEQ inside a model call or a tool turn is refused,
+    naming the nearest points between steps.
+    """
+    from ruizn.shell.session import fork_run, settings_or_fail, terminal_agent
+
+    agent = terminal_agent(settings_or_fail(workspace=workspace), log_dir=log_dir)
+    raise Exit(fork_run(agent, run, at=at, trust=trust))
 
 
 # Options of a local resume that a fleet's resume cannot honour: the worker that takes the
@@ -312,6 +436,114 @@ def show_command(run: str, workspace: str, log_dir: str | None, db: str | None) 
 
     store = _store(workspace, log_dir, db)
     raise Exit(_reading(lambda: show_run(store, run)))
+
+
+@cli.command("rerun")
+@click.argument("run")
+@click.option("--show", is_flag=True, help="Print the re-driven run's transcript too.")
+@click.option(
+    "--trust",
+    is_flag=True,
+    help="Re-drive a recording ruizn did not make on this machine (it imports the tool modules"
+    " and starts the MCP servers its log names; see `ruizn show RUN`).",
+)
+@mcp_header_option
+@where_options
+def rerun_command(
+    run: str,
+    *,
+    show: bool,
+    trust: bool,
+    mcp_headers: tuple[str, ...],
+    workspace: str,
+    log_dir: str | None,
+) -> None:
+    """Drive RUN again as a new run: its model's replies come from the recording (no network,
+    no key), its tools run for real here, and each request is compared with the recorded one.
+
+    Identical: exit 0 and one line. The first divergence: exit 1, naming the recording's seq,
+    the call and the tool, with a short diff (recorded vs now).
+    """
+    from ruizn.agent import Agent
+    from ruizn.shell.session import notice, printer, rerun_run, settings_or_fail
+
+    if not os.path.isdir(workspace):
+        fail(f"--workspace {workspace!r} is not a folder")
+    agent = Agent(
+        settings=settings_or_fail(workspace=workspace),
+        log_dir=log_dir,
+        mcp_headers=mcp_headers,
+        subscribers=(printer(),) if show else (),
+        on_notice=notice,
+    )
+    raise Exit(rerun_run(agent, run, trust=trust))
+
+
+@cli.command("diff")
+@click.argument("run_a")
+@click.argument("run_b")
+@where_options
+@db_option
+def diff_command(
+    run_a: str, run_b: str, workspace: str, log_dir: str | None, db: str | None
+) -> None:
+    """Compare RUN_A and RUN_B event by event, ignoring what must differ (run ids, times,
+    durations, request ids, the workspace path): exit 0 "no difference", or exit 1 with the
+    first differing seq of each and what each run came to."""
+    from ruizn.shell.logs import diff_runs
+
+    store = _store(workspace, log_dir, db)
+    raise Exit(_reading(lambda: diff_runs(store, run_a, run_b)))
+
+
+@cli.command("view")
+@click.argument("run")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Where to write the page (default: view.html in the run's folder).",
+)
+@click.option("--open", "open_browser", is_flag=True, help="Open the page in a browser.")
+@where_options
+@db_option
+def view_command(
+    run: str,
+    *,
+    output: str | None,
+    open_browser: bool,
+    workspace: str,
+    log_dir: str | None,
+    db: str | None,
+) -> None:
+    """Write RUN as one self-contained HTML page: its model and tool calls on a timeline,
+    beside the transcript. Prints the page's path."""
+    from ruizn.shell.view import view_run
+
+    store = _store(workspace, log_dir, db)
+    raise Exit(view_run(store, run, out=output, open_browser=open_browser))
+
+
+@cli.command("export")
+@click.argument("run")
+@click.option(
+    "--otlp",
+    metavar="URL",
+    default=None,
+    help="The OTLP/HTTP collector, e.g. http://localhost:4318 (default:"
+    " $OTEL_EXPORTER_OTLP_ENDPOINT).",
+)
+@where_options
+@db_option
+def export_command(
+    run: str, otlp: str | None, workspace: str, log_dir: str | None, db: str | None
+) -> None:
+    """Send RUN's spans (OpenTelemetry GenAI conventions) to a collector over OTLP/HTTP.
+    Exporting twice sends the same trace."""
+    from ruizn.shell.view import export_run
+
+    raise Exit(export_run(_store(workspace, log_dir, db), run, otlp=otlp))
 
 
 # batch, worker and submit: the fleet layer (ruizn.fleet) adds its commands. Its module

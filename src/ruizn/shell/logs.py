@@ -12,17 +12,22 @@ import shutil
 import sys
 from collections import Counter
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ruizn.effects.logfile import LogError, Replayed, TornTail
 from ruizn.effects.printer import StdoutPrinter
-from ruizn.events import Event, ToolCallFinished, ToolCallStarted
+from ruizn.events import Event, Parent, RunStarted, ToolCallFinished, ToolCallStarted
 from ruizn.format import human_seconds, tokens
 from ruizn.grant import grant_of
 from ruizn.serde import state_to_json
 from ruizn.shell.approval import describe_call
-from ruizn.shell.exits import EXIT_OK, fail
-from ruizn.store import RunInfo, RunNotFound, RunRef, RunStore
+from ruizn.shell.exits import EXIT_ERROR, EXIT_OK, fail
+from ruizn.state import ExecutionContext
+from ruizn.store import RunInfo, RunNotFound, RunRef, RunStore, settled
 from ruizn.terminal import visible
+
+if TYPE_CHECKING:
+    from ruizn.diff import Difference, Item, Summary
 
 
 def _resolve(store: RunStore, run: str) -> RunRef:
@@ -69,9 +74,12 @@ class _Tally:
         self.calls: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
         self._names: dict[str, str] = {}
+        self.parent: Parent | None = None
 
     def __call__(self, event: Event) -> None:
-        if isinstance(event, ToolCallStarted):
+        if isinstance(event, RunStarted):
+            self.parent = event.parent
+        elif isinstance(event, ToolCallStarted):
             self.calls[event.name] += 1
             self._names[event.id] = event.name
         elif isinstance(event, ToolCallFinished) and event.result.is_error:
@@ -120,6 +128,14 @@ def list_runs(store: RunStore) -> int:
     return EXIT_OK
 
 
+def _lineage(parent: Parent | None) -> list[tuple[str, str]]:
+    if parent is None:
+        return []
+    if parent.kind == "rerun":
+        return [("rerun of", f"{parent.run_id} (its {parent.seq} events re-driven)")]
+    return [("forked", f"from {parent.run_id} at seq {parent.seq}")]
+
+
 def show_run(store: RunStore, run: str) -> int:
     ref = _resolve(store, run)
     path = ref.path
@@ -143,6 +159,7 @@ def show_run(store: RunStore, run: str) -> int:
     grant = grant_of(state.settings)
     lines = [
         ("run", state.run_id),
+        *_lineage(tally.parent),
         ("goal", state.goal),
         ("model", state.settings.model),
         ("workspace", grant.workspace),
@@ -176,3 +193,95 @@ def show_run(store: RunStore, run: str) -> int:
         for call in pending:
             print(f"{'':<11}{describe_call(call)}")
     return EXIT_OK
+
+
+def diff_runs(store: RunStore, run_a: str, run_b: str) -> int:
+    """`ruizn diff A B`: exit 0 and "no difference", or exit 1 with where the runs part and
+    what each came to."""
+    from ruizn.diff import first_difference, items, summary
+
+    loaded = [_diffed(store, run) for run in (run_a, run_b)]
+    (state_a, events_a), (state_b, events_b) = loaded
+    difference = first_difference(items(events_a), items(events_b))
+    if difference is None:
+        print(f"no difference ({len(events_a)} events)")
+        return EXIT_OK
+    for line in diff_report(difference, summary(state_a), summary(state_b)):
+        print(visible(line))
+    return EXIT_ERROR
+
+
+def _diffed(store: RunStore, run: str) -> tuple[ExecutionContext, list[Event]]:
+    from ruizn.effects.writer import RunLocked
+
+    events: list[Event] = []
+    try:
+        _, found = settled(store, run, on_event=events.append)
+    except (RunNotFound, RunLocked, LogError) as exc:
+        fail(visible(str(exc)))
+    assert found.replayed is not None
+    return found.replayed.state, events
+
+
+_CELL = 36  # the widest a value of the summary table is shown
+
+
+def diff_report(difference: Difference, a: Summary, b: Summary) -> list[str]:
+    """Where two runs part (each side's seq, type and differing fields), then a table of what
+    each came to: status, steps, tokens, tool calls, final answer."""
+    x, y = difference.a, difference.b
+    lines = [f"runs differ: seq {_at(x)} of A, seq {_at(y)} of B"]
+    fields = difference.fields()
+    for name, item in (("A", x), ("B", y)):
+        if item is None:
+            lines.append(f"  {name}  (the run ends here)")
+            continue
+        if fields:
+            shown = " ".join(f"{key}={_json(_pick(item.body, key))}" for key in fields)
+        else:
+            shown = _json(item.body)
+        lines.append(_clip(f"  {name}  {item.type} {shown}", 160))
+    rows = [
+        ("run", a.run_id, b.run_id),
+        ("status", a.status.value, b.status.value),
+        ("steps", str(a.steps), str(b.steps)),
+        ("tokens", _tokens(a), _tokens(b)),
+        ("tool calls", _calls(a), _calls(b)),
+        ("answer", _json(a.answer), _json(b.answer)),
+    ]
+    width = max(len(_clip(row[1], _CELL)) for row in rows)
+    lines.append(f"{'':<12}{'A':<{width}}  B")
+    for key, left, right in rows:
+        lines.append(f"{key:<12}{_clip(left, _CELL):<{width}}  {_clip(right, _CELL)}".rstrip())
+    return lines
+
+
+def _at(item: Item | None) -> str:
+    return "-" if item is None else str(item.seq)
+
+
+def _pick(body: dict[str, Any], key: str) -> Any:
+    for part in key.split("."):
+        body = body.get(part) if isinstance(body, dict) else None  # type: ignore[assignment]
+    return body
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _tokens(run: Summary) -> str:
+    return f"in {tokens(run.usage.total_input_tokens)} · out {tokens(run.usage.output_tokens)}"
+
+
+def _calls(run: Summary) -> str:
+    if not run.tool_calls:
+        return "none"
+    return ", ".join(
+        f"{name} x{count}" + (f" ({failed} failed)" if failed else "")
+        for name, count, failed in run.tool_calls
+    )

@@ -143,6 +143,16 @@ def run_options(f: Any) -> Any:
     return click.option("--goal", help="What ruizn should do (or give it as an argument).")(f)
 
 
+def new_approval_option(f: Any) -> Any:
+    """--approval for a run that goes on (resume, continue): a change, or the run's own."""
+    return click.option(
+        "--approval",
+        type=click.Choice(APPROVAL_MODES),
+        default=None,
+        help="A new approval mode for the rest of the run (default: the run's own).",
+    )(f)
+
+
 def db_option(f: Any) -> Any:
     return click.option(
         "--db", envvar="RUIZN_DB", default=None, help="A fleet's database (env RUIZN_DB)."

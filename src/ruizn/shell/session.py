@@ -13,9 +13,9 @@ import gc
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from attrs import evolve
@@ -31,11 +31,15 @@ from ruizn.effects.sink import LogLost, SinkError
 from ruizn.effects.tool_loader import Toolbox, ToolLoadError
 from ruizn.effects.writer import RunLocked
 from ruizn.events import Event, LlmResponse, RunResumed, RunStarted, ToolCallFinished
-from ruizn.runner import first_error
+from ruizn.lineage import ForkRefused
+from ruizn.runner import Subscriber, first_error
 from ruizn.shell.approval import awaiting_report, terminal_approver
 from ruizn.shell.exits import EXIT_CODES, EXIT_ERROR, EXIT_OK, EXIT_USAGE, echo_error, fail
 from ruizn.state import Status
 from ruizn.store import FileStore, RunNotFound
+from ruizn.tape import RecordingError
+
+T = TypeVar("T")
 
 # The library's refusals that are the user's to fix: one line, exit 2, nothing written.
 _USAGE_ERRORS: tuple[type[Exception], ...] = (
@@ -47,6 +51,8 @@ _USAGE_ERRORS: tuple[type[Exception], ...] = (
     LogError,
     RunLocked,
     ResumeRefused,
+    ForkRefused,
+    RecordingError,
 )
 # A log dir we may not write is bad input (2); a full disk or an I/O error is 1.
 _USAGE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EROFS, errno.EEXIST})
@@ -63,16 +69,18 @@ def terminal_agent(
     log_dir: str | None,
     mcp: tuple[MCPServer, ...] = (),
     mcp_headers: tuple[str, ...] = (),
+    subscribers: Sequence[Subscriber] = (),
 ) -> Agent:
     """The Agent of `ruizn run`/`resume`: the transcript on stdout, the prompt at the terminal
-    (when there is one), notices on stderr."""
+    (when there is one), notices on stderr; `subscribers` see every event too (the live
+    OpenTelemetry export of `ruizn run --otlp`)."""
     return Agent(
         settings=settings,
         mcp=mcp,
         mcp_headers=mcp_headers,
         approver=terminal_approver(),
         log_dir=log_dir,
-        subscribers=(printer(), _freeze_at_step_ends),
+        subscribers=(printer(), *subscribers, _freeze_at_step_ends),
         on_notice=notice,
     )
 
@@ -107,11 +115,72 @@ def resume_run(agent: Agent, run: str, request: Resume) -> int:
     return resume_run(agent, run, evolve(request, trust=True))
 
 
+def fork_run(agent: Agent, run: str, *, at: int, trust: bool) -> int:
+    """Fork `run` at `at`: the new run id on stdout; a fork nobody vouches for says so."""
+    try:
+        fork = agent.fork(run, at=at, trust=trust)
+    except _USAGE_ERRORS as exc:
+        fail(str(exc))
+    print(fork.run_id)
+    if fork.log_path is not None:
+        echo_err(f"log: {_shown(fork.log_path)}")
+    if agent.trust_problem(fork.run_id) is not None:
+        from ruizn.terminal import visible
+
+        echo_err(
+            f"ruizn: {visible(run)} was not started by ruizn on this machine, so neither was"
+            f" its fork: `ruizn resume {fork.run_id}` will show what it grants and ask"
+        )
+    return EXIT_OK
+
+
+def rerun_run(agent: Agent, run: str, *, trust: bool) -> int:
+    """Re-drive `run`: one line and exit 0 when the re-drive is identical to the recording,
+    the divergence (where, and a short diff) and exit 1 when it is not. A recording this
+    ruizn did not make is put to the person at the terminal, as resume does."""
+    from ruizn.rerun import rerun_async
+    from ruizn.terminal import visible
+
+    async def main() -> Any:
+        return await _with_signals(lambda: rerun_async(agent, run, trust=trust))
+
+    try:
+        with _sdk_notices():
+            done = anyio.run(main)
+    except UntrustedRun as untrusted:
+        if trust or not _can_ask():
+            fail(str(untrusted))
+        if not _accepted(untrusted, verb="re-drive"):
+            fail(f"run {untrusted.run_id} was not re-driven: its grant was not accepted")
+        return rerun_run(agent, run, trust=True)
+    except KeyboardInterrupt:
+        return EXIT_CODES["cancelled"]
+    except BaseExceptionGroup as failed:
+        return _failed(first_error(failed), [])
+    except Exception as exc:
+        return _failed(exc, [])
+    if done.log_path is not None:
+        echo_err(f"log: {_shown(done.log_path)}")
+    if done.state.status is Status.CANCELLED:
+        return EXIT_CODES["cancelled"]
+    head = f"rerun {done.run_id} of {done.recording}"
+    if done.divergence is None:
+        calls = f"{done.calls} model call" + ("" if done.calls == 1 else "s")
+        results = f"{done.results} tool result" + ("" if done.results == 1 else "s")
+        print(f"identical: {head} ({calls}, {results}, status {done.state.status.value})")
+        return EXIT_OK
+    first, *rest = done.divergence.lines()
+    print(visible(f"{head} {first}"))
+    for line in rest:
+        print(visible(line))
+    return EXIT_ERROR
+
+
 def _can_ask() -> bool:
     return sys.stdin.isatty() and sys.stderr.isatty()
 
 
-def _accepted(untrusted: UntrustedRun) -> bool:
+def _accepted(untrusted: UntrustedRun, verb: str = "resume") -> bool:
     """Show what the log would grant, and ask."""
     from ruizn.terminal import visible
 
@@ -120,7 +189,7 @@ def _accepted(untrusted: UntrustedRun) -> bool:
         echo_err(f"  {visible(line)}")
     if untrusted.grant.approval == "always":
         echo_err("  (an `always` approval from a log is not applied: calls will be asked)")
-    echo_err("resume it with this? [y/N] ")
+    echo_err(f"{verb} it with this? [y/N] ")
     answer = sys.stdin.readline().strip().lower()
     return answer in ("y", "yes")
 
@@ -213,9 +282,9 @@ def _sdk_notices() -> Iterator[None]:
         yield
 
 
-async def _with_signals(work: Callable[[], Awaitable[RunResult]]) -> RunResult:
+async def _with_signals(work: Callable[[], Awaitable[T]]) -> T:
     """First SIGINT/SIGTERM/SIGHUP cancels the run cleanly; a second one exits at once."""
-    result: list[RunResult] = []
+    result: list[T] = []
     try:
         async with anyio.create_task_group() as group:
 
