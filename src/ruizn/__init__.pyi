@@ -23,6 +23,7 @@ from ruizn.effects.tools import BaseTool as BaseTool
 from ruizn.effects.tools import BlockingTool as BlockingTool
 from ruizn.effects.tools import ToolInputError as ToolInputError
 from ruizn.effects.writer import RunLocked as RunLocked
+from ruizn.media import Image as Image
 from ruizn.lineage import ForkRefused as ForkRefused
 from ruizn.state import ErrorType as ErrorType
 from ruizn.state import ExecutionContext as ExecutionContext

@@ -60,6 +60,7 @@ from ruizn.events import (
 from ruizn.media import problem as media_problem
 from ruizn.rules import (
     PAUSE_STOP,
+    changed_tools,
     limit_stop,
     phase_after_result,
     phase_after_resume,
@@ -372,6 +373,7 @@ def _on_llm_response(state: ExecutionContext, event: LlmResponse) -> ExecutionCo
         turn_results=TurnResults(len(calls)),
         turn_open=len(calls),
         turn_approvals=(None,) * len(calls),
+        turn_stale=(),
         turn_index={call.id: i for i, call in enumerate(calls)},
         streamed_tokens=0,
         last_seq=event.seq,
@@ -396,6 +398,8 @@ def _on_tool_call_started(state: ExecutionContext, event: ToolCallStarted) -> Ex
         )
     if event.id in state.tools_in_flight:
         raise InvalidTransition(f"tool_call_started twice for {event.id!r}")
+    if event.id in state.turn_stale:
+        raise InvalidTransition(f"tool_call_started for {event.id!r}, whose tool changed")
     approval = state.turn_approvals[index]
     if approval is not None and approval.approved is not True:
         # The one rule approval rests on: a call that asked for a decision runs only after
@@ -410,7 +414,14 @@ def _on_tool_call_started(state: ExecutionContext, event: ToolCallStarted) -> Ex
 def _on_tool_call_finished(state: ExecutionContext, event: ToolCallFinished) -> ExecutionContext:
     index = _turn_position(state, event.id, "tool_call_finished")
     approval = state.turn_approvals[index]
-    if approval is not None:
+    if event.id in state.turn_stale:
+        # Its tool changed after the model asked: answered with why, whatever was approved.
+        if event.result.error_type != ErrorType.UNKNOWN_TOOL.value:
+            raise InvalidTransition(
+                f"tool_call_finished for {event.id!r}, whose tool changed, is not an"
+                " unknown_tool error"
+            )
+    elif approval is not None:
         if approval.approved is None:
             raise InvalidTransition(
                 f"tool_call_finished for {event.id!r}, which is still awaiting approval"
@@ -452,6 +463,7 @@ def _on_tool_call_finished(state: ExecutionContext, event: ToolCallFinished) -> 
         turn_results=TurnResults(),
         turn_open=0,
         turn_approvals=(),
+        turn_stale=(),
         turn_index={},
         tools_in_flight=in_flight,
         media=media,
@@ -546,9 +558,18 @@ def _on_tools_changed(state: ExecutionContext, event: ToolsChanged) -> Execution
     for schema in event.tools:
         if deeper_than(schema):
             raise InvalidTransition(too_deep(f"the schema of tool {schema.get('name')!r}"))
+    changed = changed_tools(settings, event.tools, event.tool_sources)
+    stale = [
+        call.id
+        for call in state.pending_tool_calls
+        if call.name in changed and call.id not in state.turn_stale
+    ]
+    if any(call_id in state.tools_in_flight for call_id in stale):
+        raise InvalidTransition("tools_changed while a call of a changed tool runs")
     return evolve(
         state,
         settings=evolve(settings, tools=event.tools, tool_sources=event.tool_sources),
+        turn_stale=(*state.turn_stale, *stale),
         last_seq=event.seq,
     )
 

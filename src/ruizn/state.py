@@ -305,6 +305,9 @@ class ExecutionContext:
     turn_open: int = 0
     # Per call of turn_calls: None (no approval asked for) or where its request stands.
     turn_approvals: tuple[Approval | None, ...] = ()
+    # Calls of the turn whose tool changed or went away (tools_changed) after the model made
+    # them: answered with why, never run against another tool (see decide.stale_result).
+    turn_stale: tuple[str, ...] = ()
     # Tools a person approved for the rest of the run (`a` at the prompt); later calls of
     # these are approved by the "always-rule".
     always_approved: tuple[str, ...] = ()

@@ -49,6 +49,7 @@ import httpx2
 import jsonschema
 import jsonschema.exceptions
 import mcp.types as mt
+from attrs import frozen
 from mcp.client import Client, Transport
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -169,6 +170,8 @@ class McpToolset:
         self._notice: Notice = lambda text: notice(self._shown(text))
         self._group: anyio.abc.TaskGroup | None = None
         self._running: list[_Server] = []
+        # Each server's tools as last listed, those with a valid schema (see `_valid`).
+        self._listings: dict[str, list[mt.Tool]] = {}
         self.tools: tuple[McpTool, ...] = ()
 
     def describe(self) -> tuple[JsonObject, ...]:
@@ -222,7 +225,10 @@ class McpToolset:
                 starting.start_soon(start, server)
         if failures:
             raise _first_failure(failures)
-        return self._all_tools(listings)
+        self._listings = {
+            server.name: self._valid(server, listings[server.name]) for server in self._running
+        }
+        return self._all_tools(self._listings)
 
     async def __aexit__(
         self,
@@ -279,18 +285,48 @@ class McpToolset:
                 return _StderrFile(os.dup(temporary.fileno()))
         return _StderrFile(_open_stderr_file(self._stderr_dir, f"mcp-{name}.stderr"))
 
+    @property
+    def list_changed(self) -> bool:
+        """Whether a server said its tool list changed (notifications/tools/list_changed)
+        since its tools were last listed."""
+        return any(server.list_changed for server in self._running)
+
+    async def relist(self) -> Relisted | None:
+        """List again the tools of every server that said its list changed, checked as at
+        start: a tool whose schema is invalid is left out (a notice says so), and a list that
+        would give two tools one API name is refused (McpStartupError naming them; the toolset
+        keeps its previous tools). None when no server said its list changed."""
+        changed = [server for server in self._running if server.list_changed]
+        if not changed:
+            return None
+        listings = dict(self._listings)
+        for server in changed:
+            server.list_changed = False  # a notice that comes during the listing lists again
+            listings[server.name] = self._valid(server, await server.relist())
+        tools = self._all_tools(listings)
+        self._listings, self.tools = listings, tools
+        names = {server.name for server in changed}
+        return Relisted(
+            servers=tuple(server.name for server in self._running if server.name in names),
+            tools=tuple(tool for tool in tools if tool.server_name in names),
+        )
+
+    def _valid(self, server: _Server, specs: list[mt.Tool]) -> list[mt.Tool]:
+        valid = []
+        for spec in specs:
+            problem = _schema_problem(spec.input_schema)
+            if problem is not None:
+                self._notice(
+                    f"MCP server {server.name}: tool {spec.name!r} left out:"
+                    f" its input schema is invalid ({problem})"
+                )
+                continue
+            valid.append(spec)
+        return valid
+
     def _all_tools(self, listings: dict[str, list[mt.Tool]]) -> tuple[McpTool, ...]:
-        offered: list[tuple[_Server, mt.Tool]] = []
-        for server in self._running:
-            for spec in listings[server.name]:
-                problem = _schema_problem(spec.input_schema)
-                if problem is not None:
-                    self._notice(
-                        f"MCP server {server.name}: tool {spec.name!r} left out:"
-                        f" its input schema is invalid ({problem})"
-                    )
-                    continue
-                offered.append((server, spec))
+        """Every server's tools, one API name each (or McpStartupError naming a collision)."""
+        offered = [(server, spec) for server in self._running for spec in listings[server.name]]
         names = _api_names([(server.name, spec.name) for server, spec in offered])
         return tuple(
             _tool_class(server.name, names[server.name, spec.name], spec)(
@@ -298,6 +334,14 @@ class McpToolset:
             )
             for server, spec in offered
         )
+
+
+@frozen(kw_only=True)
+class Relisted:
+    """The servers whose tool lists changed, and their tools now (`McpToolset.relist`)."""
+
+    servers: tuple[str, ...]
+    tools: tuple[McpTool, ...]
 
 
 def shown_safely(environ: Mapping[str, str], secrets: Iterable[str] = ()) -> Shown:
@@ -506,6 +550,9 @@ class _Server:
         # Said in the result of the first call after a restart, so the model and the log know.
         self._restart_note = ""
         self._reconnect_owed = False
+        # The server said its tool list changed (notifications/tools/list_changed): the
+        # runner lists it again between steps (McpToolset.relist).
+        self.list_changed = False
 
     def describe(self) -> JsonObject:
         return self.config.describe()
@@ -540,6 +587,26 @@ class _Server:
             self.name, f"did not list its tools within {_seconds(self._startup_timeout)}"
         )
 
+    async def relist(self) -> list[mt.Tool]:
+        """The server's tools now, within the start-up limit; McpStartupError if they cannot
+        be listed (the server stopped, or answered with an error)."""
+        conn = self._connection
+        assert conn is not None, "start() first"
+        with anyio.move_on_after(self._startup_timeout):
+            await conn.settled.wait()
+            try:
+                return await self._list_tools(conn)
+            except (MCPError, ValidationError, OSError) as exc:
+                raise McpStartupError(
+                    self.name, f"listing its changed tools failed: {_describe(exc)}"
+                ) from None
+        raise McpStartupError(
+            self.name, f"did not list its changed tools within {_seconds(self._startup_timeout)}"
+        )
+
+    def _listed_again(self) -> None:
+        self.list_changed = True
+
     async def _list_tools(self, conn: _Connection) -> list[mt.Tool]:
         client = conn.client
         if client is None:
@@ -571,6 +638,7 @@ class _Server:
             notice=self._notice,
             shown=self._shown,
             on_broken=self._broken,
+            on_list_changed=self._listed_again,
         )
         self._connection = conn
         self._group.start_soon(conn.run, name=f"mcp-{self.name}")
@@ -676,6 +744,7 @@ class _Connection:
         notice: Notice,
         shown: Shown,
         on_broken: Callable[[_Connection], None],
+        on_list_changed: Callable[[], None],
     ) -> None:
         self.config = config
         self.client: Client | None = None
@@ -691,6 +760,7 @@ class _Connection:
         self._notice = notice
         self._shown = shown
         self._on_broken = on_broken
+        self._on_list_changed = on_list_changed
         self._stop = anyio.Event()
         self._scope = anyio.CancelScope()
         self._garbage = 0
@@ -785,6 +855,9 @@ class _Connection:
         return _http_transport(config.url, dict(config.headers))
 
     async def _on_message(self, message: Any) -> None:
+        if isinstance(message, mt.ToolListChangedNotification):
+            self._on_list_changed()
+            return
         if not isinstance(message, Exception):
             return
         # The SDK passes on what it could not parse and goes on: tell the user, once or a few
