@@ -41,6 +41,7 @@ CORE = (
     "tape",
     "timeline",
     "spans",
+    "context",
 )
 # Modules directly in src/ruizn/ that are not core, each with its reason.
 NOT_CORE: dict[str, str] = {
@@ -76,6 +77,8 @@ FORBIDDEN = frozenset(
         "tempfile",
         "logging",
         "importlib",
+        # a price database: costs reach the core only as data (llm_response.cost)
+        "genai_prices",
         # the outer layers
         "ruizn.effects",
         "ruizn.shell",

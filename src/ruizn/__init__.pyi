@@ -16,6 +16,9 @@ from ruizn.effects.function_model import FunctionModel as FunctionModel
 from ruizn.effects.function_tool import FunctionTool as FunctionTool
 from ruizn.effects.function_tool import tool as tool
 from ruizn.effects.mcp_config import MCPServer as MCPServer
+from ruizn.effects.pricing import FixedPrices as FixedPrices
+from ruizn.effects.pricing import GenaiPrices as GenaiPrices
+from ruizn.effects.pricing import Pricer as Pricer
 from ruizn.effects.provider import ModelReply as ModelReply
 from ruizn.effects.provider import ProviderError as ProviderError
 from ruizn.effects.provider import ReplayDiverged as ReplayDiverged
@@ -23,8 +26,8 @@ from ruizn.effects.tools import BaseTool as BaseTool
 from ruizn.effects.tools import BlockingTool as BlockingTool
 from ruizn.effects.tools import ToolInputError as ToolInputError
 from ruizn.effects.writer import RunLocked as RunLocked
-from ruizn.media import Image as Image
 from ruizn.lineage import ForkRefused as ForkRefused
+from ruizn.media import Image as Image
 from ruizn.state import ErrorType as ErrorType
 from ruizn.state import ExecutionContext as ExecutionContext
 from ruizn.state import Status as Status

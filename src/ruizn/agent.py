@@ -45,6 +45,7 @@ from ruizn.effects.approval import ApproveFunction, Approver, CallbackApprover
 from ruizn.effects.function_model import FunctionModel, ReplyFunction
 from ruizn.effects.logfile import LOG_NAME, iter_events
 from ruizn.effects.mcp_config import MCPServer
+from ruizn.effects.pricing import Pricer, SharedBudget, default_pricer
 from ruizn.effects.provider import Provider, ProviderConfigError
 from ruizn.effects.sandbox import workspace_sandbox
 from ruizn.effects.sink import EventSink, MemorySink
@@ -83,6 +84,9 @@ class RunResult:
     log_path: Path | None
     """The run's events.jsonl (None when the agent keeps no log)."""
     usage: Usage
+    cost: float | None
+    """What the run's model calls cost in USD, every session of it (None: unknown, a model
+    with no known price)."""
     error: str | None
     state: ExecutionContext
     """The final state; `ruizn.replay(log_path)` rebuilds exactly this."""
@@ -101,6 +105,11 @@ class Resume:
     else the run's own)."""
     max_tokens: int | None = None
     """A new per-call limit (lets an answer cut at max_tokens go on)."""
+    max_cost: float | None = None
+    """The run's new budget in USD, a total for the whole run (None: the run's own; a run
+    stopped by its budget needs a new one above what it has spent)."""
+    max_context: int | None = None
+    """A new context limit in tokens (0: off; None: the run's own)."""
     approve: tuple[str, ...] = field(default=(), converter=_ids)
     """Waiting tool calls to approve, by id, or "all"."""
     deny: tuple[str, ...] = field(default=(), converter=_ids)
@@ -185,6 +194,7 @@ class Session:
             run_id=run_id,
             log_path=log_path,
             usage=state.usage,
+            cost=state.total_cost,
             error=state.error,
             state=state,
         )
@@ -213,11 +223,14 @@ class Agent:
         on_notice: Notice | None = None,
         environ: Mapping[str, str] | None = None,
         trust_store: TrustStore | None = None,
+        pricer: Pricer | None = None,
+        budget: SharedBudget | None = None,
         **options: Any,
     ) -> None:
         """`options` are `RunSettings`' fields (system, workspace, max_steps, max_tokens,
         max_retries, retry_base_delay, read_timeout, tool_timeout, tool_concurrency,
-        allow_secret_files, approval, tool_specs, plugins); `settings` gives them all at once.
+        allow_secret_files, approval, tool_specs, plugins, max_cost, max_context,
+        context_window); `settings` gives them all at once.
         `model` is a model id, `"test"`, a function (request -> reply, see FunctionModel) or a
         Provider; None keeps the settings' model (a resume: the run's own).
 
@@ -237,7 +250,11 @@ class Agent:
         it is logged (the CLI's printer; one with a `replayed(state)` method is first told
         the state a resumed run was replayed to); `on_notice` gets one-line notices (a plug-in left
         out, an MCP server restarted). `trust_store` is the record of the runs this user's
-        ruizn started (default: under the user's state directory; see `resume`)."""
+        ruizn started (default: under the user's state directory; see `resume`).
+
+        `pricer` prices each model call, its cost logged with it, and knows the models'
+        context windows (default: the installed genai-prices); `budget` is one the runs share
+        with others (a fleet's batch), asked before each model call."""
         base = settings if settings is not None else RunSettings()
         if isinstance(model, str):
             options["model"] = model
@@ -264,6 +281,8 @@ class Agent:
         self._notice: Notice = on_notice or (lambda _text: None)
         self._environ: Mapping[str, str] = os.environ if environ is None else environ
         self._trust = trust_store if trust_store is not None else TrustStore.from_env(self._environ)
+        self._pricer: Pricer = pricer if pricer is not None else default_pricer()
+        self._budget = budget
 
     # -- the public face ----------------------------------------------------------------------
 
@@ -435,6 +454,10 @@ class Agent:
             raise ConfigError(f"the workspace {settings.workspace} is not a folder")
         workspace = _resolved(settings.workspace)
         settings = evolve(settings, workspace=str(workspace))
+        self._check_budget(settings.model, settings.max_cost)
+        if settings.context_window is None:
+            # Recorded with the run: its context limit does not move when the table does.
+            settings = evolve(settings, context_window=self._pricer.context_window(settings.model))
         store = self.store() if self._log else None
         root = store.root if store is not None else workspace / ".ruizn" / "runs"
         run_id = run_id or new_run_id()
@@ -480,15 +503,23 @@ class Agent:
             if request.message is not None:
                 if request.approve or request.deny:
                     raise ResumeRefused("--approve/--deny go with resume, not with a message")
-                plan: ResumePlan | None = plan_continue(
-                    state,
-                    request.message,
-                    max_steps=request.max_steps,
-                    max_tokens=request.max_tokens,
+                plan: ResumePlan | None = evolve(
+                    plan_continue(
+                        state,
+                        request.message,
+                        max_steps=request.max_steps,
+                        max_tokens=request.max_tokens,
+                    ),
+                    max_cost=request.max_cost,
+                    max_context=request.max_context,
                 )
             else:
                 plan = plan_resume(
-                    state, max_steps=request.max_steps, max_tokens=request.max_tokens
+                    state,
+                    max_steps=request.max_steps,
+                    max_tokens=request.max_tokens,
+                    max_cost=request.max_cost,
+                    max_context=request.max_context,
                 )
             if plan is None:
                 if request.approve or request.deny:  # a decision for a run that waits for none
@@ -507,6 +538,7 @@ class Agent:
                 raise ConfigError(
                     f"run {state.run_id} uses model {settings.model}, not {self._model}"
                 )
+            self._check_budget(settings.model, plan.max_cost)
             if not _is_folder(settings.workspace):
                 raise ResumeRefused(f"the run's workspace {settings.workspace} no longer exists")
             if request.read_timeout is not None:  # this session's stream timeout only
@@ -544,6 +576,14 @@ class Agent:
                 yield Session(runner, ref.run_id, ref.path, trust=trust)
         finally:
             writer.close()
+
+    def _check_budget(self, model: str, max_cost: float | None) -> None:
+        """A budget needs a price: a model the price list does not know is refused."""
+        if max_cost is not None and self._pricer.cost(model, Usage()) is None:
+            raise ConfigError(
+                f"no known price for model {model} ({self._pricer.name}): a --max-cost budget"
+                " cannot be kept for it"
+            )
 
     def _trusted_plan(
         self,
@@ -621,6 +661,8 @@ class Agent:
                     redact=redactor.redact_event if redactor else None,
                     approver=self._approver,
                     watch=watch,
+                    pricer=self._pricer,
+                    budget=self._budget,
                 )
                 yield runner, settings
         finally:

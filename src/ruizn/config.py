@@ -99,6 +99,31 @@ def _flag(name: str) -> Validator:
     return check
 
 
+def _budget(_: object, __: object, value: Any) -> None:
+    if value is None:
+        return
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ConfigError(f"max_cost must be a number of US dollars > 0, not {value!r}")
+
+
+def _optional_count(name: str, *, minimum: int) -> Validator:
+    def check(_: object, __: object, value: Any) -> None:
+        if value is not None and (type(value) is not int or value < minimum):
+            raise ConfigError(f"{name} must be a whole number >= {minimum}, not {value!r}")
+
+    return check
+
+
+def _money(value: Any) -> Any:
+    """A whole number of dollars is kept as the float the log and the state hold."""
+    return float(value) if type(value) is int else value
+
+
 def _approval(_: object, __: object, value: Any) -> None:
     if value not in APPROVAL_MODES:
         raise ConfigError(f"approval must be one of {', '.join(APPROVAL_MODES)}, not {value!r}")
@@ -118,7 +143,8 @@ def _tuple(value: Any) -> Any:
 class RunSettings:
     """Everything that shapes a run, recorded whole in `run_started`.
 
-    A resume may change only the limits (`max_steps`, `max_tokens`) and, for a run accepted
+    A resume may change only the limits (`max_steps`, `max_tokens`, `max_cost`,
+    `max_context`) and, for a run accepted
     with `--trust`, the workspace and the approval mode; each change is in `run_resumed`.
     """
 
@@ -155,6 +181,24 @@ class RunSettings:
     )
     """The first back-off between retries; it doubles each time (a retry-after wins)."""
 
+    max_cost: float | None = field(default=None, converter=_money, validator=_budget)
+    """A budget in US dollars for the whole run, every session of it: once the cost of its
+    model calls reaches it, the run stops before the next call with status `max_cost`.
+    None: no budget. (A model with no known price cannot have one.)"""
+
+    max_context: int | None = field(
+        default=None, validator=_optional_count("max_context", minimum=0)
+    )
+    """The most input tokens a request may hold: before a call that would pass it, the oldest
+    tool results are cleared (see ruizn.context). None: the model's context window less
+    `max_tokens`; 0: off (the history is sent whole, however long)."""
+
+    context_window: int | None = field(
+        default=None, validator=_optional_count("context_window", minimum=1)
+    )
+    """The model's context window in tokens; None: from the table of known windows, filled
+    when the run starts (still None for a model the table does not know)."""
+
     tool_concurrency: int = field(
         default=DEFAULT_TOOL_CONCURRENCY, validator=_positive_int("tool_concurrency")
     )
@@ -187,7 +231,9 @@ class RunSettings:
 
 
 # The fields a resume may set (run_resumed): everything else stays as the run started.
-RESUMABLE = frozenset({"max_steps", "max_tokens", "workspace", "approval"})
+RESUMABLE = frozenset(
+    {"max_steps", "max_tokens", "max_cost", "max_context", "workspace", "approval"}
+)
 SETTINGS_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RunSettings))
 
 

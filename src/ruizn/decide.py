@@ -10,11 +10,14 @@ these return and nothing else.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from attrs import field, frozen
 
 from ruizn.config import ApprovalMode
+from ruizn.context import context_limit, over_limit, plan_clearing
+from ruizn.events import ClearedResult
 from ruizn.rules import (
     ApprovalDecision,
     limit_stop,
@@ -40,6 +43,14 @@ class CallModel:
     step: int  # the step this call will be (1-based)
     attempt: int = 1  # 1 for the first try, then 2, 3... for retries
     delay: float = 0.0  # seconds to wait before the call (the back-off of a retry)
+
+
+@frozen(kw_only=True)
+class ClearContext:
+    """Log a clearing of these tool results before the next model call (see ruizn.context)."""
+
+    results: tuple[ClearedResult, ...]
+    limit: int
 
 
 @frozen(kw_only=True)
@@ -106,6 +117,7 @@ class Finished:
 
 Action = (
     CallModel
+    | ClearContext
     | RunTools
     | RefuseTools
     | RequestApproval
@@ -157,6 +169,10 @@ def next_action(
                 return Finish(status=Status.ERROR, error=_gave_up(failure.message, state.attempt))
             if failure is None and (stop := limit_stop(state)) is not None:
                 return Finish(status=stop.status, error=stop.error)
+            if failure is None and state.attempt == 0 and over_limit(state):
+                limit = context_limit(state.settings)
+                assert limit is not None  # over_limit says there is one
+                return ClearContext(results=plan_clearing(state).results, limit=limit)
             delay = failure.retry_in if failure is not None else 0.0
             return CallModel(step=state.step + 1, attempt=state.attempt + 1, delay=delay)
         case Phase.TOOLS:
@@ -396,23 +412,35 @@ def resume_decisions(
 class ResumePlan:
     max_steps: int
     max_tokens: int | None  # None: keep the run's limit
+    max_cost: float | None = None  # None: keep the run's budget
+    max_context: int | None = None  # None: keep the run's context limit (0: off)
     # What a person chose when accepting a run ruizn did not start (None: unchanged).
     workspace: str | None = None
     approval: ApprovalMode | None = None
 
 
 def plan_resume(
-    state: ExecutionContext, *, max_steps: int | None, max_tokens: int | None
+    state: ExecutionContext,
+    *,
+    max_steps: int | None,
+    max_tokens: int | None,
+    max_cost: float | None = None,
+    max_context: int | None = None,
 ) -> ResumePlan | None:
     """The limits a resume continues with, or None when there is nothing to do.
 
     A run stopped by its step limit gets another batch of the same size unless `max_steps`
-    says otherwise; `max_steps` is the new total for the run, not the number added.
+    says otherwise; `max_steps` is the new total for the run, not the number added. A run
+    stopped by its budget goes on only with a new budget (`max_cost`, the new total for the
+    whole run, above what it has spent): money is never added without being asked for.
     """
     if state.status is Status.SUCCESS:
         return None
     if max_tokens is not None and max_tokens < 1:
         raise ResumeRefused("--max-tokens must be >= 1")
+    if max_context is not None and max_context < 0:
+        raise ResumeRefused("--max-context must be >= 0 (0: off)")
+    _check_budget(state, max_cost)
     if max_steps is None:
         max_steps = state.settings.max_steps
         if state.status is Status.MAX_STEPS:
@@ -433,7 +461,33 @@ def plan_resume(
             f"the answer was cut off at max_tokens ({state.settings.max_tokens}): resume with"
             f" --max-tokens larger than {state.settings.max_tokens} to let it go on"
         )
-    return ResumePlan(max_steps=max_steps, max_tokens=max_tokens)
+    return ResumePlan(
+        max_steps=max_steps, max_tokens=max_tokens, max_cost=max_cost, max_context=max_context
+    )
+
+
+def _check_budget(state: ExecutionContext, max_cost: float | None) -> None:
+    spent = state.cost
+    if max_cost is None:
+        budget = state.settings.max_cost
+        if state.status is Status.MAX_COST and budget is not None and spent >= budget:
+            raise ResumeRefused(
+                f"run {state.run_id} stopped at its budget (${spent:.2f} spent of"
+                f" ${budget:.2f}): resume with --max-cost N, a new total above ${spent:.2f}"
+            )
+        return
+    if not math.isfinite(max_cost) or max_cost <= spent:
+        raise ResumeRefused(
+            f"--max-cost {max_cost:g} leaves nothing to spend: run {state.run_id} has spent"
+            f" ${spent:.2f} (the budget is a total for the whole run)"
+        )
+    unpriced = state.cost_unknown + state.unpriced_steps
+    if unpriced:
+        raise ResumeRefused(
+            f"run {state.run_id} has {unpriced} model call{'s' if unpriced > 1 else ''} with no"
+            " price in its log (no known price for its model, or logged before ruizn priced"
+            " calls): a --max-cost budget could not count them"
+        )
 
 
 def plan_continue(
@@ -483,6 +537,7 @@ __all__ = [
     "AnswerDenied",
     "AskApproval",
     "CallModel",
+    "ClearContext",
     "DecideApprovals",
     "Finish",
     "Finished",

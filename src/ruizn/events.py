@@ -61,8 +61,9 @@ class RunStarted:
 @frozen(kw_only=True)
 class RunResumed:
     """The run goes on after a stop. `max_steps` is the (possibly raised) step limit from now
-    on; `max_tokens` a new per-call limit; `workspace` and `approval` what a person chose
-    when accepting a run ruizn did not start (None: unchanged)."""
+    on; `max_tokens` a new per-call limit; `max_cost` the run's new budget (a total for the
+    whole run) and `max_context` its new context limit (0: off); `workspace` and `approval`
+    what a person chose when accepting a run ruizn did not start (None: unchanged)."""
 
     TAG: ClassVar[str] = "run_resumed"
     seq: int
@@ -72,6 +73,8 @@ class RunResumed:
     max_tokens: int | None = None
     workspace: str | None = None
     approval: ApprovalMode | None = None
+    max_cost: float | None = None
+    max_context: int | None = None
 
 
 @frozen(kw_only=True)
@@ -134,6 +137,46 @@ class LlmResponse:
     stop_reason: str | None
     usage: Usage = field(factory=Usage)
     request_id: str | None = None
+    # What this call cost in USD, priced when it was made, and by which price list
+    # ("genai-prices 0.2.3"). cost None with priced_by set: the list knows no price for the
+    # model; both None: logged before ruizn priced calls (a reader may price it now).
+    cost: float | None = None
+    priced_by: str | None = None
+
+
+@frozen(kw_only=True)
+class ClearedResult:
+    """One tool result taken out of the history: its call, its size, and what replaced it."""
+
+    tool_use_id: str
+    name: str
+    size: int  # bytes of the result removed (UTF-8)
+    placeholder: str
+
+
+@frozen(kw_only=True)
+class ContextCleared:
+    """The oldest tool results were cleared so the next request fits `max_context`; each is
+    replaced by its placeholder in the messages from now on (the log keeps the result)."""
+
+    TAG: ClassVar[str] = "context_cleared"
+    seq: int
+    ts: float
+    results: tuple[ClearedResult, ...]
+    limit: int  # the context limit (tokens) the request had to fit
+
+
+@frozen(kw_only=True)
+class BudgetSpent:
+    """A budget this run shares with others (a fleet's batch) is spent: the run makes no
+    more model calls and finishes max_cost. Logged by the runner before the call."""
+
+    TAG: ClassVar[str] = "budget_spent"
+    seq: int
+    ts: float
+    budget: str  # which budget (the batch's name)
+    limit: float  # USD
+    spent: float  # USD, by every run of the budget, when it was checked
 
 
 @frozen(kw_only=True)
@@ -212,6 +255,8 @@ class RunFinished:
     error: str | None = None
     # Totals for the whole run so far, so a reader needs no other line to report them.
     usage: Usage = field(factory=Usage)
+    # USD; None: unknown (a call with no known price, or calls logged before ruizn priced).
+    cost: float | None = None
 
 
 Event = (
@@ -226,6 +271,8 @@ Event = (
     | ToolApprovalRequested
     | ToolApprovalDecided
     | ToolsChanged
+    | ContextCleared
+    | BudgetSpent
     | RunFinished
     | UserMessage
 )
@@ -242,6 +289,8 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     ToolApprovalRequested,
     ToolApprovalDecided,
     ToolsChanged,
+    ContextCleared,
+    BudgetSpent,
     RunFinished,
     UserMessage,
 )

@@ -20,3 +20,14 @@ def human_seconds(seconds: float) -> str:
 
 def tokens(count: int) -> str:
     return f"{count:,}"
+
+
+def usd(amount: float | None) -> str:
+    """A cost in US dollars; None is a cost nobody knows, never shown as $0.00."""
+    if amount is None:
+        return "cost unknown"
+    if amount == 0 or amount >= 0.01:
+        return f"${amount:,.2f}"
+    if amount >= 0.0001:
+        return f"${amount:.4f}"
+    return "<$0.0001"

@@ -35,12 +35,14 @@ from attrs import frozen
 
 from ruizn.format import human_bytes
 from ruizn.state import (
+    ExecutionContext,
     ImageBlock,
     ImageSource,
     MediaTally,
     ResultBlock,
     ResultContent,
     TextBlock,
+    ToolResultBlock,
 )
 
 MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
@@ -230,6 +232,18 @@ def returned(value: object) -> ResultContent | None:
     return None
 
 
+def tally_of_run(state: ExecutionContext) -> MediaTally:
+    """The images the run's next request holds: those of its history and its open turn."""
+    results = [
+        block.content
+        for message in state.messages
+        for block in message.content
+        if isinstance(block, ToolResultBlock)
+    ]
+    results += [result.content for result in state.turn_results if result is not None]
+    return tally_of(results)
+
+
 def tally_of(contents: Iterable[ResultContent]) -> MediaTally:
     """The images of these results, as the reducer counted them when they entered."""
     tally = MediaTally()
@@ -265,6 +279,44 @@ def image_line(block: ImageBlock) -> str:
         return f"{info.media_type} · {human_bytes(info.size)} · {info.width}x{info.height} px"
     data = block.source.data
     return f"{block.source.media_type} · about {human_bytes(len(data) * 3 // 4)}"
+
+
+# What an image costs in a request: about width x height / 750 tokens, and the API scales a
+# large image down to about 1.15 megapixels first, so about 1600 at most.
+PIXELS_PER_TOKEN = 750
+MAX_IMAGE_TOKENS = 1600
+# What an image surely costs, at least, once scaled down (the scaling rounds).
+MIN_LARGE_IMAGE_TOKENS = 1400
+
+
+def image_tokens(block: ImageBlock, *, at_least: bool = False) -> int:
+    """The tokens an image adds to a request: at most this (`at_least=False`, for judging
+    what a request may hold), or at least this (for what clearing it frees)."""
+    info = inspect(block)
+    if isinstance(info, str):  # never enters a run (`problem`); count it as the most
+        return 0 if at_least else MAX_IMAGE_TOKENS
+    pixels = info.width * info.height
+    if at_least:
+        return min(pixels // PIXELS_PER_TOKEN, MIN_LARGE_IMAGE_TOKENS)
+    return min(-(-pixels // PIXELS_PER_TOKEN), MAX_IMAGE_TOKENS)
+
+
+def result_size(content: ResultContent) -> int:
+    """A result's size in bytes: its text's UTF-8 and its images' decoded bytes."""
+    if isinstance(content, str):
+        return utf8_size(content)
+    size = 0
+    for block in content:
+        if isinstance(block, TextBlock):
+            size += utf8_size(block.text)
+        else:
+            size += len(block.source.data) * 3 // 4 - block.source.data[-2:].count("=")
+    return size
+
+
+def utf8_size(text: str) -> int:
+    # isascii is a flag read, not a scan: most results cost no encoding at all.
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def images(content: ResultContent) -> tuple[ImageBlock, ...]:

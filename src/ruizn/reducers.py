@@ -35,13 +35,17 @@ the log, and a corrupt or spliced log is refused by replay instead of misread.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import assert_never
 
 from attrs import evolve
 
 from ruizn.bounds import deeper_than, too_deep
+from ruizn.context import added_tokens, cleared_tokens, last_turn_start, over_limit
 from ruizn.events import (
+    BudgetSpent,
+    ContextCleared,
     Event,
     LlmCallFailed,
     LlmCallStarted,
@@ -58,6 +62,7 @@ from ruizn.events import (
     UserMessage,
 )
 from ruizn.media import problem as media_problem
+from ruizn.media import result_size, tally_of_run
 from ruizn.rules import (
     PAUSE_STOP,
     changed_tools,
@@ -111,6 +116,8 @@ TRANSITIONS: Mapping[tuple[Phase, str], Phase | Rule] = {
     (_R, LlmCallStarted.TAG): _S,
     (_R, RunFinished.TAG): _F,
     (_R, RunResumed.TAG): Rule.AFTER_RESUME,
+    (_R, ContextCleared.TAG): _R,
+    (_R, BudgetSpent.TAG): _R,
     (_S, LlmToken.TAG): _S,
     (_S, LlmCallFailed.TAG): _R,
     (_S, LlmResponse.TAG): Rule.AFTER_TURN,
@@ -195,6 +202,10 @@ def reduce(state: ExecutionContext, event: Event) -> ExecutionContext:
             after = _on_approval_decided(state, event)
         case ToolsChanged():
             after = _on_tools_changed(state, event)
+        case ContextCleared():
+            after = _on_context_cleared(state, event)
+        case BudgetSpent():
+            after = _on_budget_spent(state, event)
         case RunFinished():
             after = _on_run_finished(state, event)
         case UserMessage():
@@ -257,6 +268,8 @@ def _on_run_resumed(state: ExecutionContext, event: RunResumed) -> ExecutionCont
             max_tokens=settings.max_tokens if event.max_tokens is None else event.max_tokens,
             workspace=settings.workspace if event.workspace is None else event.workspace,
             approval=settings.approval if event.approval is None else event.approval,
+            max_cost=settings.max_cost if event.max_cost is None else event.max_cost,
+            max_context=settings.max_context if event.max_context is None else event.max_context,
         )
     except ValueError as exc:  # the settings' own checks (an approval mode, an empty path)
         raise InvalidTransition(f"run_resumed: {exc}") from None
@@ -280,6 +293,7 @@ def _on_run_resumed(state: ExecutionContext, event: RunResumed) -> ExecutionCont
         tools_in_flight=(),
         attempt=0,
         failure=None,
+        budget_spent=None,
         last_seq=event.seq,
     )
 
@@ -306,8 +320,17 @@ def _on_llm_call_started(state: ExecutionContext, event: LlmCallStarted) -> Exec
         raise InvalidTransition(
             f"llm_call_started for step {event.step}, but the next step is {state.step + 1}"
         )
-    if limit_stop(state) is not None:
-        raise InvalidTransition(f"step {event.step} is past max_steps {state.settings.max_steps}")
+    stop = limit_stop(state)
+    if stop is not None:
+        raise InvalidTransition(
+            f"step {event.step} is past a limit of the run ({stop.status.value}"
+            + (f": {stop.error})" if stop.error else ")")
+        )
+    if state.attempt == 0 and over_limit(state):
+        raise InvalidTransition(
+            f"step {event.step} would send about {state.context_tokens} tokens, past the"
+            " run's context limit: the oldest tool results must be cleared first"
+        )
     if event.attempt != state.attempt + 1:
         raise InvalidTransition(
             f"llm_call_started attempt {event.attempt}, but the next attempt is {state.attempt + 1}"
@@ -349,6 +372,24 @@ def _on_llm_response(state: ExecutionContext, event: LlmResponse) -> ExecutionCo
         < 0
     ):
         raise InvalidTransition("llm_response with negative token counts")
+    if usage.cache_creation_1h_input_tokens > usage.cache_creation_input_tokens:
+        raise InvalidTransition("llm_response with more 1-hour cache writes than cache writes")
+    cost, cost_unknown = state.cost, state.cost_unknown
+    unpriced_steps = state.unpriced_steps
+    if event.cost is not None and (not math.isfinite(event.cost) or event.cost < 0):
+        raise InvalidTransition(f"llm_response with the cost {event.cost!r}")
+    if event.priced_by is None:
+        if event.cost is not None:
+            raise InvalidTransition("llm_response with a cost but no price list")
+        unpriced_steps += 1
+    elif event.cost is None:
+        cost_unknown += 1
+    else:
+        cost += event.cost
+    if usage.total_input_tokens:  # the prompt as the API counted it, and the answer
+        context_tokens = usage.total_input_tokens + usage.output_tokens
+    else:  # a model that reports no usage: the estimate goes on
+        context_tokens = state.context_tokens + usage.output_tokens
     content = event.content
     messages = state.messages
     if state.continuing:
@@ -367,6 +408,10 @@ def _on_llm_response(state: ExecutionContext, event: LlmResponse) -> ExecutionCo
         attempt=0,
         failure=None,
         usage=state.usage + usage,
+        cost=cost,
+        cost_unknown=cost_unknown,
+        unpriced_steps=unpriced_steps,
+        context_tokens=context_tokens,
         stop_reason=event.stop_reason,
         continuing=event.stop_reason == PAUSE_STOP and not calls,
         turn_calls=calls,
@@ -438,6 +483,7 @@ def _on_tool_call_finished(state: ExecutionContext, event: ToolCallFinished) -> 
     in_flight = state.tools_in_flight
     if event.id in in_flight:
         in_flight = tuple(i for i in in_flight if i != event.id)
+    context_tokens = state.context_tokens + added_tokens(event.result.content)
     if state.turn_open > 1:
         return evolve(
             state,
@@ -445,6 +491,7 @@ def _on_tool_call_finished(state: ExecutionContext, event: ToolCallFinished) -> 
             turn_open=state.turn_open - 1,
             tools_in_flight=in_flight,
             media=media,
+            context_tokens=context_tokens,
             last_seq=event.seq,
         )
     # Every call of the turn is answered: one user message, in the order the model asked.
@@ -467,6 +514,7 @@ def _on_tool_call_finished(state: ExecutionContext, event: ToolCallFinished) -> 
         turn_index={},
         tools_in_flight=in_flight,
         media=media,
+        context_tokens=context_tokens,
         last_seq=event.seq,
     )
 
@@ -574,6 +622,70 @@ def _on_tools_changed(state: ExecutionContext, event: ToolsChanged) -> Execution
     )
 
 
+def _on_context_cleared(state: ExecutionContext, event: ContextCleared) -> ExecutionContext:
+    """Each named result, before the last turn and not cleared yet, becomes its placeholder."""
+    if not event.results:
+        raise InvalidTransition("context_cleared clears nothing")
+    wanted = {item.tool_use_id: item for item in event.results}
+    if len(wanted) != len(event.results):
+        raise InvalidTransition("context_cleared names a tool result twice")
+    done = set(state.cleared)
+    names: dict[str, str] = {}
+    messages = list(state.messages)
+    found = 0
+    freed = 0
+    for index in range(last_turn_start(state)):
+        message = messages[index]
+        blocks = list(message.content)
+        changed = False
+        for position, block in enumerate(blocks):
+            if isinstance(block, ToolUseBlock):
+                names[block.id] = block.name
+                continue
+            if not isinstance(block, ToolResultBlock) or block.tool_use_id not in wanted:
+                continue
+            item = wanted[block.tool_use_id]
+            if block.tool_use_id in done:
+                raise InvalidTransition(f"context_cleared: {item.tool_use_id!r} is cleared already")
+            if item.size != result_size(block.content) or not item.placeholder.strip():
+                raise InvalidTransition(
+                    f"context_cleared: the size or placeholder of {item.tool_use_id!r} is wrong"
+                )
+            if item.name != names.get(block.tool_use_id, "a tool"):
+                raise InvalidTransition(
+                    f"context_cleared names another tool than the call {item.tool_use_id!r}"
+                )
+            blocks[position] = evolve(block, content=item.placeholder)
+            freed += cleared_tokens(block.content, item.placeholder)
+            found += 1
+            changed = True
+        if changed:
+            messages[index] = evolve(message, content=tuple(blocks))
+    if found != len(wanted):
+        raise InvalidTransition(
+            "context_cleared names a tool result that is not in the history before the last turn"
+        )
+    after = evolve(
+        state,
+        messages=tuple(messages),
+        cleared=(*state.cleared, *wanted),
+        context_tokens=max(state.context_tokens - freed, 0),
+        last_seq=event.seq,
+    )
+    # A cleared image leaves the requests: the run may hold another in its place.
+    return evolve(after, media=tally_of_run(after))
+
+
+def _on_budget_spent(state: ExecutionContext, event: BudgetSpent) -> ExecutionContext:
+    if not (math.isfinite(event.limit) and math.isfinite(event.spent)):
+        raise InvalidTransition("budget_spent with a number that is not finite")
+    if event.spent < event.limit:
+        raise InvalidTransition(
+            f"budget_spent, but {event.spent} spent is under the limit {event.limit}"
+        )
+    return evolve(state, budget_spent=event.budget or "shared", last_seq=event.seq)
+
+
 def _replace_at(
     items: tuple[Approval | None, ...], index: int, item: Approval
 ) -> tuple[Approval | None, ...]:
@@ -594,16 +706,20 @@ def _on_run_finished(state: ExecutionContext, event: RunFinished) -> ExecutionCo
         state.phase is Phase.DONE and turn_stop(state).status is Status.SUCCESS
     ):
         raise InvalidTransition("run_finished success, but the model has not ended its turn")
-    if status is Status.MAX_STEPS:
+    if status in (Status.MAX_STEPS, Status.MAX_COST):
         stop = limit_stop(state) if state.phase is Phase.READY else None
         if stop is None or stop.status is not status:
             raise InvalidTransition(
-                f"run_finished max_steps after {state.step} of {state.settings.max_steps} steps"
+                f"run_finished {status.value}, but no limit of the run stops it"
+                f" ({state.step} of {state.settings.max_steps} steps,"
+                f" ${state.cost} of {state.settings.max_cost})"
             )
     if event.steps != state.step:
         raise InvalidTransition(f"run_finished says {event.steps} steps; the run took {state.step}")
     if event.usage != state.usage:
         raise InvalidTransition("run_finished usage disagrees with the responses' usage")
+    if event.cost is not None and event.cost != state.total_cost:
+        raise InvalidTransition("run_finished cost disagrees with the responses' costs")
     # A resumed run finishes once per session; the state keeps the total wall time.
     return evolve(
         state,

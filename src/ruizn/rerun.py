@@ -25,6 +25,7 @@ from attrs import evolve, frozen
 
 from ruizn.agent import Agent, Resume, Session, UntrustedRun
 from ruizn.config import ApprovalMode
+from ruizn.context import context_limit
 from ruizn.effects.cassette import Cassette, RecordedApprover
 from ruizn.effects.logfile import iter_events
 from ruizn.effects.provider import ReplayDiverged
@@ -68,6 +69,11 @@ async def rerun_async(agent: Agent, run: str | Path, *, trust: bool = False) -> 
         approval=_approval(tape.first.settings.approval, vouched=problem is None),
         tools=(),
         tool_sources=(),
+        # A recording made with no context limit (an unknown model, an older log) is
+        # re-driven with none: `start` would otherwise look the window up today.
+        max_context=0
+        if context_limit(tape.first.settings) is None
+        else tape.first.settings.max_context,
     )
     driver = agent.derive(cassette, settings=settings, approver=RecordedApprover(tape))
     lineage = Parent(run_id=tape.first.run_id, seq=tape.final.last_seq, kind="rerun")
@@ -126,6 +132,8 @@ def _resume_of(stop: Stop, state: ExecutionContext, *, vouched: bool) -> Resume:
     return Resume(
         max_steps=max_steps,
         max_tokens=resumed.max_tokens,
+        max_cost=resumed.max_cost,
+        max_context=resumed.max_context,
         approve=approve,
         deny=deny,
         reason=reasons[0] if reasons else None,

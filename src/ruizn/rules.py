@@ -2,7 +2,7 @@
 breaks them) and `decide` (which chooses the next action by them).
 
 - how a run must stop: when a finished turn ends it and with what status (`turn_stop`), and
-  when a limit does (`limit_stop`);
+  when a limit does (`limit_stop`: steps, the budget, the context);
 - which replies may enter the history (`reply_problem`);
 - what the run's own approval rules decide without a person (`rule_decision`);
 - where a run stands after a turn or a resume (`phase_after_turn`, `phase_after_resume`).
@@ -16,6 +16,7 @@ from attrs import frozen
 
 from ruizn.bounds import deeper_than, too_deep
 from ruizn.config import JsonObject, RunSettings
+from ruizn.context import context_limit, plan_clearing
 from ruizn.state import (
     ContentBlock,
     DecidedBy,
@@ -91,9 +92,20 @@ def turn_stop(state: ExecutionContext) -> Stop:
 
 
 def limit_stop(state: ExecutionContext) -> Stop | None:
-    """The limit that forbids the next model call, if one does (phase READY)."""
-    if state.step >= state.settings.max_steps:
+    """The limit that forbids the next model call, if one does (phase READY): the step
+    limit; the run's budget, spent (approvals and tools cost nothing: only model calls
+    count); a budget shared with other runs, spent; a history that does not fit the context
+    limit even with every older tool result cleared."""
+    settings = state.settings
+    if state.step >= settings.max_steps:
         return Stop(status=Status.MAX_STEPS)
+    if settings.max_cost is not None and state.cost >= settings.max_cost:
+        return Stop(status=Status.MAX_COST)
+    if state.budget_spent is not None:
+        return Stop(status=Status.MAX_COST)
+    limit = context_limit(settings)
+    if limit is not None and state.context_tokens > limit and not plan_clearing(state).fits:
+        return Stop(status=Status.ERROR, error=CONTEXT_EXCEEDED)
     return None
 
 

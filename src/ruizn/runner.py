@@ -23,6 +23,7 @@ from ruizn.decide import (
     AnswerStale,
     AskApproval,
     CallModel,
+    ClearContext,
     DecideApprovals,
     Finish,
     Finished,
@@ -39,10 +40,13 @@ from ruizn.decide import (
     stale_result,
 )
 from ruizn.effects.approval import Approver, needs_approval_of
+from ruizn.effects.pricing import Pricer, SharedBudget
 from ruizn.effects.provider import ModelReply, Provider, ProviderError, ReplayDiverged
 from ruizn.effects.sink import EventSink, LogLost, SinkError
 from ruizn.effects.tools import BaseTool, ToolRegistry, invoke_tool
 from ruizn.events import (
+    BudgetSpent,
+    ContextCleared,
     Event,
     LlmCallFailed,
     LlmCallStarted,
@@ -115,6 +119,8 @@ class AgentRunner:
         redact: Callable[[Event], Event] | None = None,
         approver: Approver | None = None,
         watch: ToolWatch | None = None,
+        pricer: Pricer | None = None,
+        budget: SharedBudget | None = None,
     ) -> None:
         self._provider = provider
         self._registry = registry
@@ -140,6 +146,10 @@ class AgentRunner:
         self._can_ask = approver is not None
         self.needs_approval = needs_approval_of(registry)
         self._watch = watch
+        # Prices each response as it comes (its cost is logged with it); None: calls are
+        # logged unpriced. `budget`: one this run shares with others, asked before each step.
+        self._pricer = pricer
+        self._budget = budget
 
     @property
     def state(self) -> ExecutionContext:
@@ -192,6 +202,8 @@ class AgentRunner:
             max_tokens=plan.max_tokens,
             workspace=plan.workspace,
             approval=plan.approval,
+            max_cost=plan.max_cost,
+            max_context=plan.max_context,
             torn_bytes=torn_bytes,
         )
         for call in interrupted:
@@ -249,7 +261,11 @@ class AgentRunner:
             await self._take_tool_changes()
             match next_action(self.state, self.needs_approval, can_ask=self._can_ask):
                 case CallModel(step=step, attempt=attempt, delay=delay):
+                    if attempt == 1 and self._shared_budget_spent():
+                        continue  # logged: the core now finishes the run max_cost
                     await self._call_model(step, attempt, delay)
+                case ClearContext(results=results, limit=limit):
+                    self._emit(ContextCleared, results=results, limit=limit)
                 case RunTools(calls=calls):
                     await self._run_tools(calls)
                 case RefuseTools(calls=calls, reason=reason):
@@ -271,6 +287,16 @@ class AgentRunner:
                     return
                 case Finished():
                     return
+
+    def _shared_budget_spent(self) -> bool:
+        if self._budget is None:
+            return False
+        spent = self._budget.spent()
+        if spent is None:
+            return False
+        name, limit, total = spent
+        self._emit(BudgetSpent, budget=name, limit=limit, spent=total)
+        return True
 
     async def _call_model(self, step: int, attempt: int, delay: float) -> None:
         if delay > 0:
@@ -301,12 +327,15 @@ class AgentRunner:
                 request_id=reply.request_id,
             )
             return
+        pricer = self._pricer
         self._emit(
             LlmResponse,
             content=reply.content,
             stop_reason=reply.stop_reason,
             usage=reply.usage,
             request_id=reply.request_id,
+            cost=None if pricer is None else pricer.cost(request.model, reply.usage),
+            priced_by=None if pricer is None else pricer.name,
         )
 
     def _failed(
@@ -487,6 +516,7 @@ class AgentRunner:
             elapsed=round(self._timer() - self._started_at, 3),
             error=error,
             usage=self.state.usage,
+            cost=self.state.total_cost,
         )
 
     def _finish_quietly(self, status: Status, error: str | None) -> None:

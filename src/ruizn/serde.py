@@ -17,9 +17,18 @@ from cattrs.gen import make_dict_unstructure_fn, override
 from cattrs.v import format_exception
 
 from ruizn.bounds import MAX_LINE_DEPTH, deeper_than, few_brackets, text_deeper_than, too_deep
-from ruizn.config import ConfigError
-from ruizn.events import EVENT_TYPES, SCHEMA_VERSION, Event, LlmToken, RunStarted
-from ruizn.media import tally_of
+from ruizn.config import ConfigError, RunSettings
+from ruizn.events import (
+    EVENT_TYPES,
+    SCHEMA_VERSION,
+    Event,
+    LlmResponse,
+    LlmToken,
+    RunFinished,
+    RunResumed,
+    RunStarted,
+)
+from ruizn.media import tally_of_run
 from ruizn.state import (
     ContentBlock,
     ExecutionContext,
@@ -35,6 +44,7 @@ from ruizn.state import (
     ToolResultBlock,
     ToolUseBlock,
     TurnResults,
+    Usage,
 )
 from ruizn.toolsource import SourceKind
 
@@ -60,8 +70,26 @@ _EVENT_BY_TAG: dict[str, type[Any]] = {cls.TAG: cls for cls in EVENT_TYPES}
 assert len(_EVENT_BY_TAG) == len(EVENT_TYPES), "two events share a tag"
 
 
+# Fields added to schema 3 after its first logs (costs, budgets, the context limit), left out
+# of a line while they hold their default: a run that does not use them writes the lines it
+# wrote before they existed, byte for byte, and an older log is still canonical. A reader
+# takes a missing field as its default.
+_OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
+    RunSettings: ("max_cost", "max_context", "context_window"),
+    Usage: ("cache_creation_1h_input_tokens",),
+    LlmResponse: ("cost", "priced_by"),
+    RunResumed: ("max_cost", "max_context"),
+    RunFinished: ("cost",),
+}
+
+
 def _make_converter() -> cattrs.Converter:
     converter = cattrs.Converter(forbid_extra_keys=False)
+    for cls, names in _OMITTED_AT_DEFAULT.items():
+        overrides: dict[str, Any] = {name: override(omit_if_default=True) for name in names}
+        converter.register_unstructure_hook(
+            cls, make_dict_unstructure_fn(cls, converter, **overrides)
+        )
 
     def structure_block(value: Any, _: Any) -> ContentBlock:
         if not isinstance(value, dict):
@@ -266,15 +294,8 @@ def state_to_json(state: ExecutionContext) -> dict[str, Any]:
 
 def state_from_json(data: dict[str, Any]) -> ExecutionContext:
     state: ExecutionContext = converter.structure(data, ExecutionContext)
-    results = [
-        block.content
-        for message in state.messages
-        for block in message.content
-        if isinstance(block, ToolResultBlock)
-    ]
-    results += [result.content for result in state.turn_results if result is not None]
     return evolve(
         state,
         turn_index={call.id: i for i, call in enumerate(state.turn_calls)},
-        media=tally_of(results),
+        media=tally_of_run(state),
     )

@@ -20,6 +20,8 @@ class Status(enum.StrEnum):
     RUNNING = "running"
     SUCCESS = "success"
     MAX_STEPS = "max_steps"
+    # Stopped before a model call: the run's budget (max_cost), or a fleet batch's, is spent.
+    MAX_COST = "max_cost"
     ERROR = "error"
     CANCELLED = "cancelled"
     # Stopped cleanly with tool calls waiting for a human's decision (see decide, approvals):
@@ -233,6 +235,9 @@ class Usage:
     output_tokens: int = 0
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
+    # Of cache_creation_input_tokens, those written with the 1-hour TTL (billed higher than
+    # the 5-minute ones, which are the rest; ruizn itself asks for 5 minutes).
+    cache_creation_1h_input_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -241,6 +246,8 @@ class Usage:
             cache_creation_input_tokens=self.cache_creation_input_tokens
             + other.cache_creation_input_tokens,
             cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
+            cache_creation_1h_input_tokens=self.cache_creation_1h_input_tokens
+            + other.cache_creation_1h_input_tokens,
         )
 
     @property
@@ -292,6 +299,19 @@ class ExecutionContext:
     status: Status = Status.RUNNING
     messages: tuple[Message, ...] = ()
     usage: Usage = field(factory=Usage)
+    # The cost in USD of the responses whose price the log records (`llm_response.cost`), the
+    # number priced with no known price for the model, and the number logged before ruizn
+    # priced responses (`ruizn show` prices those now, each on its own usage).
+    cost: float = 0.0
+    cost_unknown: int = 0
+    unpriced_steps: int = 0
+    # A budget shared with other runs (a fleet's batch) that is spent: no more model calls.
+    budget_spent: str | None = None
+    # The estimated input tokens of the next request: the last response's whole prompt and
+    # answer, plus what was added since, less what was cleared (see ruizn.context).
+    context_tokens: int = 0
+    # tool_use ids whose results were cleared from the history (context_cleared).
+    cleared: tuple[str, ...] = ()
     stop_reason: str | None = None
     # True while the last assistant message is unfinished and the next call continues it
     # (stop_reason pause_turn, or a text cut at max_tokens after a resume raised the limit).
@@ -326,6 +346,13 @@ class ExecutionContext:
     media: MediaTally = field(factory=MediaTally, eq=False, hash=False, repr=False)
     last_seq: int = 0
     elapsed: float = 0.0
+
+    @property
+    def total_cost(self) -> float | None:
+        """The run's cost in USD, when the log prices every model call; else None."""
+        if self.cost_unknown or self.unpriced_steps:
+            return None
+        return self.cost
 
     @property
     def pending_tool_calls(self) -> tuple[ToolCall, ...]:

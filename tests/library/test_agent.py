@@ -167,3 +167,48 @@ def test_a_new_run_records_where_each_tool_came_from_and_whether_it_only_reads(
     assert set(sources) == {t["name"] for t in result.state.settings.tools}
     assert sources["read_file"].read_only
     assert not sources["write_file"].read_only
+
+
+def _priced_steps(steps: int) -> Any:
+    """A function model: `steps - 1` tool calls, then an answer; each reply 100k in, 10k out."""
+
+    def reply(request: dict[str, Any]) -> ModelReply:
+        turns = sum(1 for m in request["messages"] if m["role"] == "assistant")
+        usage = Usage(input_tokens=100_000, output_tokens=10_000)
+        if turns < steps - 1:
+            call = ToolUseBlock(id=f"t{turns}", name="add", input={"a": 1, "b": 2})
+            return ModelReply(content=(call,), stop_reason="tool_use", usage=usage)
+        return ModelReply(content=(TextBlock(text="3"),), stop_reason="end_turn", usage=usage)
+
+    return reply
+
+
+def test_a_budget_stops_a_library_run_and_resume_goes_on_with_a_new_total(
+    tmp_path: Path,
+) -> None:
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    # $3 in and $15 out per million tokens: each call costs $0.45.
+    prices = ruizn.FixedPrices({"function": (3.0, 15.0, 3.75, 0.3)})
+    agent = ruizn.Agent(
+        _priced_steps(4), tools=[add], workspace=tmp_path, pricer=prices, max_cost=1.0
+    )
+    result = agent.run("add")
+    assert result.status is ruizn.Status.MAX_COST
+    assert result.cost == pytest.approx(1.35)
+    assert result.state.step == 3
+    with pytest.raises(ruizn.ResumeRefused, match="new total above"):
+        agent.resume(result.run_id)
+    done = agent.resume(result.run_id, max_cost=3.0)
+    assert done.status is ruizn.Status.SUCCESS
+    assert done.cost == pytest.approx(1.8)
+    assert ruizn.replay(done.log_path).cost == done.cost
+
+
+def test_a_budget_for_a_model_with_no_price_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ruizn.ConfigError, match="no known price for model function"):
+        ruizn.Agent(lambda request: "hi", workspace=tmp_path, max_cost=1.0).run("hi")
+    result = ruizn.Agent(lambda request: "hi", workspace=tmp_path).run("hi")
+    assert result.cost is None

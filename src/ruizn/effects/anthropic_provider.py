@@ -60,6 +60,7 @@ _USAGE_FIELDS = (
     "cache_creation_input_tokens",
     "cache_read_input_tokens",
 )
+_ONE_HOUR = "cache_creation_1h_input_tokens"
 # Error types (HTTP bodies and `event: error`) that the same request cannot get past.
 _FINAL_ERROR_TYPES = frozenset(
     {
@@ -73,6 +74,12 @@ _FINAL_ERROR_TYPES = frozenset(
 )
 # What the SDK would send: compact, UTF-8, no NaN (anthropic._utils._json.openapi_dumps).
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _usage_of(counts: dict[str, int]) -> Usage:
+    # The 1-hour writes are a part of all writes; a reply that says more is read as all.
+    one_hour = min(counts.get(_ONE_HOUR, 0), counts["cache_creation_input_tokens"])
+    return Usage(**{**counts, _ONE_HOUR: one_hour})
 
 
 def _dumps(value: Any) -> bytes:
@@ -432,7 +439,7 @@ class _Reply:
         return ModelReply(
             content=tuple(content),
             stop_reason=self.stop_reason,
-            usage=Usage(**self.counts),
+            usage=_usage_of(self.counts),
             request_id=self.request_id,
             dropped_blocks=tuple(dropped),
         )
@@ -514,6 +521,17 @@ class _Reply:
             if type(value) is not int or not 0 <= value <= MAX_TOKEN_COUNT:
                 raise self._bad(f"usage.{name} is {_short(value)}, not a token count")
             counts[name] = value
+        # Cache writes by TTL (`cache_creation`): the 1-hour ones are billed higher.
+        by_ttl = usage.get("cache_creation")
+        if isinstance(by_ttl, dict):
+            value = by_ttl.get("ephemeral_1h_input_tokens")
+            if value is not None:
+                if type(value) is not int or not 0 <= value <= MAX_TOKEN_COUNT:
+                    raise self._bad(
+                        f"usage.cache_creation.ephemeral_1h_input_tokens is {_short(value)},"
+                        " not a token count"
+                    )
+                counts[_ONE_HOUR] = value
 
     def _json(self, data: str) -> JsonObject:
         if text_deeper_than(data, MAX_LINE_DEPTH):

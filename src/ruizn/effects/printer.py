@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from typing import TextIO
 
 from ruizn.events import (
+    BudgetSpent,
+    ContextCleared,
     Event,
     LlmCallFailed,
     LlmResponse,
@@ -35,7 +37,7 @@ from ruizn.events import (
     ToolsChanged,
     UserMessage,
 )
-from ruizn.format import human_bytes, human_seconds, tokens
+from ruizn.format import human_bytes, human_seconds, tokens, usd
 from ruizn.media import image_line, images, text_of
 from ruizn.state import ExecutionContext, JsonObject, ToolResult, ToolUseBlock
 from ruizn.terminal import visible
@@ -108,10 +110,23 @@ class StdoutPrinter:
                 )
             case ToolsChanged() as changed:
                 self._tools_changed(changed)
-            case RunResumed(max_steps=max_steps):
-                self._line(self._paint(_DIM, "[run]") + f" resumed · max {max_steps} steps")
+            case RunResumed(max_steps=max_steps, max_cost=max_cost):
+                budget = "" if max_cost is None else f" · budget {usd(max_cost)}"
+                self._line(self._paint(_DIM, "[run]") + f" resumed · max {max_steps} steps{budget}")
             case UserMessage(text=text):
                 self._line(self._paint(_DIM, "[user]") + " " + visible(text))
+            case ContextCleared(results=results, limit=limit):
+                size = human_bytes(sum(item.size for item in results))
+                count = f"{len(results)} old tool result" + ("" if len(results) == 1 else "s")
+                self._line(
+                    self._paint(_DIM, "[context]")
+                    + f" cleared {count} ({size}) to stay under {tokens(limit)} tokens"
+                )
+            case BudgetSpent(budget=budget, limit=limit, spent=spent):
+                self._line(
+                    self._paint(_DIM, "[budget]")
+                    + f" {visible(budget)}: {usd(spent)} of {usd(limit)} spent, no more model calls"
+                )
             case RunFinished() as finished:
                 self._line(self._summary(finished))
             case _:
@@ -185,6 +200,7 @@ class StdoutPrinter:
             f"in {tokens(usage.total_input_tokens)} tok"
             f" (cache read {tokens(usage.cache_read_input_tokens)})",
             f"out {tokens(usage.output_tokens)} tok",
+            usd(event.cost),
         ]
         line = self._paint(_DIM, "[run]") + " " + " · ".join(parts)
         if event.error:

@@ -30,6 +30,7 @@ from dbos import DBOS, DBOSConfig, WorkflowSerializationFormat
 from ruizn.fleet.driver import (
     RunInput,
     ToolsFactory,
+    batch_budget_of,
     input_from_json,
     placed,
     resume_run,
@@ -112,11 +113,30 @@ def execute(
             ctx.tools,
             max_steps=order.max_steps,
             max_tokens=order.max_tokens,
+            max_cost=order.max_cost,
+            max_context=order.max_context,
             approve=order.approve,
             deny=order.deny,
             reason=order.reason,
         )
     elif state is None:
+        spent = batch_budget_of(store, run.run_id)
+        over = spent.spent() if spent is not None else None
+        if over is not None:
+            # Not started: nothing was spent on it, and nothing will be.
+            name, limit, total = over
+            ctx.store.note_run(run.run_id, goal=run.goal, status="max_cost", worker=None)
+            if ctx.announce is not None:
+                ctx.announce(f"{run.run_id} not started: {name} is spent")
+            return {
+                "status": Status.MAX_COST.value,
+                "steps": 0,
+                "elapsed": 0.0,
+                "input_tokens": 0,
+                "output_tokens": 0,
+                "cost": 0.0,
+                "error": f"not started: {name} is spent (${total:.2f} of ${limit:.2f})",
+            }
         state = start_run(run, store, ctx.tools)
     elif state.status is Status.RUNNING:
         # One a crash interrupted (a resume order's included, once its run_resumed is
@@ -131,6 +151,7 @@ def execute(
         "elapsed": state.elapsed,
         "input_tokens": state.usage.total_input_tokens,
         "output_tokens": state.usage.output_tokens,
+        "cost": state.total_cost,
         "error": state.error,
     }
 

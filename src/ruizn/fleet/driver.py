@@ -18,11 +18,35 @@ from ruizn.agent import Agent
 from ruizn.config import RunSettings
 from ruizn.effects.tool_loader import describe_error
 from ruizn.effects.tools import BaseTool
+from ruizn.fleet.store import EventStore
 from ruizn.serde import converter
 from ruizn.state import ExecutionContext
 from ruizn.store import RunStore
 
 ToolsFactory = Callable[[Path], Sequence[BaseTool]]
+
+
+class BatchBudget:
+    """The budget a fleet run shares with the other runs of its batch, as the database holds
+    it (`EventStore.open_budget`): asked by the runner before each model call."""
+
+    def __init__(self, events: EventStore, budget_id: str) -> None:
+        self._events = events
+        self.budget_id = budget_id
+
+    def spent(self) -> tuple[str, float, float] | None:
+        found = self._events.budget(self.budget_id)
+        if found is None or found[1] < found[0]:
+            return None
+        return (f"the budget of batch {self.budget_id}", found[0], found[1])
+
+
+def batch_budget_of(store: RunStore, run_id: str) -> BatchBudget | None:
+    events = getattr(store, "events", None)
+    if not isinstance(events, EventStore):
+        return None
+    budget_id = events.budget_of(run_id)
+    return None if budget_id is None else BatchBudget(events, budget_id)
 
 
 @frozen(kw_only=True)
@@ -81,7 +105,12 @@ def placed(run: RunInput, worker_workspace: str) -> RunInput:
 def _agent(run: RunInput, store: RunStore, extra: ToolsFactory | None) -> Agent:
     tools = extra(Path(run.settings.workspace)) if extra is not None else ()
     # No printer: many runs share a worker's terminal; the log is the transcript.
-    return Agent(settings=run.settings, tools=tools, store=store)
+    return Agent(
+        settings=run.settings,
+        tools=tools,
+        store=store,
+        budget=batch_budget_of(store, run.run_id),
+    )
 
 
 def start_run(run: RunInput, store: RunStore, extra: ToolsFactory | None) -> ExecutionContext:
@@ -102,6 +131,8 @@ def resume_run(
     *,
     max_steps: int | None,
     max_tokens: int | None = None,
+    max_cost: float | None = None,
+    max_context: int | None = None,
     approve: Sequence[str] = (),
     deny: Sequence[str] = (),
     reason: str | None = None,
@@ -112,6 +143,8 @@ def resume_run(
         run.run_id,
         max_steps=max_steps,
         max_tokens=max_tokens,
+        max_cost=max_cost,
+        max_context=max_context,
         approve=approve,
         deny=deny,
         reason=reason,

@@ -52,6 +52,8 @@ class ResumeOrder:
     after_seq: int
     max_steps: int | None
     max_tokens: int | None
+    max_cost: float | None = None
+    max_context: int | None = None
     approve: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
     reason: str | None = None
@@ -72,6 +74,8 @@ def order_to_json(order: ResumeOrder) -> dict[str, Any]:
         "after_seq": order.after_seq,
         "max_steps": order.max_steps,
         "max_tokens": order.max_tokens,
+        "max_cost": order.max_cost,
+        "max_context": order.max_context,
         "approve": list(order.approve),
         "deny": list(order.deny),
         "reason": order.reason,
@@ -84,6 +88,8 @@ def order_from_json(data: dict[str, Any]) -> ResumeOrder:
         after_seq=data["after_seq"],
         max_steps=data["max_steps"],
         max_tokens=data["max_tokens"],
+        max_cost=data.get("max_cost"),
+        max_context=data.get("max_context"),
         approve=tuple(data.get("approve", ())),
         deny=tuple(data.get("deny", ())),
         reason=data.get("reason"),
@@ -112,6 +118,8 @@ def check_resume(
     *,
     max_steps: int | None,
     max_tokens: int | None,
+    max_cost: float | None = None,
+    max_context: int | None = None,
 ) -> ResumePlan:
     """The limits the run would go on with, or why it cannot go on.
 
@@ -137,7 +145,13 @@ def check_resume(
             " cannot decide"
         )
     try:
-        plan = plan_resume(state, max_steps=max_steps, max_tokens=max_tokens)
+        plan = plan_resume(
+            state,
+            max_steps=max_steps,
+            max_tokens=max_tokens,
+            max_cost=max_cost,
+            max_context=max_context,
+        )
     except ResumeRefused as exc:
         raise FleetResumeRefused(str(exc)) from None
     if plan is None:

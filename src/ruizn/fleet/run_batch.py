@@ -13,7 +13,7 @@ from attrs import evolve
 from ruizn.config import RunSettings
 from ruizn.fleet.errors import fail, need_fleet_extra
 from ruizn.fleet.run_worker import shown
-from ruizn.format import human_seconds, tokens
+from ruizn.format import human_seconds, tokens, usd
 
 # Batch runs belong to one fixed executor id: a batch started again recovers them.
 BATCH_WORKER = "batch"
@@ -57,6 +57,10 @@ def batch(
         store = EventStore(url)
     except StoreUnreachable as exc:
         fail(str(exc))
+    if settings.max_cost is not None:
+        # --max-cost is each run's budget and, here, the whole batch's: started again with
+        # the same file, the batch goes on with what its runs have spent.
+        store.open_budget(budget_name(path), settings.max_cost, [spec.run_id for spec in specs])
     launch(
         url,
         store=store,
@@ -86,6 +90,19 @@ def batch(
     store.close()
     ok = all(r.get("status") == "success" for r in results.values())
     return 0 if ok else 1
+
+
+def _cost(result: dict[str, Any]) -> float | None:
+    cost = result.get("cost")
+    return float(cost) if isinstance(cost, int | float) else None
+
+
+def budget_name(goals: Path) -> str:
+    """The batch budget's id: the goals file's name and a digest of its whole path."""
+    import hashlib
+
+    digest = hashlib.sha256(str(goals.resolve()).encode()).hexdigest()[:8]
+    return f"{goals.name[:120]}#{digest}"
 
 
 def _wait(dbos: Any, goals: dict[str, str], terminal: frozenset[str]) -> dict[str, dict[str, Any]]:
@@ -134,6 +151,7 @@ def _row(run_id: str, result: dict[str, Any]) -> str:
             f"in {tokens(int(result.get('input_tokens') or 0))}"
             f" out {tokens(int(result.get('output_tokens') or 0))}"
         )
+        parts.append(usd(_cost(result)))
     if result.get("error"):
         parts.append(" ".join(str(result["error"]).split())[:120])
     return shown(" · ".join(parts))
@@ -144,7 +162,10 @@ def _summary(results: dict[str, dict[str, Any]], goals: dict[str, str]) -> None:
     for result in results.values():
         counts[str(result.get("status"))] = counts.get(str(result.get("status")), 0) + 1
     print()
-    print(f"{'RUN':<28} {'STATUS':<10} {'STEPS':>5} {'TIME':>7} {'IN':>8} {'OUT':>7}  GOAL")
+    print(
+        f"{'RUN':<28} {'STATUS':<10} {'STEPS':>5} {'TIME':>7} {'IN':>8} {'OUT':>7}"
+        f" {'COST':>12}  GOAL"
+    )
     for run_id, goal in goals.items():
         r = results[run_id]
         goal_text = shown(goal)
@@ -152,7 +173,8 @@ def _summary(results: dict[str, dict[str, Any]], goals: dict[str, str]) -> None:
             f"{shown(run_id):<28} {shown(str(r.get('status'))):<10} {r.get('steps', ''):>5}"
             f" {human_seconds(float(r.get('elapsed') or 0.0)):>7}"
             f" {tokens(int(r.get('input_tokens') or 0)):>8}"
-            f" {tokens(int(r.get('output_tokens') or 0)):>7}  {goal_text[:60]}"
+            f" {tokens(int(r.get('output_tokens') or 0)):>7}"
+            f" {usd(_cost(r)) if 'steps' in r else '':>12}  {goal_text[:60]}"
         )
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     print(f"\nbatch: {len(results)} runs: {summary}", flush=True)

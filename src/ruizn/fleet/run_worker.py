@@ -146,10 +146,11 @@ def submit(
     from ruizn.store import new_run_id
 
     defaults = RunInput(run_id="", goal=goal or "", settings=settings)
+    submission = new_run_id()
     if goals is not None:
         try:
             # A file submitted twice is two batches: the ids carry the submission's time.
-            specs = read_goals(Path(goals), defaults, id_prefix=new_run_id(), local=False)
+            specs = read_goals(Path(goals), defaults, id_prefix=submission, local=False)
         except GoalsError as exc:
             fail(str(exc))
     else:
@@ -160,6 +161,10 @@ def submit(
     from ruizn.fleet.app import APP_VERSION, QUEUE, WORKFLOW
 
     client = _client(db, store)
+    if settings.max_cost is not None:
+        # Each run's budget, and the whole submission's, held in the database for every
+        # worker: before the runs are queued, so none starts without it.
+        store.open_budget(f"submit-{submission}", settings.max_cost, [s.run_id for s in specs])
     try:
         for spec in specs:
             store.note_submitted(spec.run_id, goal=spec.goal)
@@ -199,6 +204,8 @@ def resume_db(
     *,
     max_steps: int | None,
     max_tokens: int | None,
+    max_cost: float | None = None,
+    max_context: int | None = None,
     read_timeout: float | None,
 ) -> int:
     """`ruizn resume --db`: check the run can go on, then queue an order for the workers (see
@@ -212,6 +219,8 @@ def resume_db(
             run,
             max_steps=max_steps,
             max_tokens=max_tokens,
+            max_cost=max_cost,
+            max_context=max_context,
             read_timeout=read_timeout,
             where=_safe(db),
         )
@@ -221,6 +230,10 @@ def resume_db(
     limits = f"max_steps {plan.max_steps}"
     if plan.max_tokens is not None:
         limits += f", max_tokens {plan.max_tokens}"
+    if plan.max_cost is not None:
+        limits += f", max_cost {plan.max_cost:g}"
+    if plan.max_context is not None:
+        limits += f", max_context {plan.max_context}"
     print(f"{run} queued to resume on the fleet ({limits})", flush=True)
     return 0
 
@@ -232,6 +245,8 @@ def _queue_resume(
     *,
     max_steps: int | None,
     max_tokens: int | None,
+    max_cost: float | None,
+    max_context: int | None,
     read_timeout: float | None,
     where: str,
 ) -> Any:
@@ -278,7 +293,15 @@ def _queue_resume(
     except LogError as exc:
         fail(f"run {run}: its events in the database do not replay: {exc}")
     try:
-        plan = check_resume(run, state, workflows, max_steps=max_steps, max_tokens=max_tokens)
+        plan = check_resume(
+            run,
+            state,
+            workflows,
+            max_steps=max_steps,
+            max_tokens=max_tokens,
+            max_cost=max_cost,
+            max_context=max_context,
+        )
     except RunNotStored:
         fail(f"no run {run!r} in the database {where}")
     except FleetResumeRefused as exc:
@@ -295,6 +318,8 @@ def _queue_resume(
         after_seq=state.last_seq,
         max_steps=plan.max_steps,
         max_tokens=plan.max_tokens,
+        max_cost=plan.max_cost,
+        max_context=plan.max_context,
     )
     workflow_id = next_resume_id(run, (w.workflow_id for w in workflows))
     try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ruizn.effects.writer import EventWriter
-from ruizn.events import Event, LlmToken
+from ruizn.events import Event, LlmResponse, LlmToken
 from ruizn.fleet.store import EventStore
 from ruizn.serde import encode
 
@@ -37,14 +37,16 @@ class FleetSink(EventWriter):
                 self.flush()
             return
         # The database first: if it refuses the line (another executor owns the run), the
-        # file does not get it either, and the run stops here.
-        self.flush()
+        # file does not get it either, and the run stops here. A priced call is charged to
+        # the run's budget (if it has one) with its line.
+        charge = event.cost if type(event) is LlmResponse and event.cost else 0.0
+        self.flush(charge=charge)
         super().__call__(event)
 
-    def flush(self) -> None:
+    def flush(self, *, charge: float = 0.0) -> None:
         if self._pending:
             pending, self._pending = self._pending, []
-            self._store.append(self._run_id, pending)
+            self._store.append(self._run_id, pending, charge=charge)
 
     def close(self) -> None:
         try:

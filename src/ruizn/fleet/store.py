@@ -45,6 +45,25 @@ RUNS = sa.Table(
     sa.Column("updated", sa.Float, nullable=False),
 )
 
+# A budget the runs of a batch (`ruizn batch/submit --max-cost`) share: every worker adds its
+# runs' costs to `spent` in the transaction that stores the priced llm_response, and reads it
+# before each model call and before starting a run.
+BUDGETS = sa.Table(
+    "ruizn_budgets",
+    _META,
+    sa.Column("budget_id", sa.String(200), primary_key=True),
+    sa.Column("max_cost", sa.Float, nullable=False),
+    sa.Column("spent", sa.Float, nullable=False),
+)
+
+# Which budget a run draws on (at most one).
+BUDGET_RUNS = sa.Table(
+    "ruizn_budget_runs",
+    _META,
+    sa.Column("run_id", sa.String(200), primary_key=True),
+    sa.Column("budget_id", sa.String(200), nullable=False),
+)
+
 WORKERS = sa.Table(
     "ruizn_workers",
     _META,
@@ -162,8 +181,11 @@ class EventStore:
 
     # -- events ----------------------------------------------------------------------------
 
-    def append(self, run_id: str, lines: Sequence[tuple[int, str]]) -> int:
-        """Store (seq, line) pairs in one transaction; return how many were new."""
+    def append(self, run_id: str, lines: Sequence[tuple[int, str]], *, charge: float = 0.0) -> int:
+        """Store (seq, line) pairs in one transaction; return how many were new. `charge`
+        (USD, the cost of the last line's model call) is added to the run's budget in the
+        same transaction, if that line is new: a recovered run that writes it again is not
+        charged twice."""
         if not lines:
             return 0
         first, last = lines[0][0], lines[-1][0]
@@ -194,6 +216,17 @@ class EventStore:
                 expected += 1
             if new:
                 conn.execute(sa.insert(EVENTS), new)
+                if charge and new[-1]["seq"] == last:
+                    budget = (
+                        sa.select(BUDGET_RUNS.c.budget_id)
+                        .where(BUDGET_RUNS.c.run_id == run_id)
+                        .scalar_subquery()
+                    )
+                    conn.execute(
+                        sa.update(BUDGETS)
+                        .where(BUDGETS.c.budget_id == budget)
+                        .values(spent=BUDGETS.c.spent + charge)
+                    )
         return len(new)
 
     def lines(self, run_id: str) -> Iterator[str]:
@@ -285,6 +318,45 @@ class EventStore:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(RUNS).order_by(RUNS.c.submitted, RUNS.c.run_id))
             return [RunRow(**row._asdict()) for row in rows]
+
+    # -- budgets ---------------------------------------------------------------------------
+
+    def open_budget(self, budget_id: str, max_cost: float, run_ids: Sequence[str]) -> None:
+        """The budget `budget_id` of `max_cost` USD (a new limit for one that exists: a batch
+        started again with another --max-cost), and its runs."""
+        with self.engine.begin() as conn:
+            changed = conn.execute(
+                sa.update(BUDGETS).where(BUDGETS.c.budget_id == budget_id).values(max_cost=max_cost)
+            ).rowcount
+            if not changed:
+                conn.execute(
+                    sa.insert(BUDGETS).values(budget_id=budget_id, max_cost=max_cost, spent=0.0)
+                )
+            known = set(
+                conn.execute(
+                    sa.select(BUDGET_RUNS.c.run_id).where(BUDGET_RUNS.c.run_id.in_(run_ids))
+                ).scalars()
+            )
+            fresh = [{"run_id": r, "budget_id": budget_id} for r in run_ids if r not in known]
+            if fresh:
+                conn.execute(sa.insert(BUDGET_RUNS), fresh)
+
+    def budget_of(self, run_id: str) -> str | None:
+        with self.engine.connect() as conn:
+            found = conn.execute(
+                sa.select(BUDGET_RUNS.c.budget_id).where(BUDGET_RUNS.c.run_id == run_id)
+            ).scalar()
+        return None if found is None else str(found)
+
+    def budget(self, budget_id: str) -> tuple[float, float] | None:
+        """(max_cost, spent) of the budget, in USD."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(BUDGETS.c.max_cost, BUDGETS.c.spent).where(
+                    BUDGETS.c.budget_id == budget_id
+                )
+            ).first()
+        return None if row is None else (float(row[0]), float(row[1]))
 
     # -- workers ---------------------------------------------------------------------------
 

@@ -20,6 +20,8 @@ from ruizn.shell.options import (
     UsageFailure,
     checked_text,
     db_option,
+    max_context_option,
+    max_cost_option,
     mcp_header_option,
     new_approval_option,
     run_options,
@@ -218,6 +220,10 @@ def replay_command(
     default=None,
     help="A new max_tokens per call (lets an answer cut at max_tokens go on).",
 )
+@max_cost_option(
+    "The run's new budget in US dollars: a total for the whole run, above what it has spent."
+)
+@max_context_option("A new context limit in tokens ('off': never clear).")
 @click.option(
     "--read-timeout",
     type=float,
@@ -255,6 +261,8 @@ def resume_command(
     *,
     max_steps: int | None,
     max_tokens: int | None,
+    max_cost: float | None,
+    max_context: int | None,
     read_timeout: float | None,
     mcp_headers: tuple[str, ...],
     approve: tuple[str, ...],
@@ -282,7 +290,13 @@ def resume_command(
 
         raise Exit(
             resume_db(
-                db, run, max_steps=max_steps, max_tokens=max_tokens, read_timeout=read_timeout
+                db,
+                run,
+                max_steps=max_steps,
+                max_tokens=max_tokens,
+                max_cost=max_cost,
+                max_context=max_context,
+                read_timeout=read_timeout,
             )
         )
     raise Exit(
@@ -293,6 +307,8 @@ def resume_command(
             mcp_headers=mcp_headers,
             max_steps=max_steps,
             max_tokens=max_tokens,
+            max_cost=max_cost,
+            max_context=max_context,
             read_timeout=read_timeout,
             approve=approve,
             deny=deny,
@@ -445,7 +461,7 @@ def _refuse_local_options(ctx: click.Context) -> None:
 @where_options
 @db_option
 def runs_command(workspace: str, log_dir: str | None, db: str | None) -> None:
-    """List the runs, newest first: id, status, steps, time, tokens, goal."""
+    """List the runs, newest first: id, status, steps, time, tokens, cost, goal."""
     from ruizn.shell.logs import list_runs
 
     store = _store(workspace, log_dir, db)
@@ -457,7 +473,8 @@ def runs_command(workspace: str, log_dir: str | None, db: str | None) -> None:
 @where_options
 @db_option
 def show_command(run: str, workspace: str, log_dir: str | None, db: str | None) -> None:
-    """Summarise one run: goal, model, status, steps, tools, usage and cache ratio."""
+    """Summarise one run: goal, model, status, steps, tools, usage, cost (per step too) and
+    cache ratio."""
     from ruizn.shell.logs import show_run
 
     store = _store(workspace, log_dir, db)

@@ -17,6 +17,7 @@ EXIT_CODES = {
     "success": EXIT_OK,
     "error": EXIT_ERROR,
     "max_steps": EXIT_MAX_STEPS,
+    "max_cost": EXIT_MAX_STEPS,  # a limit, like the step limit
     "cancelled": EXIT_CANCELLED,
     "awaiting_approval": EXIT_AWAITING_APPROVAL,
     "running": EXIT_ERROR,

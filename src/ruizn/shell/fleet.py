@@ -164,12 +164,20 @@ def resume_db(
     *,
     max_steps: int | None,
     max_tokens: int | None,
+    max_cost: float | None = None,
+    max_context: int | None = None,
     read_timeout: float | None,
 ) -> int:
     from ruizn.fleet.run_worker import resume_db as resume
 
     return _fleet(
         lambda: resume(
-            db, run, max_steps=max_steps, max_tokens=max_tokens, read_timeout=read_timeout
+            db,
+            run,
+            max_steps=max_steps,
+            max_tokens=max_tokens,
+            max_cost=max_cost,
+            max_context=max_context,
+            read_timeout=read_timeout,
         )
     )

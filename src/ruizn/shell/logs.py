@@ -14,9 +14,11 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ruizn.context import context_limit
 from ruizn.effects.logfile import LogError, Replayed, TornTail
 from ruizn.effects.printer import StdoutPrinter
 from ruizn.events import (
+    ContextCleared,
     Event,
     LlmResponse,
     Parent,
@@ -25,7 +27,7 @@ from ruizn.events import (
     ToolCallStarted,
     ToolsChanged,
 )
-from ruizn.format import human_bytes, human_seconds, tokens
+from ruizn.format import human_bytes, human_seconds, tokens, usd
 from ruizn.grant import grant_of
 from ruizn.media import image_line, images
 from ruizn.serde import state_to_json
@@ -88,11 +90,15 @@ class _Tally:
         self.images: list[str] = []
         self.image_text = 0  # the images' base64, as the log holds it
         self.tools_changed = 0
+        self.responses: list[LlmResponse] = []
+        self.cleared = 0
+        self.cleared_bytes = 0
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, RunStarted):
             self.parent = event.parent
         elif isinstance(event, LlmResponse):
+            self.responses.append(event)
             for block in event.content:
                 if isinstance(block, ToolUseBlock):
                     self._names[block.id] = block.name
@@ -108,6 +114,46 @@ class _Tally:
                 self.image_text += len(image.source.data)
         elif isinstance(event, ToolsChanged):
             self.tools_changed += 1
+        elif isinstance(event, ContextCleared):
+            self.cleared += len(event.results)
+            self.cleared_bytes += sum(item.size for item in event.results)
+
+
+# `ruizn show` lists every step's cost up to this many steps; past it, the first and the
+# last half of them.
+_STEPS_SHOWN = 50
+
+
+def _step_costs(model: str, responses: list[LlmResponse]) -> tuple[list[str], float | None, int]:
+    """One line per step (its cost and tokens), the total, and how many calls were priced
+    now: a call logged before ruizn priced calls gets today's price, marked `*`."""
+    lines: list[str] = []
+    total: float | None = 0.0
+    priced_now = 0
+    for step, response in enumerate(responses, start=1):
+        cost, mark = response.cost, ""
+        if response.priced_by is None:
+            from ruizn.effects.pricing import price_now
+
+            cost, mark = price_now(model, response.usage), "*"
+            priced_now += 1
+        total = None if total is None or cost is None else total + cost
+        usage = response.usage
+        lines.append(
+            f"{step:>5}  {usd(cost) + mark:>14}  in {tokens(usage.total_input_tokens)}"
+            f" (cache read {tokens(usage.cache_read_input_tokens)},"
+            f" write {tokens(usage.cache_creation_input_tokens)})"
+            f" · out {tokens(usage.output_tokens)}"
+        )
+    if len(lines) > _STEPS_SHOWN:
+        half = _STEPS_SHOWN // 2
+        hidden = len(lines) - 2 * half
+        lines = [
+            *lines[:half],
+            f"{'':>5}  … {hidden} more steps (ruizn replay --json)",
+            *lines[-half:],
+        ]
+    return lines, total, priced_now
 
 
 def _status_word(run: RunInfo) -> str:
@@ -129,7 +175,10 @@ def list_runs(store: RunStore) -> int:
     except RunNotFound as exc:
         fail(visible(str(exc)))
     idw = max([22, *(len(run.run_id) for run in runs)])
-    header = f"{'RUN':<{idw}} {'STATUS':<17} {'STEPS':>5} {'TIME':>7} {'IN':>9} {'OUT':>7}  GOAL"
+    header = (
+        f"{'RUN':<{idw}} {'STATUS':<17} {'STEPS':>5} {'TIME':>7} {'IN':>9} {'OUT':>7}"
+        f" {'COST':>9}  GOAL"
+    )
     print(header)
     for run in runs:
         run_id = visible(run.run_id)
@@ -144,7 +193,7 @@ def list_runs(store: RunStore) -> int:
         row = (
             f"{run_id:<{idw}} {_status_word(run):<17} {state.step:>5}"
             f" {human_seconds(state.elapsed):>7} {tokens(state.usage.total_input_tokens):>9}"
-            f" {tokens(state.usage.output_tokens):>7}  "
+            f" {tokens(state.usage.output_tokens):>7} {_cost_cell(state.total_cost):>9}  "
         )
         goal = visible(" ".join(state.goal.split()))
         room = max(width - len(row), 10)
@@ -158,6 +207,32 @@ def _lineage(parent: Parent | None) -> list[tuple[str, str]]:
     if parent.kind == "rerun":
         return [("rerun of", f"{parent.run_id} (its {parent.seq} events re-driven)")]
     return [("forked", f"from {parent.run_id} at seq {parent.seq}")]
+
+
+def _cost_cell(cost: float | None) -> str:
+    # Unknown: a model with no known price, or calls logged before ruizn priced them
+    # (`ruizn show RUN` prices those now).
+    return "unknown" if cost is None else usd(cost)
+
+
+def _cost_line(state: ExecutionContext, total: float | None, priced_now: int) -> str:
+    budget = state.settings.max_cost
+    text = "unknown (no known price for the model)" if total is None else usd(total)
+    if priced_now and total is not None:
+        text += f" (* {priced_now} calls logged unpriced, priced now at today's prices)"
+    if budget is not None:
+        text += f" · budget {usd(budget)}"
+    if state.budget_spent is not None:
+        text += f" · shared budget {state.budget_spent} spent"
+    return text
+
+
+def _context_line(state: ExecutionContext, tally: _Tally) -> str:
+    limit = context_limit(state.settings)
+    text = "no limit" if limit is None else f"limit {tokens(limit)} tokens"
+    if tally.cleared:
+        text += f" · {tally.cleared} tool results cleared ({human_bytes(tally.cleared_bytes)})"
+    return text
 
 
 def show_run(store: RunStore, run: str) -> int:
@@ -181,6 +256,7 @@ def show_run(store: RunStore, run: str) -> int:
         for name, count in tally.calls.most_common()
     )
     grant = grant_of(state.settings)
+    step_lines, total, priced_now = _step_costs(state.settings.model, tally.responses)
     lines = [
         ("run", state.run_id),
         *_lineage(tally.parent),
@@ -205,6 +281,8 @@ def show_run(store: RunStore, run: str) -> int:
             f" {tokens(usage.output_tokens)} tok",
         ),
         ("cache hit", ratio),
+        ("cost", _cost_line(state, total, priced_now)),
+        ("context", _context_line(state, tally)),
         ("events", str(replayed.events)),
         ("log", store.location(ref)),
     ]
@@ -223,6 +301,10 @@ def show_run(store: RunStore, run: str) -> int:
         )
         for line in tally.images:
             print(f"{'':<11}{visible(line)}")
+    if step_lines:
+        print(f"{'per step:':<11}{'STEP':>5}  {'COST':>14}  TOKENS")
+        for line in step_lines:
+            print(f"{'':<11}{line}")
     pending = found.pending_approval
     if pending:
         print(f"{'awaiting:':<11}{len(pending)} tool call{'s' if len(pending) > 1 else ''}", end="")

@@ -33,6 +33,40 @@ class UsageFailure(click.UsageError):
     """A bad argument found after parsing (e.g. an empty goal)."""
 
 
+class ContextLimit(click.ParamType):  # type: ignore[type-arg]
+    """--max-context: a number of tokens, or `off` (0)."""
+
+    name = "TOKENS|off"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        elif str(value).strip().lower() == "off":
+            return 0
+        else:
+            try:
+                number = int(str(value).replace("_", "").replace(",", ""))
+            except ValueError:
+                self.fail(f"{value!r} is not a number of tokens or 'off'", param, ctx)
+        if number < 0:
+            self.fail(f"{value!r} is below 0 (0 or 'off' turns the limit off)", param, ctx)
+        return number
+
+
+def max_cost_option(help_text: str) -> Callable[[Any], Any]:
+    return click.option(
+        "--max-cost",
+        type=click.FloatRange(min=0, min_open=True, max=1e12),
+        default=None,
+        metavar="USD",
+        help=help_text,
+    )
+
+
+def max_context_option(help_text: str) -> Callable[[Any], Any]:
+    return click.option("--max-context", type=ContextLimit(), default=None, help=help_text)
+
+
 def where_options(f: Any) -> Any:
     """--workspace and --log-dir: where runs are. Every command that reads or writes runs
     takes both, and looks where `ruizn run` with the same options writes."""
@@ -86,6 +120,16 @@ def settings_options(f: Any) -> Any:
             default=DEFAULT_MAX_TOKENS,
             show_default=True,
             help="max_tokens of each model call.",
+        ),
+        max_cost_option(
+            "A budget in US dollars for the run (all its sessions): it stops before the next"
+            " model call once its calls cost this much, exit 3. With batch/submit, also the"
+            " budget of the whole batch."
+        ),
+        max_context_option(
+            "The most input tokens a request may hold; the oldest tool results are cleared"
+            " to stay under it (default: the model's context window less --max-tokens;"
+            " 'off': never clear)."
         ),
         click.option("--system", default=DEFAULT_SYSTEM, help="System prompt."),
         click.option(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import gc
+import math
 import os
 import signal
 import sys
@@ -35,7 +36,7 @@ from ruizn.lineage import ForkRefused
 from ruizn.runner import Subscriber, first_error
 from ruizn.shell.approval import awaiting_report, terminal_approver
 from ruizn.shell.exits import EXIT_CODES, EXIT_ERROR, EXIT_OK, EXIT_USAGE, echo_error, fail
-from ruizn.state import Status
+from ruizn.state import ExecutionContext, Status
 from ruizn.store import FileStore, RunNotFound
 from ruizn.tape import RecordingError
 
@@ -274,7 +275,17 @@ def _report(result: RunResult) -> int:
         echo_err(line)
     if state.status in (Status.MAX_STEPS, Status.CANCELLED):
         echo_err(f"continue with: ruizn resume {state.run_id}")
+    elif state.status is Status.MAX_COST:
+        echo_err(f"continue with: ruizn resume {state.run_id}{_next_budget(state)}")
     return EXIT_CODES[state.status]
+
+
+def _next_budget(state: ExecutionContext) -> str:
+    """`--max-cost N` for a run its own budget stopped: a budget as big again (N is a total)."""
+    budget = state.settings.max_cost
+    if budget is None or state.cost < budget:
+        return ""  # a shared budget stopped it: its own goes on as it is
+    return f" --max-cost {math.ceil((state.cost + budget) * 100) / 100:.2f}"
 
 
 def _freeze_at_step_ends(event: Event) -> None:
