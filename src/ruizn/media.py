@@ -55,7 +55,7 @@ MAX_IMAGES = 100
 MAX_REQUEST_IMAGE_BASE64 = 24 * 1024 * 1024
 
 
-@frozen(kw_only=True)
+@frozen  # positional, as the issue and the README write it: `ruizn.Image(data, "image/png")`
 class Image:
     """An image a tool returns: `ruizn.Image(data, "image/png")`, with `data` the file's
     bytes. A `@ruizn.tool` function may return one, or a list of text and images."""

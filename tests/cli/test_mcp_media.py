@@ -1,0 +1,222 @@
+"""Images in tool results, end to end: the real CLI and SDK, the local Messages API, and real
+MCP servers (tests/mcp_servers/media.py over stdio; the npm `server-everything`). What the
+model is sent is read in the request body the local API received."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ruizn.serde import state_from_json
+from ruizn.store import replay
+from tests.cli.conftest import run_cli
+from tests.fakeapi import Stream, Text, ToolUse
+from tests.mcp_servers.media import png
+
+MEDIA = Path(__file__).resolve().parents[1] / "mcp_servers" / "media.py"
+# Where .ci/run installs the npm server (outside the package; ignored by git).
+EVERYTHING = (
+    Path(__file__).resolve().parents[2] / ".ci" / "node" / "node_modules" / ".bin"
+) / "mcp-server-everything"
+
+
+def media_spec(state: Path, name: str = "m") -> str:
+    return f"{name}=" + shlex.join([sys.executable, str(MEDIA), str(state)])
+
+
+def tool_results(request: Any) -> dict[str, Any]:
+    """The tool_result blocks of a request's last message, by call id."""
+    last = request.body["messages"][-1]["content"]
+    return {block["tool_use_id"]: block for block in last if block["type"] == "tool_result"}
+
+
+def transcript(stdout: str) -> list[str]:
+    """The lines of a transcript that a run and its replay both print: tools and images."""
+    return [line for line in stdout.splitlines() if line.startswith(("[tool]", "[image]"))]
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def test_an_mcp_image_reaches_the_model_as_an_image_block(
+    workspace: Path, server_factory: Any, tmp_path: Path
+) -> None:
+    server = server_factory(
+        [
+            Stream(
+                (ToolUse("toolu_01", "mcp__m__screenshot", {"width": 64, "height": 48}),),
+                stop_reason="tool_use",
+            ),
+            Stream((Text("A gradient."),)),
+        ]
+    )
+    result = run_cli(
+        ["run", "--goal", "look", "--mcp", media_spec(tmp_path / "m")],
+        workspace=workspace,
+        base_url=server.base_url,
+    )
+    assert result.code == 0, result.stderr
+    picture = png(64, 48)
+    # On the wire: the caption, then the server's PNG bytes as the API's image block.
+    answer = tool_results(server.requests[1])["toolu_01"]
+    assert answer["content"] == [
+        {"type": "text", "text": "a 64x48 screenshot:"},
+        {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": b64(picture)},
+        },
+    ]
+    assert "is_error" not in answer
+    # The transcript names the call and describes the image, never its bytes.
+    size = f"{len(picture)} B"
+    assert transcript(result.stdout) == [
+        '[tool] mcp__m__screenshot {"width": 64, "height": 48}',
+        "[tool] mcp__m__screenshot ok · 19 B",
+        f"[image] image/png · {size} · 64x48 px",
+    ]
+    assert b64(picture) not in result.stdout + result.stderr
+    run_id = result.log_path.parent.name
+
+    # Replay prints the same lines and rebuilds the state the run ended with.
+    replayed = run_cli(["replay", run_id], workspace=workspace)
+    assert replayed.code == 0, replayed.stderr
+    assert transcript(replayed.stdout) == transcript(result.stdout)
+    as_json = run_cli(["replay", run_id, "--json"], workspace=workspace)
+    state = state_from_json(json.loads(as_json.stdout))
+    assert state == replay(result.log_path)
+    assert state.messages[2].content[0].content[1].source.data == b64(picture)
+
+    shown = run_cli(["show", run_id], workspace=workspace)
+    assert shown.code == 0, shown.stderr
+    assert f"images:    1 image, {len(b64(picture))} B of base64 in the log\n" in shown.stdout
+    assert f"           toolu_01 mcp__m__screenshot · image/png · {size} · 64x48 px\n" in (
+        shown.stdout
+    )
+    assert b64(picture) not in shown.stdout
+
+
+def test_images_the_api_would_refuse_and_audio_are_lines_that_say_why(
+    workspace: Path, server_factory: Any, tmp_path: Path
+) -> None:
+    server = server_factory(
+        [
+            Stream(
+                (
+                    # 9000 px wide: over the API's 8000 px a side (a few hundred bytes of PNG).
+                    ToolUse("toolu_01", "mcp__m__screenshot", {"width": 9000, "height": 1}),
+                    ToolUse("toolu_02", "mcp__m__bitmap", {}),
+                    ToolUse("toolu_03", "mcp__m__sound", {}),
+                ),
+                stop_reason="tool_use",
+            ),
+            Stream((Text("Nothing to see."),)),
+        ]
+    )
+    result = run_cli(
+        ["run", "--goal", "look", "--mcp", media_spec(tmp_path / "m")],
+        workspace=workspace,
+        base_url=server.base_url,
+    )
+    assert result.code == 0, result.stderr
+    answers = tool_results(server.requests[1])
+    wide = len(png(9000, 1))
+    # Text alone, so the request is one the API takes; each line names the image and why.
+    assert answers["toolu_01"]["content"] == (
+        "a 9000x1 screenshot:\n"
+        f"[image not shown: image/png, {wide} B, 9000x1 px: it is over the 8000 px a side the"
+        " API takes]"
+    )
+    assert answers["toolu_02"]["content"] == (
+        "[image not shown: image/bmp, about 66 B: its bytes are not a JPEG, PNG, GIF or WebP"
+        " image, the types the model takes]"
+    )
+    assert answers["toolu_03"]["content"] == (
+        "a beep:\n[audio: audio/wav, 44 B: not shown, the model hears none]"
+    )
+    assert all(not answer.get("is_error") for answer in answers.values())
+    # The log holds exactly what was sent.
+    finished = {e["id"]: e for e in result.events() if e["type"] == "tool_call_finished"}
+    assert {i: e["result"]["content"] for i, e in finished.items()} == {
+        i: a["content"] for i, a in answers.items()
+    }
+
+
+def test_a_function_tool_returning_ruizn_image(workspace: Path, server_factory: Any) -> None:
+    (workspace / "shots.py").write_text(
+        "import ruizn\n"
+        "from tests.mcp_servers.media import png\n\n\n"
+        "@ruizn.tool(read_only=True)\n"
+        "def shot(width: int) -> list[object]:\n"
+        '    """A screenshot."""\n'
+        '    return ["here:", ruizn.Image(png(width, 2), "image/png")]\n',
+        encoding="utf-8",
+    )
+    server = server_factory(
+        [
+            Stream((ToolUse("toolu_01", "shot", {"width": 5}),), stop_reason="tool_use"),
+            Stream((Text("Seen."),)),
+        ]
+    )
+    env_path = os.pathsep.join([str(Path(__file__).resolve().parents[2])])
+    from tests.cli.conftest import cli_env
+
+    result = run_cli(
+        ["run", "--goal", "look", "--tool", "shots.py:shot", "--no-plugins"],
+        workspace=workspace,
+        env=cli_env(server.base_url, PYTHONPATH=env_path),
+    )
+    assert result.code == 0, result.stderr
+    assert tool_results(server.requests[1])["toolu_01"]["content"] == [
+        {"type": "text", "text": "here:"},
+        {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": b64(png(5, 2))},
+        },
+    ]
+    assert f"[image] image/png · {len(png(5, 2))} B · 5x2 px" in result.stdout
+
+
+def need_everything() -> str:
+    """The npm server, or a skip outside CI; in CI (.ci/run installs it) its absence fails."""
+    if EVERYTHING.exists():
+        return str(EVERYTHING)
+    if os.environ.get("CI"):
+        pytest.fail(f"{EVERYTHING} is missing, and CI must run the npm server's tests (.ci/run)")
+    pytest.skip("npm install --prefix .ci/node @modelcontextprotocol/server-everything; CI runs it")
+
+
+def test_the_npm_everything_servers_tiny_image_reaches_the_model(
+    workspace: Path, server_factory: Any
+) -> None:
+    everything = need_everything()
+    server = server_factory(
+        [
+            Stream((ToolUse("toolu_01", "mcp__ev__get-tiny-image", {}),), stop_reason="tool_use"),
+            Stream((Text("The MCP logo."),)),
+        ]
+    )
+    result = run_cli(
+        ["run", "--goal", "look", "--mcp", f"ev={shlex.join([everything, 'stdio'])}"],
+        workspace=workspace,
+        base_url=server.base_url,
+    )
+    assert result.code == 0, result.stderr
+    content = tool_results(server.requests[1])["toolu_01"]["content"]
+    images = [block for block in content if block["type"] == "image"]
+    assert len(images) == 1
+    source = images[0]["source"]
+    assert (source["type"], source["media_type"]) == ("base64", "image/png")
+    assert base64.b64decode(source["data"]).startswith(b"\x89PNG\r\n\x1a\n")
+    assert any(block["type"] == "text" for block in content)  # its caption
+    lines = transcript(result.stdout)
+    assert lines[1] == "[tool] mcp__ev__get-tiny-image ok · " + lines[1].rsplit("· ", 1)[1]
+    assert lines[2].startswith("[image] image/png · ")
+    assert lines[2].endswith(" px")
