@@ -220,3 +220,174 @@ def test_the_npm_everything_servers_tiny_image_reaches_the_model(
     assert lines[1] == "[tool] mcp__ev__get-tiny-image ok · " + lines[1].rsplit("· ", 1)[1]
     assert lines[2].startswith("[image] image/png · ")
     assert lines[2].endswith(" px")
+
+
+# -- result lines name their call ----------------------------------------------------------
+
+
+def test_parallel_result_lines_name_their_call_live_and_in_replay_alike(
+    workspace: Path, server_factory: Any, tmp_path: Path
+) -> None:
+    server = server_factory(
+        [
+            Stream(
+                (
+                    ToolUse("toolu_a", "mcp__m__screenshot", {"width": 3, "height": 2}),
+                    ToolUse("toolu_b", "mcp__m__screenshot", {"width": 4, "height": 4}),
+                    ToolUse("toolu_c", "mcp__m__old_tool", {"text": "x"}),
+                ),
+                stop_reason="tool_use",
+            ),
+            Stream((Text("Done."),)),
+        ]
+    )
+    result = run_cli(
+        ["run", "--goal", "look twice", "--mcp", media_spec(tmp_path / "m")],
+        workspace=workspace,
+        base_url=server.base_url,
+    )
+    assert result.code == 0, result.stderr
+    live = transcript(result.stdout)
+    # The calls run in parallel, so their results come in any order: each line says whose
+    # it is (the id too where the turn calls that tool twice).
+    assert sorted(line for line in live if " ok · " in line) == [
+        "[tool] mcp__m__old_tool ok · 6 B",
+        "[tool] mcp__m__screenshot (toolu_a) ok · 17 B",
+        "[tool] mcp__m__screenshot (toolu_b) ok · 17 B",
+    ]
+    assert '[tool] mcp__m__screenshot (toolu_a) {"width": 3, "height": 2}' in live
+    assert '[tool] mcp__m__old_tool {"text": "x"}' in live
+    assert len([line for line in live if line.startswith("[image]")]) == 2
+    replayed = run_cli(["replay", result.log_path.parent.name], workspace=workspace)
+    assert replayed.code == 0, replayed.stderr
+    assert transcript(replayed.stdout) == live  # byte for byte, in the same order
+
+
+# -- a server whose tool list changes ---------------------------------------------------------
+
+
+def tool_names(request: Any) -> list[str]:
+    return [tool["name"] for tool in request.body["tools"]]
+
+
+def test_a_changed_tool_list_is_logged_offered_and_a_gone_tool_answered_with_why(
+    workspace: Path, server_factory: Any, tmp_path: Path
+) -> None:
+    server = server_factory(
+        [
+            Stream(
+                (
+                    ToolUse("toolu_1", "mcp__m__switch", {}),
+                    ToolUse("toolu_2", "mcp__m__old_tool", {"text": "late"}),
+                ),
+                stop_reason="tool_use",
+            ),
+            Stream(
+                (ToolUse("toolu_3", "mcp__m__new_tool", {"text": "hi", "times": 2}),),
+                stop_reason="tool_use",
+            ),
+            Stream((Text("Done."),)),
+        ]
+    )
+    result = run_cli(
+        # One call at a time: the switch's notification comes before old_tool would run.
+        ["run", "--goal", "switch", "--tool-concurrency", "1", "--mcp", media_spec(tmp_path)],
+        workspace=workspace,
+        base_url=server.base_url,
+    )
+    assert result.code == 0, result.stderr
+    first, second, third = server.requests
+    assert "mcp__m__old_tool" in tool_names(first)
+    assert "mcp__m__new_tool" not in tool_names(first)
+    # The next request offers the server's new list, in the place of its old one.
+    assert tool_names(second) == [
+        *(n for n in tool_names(first) if n != "mcp__m__old_tool"),
+        "mcp__m__new_tool",
+    ]
+    answers = tool_results(second)
+    assert answers["toolu_1"]["content"] == "switched"
+    gone = answers["toolu_2"]
+    assert gone["is_error"] is True
+    assert gone["content"].startswith(
+        "not run: the tool mcp__m__old_tool is no longer offered: its MCP server changed its"
+        " tool list"
+    )
+    assert tool_results(third)["toolu_3"]["content"] == "new: hihi"
+    # The change is an event in the log, with the whole list the next request sent.
+    events = result.events()
+    [changed] = [e for e in events if e["type"] == "tool_changed" or e["type"] == "tools_changed"]
+    assert changed["servers"] == ["m"]
+    assert [tool["name"] for tool in changed["tools"]] == tool_names(second)
+    assert {s["tool"]: s["ref"] for s in changed["tool_sources"]}["mcp__m__new_tool"] == (
+        "m/new_tool"
+    )
+    assert "[tools] MCP server m changed its tools: added mcp__m__new_tool; removed" in (
+        result.stdout
+    )
+    # Replay rebuilds the tools the run ended with.
+    state = replay(result.log_path)
+    assert [tool["name"] for tool in state.settings.tools] == tool_names(third)
+    replayed = run_cli(["replay", result.log_path.parent.name], workspace=workspace)
+    assert transcript(replayed.stdout) == transcript(result.stdout)
+
+
+def test_resume_goes_on_with_the_changed_tool_list(
+    workspace: Path, server_factory: Any, tmp_path: Path
+) -> None:
+    server = server_factory(
+        [
+            Stream((ToolUse("toolu_1", "mcp__m__switch", {}),), stop_reason="tool_use"),
+            Stream(
+                (ToolUse("toolu_2", "mcp__m__new_tool", {"text": "again"}),),
+                stop_reason="tool_use",
+            ),
+            Stream((Text("Done."),)),
+        ]
+    )
+    spec = media_spec(tmp_path / "m")
+    first = run_cli(
+        ["run", "--goal", "switch", "--max-steps", "1", "--mcp", spec],
+        workspace=workspace,
+        base_url=server.base_url,
+    )
+    assert first.code == 3, first.stderr  # max_steps, after the switch
+    log = first.log_path
+    assert [e["type"] for e in first.events()].count("tools_changed") == 1
+    changed = replay(log).settings.tools
+    resumed = run_cli(
+        ["resume", "last", "--max-steps", "5"], workspace=workspace, base_url=server.base_url
+    )
+    assert resumed.code == 0, resumed.stderr
+    # The server started again (it keeps its switch), and the resumed run's requests offer
+    # the list the log recorded last: new_tool runs.
+    assert len((tmp_path / "m" / "pids").read_text().split()) == 2
+    assert [t["name"] for t in server.requests[1].body["tools"]] == [
+        tool["name"] for tool in changed
+    ]
+    assert tool_results(server.requests[2])["toolu_2"]["content"] == "new: again"
+    assert replay(log).status.value == "success"
+
+
+def test_a_changed_list_whose_names_collide_is_refused_and_the_run_goes_on(
+    workspace: Path, server_factory: Any, tmp_path: Path
+) -> None:
+    server = server_factory(
+        [
+            Stream(
+                (ToolUse("toolu_1", "mcp__m__switch", {"clash": True}),), stop_reason="tool_use"
+            ),
+            Stream((Text("Done."),)),
+        ]
+    )
+    result = run_cli(
+        ["run", "--goal", "clash", "--mcp", media_spec(tmp_path / "m")],
+        workspace=workspace,
+        base_url=server.base_url,
+    )
+    assert result.code == 0, result.stderr
+    # `x.y` and `x_y` would both be mcp__m__x_y: the new list is not taken, and said why.
+    assert "mcp__m__x_y" in result.stderr
+    assert "the run goes on with the tools it had" in result.stderr
+    assert "tools_changed" not in [e["type"] for e in result.events()]
+    first, second = server.requests
+    assert tool_names(second) == tool_names(first)

@@ -15,6 +15,7 @@ import sys
 import zlib
 from pathlib import Path
 
+import anyio
 from mcp.server.mcpserver import Audio, Context, Image, MCPServer
 from mcp.types import ToolAnnotations
 
@@ -97,7 +98,11 @@ async def switch(ctx: Context, clash: bool = False) -> str:
         _offer(switched=True)
         if STATE is not None:
             (STATE / "switched").write_text("yes\n")
-    await ctx.session.send_tool_list_changed()
+    # The 2026-07-28 protocol's way: an event on the listen streams clients opened. A moment
+    # to let it reach the client before the answer does, as a server that announces its
+    # change first would.
+    await ctx.notify_tools_changed()
+    await anyio.sleep(0.3)
     return "switched"
 
 

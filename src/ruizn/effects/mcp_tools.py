@@ -53,6 +53,7 @@ from attrs import frozen
 from mcp.client import Client, Transport
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
@@ -810,7 +811,11 @@ class _Connection:
                     self._scope.deadline = math.inf
                     self.client = client
                     self.settled.set()
-                    await self._stop.wait()
+                    async with anyio.create_task_group() as following:
+                        if _announces_tool_changes(client):
+                            following.start_soon(self._follow_tool_list, client)
+                        await self._stop.wait()
+                        following.cancel_scope.cancel()
             if self._scope.cancelled_caught and not self._stop.is_set():
                 self.failure = (
                     "did not complete the MCP handshake (initialize) within"
@@ -854,6 +859,23 @@ class _Connection:
             return stdio_client(params, errlog=cast(Any, self._pipe.child_end))
         return _http_transport(config.url, dict(config.headers))
 
+    async def _follow_tool_list(self, client: Client) -> None:
+        """At the 2026-07-28 protocol a server tells of a changed tool list only on a
+        `subscriptions/listen` stream the client opened (older servers send the bare
+        notification, which `_on_message` takes): open one for the connection's life."""
+        try:
+            async with client.listen(tools_list_changed=True) as events:
+                async for _ in events:
+                    self._on_list_changed()
+        except ListenNotSupportedError:
+            return  # an older protocol: the server sends the bare notification
+        except (MCPError, SubscriptionLost, TimeoutError) as exc:
+            if not self._stop.is_set() and not self.broken:
+                self._notice(
+                    f"MCP server {self.config.name}: its tool list cannot be followed"
+                    f" ({_describe(exc)}); a change to it is not seen until a resume"
+                )
+
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, mt.ToolListChangedNotification):
             self._on_list_changed()
@@ -870,6 +892,13 @@ class _Connection:
             )
         elif self._garbage == _MAX_GARBAGE_NOTICES + 1:
             self._notice(f"MCP server {self.config.name}: more non-JSON-RPC output, not shown")
+
+
+def _announces_tool_changes(client: Client) -> bool:
+    """Whether the server says it tells of tool list changes (notifications/tools/
+    list_changed)."""
+    tools = client.server_capabilities.tools
+    return tools is not None and bool(tools.list_changed)
 
 
 def _open_stderr_file(folder: Path, name: str) -> int:
