@@ -17,7 +17,8 @@ import pytest
 from ruizn.serde import state_from_json
 from ruizn.store import replay
 from tests.cli.conftest import run_cli
-from tests.fakeapi import Stream, Text, ToolUse
+from tests.effects.test_mcp import start_http_demo, stop_http_demo
+from tests.fakeapi import Stream, Text, ToolUse, free_port
 from tests.mcp_servers.media import png
 
 MEDIA = Path(__file__).resolve().parents[1] / "mcp_servers" / "media.py"
@@ -391,3 +392,96 @@ def test_a_changed_list_whose_names_collide_is_refused_and_the_run_goes_on(
     assert "tools_changed" not in [e["type"] for e in result.events()]
     first, second = server.requests
     assert tool_names(second) == tool_names(first)
+
+
+# -- ruizn tools --mcp -----------------------------------------------------------------------
+
+
+def test_tools_lists_an_mcp_servers_tools_and_stops_it(workspace: Path, tmp_path: Path) -> None:
+    state = tmp_path / "m"
+    listed = run_cli(
+        ["tools", "--no-plugins", "--json", "--mcp", media_spec(state)], workspace=workspace
+    )
+    assert listed.code == 0, listed.stderr
+    tools = {tool["name"]: tool for tool in json.loads(listed.stdout)}
+    assert tools["mcp__m__screenshot"] == {
+        "name": "mcp__m__screenshot",
+        "source": {"kind": "mcp", "ref": "m/screenshot"},
+        "read_only": True,
+        "description": "A screenshot of the given size.",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "width": {"title": "Width", "type": "integer"},
+                "height": {"title": "Height", "type": "integer"},
+            },
+            "required": ["width", "height"],
+            "title": "screenshotArguments",
+        },
+    }
+    assert tools["read_file"]["source"] == {"kind": "builtin", "ref": "read_file"}
+    text = run_cli(["tools", "--no-plugins", "--mcp", media_spec(state)], workspace=workspace)
+    assert text.code == 0, text.stderr
+    lines = text.stdout.splitlines()
+    at = lines.index("mcp__m__screenshot  (mcp m/screenshot · read-only)")
+    assert lines[at + 1 : at + 3] == [
+        "  A screenshot of the given size.",
+        '  input schema: {"type":"object","properties":{"width":{"title":"Width","type":'
+        '"integer"},"height":{"title":"Height","type":"integer"}},"required":["width",'
+        '"height"],"title":"screenshotArguments"}',
+    ]
+    # Each listing started the server once, and stopped it: no process is left.
+    pids = [int(pid) for pid in (state / "pids").read_text().split()]
+    assert len(pids) == 2
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    # No run was made.
+    assert not (workspace / ".ruizn" / "runs").exists() or not list(
+        (workspace / ".ruizn" / "runs").glob("*/events.jsonl")
+    )
+
+
+def test_tools_with_a_server_that_cannot_start_is_one_line_and_exit_2(workspace: Path) -> None:
+    result = run_cli(
+        ["tools", "--no-plugins", "--mcp", "ghost=ruizn-no-such-mcp-server -v"],
+        workspace=workspace,
+    )
+    assert (result.code, result.stderr, result.stdout) == (
+        2,
+        "ruizn: error: MCP server ghost: command not found: ruizn-no-such-mcp-server\n",
+        "",
+    )
+    header = run_cli(
+        ["tools", "--mcp", "ghost=http://127.0.0.1:9/mcp", "--mcp-header", "ghost:Bad Name=x"],
+        workspace=workspace,
+    )
+    assert header.code == 2
+    assert header.stderr.startswith("ruizn: error: ")
+    assert len(header.stderr.splitlines()) == 1
+
+
+def test_tools_lists_an_http_servers_tools_with_its_headers(workspace: Path) -> None:
+    port = free_port()
+    demo = start_http_demo(port)
+    try:
+        result = run_cli(
+            [
+                "tools",
+                "--no-plugins",
+                "--json",
+                "--mcp",
+                f"web=http://127.0.0.1:{port}/mcp",
+                "--mcp-header",
+                "web:X-Demo-Token=s3cret",
+            ],
+            workspace=workspace,
+        )
+    finally:
+        stop_http_demo(demo)
+    assert result.code == 0, result.stderr
+    listed = {tool["name"]: tool for tool in json.loads(result.stdout)}
+    assert listed["mcp__web__echo"]["source"] == {"kind": "mcp", "ref": "web/echo"}
+    assert listed["mcp__web__echo"]["read_only"] is True
+    assert listed["mcp__web__add"]["read_only"] is False
+    assert "s3cret" not in result.stdout + result.stderr
