@@ -84,6 +84,11 @@ def test_an_mcp_image_reaches_the_model_as_an_image_block(
         f"[image] image/png · {size} · 64x48 px",
     ]
     assert b64(picture) not in result.stdout + result.stderr
+    # The log holds the image once, as sent (base64: 4/3 of its bytes, the README says).
+    log = result.log_path.read_text(encoding="utf-8")
+    assert log.count(b64(picture)) == 1
+    [line] = [line for line in log.splitlines() if '"tool_call_finished"' in line]
+    assert len(line) < len(b64(picture)) + 300
     run_id = result.log_path.parent.name
 
     # Replay prints the same lines and rebuilds the state the run ended with.
