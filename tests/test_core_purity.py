@@ -35,6 +35,7 @@ CORE = (
     "redact",
     "toolsource",
     "bounds",
+    "media",
     "lineage",
     "diff",
     "tape",

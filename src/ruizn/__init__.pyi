@@ -27,6 +27,7 @@ from ruizn.effects.tools import BlockingTool as BlockingTool
 from ruizn.effects.tools import ToolInputError as ToolInputError
 from ruizn.effects.writer import RunLocked as RunLocked
 from ruizn.lineage import ForkRefused as ForkRefused
+from ruizn.media import Image as Image
 from ruizn.state import ErrorType as ErrorType
 from ruizn.state import ExecutionContext as ExecutionContext
 from ruizn.state import Status as Status

@@ -20,7 +20,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 from attrs import asdict, evolve, field, frozen
@@ -60,11 +60,14 @@ from ruizn.redact import api_key_problem as key_whitespace_problem
 from ruizn.reducers import reduce
 from ruizn.reducers import replay as reducer_replay
 from ruizn.reducers import start as start_state
-from ruizn.runner import AgentRunner, Subscriber
+from ruizn.runner import AgentRunner, Subscriber, ToolChange, ToolWatch
 from ruizn.state import ErrorType, ExecutionContext, Status, TextBlock, ToolResult, Usage
 from ruizn.store import FileStore, RunStore, new_run_id, settled
 from ruizn.toolsource import SourceKind, ToolSource
 from ruizn.version import __version__
+
+if TYPE_CHECKING:  # imported at run time only with servers (see _mcp_toolset)
+    from ruizn.effects.mcp_tools import McpToolset
 
 ToolLike = BaseTool | Callable[..., Any] | type[BaseTool]
 Notice = Callable[[str], None]
@@ -244,7 +247,8 @@ class Agent:
 
         `store` is where runs live (default: `log_dir`, else WORKSPACE/.ruizn/runs);
         `log=False` keeps a run's events in memory only. `subscribers` see every event after
-        it is logged (the CLI's printer); `on_notice` gets one-line notices (a plug-in left
+        it is logged (the CLI's printer; one with a `replayed(state)` method is first told
+        the state a resumed run was replayed to); `on_notice` gets one-line notices (a plug-in left
         out, an MCP server restarted). `trust_store` is the record of the runs this user's
         ruizn started (default: under the user's state directory; see `resume`).
 
@@ -557,6 +561,12 @@ class Agent:
                 else:
                     self._trust.opened(first, ref.path)
                     trust = (self._trust, first)
+                for subscriber in self._subscribers:
+                    # A transcript printer goes on from the replayed state (which call a
+                    # result answers), so its lines are those `ruizn replay` prints.
+                    told = getattr(subscriber, "replayed", None)
+                    if callable(told):
+                        told(state)
                 runner.resume(
                     plan,
                     torn_bytes=_torn(replayed),
@@ -625,7 +635,7 @@ class Agent:
                 root / ".mcp" / run_id,
                 lambda text: self._notice(f"mcp: {text}"),
                 self._environ,
-            ) as (mcp_tools, mcp_records):
+            ) as (mcp_tools, mcp_records, watch):
                 registry = ToolRegistry([*registry, *mcp_tools])
                 for schema in registry.tool_schemas():
                     if state is None and deeper_than(schema):
@@ -650,6 +660,7 @@ class Agent:
                     state=state,
                     redact=redactor.redact_event if redactor else None,
                     approver=self._approver,
+                    watch=watch,
                     pricer=self._pricer,
                     budget=self._budget,
                 )
@@ -732,6 +743,21 @@ class Agent:
             self._notice(f"warning: {warning}")
         return toolbox
 
+    async def mcp_tools(self) -> tuple[BaseTool, ...]:
+        """The tools this agent's MCP servers offer now, as a run would get them (`ruizn
+        tools --mcp`): the servers are started, listed and stopped. Each tool's `source()`
+        says where it comes from and whether it only reads. Raises McpStartupError (one line,
+        naming the server) when a server cannot start or list its tools."""
+        settings = self.settings
+        async with _mcp_toolset(
+            self._servers,
+            _resolved(settings.workspace),
+            None,
+            lambda text: self._notice(f"mcp: {text}"),
+            self._environ,
+        ) as (tools, _, _):
+            return tools
+
     def _unchanged(
         self, settings: RunSettings, registry: ToolRegistry, mcp_tools: tuple[BaseTool, ...]
     ) -> list[BaseTool]:
@@ -808,14 +834,15 @@ async def _aclose(provider: Provider) -> None:
 async def _mcp_toolset(
     servers: tuple[MCPServer, ...],
     workspace: Path,
-    stderr_dir: Path,
+    stderr_dir: Path | None,
     notice: Notice,
     environ: Mapping[str, str],
-) -> AsyncIterator[tuple[tuple[BaseTool, ...], tuple[JsonObject, ...]]]:
+) -> AsyncIterator[tuple[tuple[BaseTool, ...], tuple[JsonObject, ...], ToolWatch | None]]:
     """The servers' tools, held open around the whole run (the SDK's sessions must be closed
-    by the task that opened them); nothing is imported without servers."""
+    by the task that opened them), and the watch that follows their tool lists; nothing is
+    imported without servers."""
     if not servers:
-        yield (), ()
+        yield (), (), None
         return
     from ruizn.effects.mcp_tools import McpToolset
 
@@ -823,7 +850,45 @@ async def _mcp_toolset(
         servers, cwd=workspace, stderr_dir=stderr_dir, on_notice=notice, environ=environ
     )
     async with toolset as tools:
-        yield tuple(tools), toolset.describe()
+        yield tuple(tools), toolset.describe(), _McpWatch(toolset, notice)
+
+
+class _McpWatch:
+    """The runner's ToolWatch over MCP servers: a server that says its tool list changed is
+    listed again, checked as at start, and its tools take the place of the ones the run
+    recorded for it."""
+
+    def __init__(self, toolset: McpToolset, notice: Notice) -> None:
+        self._toolset = toolset
+        self._notice = notice
+
+    def pending(self) -> bool:
+        return self._toolset.list_changed
+
+    async def refresh(self, settings: RunSettings) -> ToolChange | None:
+        from ruizn.effects.mcp_tools import McpStartupError
+
+        try:
+            relisted = await self._toolset.relist()
+        except McpStartupError as exc:
+            self._notice(f"{exc}; the run goes on with the tools it had")
+            return None
+        if relisted is None:
+            return None
+        servers = set(relisted.servers)
+        return ToolChange(
+            servers=relisted.servers,
+            tools=relisted.tools,
+            sources=tuple(tool.source() for tool in relisted.tools),
+            replaces=frozenset(
+                source.tool
+                for source in settings.tool_sources
+                if source.kind is SourceKind.MCP and source.ref.partition("/")[0] in servers
+            ),
+        )
+
+    def refused(self, reason: str) -> None:
+        self._notice(f"a changed tool list was not taken ({reason}); the run goes on as it was")
 
 
 def _mcp_source(tool: BaseTool) -> ToolSource:

@@ -22,7 +22,8 @@ from attrs import frozen
 
 from ruizn.config import RunSettings
 from ruizn.events import ClearedResult
-from ruizn.state import ExecutionContext, JsonObject, ToolResultBlock, ToolUseBlock
+from ruizn.media import image_tokens, images, result_size, text_of, utf8_size
+from ruizn.state import ExecutionContext, JsonObject, ResultContent, ToolResultBlock, ToolUseBlock
 
 # Bytes per token when estimating what a tool result adds: few, so as not to under-count
 # (code, JSON and text that is not English run about 3 bytes a token)...
@@ -49,19 +50,18 @@ def context_limit(settings: RunSettings) -> int | None:
     return max(settings.context_window - settings.max_tokens, 1)
 
 
-def utf8_size(text: str) -> int:
-    # isascii is a flag read, not a scan: most results cost no encoding at all.
-    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+def added_tokens(content: ResultContent) -> int:
+    """What a tool result adds to the next request, at most (an over-estimate): its text by
+    its bytes, its images by their pixels (an image's base64 is not what it costs)."""
+    text = -(-utf8_size(text_of(content)) // ADDED_BYTES_PER_TOKEN)
+    return text + sum(image_tokens(image) for image in images(content)) + BLOCK_TOKENS
 
 
-def added_tokens(text: str) -> int:
-    """What a tool result adds to the next request, at most (an over-estimate)."""
-    return -(-utf8_size(text) // ADDED_BYTES_PER_TOKEN) + BLOCK_TOKENS
-
-
-def cleared_tokens(size: int, placeholder: str) -> int:
-    """What replacing `size` bytes of a result by `placeholder` frees, at least."""
-    return size // REMOVED_BYTES_PER_TOKEN - -(-utf8_size(placeholder) // ADDED_BYTES_PER_TOKEN)
+def cleared_tokens(content: ResultContent, placeholder: str) -> int:
+    """What replacing a result's `content` by `placeholder` frees, at least."""
+    kept = -(-utf8_size(placeholder) // ADDED_BYTES_PER_TOKEN)
+    text = utf8_size(text_of(content)) // REMOVED_BYTES_PER_TOKEN
+    return text + sum(image_tokens(image, at_least=True) for image in images(content)) - kept
 
 
 def over_limit(state: ExecutionContext) -> bool:
@@ -117,9 +117,9 @@ def plan_clearing(state: ExecutionContext) -> Clearing:
             elif isinstance(block, ToolResultBlock) and block.tool_use_id not in done:
                 call = calls.get(block.tool_use_id)
                 name = call.name if call is not None else "a tool"
-                size = utf8_size(block.content)
+                size = result_size(block.content)
                 text = placeholder(name, call.input if call is not None else {}, size)
-                freed = cleared_tokens(size, text)
+                freed = cleared_tokens(block.content, text)
                 if freed <= 0:  # smaller than its own placeholder: nothing to gain
                     continue
                 chosen.append(

@@ -95,6 +95,14 @@ class AnswerDenied:
 
 
 @frozen(kw_only=True)
+class AnswerStale:
+    """Answer each call whose tool changed after the model made it (tools_changed) with why;
+    it is never run against the tool that now has its name."""
+
+    answers: tuple[tuple[ToolCall, ToolResult], ...] = field(hash=False)
+
+
+@frozen(kw_only=True)
 class Finish:
     status: Status
     error: str | None = None
@@ -116,6 +124,7 @@ Action = (
     | DecideApprovals
     | AskApproval
     | AnswerDenied
+    | AnswerStale
     | Finish
     | Finished
 )
@@ -170,6 +179,11 @@ def next_action(
             pending = state.pending_tool_calls
             if state.stop_reason == "max_tokens":
                 return RefuseTools(calls=pending, reason=TRUNCATED_TOOL_CALL)
+            stale = tuple(
+                (call, stale_result(state, call)) for call in pending if call.id in state.turn_stale
+            )
+            if stale:
+                return AnswerStale(answers=stale)
             return _tools_turn(state, pending, needs_approval, can_ask=can_ask)
         case Phase.DONE:
             stop = turn_stop(state)
@@ -180,6 +194,22 @@ def next_action(
             return Finish(status=Status.ERROR, error="the model call in flight was lost")
         case Phase.FINISHED:  # pragma: no cover - status is not running then
             return Finished(status=state.status)
+
+
+def stale_result(state: ExecutionContext, call: ToolCall) -> ToolResult:
+    """The answer to a call whose tool changed after the model made it."""
+    offered = any(tool.get("name") == call.name for tool in state.settings.tools)
+    what = (
+        "has changed (its input schema, origin or read-only flag)"
+        if offered
+        else "is no longer offered"
+    )
+    return ToolResult.error(
+        ErrorType.UNKNOWN_TOOL,
+        f"not run: the tool {call.name} {what}: its MCP server changed its tool list"
+        " (notifications/tools/list_changed) after this call was made; call it again"
+        " if it is still offered",
+    )
 
 
 def _tools_turn(
@@ -231,7 +261,9 @@ def approvals_to_request(
     return tuple(
         call
         for call, approval in _approvals(state, state.pending_tool_calls)
-        if approval is None and needs_approval(call.name, call.input)
+        if approval is None
+        and call.id not in state.turn_stale
+        and needs_approval(call.name, call.input)
     )
 
 

@@ -21,6 +21,7 @@ from ruizn.state import (
     ToolResult,
     Usage,
 )
+from ruizn.toolsource import ToolSource
 
 # Bump when a change to the events would make an older reader misread a newer log.
 # 2: `attempt` counts every attempt of a step's model call (ruizn makes all retries);
@@ -229,6 +230,21 @@ class ToolApprovalDecided:
 
 
 @frozen(kw_only=True)
+class ToolsChanged:
+    """MCP servers changed their tool lists (notifications/tools/list_changed): the run's
+    tools from this event on, whole, as the next request sends them (`tools`, the API
+    schemas) and as a resume loads them (`tool_sources`). Only the MCP tools of `servers`
+    may differ from the run's tools before it (the reducer refuses anything else)."""
+
+    TAG: ClassVar[str] = "tools_changed"
+    seq: int
+    ts: float
+    servers: tuple[str, ...]
+    tools: tuple[JsonObject, ...]
+    tool_sources: tuple[ToolSource, ...]
+
+
+@frozen(kw_only=True)
 class RunFinished:
     TAG: ClassVar[str] = "run_finished"
     seq: int
@@ -254,6 +270,7 @@ Event = (
     | ToolCallFinished
     | ToolApprovalRequested
     | ToolApprovalDecided
+    | ToolsChanged
     | ContextCleared
     | BudgetSpent
     | RunFinished
@@ -271,6 +288,7 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     ToolCallFinished,
     ToolApprovalRequested,
     ToolApprovalDecided,
+    ToolsChanged,
     ContextCleared,
     BudgetSpent,
     RunFinished,

@@ -18,6 +18,7 @@ Pure: the environment comes in as a mapping.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
@@ -32,6 +33,7 @@ from ruizn.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from ruizn.state import ResultBlock, TextBlock
 
 REDACTED = "[redacted]"
 # What stands for a secret part of a URL: short, and legal where it stands (`?token=***`).
@@ -91,15 +93,29 @@ class Redactor:
                 new = self.redact(error)
                 return event if new is error else evolve(event, error=new)
             case ToolCallFinished(result=result):
-                new = self.redact(result.content)
-                if new is result.content:
+                content = result.content
+                if isinstance(content, str):
+                    new = self.redact(content)
+                    if new is content:
+                        return event
+                    return evolve(event, result=evolve(result, content=new))
+                # Text blocks only: an image's base64 is its bytes, and a "secret" found in
+                # them by chance would corrupt the image, not protect a secret.
+                blocks = [self._redact_block(block) for block in content]
+                if all(map(operator.is_, blocks, content)):
                     return event
-                return evolve(event, result=evolve(result, content=new))
+                return evolve(event, result=evolve(result, content=tuple(blocks)))
             case ToolCallStarted(input=tool_input):
                 new_input = self._redact_json(tool_input)
                 return event if new_input is tool_input else evolve(event, input=new_input)
             case _:
                 return event
+
+    def _redact_block(self, block: ResultBlock) -> ResultBlock:
+        if not isinstance(block, TextBlock):
+            return block
+        text = self.redact(block.text)
+        return block if text is block.text else evolve(block, text=text)
 
     def _redact_json(self, value: Any) -> Any:
         """`value` (decoded JSON) with secrets scrubbed from its strings, keys included; the

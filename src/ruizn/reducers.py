@@ -42,7 +42,7 @@ from typing import assert_never
 from attrs import evolve
 
 from ruizn.bounds import deeper_than, too_deep
-from ruizn.context import added_tokens, cleared_tokens, last_turn_start, over_limit, utf8_size
+from ruizn.context import added_tokens, cleared_tokens, last_turn_start, over_limit
 from ruizn.events import (
     BudgetSpent,
     ContextCleared,
@@ -58,10 +58,14 @@ from ruizn.events import (
     ToolApprovalRequested,
     ToolCallFinished,
     ToolCallStarted,
+    ToolsChanged,
     UserMessage,
 )
+from ruizn.media import problem as media_problem
+from ruizn.media import result_size, tally_of_run
 from ruizn.rules import (
     PAUSE_STOP,
+    changed_tools,
     limit_stop,
     phase_after_result,
     phase_after_resume,
@@ -75,6 +79,7 @@ from ruizn.state import (
     CallFailure,
     ErrorType,
     ExecutionContext,
+    JsonObject,
     Message,
     Phase,
     Status,
@@ -84,6 +89,7 @@ from ruizn.state import (
     ToolUseBlock,
     TurnResults,
 )
+from ruizn.toolsource import SourceKind, ToolSource
 
 
 class InvalidTransition(ValueError):
@@ -121,6 +127,8 @@ TRANSITIONS: Mapping[tuple[Phase, str], Phase | Rule] = {
     (_T, ToolApprovalDecided.TAG): _T,
     (_T, ToolCallStarted.TAG): _T,
     (_T, ToolCallFinished.TAG): Rule.AFTER_RESULT,
+    (_R, ToolsChanged.TAG): _R,
+    (_T, ToolsChanged.TAG): _T,
     (_T, RunFinished.TAG): _F,
     (_T, RunResumed.TAG): Rule.AFTER_RESUME,
     (_D, RunFinished.TAG): _F,
@@ -192,6 +200,8 @@ def reduce(state: ExecutionContext, event: Event) -> ExecutionContext:
             after = _on_approval_requested(state, event)
         case ToolApprovalDecided():
             after = _on_approval_decided(state, event)
+        case ToolsChanged():
+            after = _on_tools_changed(state, event)
         case ContextCleared():
             after = _on_context_cleared(state, event)
         case BudgetSpent():
@@ -408,6 +418,7 @@ def _on_llm_response(state: ExecutionContext, event: LlmResponse) -> ExecutionCo
         turn_results=TurnResults(len(calls)),
         turn_open=len(calls),
         turn_approvals=(None,) * len(calls),
+        turn_stale=(),
         turn_index={call.id: i for i, call in enumerate(calls)},
         streamed_tokens=0,
         last_seq=event.seq,
@@ -432,6 +443,8 @@ def _on_tool_call_started(state: ExecutionContext, event: ToolCallStarted) -> Ex
         )
     if event.id in state.tools_in_flight:
         raise InvalidTransition(f"tool_call_started twice for {event.id!r}")
+    if event.id in state.turn_stale:
+        raise InvalidTransition(f"tool_call_started for {event.id!r}, whose tool changed")
     approval = state.turn_approvals[index]
     if approval is not None and approval.approved is not True:
         # The one rule approval rests on: a call that asked for a decision runs only after
@@ -446,7 +459,14 @@ def _on_tool_call_started(state: ExecutionContext, event: ToolCallStarted) -> Ex
 def _on_tool_call_finished(state: ExecutionContext, event: ToolCallFinished) -> ExecutionContext:
     index = _turn_position(state, event.id, "tool_call_finished")
     approval = state.turn_approvals[index]
-    if approval is not None:
+    if event.id in state.turn_stale:
+        # Its tool changed after the model asked: answered with why, whatever was approved.
+        if event.result.error_type != ErrorType.UNKNOWN_TOOL.value:
+            raise InvalidTransition(
+                f"tool_call_finished for {event.id!r}, whose tool changed, is not an"
+                " unknown_tool error"
+            )
+    elif approval is not None:
         if approval.approved is None:
             raise InvalidTransition(
                 f"tool_call_finished for {event.id!r}, which is still awaiting approval"
@@ -455,6 +475,10 @@ def _on_tool_call_finished(state: ExecutionContext, event: ToolCallFinished) -> 
             raise InvalidTransition(
                 f"tool_call_finished for the denied call {event.id!r} is not a denied result"
             )
+    # Its images must fit every request from now on (the history keeps them).
+    problem, media = media_problem(event.result.content, state.media)
+    if problem is not None:
+        raise InvalidTransition(f"tool_call_finished for {event.id!r}: {problem}")
     results = state.turn_results.answer(index, event.result)  # O(1): see TurnResults
     in_flight = state.tools_in_flight
     if event.id in in_flight:
@@ -466,6 +490,7 @@ def _on_tool_call_finished(state: ExecutionContext, event: ToolCallFinished) -> 
             turn_results=results,
             turn_open=state.turn_open - 1,
             tools_in_flight=in_flight,
+            media=media,
             context_tokens=context_tokens,
             last_seq=event.seq,
         )
@@ -485,8 +510,10 @@ def _on_tool_call_finished(state: ExecutionContext, event: ToolCallFinished) -> 
         turn_results=TurnResults(),
         turn_open=0,
         turn_approvals=(),
+        turn_stale=(),
         turn_index={},
         tools_in_flight=in_flight,
+        media=media,
         context_tokens=context_tokens,
         last_seq=event.seq,
     )
@@ -545,6 +572,56 @@ def _on_approval_decided(state: ExecutionContext, event: ToolApprovalDecided) ->
     )
 
 
+def _on_tools_changed(state: ExecutionContext, event: ToolsChanged) -> ExecutionContext:
+    """The run's tools from now on. Only the MCP tools of the servers named may change: the
+    rest (built-ins, code the run imports, other servers' tools) stay exactly as they were,
+    so no line of a log can add code to load on resume."""
+    settings = state.settings
+    recorded = {str(server.get("name")) for server in settings.mcp_servers}
+    servers = set(event.servers)
+    if not servers or not servers <= recorded:
+        raise InvalidTransition(
+            f"tools_changed for MCP servers {sorted(servers)}, not the run's {sorted(recorded)}"
+        )
+
+    def theirs(source: ToolSource) -> bool:
+        return source.kind is SourceKind.MCP and source.ref.partition("/")[0] in servers
+
+    def kept(
+        tools: tuple[JsonObject, ...], sources: tuple[ToolSource, ...]
+    ) -> tuple[list[JsonObject], list[ToolSource]]:
+        changing = {source.tool for source in sources if theirs(source)}
+        return (
+            [tool for tool in tools if tool.get("name") not in changing],
+            [source for source in sources if source.tool not in changing],
+        )
+
+    if kept(event.tools, event.tool_sources) != kept(settings.tools, settings.tool_sources):
+        raise InvalidTransition("tools_changed changes tools other than those of its MCP servers")
+    names = [tool.get("name") for tool in event.tools]
+    if len(set(names)) != len(names) or not all(isinstance(name, str) for name in names):
+        raise InvalidTransition("tools_changed names a tool twice, or one without a name")
+    if any(theirs(s) and s.tool not in names for s in event.tool_sources):
+        raise InvalidTransition("tools_changed records a source for a tool it does not offer")
+    for schema in event.tools:
+        if deeper_than(schema):
+            raise InvalidTransition(too_deep(f"the schema of tool {schema.get('name')!r}"))
+    changed = changed_tools(settings, event.tools, event.tool_sources)
+    stale = [
+        call.id
+        for call in state.pending_tool_calls
+        if call.name in changed and call.id not in state.turn_stale
+    ]
+    if any(call_id in state.tools_in_flight for call_id in stale):
+        raise InvalidTransition("tools_changed while a call of a changed tool runs")
+    return evolve(
+        state,
+        settings=evolve(settings, tools=event.tools, tool_sources=event.tool_sources),
+        turn_stale=(*state.turn_stale, *stale),
+        last_seq=event.seq,
+    )
+
+
 def _on_context_cleared(state: ExecutionContext, event: ContextCleared) -> ExecutionContext:
     """Each named result, before the last turn and not cleared yet, becomes its placeholder."""
     if not event.results:
@@ -570,7 +647,7 @@ def _on_context_cleared(state: ExecutionContext, event: ContextCleared) -> Execu
             item = wanted[block.tool_use_id]
             if block.tool_use_id in done:
                 raise InvalidTransition(f"context_cleared: {item.tool_use_id!r} is cleared already")
-            if item.size != utf8_size(block.content) or not item.placeholder.strip():
+            if item.size != result_size(block.content) or not item.placeholder.strip():
                 raise InvalidTransition(
                     f"context_cleared: the size or placeholder of {item.tool_use_id!r} is wrong"
                 )
@@ -579,7 +656,7 @@ def _on_context_cleared(state: ExecutionContext, event: ContextCleared) -> Execu
                     f"context_cleared names another tool than the call {item.tool_use_id!r}"
                 )
             blocks[position] = evolve(block, content=item.placeholder)
-            freed += cleared_tokens(item.size, item.placeholder)
+            freed += cleared_tokens(block.content, item.placeholder)
             found += 1
             changed = True
         if changed:
@@ -588,13 +665,15 @@ def _on_context_cleared(state: ExecutionContext, event: ContextCleared) -> Execu
         raise InvalidTransition(
             "context_cleared names a tool result that is not in the history before the last turn"
         )
-    return evolve(
+    after = evolve(
         state,
         messages=tuple(messages),
         cleared=(*state.cleared, *wanted),
         context_tokens=max(state.context_tokens - freed, 0),
         last_seq=event.seq,
     )
+    # A cleared image leaves the requests: the run may hold another in its place.
+    return evolve(after, media=tally_of_run(after))
 
 
 def _on_budget_spent(state: ExecutionContext, event: BudgetSpent) -> ExecutionContext:

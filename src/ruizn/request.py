@@ -20,6 +20,7 @@ from ruizn.state import (
     JsonObject,
     Message,
     RedactedThinkingBlock,
+    ResultBlock,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
@@ -128,10 +129,11 @@ def _block(block: ContentBlock) -> JsonObject | None:
         case ToolUseBlock():
             return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
         case ToolResultBlock():
+            content = block.content
             out: dict[str, Any] = {
                 "type": "tool_result",
                 "tool_use_id": block.tool_use_id,
-                "content": block.content,
+                "content": content if isinstance(content, str) else _result_blocks(content),
             }
             if block.is_error:
                 out["is_error"] = True
@@ -141,6 +143,27 @@ def _block(block: ContentBlock) -> JsonObject | None:
         case RedactedThinkingBlock():
             return {"type": "redacted_thinking", "data": block.data}
     raise AssertionError(f"unknown block {block!r}")  # pragma: no cover
+
+
+def _result_blocks(blocks: tuple[ResultBlock, ...]) -> list[JsonObject]:
+    """A result's text and image blocks (media.fit made them fit the API's limits)."""
+    out: list[JsonObject] = []
+    for block in blocks:
+        if isinstance(block, TextBlock):
+            out.append({"type": "text", "text": block.text})
+        else:
+            source = block.source
+            out.append(
+                {
+                    "type": "image",
+                    "source": {
+                        "type": source.type,
+                        "media_type": source.media_type,
+                        "data": source.data,
+                    },
+                }
+            )
+    return out
 
 
 def count_breakpoints(request: JsonObject) -> int:

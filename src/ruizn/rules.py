@@ -15,6 +15,7 @@ from __future__ import annotations
 from attrs import frozen
 
 from ruizn.bounds import deeper_than, too_deep
+from ruizn.config import JsonObject, RunSettings
 from ruizn.context import context_limit, plan_clearing
 from ruizn.state import (
     ContentBlock,
@@ -26,6 +27,27 @@ from ruizn.state import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from ruizn.toolsource import ToolSource
+
+
+def changed_tools(
+    before: RunSettings, tools: tuple[JsonObject, ...], sources: tuple[ToolSource, ...]
+) -> frozenset[str]:
+    """The tools of `before` that `tools` and `sources` no longer offer as they were: gone,
+    or with another input schema, origin or read-only flag (a new description is the same
+    tool). A call the model made of one before the change must not run as the new one."""
+
+    def offered(
+        tools: tuple[JsonObject, ...], sources: tuple[ToolSource, ...]
+    ) -> dict[object, tuple[object, ...]]:
+        origin = {s.tool: (s.kind, s.ref, s.read_only) for s in sources}
+        return {
+            t.get("name"): (t.get("input_schema"), origin.get(str(t.get("name")))) for t in tools
+        }
+
+    old, new = offered(before.tools, before.tool_sources), offered(tools, sources)
+    return frozenset(str(name) for name, what in old.items() if new.get(name) != what)
+
 
 # The stop reasons that end a turn with nothing more to do (the run then succeeds).
 SUCCESS_STOPS = frozenset({"end_turn", "stop_sequence"})

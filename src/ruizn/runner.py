@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
-from attrs import evolve
+from attrs import evolve, frozen
 
 from ruizn.config import RunSettings
 from ruizn.decide import (
     AnswerDenied,
+    AnswerStale,
     AskApproval,
     CallModel,
     ClearContext,
@@ -36,12 +37,13 @@ from ruizn.decide import (
     interrupted_result,
     next_action,
     reply_refusal,
+    stale_result,
 )
 from ruizn.effects.approval import Approver, needs_approval_of
 from ruizn.effects.pricing import Pricer, SharedBudget
 from ruizn.effects.provider import ModelReply, Provider, ProviderError, ReplayDiverged
 from ruizn.effects.sink import EventSink, LogLost, SinkError
-from ruizn.effects.tools import ToolRegistry, invoke_tool
+from ruizn.effects.tools import BaseTool, ToolRegistry, invoke_tool
 from ruizn.events import (
     BudgetSpent,
     ContextCleared,
@@ -58,16 +60,49 @@ from ruizn.events import (
     ToolApprovalRequested,
     ToolCallFinished,
     ToolCallStarted,
+    ToolsChanged,
     UserMessage,
 )
-from ruizn.reducers import add_tokens, reduce, start
+from ruizn.media import fit as fit_media
+from ruizn.reducers import InvalidTransition, add_tokens, reduce, start
 from ruizn.request import MessagesRequest, plan_request
 from ruizn.rules import ApprovalDecision
-from ruizn.state import ErrorType, ExecutionContext, Status, ToolCall, ToolResult
+from ruizn.state import ErrorType, ExecutionContext, Phase, Status, ToolCall, ToolResult
+from ruizn.toolsource import ToolSource
 from ruizn.version import __version__
 
 E = TypeVar("E", bound=Event)
 Subscriber = Callable[[Event], None]
+
+
+@frozen(kw_only=True)
+class ToolChange:
+    """Tools a run's tool source changed (an MCP server's list): `tools`, with their
+    `sources` in the same order, take the place of the run's tools named in `replaces`."""
+
+    servers: tuple[str, ...]
+    tools: tuple[BaseTool, ...]
+    sources: tuple[ToolSource, ...]
+    replaces: frozenset[str]
+
+
+class ToolWatch(Protocol):
+    """Tools that may change while a run goes on (MCP servers' notifications/tools/
+    list_changed). The runner asks `pending` before each action and, between steps or
+    between a turn's calls, takes the change as a `tools_changed` event."""
+
+    def pending(self) -> bool:
+        """Whether a change may be waiting (cheap)."""
+        ...
+
+    async def refresh(self, settings: RunSettings) -> ToolChange | None:
+        """The change, against the run's tools as `settings` record them; None when there
+        is none, or it was refused (the watch says why)."""
+        ...
+
+    def refused(self, reason: str) -> None:
+        """The run could not take the change (its log refused it)."""
+        ...
 
 
 class AgentRunner:
@@ -83,6 +118,7 @@ class AgentRunner:
         state: ExecutionContext | None = None,
         redact: Callable[[Event], Event] | None = None,
         approver: Approver | None = None,
+        watch: ToolWatch | None = None,
         pricer: Pricer | None = None,
         budget: SharedBudget | None = None,
     ) -> None:
@@ -109,6 +145,7 @@ class AgentRunner:
         self._approver = approver
         self._can_ask = approver is not None
         self.needs_approval = needs_approval_of(registry)
+        self._watch = watch
         # Prices each response as it comes (its cost is logged with it); None: calls are
         # logged unpriced. `budget`: one this run shares with others, asked before each step.
         self._pricer = pricer
@@ -221,6 +258,7 @@ class AgentRunner:
 
     async def _loop(self) -> None:
         while True:
+            await self._take_tool_changes()
             match next_action(self.state, self.needs_approval, can_ask=self._can_ask):
                 case CallModel(step=step, attempt=attempt, delay=delay):
                     if attempt == 1 and self._shared_budget_spent():
@@ -241,7 +279,7 @@ class AgentRunner:
                         self._decide(decision)
                 case AskApproval(call=call):
                     await self._ask(call)
-                case AnswerDenied(answers=answers):
+                case AnswerDenied(answers=answers) | AnswerStale(answers=answers):
                     for call, result in answers:
                         self._emit(ToolCallFinished, id=call.id, result=result)
                 case Finish(status=status, error=error):
@@ -364,6 +402,7 @@ class AgentRunner:
         concurrency = self.state.settings.tool_concurrency
         if len(calls) <= 1 or concurrency == 1:
             for call in calls:
+                await self._take_tool_changes()  # one call may change the next one's tool
                 await self._run_tool(call)
             return
         limiter = anyio.CapacityLimiter(concurrency)
@@ -381,7 +420,50 @@ class AgentRunner:
             # error ends the run as it would in the sequential path, not wrapped in a group.
             raise first_error(failed) from None
 
+    async def _take_tool_changes(self) -> None:
+        """Between steps, or between the calls of a turn, take a change of the run's tools:
+        logged as `tools_changed` (the next request offers exactly its tools, on replay and
+        resume too) and the registry swapped. A call of the turn whose tool is gone or
+        changed is then answered with why (the reducer marks it, decide answers it)."""
+        watch = self._watch
+        if watch is None or not watch.pending():
+            return
+        state = self.state
+        if state.status is not Status.RUNNING or state.phase not in (Phase.READY, Phase.TOOLS):
+            return
+        change = await watch.refresh(state.settings)
+        if change is None:
+            return
+        state = self.state
+        settings = state.settings
+        tools = (
+            *(t for t in settings.tools if t.get("name") not in change.replaces),
+            *(tool.schema() for tool in change.tools),
+        )
+        sources = (
+            *(s for s in settings.tool_sources if s.tool not in change.replaces),
+            *change.sources,
+        )
+        try:
+            registry = ToolRegistry(
+                [*(t for t in self._registry if t.name not in change.replaces), *change.tools]
+            )
+        except ValueError as exc:  # a name both the change and the run's other tools hold
+            watch.refused(str(exc))
+            return
+        if tools != settings.tools or sources != settings.tool_sources:
+            try:
+                self._emit(ToolsChanged, servers=change.servers, tools=tools, tool_sources=sources)
+            except InvalidTransition as exc:  # not written: the run goes on as it was
+                watch.refused(str(exc))
+                return
+        self._registry = registry
+        self.needs_approval = needs_approval_of(registry)
+
     async def _run_tool(self, call: ToolCall) -> None:
+        if call.id in self.state.turn_stale:  # its tool changed since this batch was planned
+            self._emit(ToolCallFinished, id=call.id, result=stale_result(self.state, call))
+            return
         self._emit(ToolCallStarted, id=call.id, name=call.name, input=call.input)
         if not self._read_only(call.name):
             # On disk before the tool acts: after a power cut, resume must find the call
@@ -389,6 +471,12 @@ class AgentRunner:
             self._sink.sync()  # a SinkError ends the run as a failed write does
         began = self._timer()
         result = await invoke_tool(self._registry, call)
+        if not isinstance(result.content, str):
+            # Its images, checked against what the run's requests hold already: an image the
+            # API would refuse becomes a line saying why (ruizn.media). No await between
+            # this and the emit, so calls finishing in parallel are counted one by one.
+            content, _ = fit_media(result.content, self.state.media)
+            result = evolve(result, content=content)
         self._emit(ToolCallFinished, id=call.id, result=result, duration=self._timer() - began)
 
     def _request_approvals(self, calls: Sequence[ToolCall]) -> None:

@@ -28,11 +28,15 @@ from ruizn.events import (
     RunResumed,
     RunStarted,
 )
+from ruizn.media import tally_of_run
 from ruizn.state import (
     ContentBlock,
     ExecutionContext,
+    ImageBlock,
     Phase,
     RedactedThinkingBlock,
+    ResultBlock,
+    ResultContent,
     Status,
     TextBlock,
     ThinkingBlock,
@@ -59,6 +63,8 @@ _BLOCK_TYPES: dict[str, type[Any]] = {
     "thinking": ThinkingBlock,
     "redacted_thinking": RedactedThinkingBlock,
 }
+
+_RESULT_BLOCK_TYPES: dict[str, type[Any]] = {"text": TextBlock, "image": ImageBlock}
 
 _EVENT_BY_TAG: dict[str, type[Any]] = {cls.TAG: cls for cls in EVENT_TYPES}
 assert len(_EVENT_BY_TAG) == len(EVENT_TYPES), "two events share a tag"
@@ -95,6 +101,23 @@ def _make_converter() -> cattrs.Converter:
         return block
 
     converter.register_structure_hook(ContentBlock, structure_block)
+
+    def structure_result(value: Any, _: Any) -> ResultContent:
+        # A result's content: a string (every log before images), or its blocks.
+        if isinstance(value, str):
+            return value
+        if not isinstance(value, list):
+            raise TypeError(f"expected a string or a list of blocks, got {type(value).__name__}")
+        blocks: list[ResultBlock] = []
+        for item in value:
+            kind = item.get("type") if isinstance(item, dict) else None
+            cls = _RESULT_BLOCK_TYPES.get(kind) if isinstance(kind, str) else None
+            if cls is None:
+                raise ValueError(f"unknown result block {kind!r}")
+            blocks.append(converter.structure(item, cls))
+        return tuple(blocks)
+
+    converter.register_structure_hook_func(lambda t: t == ResultContent, structure_result)
     # Strict scalars: cattrs would turn "2" into 2 and null into "None"; a log is refused,
     # not guessed at.
     converter.register_structure_hook(int, _exact(int))
@@ -265,9 +288,14 @@ def state_to_json(state: ExecutionContext) -> dict[str, Any]:
     """The state as plain JSON data (what `ruizn replay --json` prints)."""
     data: dict[str, Any] = converter.unstructure(state)
     del data["turn_index"]  # derived from turn_calls (see ExecutionContext)
+    del data["media"]  # derived from the results (see ExecutionContext)
     return data
 
 
 def state_from_json(data: dict[str, Any]) -> ExecutionContext:
     state: ExecutionContext = converter.structure(data, ExecutionContext)
-    return evolve(state, turn_index={call.id: i for i, call in enumerate(state.turn_calls)})
+    return evolve(
+        state,
+        turn_index={call.id: i for i, call in enumerate(state.turn_calls)},
+        media=tally_of_run(state),
+    )

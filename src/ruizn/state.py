@@ -68,13 +68,41 @@ class Approval:
 
 
 @frozen(kw_only=True)
+class ImageSource:
+    type: Literal["base64"] = "base64"
+    media_type: str
+    data: str  # the image's bytes, base64
+
+
+@frozen(kw_only=True)
+class ImageBlock:
+    """An image in a tool's result, exactly as the Messages API takes it (see ruizn.media)."""
+
+    type: Literal["image"] = "image"
+    source: ImageSource
+
+
+@frozen(kw_only=True)
+class TextBlock:
+    type: Literal["text"] = "text"
+    text: str
+
+
+# What a tool result holds: a string, or (when it holds an image) text and image blocks in
+# order. Only ruizn.media makes the second form (`content_of`, `fit`); the reducer refuses
+# any other (`media.problem`), so one result has one form, in the log and on the wire.
+ResultBlock = TextBlock | ImageBlock
+ResultContent = str | tuple[ResultBlock, ...]
+
+
+@frozen(kw_only=True)
 class ToolResult:
-    content: str
+    content: ResultContent
     is_error: bool = False
     error_type: str | None = None
 
     @classmethod
-    def ok(cls, content: str) -> ToolResult:
+    def ok(cls, content: ResultContent) -> ToolResult:
         return cls(content=content)
 
     @classmethod
@@ -161,12 +189,6 @@ class TurnResults:
 
 
 @frozen(kw_only=True)
-class TextBlock:
-    type: Literal["text"] = "text"
-    text: str
-
-
-@frozen(kw_only=True)
 class ToolUseBlock:
     type: Literal["tool_use"] = "tool_use"
     id: str
@@ -180,7 +202,7 @@ class ToolUseBlock:
 class ToolResultBlock:
     type: Literal["tool_result"] = "tool_result"
     tool_use_id: str
-    content: str
+    content: ResultContent
     is_error: bool = False
 
 
@@ -232,6 +254,16 @@ class Usage:
     def total_input_tokens(self) -> int:
         """All prompt tokens, however they were billed."""
         return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+
+
+@frozen(kw_only=True)
+class MediaTally:
+    """The images the run's next request holds: those of every tool result so far (see
+    ruizn.media, which counts them and sets the limits)."""
+
+    images: int = 0
+    encoded: int = 0  # their base64, in characters
+    large: int = 0  # those over media.MAX_SIDE_MANY px on a side
 
 
 @frozen(kw_only=True)
@@ -293,6 +325,9 @@ class ExecutionContext:
     turn_open: int = 0
     # Per call of turn_calls: None (no approval asked for) or where its request stands.
     turn_approvals: tuple[Approval | None, ...] = ()
+    # Calls of the turn whose tool changed or went away (tools_changed) after the model made
+    # them: answered with why, never run against another tool (see decide.stale_result).
+    turn_stale: tuple[str, ...] = ()
     # Tools a person approved for the rest of the run (`a` at the prompt); later calls of
     # these are approved by the "always-rule".
     always_approved: tuple[str, ...] = ()
@@ -305,6 +340,10 @@ class ExecutionContext:
     streamed_tokens: int = 0
     # Tool calls started but not finished: what a crash interrupted (see decide.on_resume).
     tools_in_flight: tuple[str, ...] = ()
+    # The images of every result so far (what the next request holds), counted by the
+    # reducer as results arrive; derived from messages and turn_results like turn_index, so
+    # not part of equality or the JSON form.
+    media: MediaTally = field(factory=MediaTally, eq=False, hash=False, repr=False)
     last_seq: int = 0
     elapsed: float = 0.0
 

@@ -77,7 +77,7 @@ def test_one_tool_call_then_answer(
     lines = result.stdout.splitlines()
     assert lines[0] == "I'll read the file."
     assert lines[1] == '[tool] read_file {"path": "README.md"}'
-    assert lines[2] == "[tool] ok · 30 B"
+    assert lines[2] == "[tool] read_file ok · 30 B"
     assert lines[3] == "The README describes a small demo project."
     # usage totals are the server's figures, summed over both steps
     assert "· in 2,410 tok (cache read 1,000) · out 52 tok" in lines[4]
@@ -119,7 +119,9 @@ def test_two_tool_calls_one_failing_share_one_user_message(
         base_url=server.base_url,
     )
     assert result.code == 0, result.stderr
-    assert "[tool] error · not_found · " in result.stdout
+    # The turn calls read_file twice: each line names the call by its id too.
+    assert "[tool] read_file (toolu_a) error · not_found · " in result.stdout
+    assert "[tool] read_file (toolu_b) ok · 30 B" in result.stdout
     messages = server.requests[1].body["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]
     results = messages[2]["content"]

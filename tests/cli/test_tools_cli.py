@@ -192,10 +192,18 @@ def test_tools_as_text_names_each_source_and_prints_its_schema(
     lines = result.stdout.splitlines()
     # Three lines a tool: name and source, description, input schema.
     builtin_lines = 3 * len(BUILTINS)
-    assert lines[:builtin_lines:3] == [f"{name}  (builtin)" for name in BUILTINS]
+    # The tools that only read say so (they run without approval, and again on resume).
+    assert lines[:builtin_lines:3] == [
+        "read_file  (builtin · read-only)",
+        "list_dir  (builtin · read-only)",
+        "glob  (builtin · read-only)",
+        "grep  (builtin · read-only)",
+        "write_file  (builtin)",
+        "edit_file  (builtin)",
+    ]
     assert all(line.startswith("  input schema: {") for line in lines[2:builtin_lines:3])
     assert lines[builtin_lines:] == [
-        "add  (spec my_tools:add)",
+        "add  (spec my_tools:add · read-only)",
         "  Add two integers.",
         '  input schema: {"additionalProperties":false,"properties":{"a":{"description":'
         '"The first number.","type":"integer"},"b":{"description":"The second number.",'

@@ -481,7 +481,7 @@ async def test_a_value_that_is_not_json_is_a_runtime_error_naming_its_type() -> 
 
     assert await _call(f, {}) == ToolResult.error(
         ErrorType.RUNTIME_ERROR,
-        "f returned a Handle, which is not text, a ToolResult or JSON-serialisable",
+        "f returned a Handle, which is not text, an Image, a ToolResult or JSON-serialisable",
     )
 
 

@@ -19,13 +19,25 @@ import pytest
 from ruizn.effects.mcp_config import MCPServer
 from ruizn.effects.mcp_tools import McpStartupError, McpTool, McpToolset
 from ruizn.effects.tools import ToolRegistry, invoke_tool
-from ruizn.state import ErrorType, JsonObject, ToolCall, ToolResult
+from ruizn.state import (
+    ErrorType,
+    ImageBlock,
+    ImageSource,
+    JsonObject,
+    TextBlock,
+    ToolCall,
+    ToolResult,
+)
 from tests.fakeapi import free_port
 
 pytestmark = pytest.mark.anyio
 
 SERVERS = Path(__file__).resolve().parents[1] / "mcp_servers"
 DEMO = str(SERVERS / "demo.py")
+# The 1x1 PNG tests/mcp_servers/demo.py's picture tool returns.
+TINY_PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
+)
 RESTARTED = "[ruizn restarted MCP server demo, which had stopped]\n"
 
 
@@ -112,11 +124,17 @@ async def test_stdio_results_text_images_other_content_and_errors() -> None:
         )
         assert await run.call("mcp__demo__add", a=2, b=40) == ToolResult.ok("42")
         picture = await run.call("mcp__demo__picture")
-        assert picture == ToolResult.ok("a tiny picture:\n[image: image/png, 68 B, not shown]")
+        # The image goes on as the API's image block (base64 of the server's PNG bytes).
+        assert picture == ToolResult.ok(
+            (
+                TextBlock(text="a tiny picture:"),
+                ImageBlock(source=ImageSource(media_type="image/png", data=TINY_PNG)),
+            )
+        )
         assorted = await run.call("mcp__demo__assorted")
         assert assorted.content.splitlines() == [
             "first",
-            "[audio: audio/wav, 12 B, not shown]",
+            "[audio: audio/wav, 12 B: not shown, the model hears none]",
             "[resource: file:///notes.txt (text/plain)]",
             "note text",
             "[resource: file:///data.bin, 2.0 KB binary, not shown]",
@@ -370,7 +388,9 @@ async def test_http_tools_calls_and_headers(http_demo: str) -> None:
         header = await run.call("mcp__web__header", name="X-Demo-Token")
         assert header == ToolResult.ok("s3cret")
         picture = await run.call("mcp__web__picture")
-        assert picture.content.endswith("[image: image/png, 68 B, not shown]")
+        assert picture.content[-1] == ImageBlock(
+            source=ImageSource(media_type="image/png", data=TINY_PNG)
+        )
         failed = await run.call("mcp__web__fail", message="nope")
         assert (failed.error_type, "nope" in failed.content) == (ErrorType.RUNTIME_ERROR, True)
 

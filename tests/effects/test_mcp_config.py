@@ -16,7 +16,9 @@ from ruizn.effects.mcp_config import (
     url_env_name,
 )
 from ruizn.effects.mcp_tools import McpStartupError, _api_names, _render, _schema_problem
+from ruizn.media import content_of, fit
 from ruizn.redact import redact_url, url_secrets
+from ruizn.state import MediaTally
 
 
 def test_cli_stdio_command_is_split_like_a_shell() -> None:
@@ -182,11 +184,18 @@ def test_tools_whose_names_meet_are_refused_naming_both(
 
 def test_results_without_text_are_described() -> None:
     structured = mt.CallToolResult(content=[], structured_content={"temp": 21.5})
-    assert _render(structured) == '{"temp": 21.5}'
-    assert _render(mt.CallToolResult(content=[])) == "(the tool returned no content)"
+    assert _render(structured) == ['{"temp": 21.5}']
+    assert _render(mt.CallToolResult(content=[])) == ["(the tool returned no content)"]
     big = base64.b64encode(b"\0" * (3 * 1024 * 1024)).decode()
     image = mt.CallToolResult(content=[mt.ImageContent(type="image", data=big, mime_type="x/y")])
-    assert _render(image) == "[image: x/y, 3.0 MB, not shown]"
+    # An image is passed on as a block; what the API would refuse (here: not an image type
+    # it takes) becomes a line when the result is fitted to the run (ruizn.media.fit).
+    content, tally = fit(content_of(_render(image)), MediaTally())
+    assert content == (
+        "[image not shown: x/y, about 3.0 MB: its bytes are not a JPEG, PNG, GIF or WebP image,"
+        " the types the model takes]"
+    )
+    assert tally == MediaTally()
 
 
 def test_a_tool_whose_schema_the_api_would_refuse_is_found_out() -> None:

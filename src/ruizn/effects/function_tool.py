@@ -31,6 +31,7 @@ from ruizn.effects.tools import (
     ToolInputError,
     run_blocking,
 )
+from ruizn.media import returned
 from ruizn.state import ErrorType, JsonObject, ToolResult
 
 P = ParamSpec("P")
@@ -143,13 +144,16 @@ class FunctionTool(BaseTool, Generic[P, R]):
     def _result(self, value: object) -> ToolResult | str:
         if isinstance(value, str | ToolResult):
             return value
+        content = returned(value)  # an Image, or a list of text and Images
+        if content is not None:
+            return ToolResult.ok(content)
         try:
             return pydantic_core.to_json(value).decode()
         except pydantic_core.PydanticSerializationError:
             return ToolResult.error(
                 ErrorType.RUNTIME_ERROR,
                 f"{self.name} returned a {type(value).__name__}, which is not text,"
-                " a ToolResult or JSON-serialisable",
+                " an Image, a ToolResult or JSON-serialisable",
             )
 
 

@@ -49,16 +49,19 @@ import httpx2
 import jsonschema
 import jsonschema.exceptions
 import mcp.types as mt
+from attrs import frozen
 from mcp.client import Client, Transport
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from ruizn.effects.mcp_config import MCPServer
 from ruizn.effects.tools import DEFAULT_TIMEOUT, BaseTool
+from ruizn.media import content_of
 from ruizn.redact import Redactor, secrets_from_env
-from ruizn.state import ErrorType, JsonObject, ToolResult
+from ruizn.state import ErrorType, ImageBlock, ImageSource, JsonObject, ToolResult
 from ruizn.terminal import visible
 from ruizn.toolsource import SourceKind, ToolSource
 from ruizn.version import __version__
@@ -168,6 +171,8 @@ class McpToolset:
         self._notice: Notice = lambda text: notice(self._shown(text))
         self._group: anyio.abc.TaskGroup | None = None
         self._running: list[_Server] = []
+        # Each server's tools as last listed, those with a valid schema (see `_valid`).
+        self._listings: dict[str, list[mt.Tool]] = {}
         self.tools: tuple[McpTool, ...] = ()
 
     def describe(self) -> tuple[JsonObject, ...]:
@@ -221,7 +226,10 @@ class McpToolset:
                 starting.start_soon(start, server)
         if failures:
             raise _first_failure(failures)
-        return self._all_tools(listings)
+        self._listings = {
+            server.name: self._valid(server, listings[server.name]) for server in self._running
+        }
+        return self._all_tools(self._listings)
 
     async def __aexit__(
         self,
@@ -278,18 +286,48 @@ class McpToolset:
                 return _StderrFile(os.dup(temporary.fileno()))
         return _StderrFile(_open_stderr_file(self._stderr_dir, f"mcp-{name}.stderr"))
 
+    @property
+    def list_changed(self) -> bool:
+        """Whether a server said its tool list changed (notifications/tools/list_changed)
+        since its tools were last listed."""
+        return any(server.list_changed for server in self._running)
+
+    async def relist(self) -> Relisted | None:
+        """List again the tools of every server that said its list changed, checked as at
+        start: a tool whose schema is invalid is left out (a notice says so), and a list that
+        would give two tools one API name is refused (McpStartupError naming them; the toolset
+        keeps its previous tools). None when no server said its list changed."""
+        changed = [server for server in self._running if server.list_changed]
+        if not changed:
+            return None
+        listings = dict(self._listings)
+        for server in changed:
+            server.list_changed = False  # a notice that comes during the listing lists again
+            listings[server.name] = self._valid(server, await server.relist())
+        tools = self._all_tools(listings)
+        self._listings, self.tools = listings, tools
+        names = {server.name for server in changed}
+        return Relisted(
+            servers=tuple(server.name for server in self._running if server.name in names),
+            tools=tuple(tool for tool in tools if tool.server_name in names),
+        )
+
+    def _valid(self, server: _Server, specs: list[mt.Tool]) -> list[mt.Tool]:
+        valid = []
+        for spec in specs:
+            problem = _schema_problem(spec.input_schema)
+            if problem is not None:
+                self._notice(
+                    f"MCP server {server.name}: tool {spec.name!r} left out:"
+                    f" its input schema is invalid ({problem})"
+                )
+                continue
+            valid.append(spec)
+        return valid
+
     def _all_tools(self, listings: dict[str, list[mt.Tool]]) -> tuple[McpTool, ...]:
-        offered: list[tuple[_Server, mt.Tool]] = []
-        for server in self._running:
-            for spec in listings[server.name]:
-                problem = _schema_problem(spec.input_schema)
-                if problem is not None:
-                    self._notice(
-                        f"MCP server {server.name}: tool {spec.name!r} left out:"
-                        f" its input schema is invalid ({problem})"
-                    )
-                    continue
-                offered.append((server, spec))
+        """Every server's tools, one API name each (or McpStartupError naming a collision)."""
+        offered = [(server, spec) for server in self._running for spec in listings[server.name]]
         names = _api_names([(server.name, spec.name) for server, spec in offered])
         return tuple(
             _tool_class(server.name, names[server.name, spec.name], spec)(
@@ -297,6 +335,14 @@ class McpToolset:
             )
             for server, spec in offered
         )
+
+
+@frozen(kw_only=True)
+class Relisted:
+    """The servers whose tool lists changed, and their tools now (`McpToolset.relist`)."""
+
+    servers: tuple[str, ...]
+    tools: tuple[McpTool, ...]
 
 
 def shown_safely(environ: Mapping[str, str], secrets: Iterable[str] = ()) -> Shown:
@@ -505,6 +551,9 @@ class _Server:
         # Said in the result of the first call after a restart, so the model and the log know.
         self._restart_note = ""
         self._reconnect_owed = False
+        # The server said its tool list changed (notifications/tools/list_changed): the
+        # runner lists it again between steps (McpToolset.relist).
+        self.list_changed = False
 
     def describe(self) -> JsonObject:
         return self.config.describe()
@@ -539,6 +588,26 @@ class _Server:
             self.name, f"did not list its tools within {_seconds(self._startup_timeout)}"
         )
 
+    async def relist(self) -> list[mt.Tool]:
+        """The server's tools now, within the start-up limit; McpStartupError if they cannot
+        be listed (the server stopped, or answered with an error)."""
+        conn = self._connection
+        assert conn is not None, "start() first"
+        with anyio.move_on_after(self._startup_timeout):
+            await conn.settled.wait()
+            try:
+                return await self._list_tools(conn)
+            except (MCPError, ValidationError, OSError) as exc:
+                raise McpStartupError(
+                    self.name, f"listing its changed tools failed: {_describe(exc)}"
+                ) from None
+        raise McpStartupError(
+            self.name, f"did not list its changed tools within {_seconds(self._startup_timeout)}"
+        )
+
+    def _listed_again(self) -> None:
+        self.list_changed = True
+
     async def _list_tools(self, conn: _Connection) -> list[mt.Tool]:
         client = conn.client
         if client is None:
@@ -570,6 +639,7 @@ class _Server:
             notice=self._notice,
             shown=self._shown,
             on_broken=self._broken,
+            on_list_changed=self._listed_again,
         )
         self._connection = conn
         self._group.start_soon(conn.run, name=f"mcp-{self.name}")
@@ -675,6 +745,7 @@ class _Connection:
         notice: Notice,
         shown: Shown,
         on_broken: Callable[[_Connection], None],
+        on_list_changed: Callable[[], None],
     ) -> None:
         self.config = config
         self.client: Client | None = None
@@ -690,6 +761,7 @@ class _Connection:
         self._notice = notice
         self._shown = shown
         self._on_broken = on_broken
+        self._on_list_changed = on_list_changed
         self._stop = anyio.Event()
         self._scope = anyio.CancelScope()
         self._garbage = 0
@@ -739,7 +811,11 @@ class _Connection:
                     self._scope.deadline = math.inf
                     self.client = client
                     self.settled.set()
-                    await self._stop.wait()
+                    async with anyio.create_task_group() as following:
+                        if _announces_tool_changes(client):
+                            following.start_soon(self._follow_tool_list, client)
+                        await self._stop.wait()
+                        following.cancel_scope.cancel()
             if self._scope.cancelled_caught and not self._stop.is_set():
                 self.failure = (
                     "did not complete the MCP handshake (initialize) within"
@@ -783,7 +859,27 @@ class _Connection:
             return stdio_client(params, errlog=cast(Any, self._pipe.child_end))
         return _http_transport(config.url, dict(config.headers))
 
+    async def _follow_tool_list(self, client: Client) -> None:
+        """At the 2026-07-28 protocol a server tells of a changed tool list only on a
+        `subscriptions/listen` stream the client opened (older servers send the bare
+        notification, which `_on_message` takes): open one for the connection's life."""
+        try:
+            async with client.listen(tools_list_changed=True) as events:
+                async for _ in events:
+                    self._on_list_changed()
+        except ListenNotSupportedError:
+            return  # an older protocol: the server sends the bare notification
+        except (MCPError, SubscriptionLost, TimeoutError) as exc:
+            if not self._stop.is_set() and not self.broken:
+                self._notice(
+                    f"MCP server {self.config.name}: its tool list cannot be followed"
+                    f" ({_describe(exc)}); a change to it is not seen until a resume"
+                )
+
     async def _on_message(self, message: Any) -> None:
+        if isinstance(message, mt.ToolListChangedNotification):
+            self._on_list_changed()
+            return
         if not isinstance(message, Exception):
             return
         # The SDK passes on what it could not parse and goes on: tell the user, once or a few
@@ -796,6 +892,13 @@ class _Connection:
             )
         elif self._garbage == _MAX_GARBAGE_NOTICES + 1:
             self._notice(f"MCP server {self.config.name}: more non-JSON-RPC output, not shown")
+
+
+def _announces_tool_changes(client: Client) -> bool:
+    """Whether the server says it tells of tool list changes (notifications/tools/
+    list_changed)."""
+    tools = client.server_capabilities.tools
+    return tools is not None and bool(tools.list_changed)
 
 
 def _open_stderr_file(folder: Path, name: str) -> int:
@@ -1086,30 +1189,34 @@ class _EndWatch:
 
 
 def _result(result: mt.CallToolResult, note: str) -> ToolResult:
-    text = _clip_result(note + _render(result))
+    parts = _render(result)
+    if note:
+        parts.insert(0, note.rstrip("\n"))
+    content = content_of(_clipped(parts))
     if result.is_error:
-        return ToolResult.error(
-            ErrorType.RUNTIME_ERROR, text or "the tool failed without a message"
+        return ToolResult(
+            content=content or "the tool failed without a message",
+            is_error=True,
+            error_type=ErrorType.RUNTIME_ERROR.value,
         )
-    return ToolResult.ok(text)
+    return ToolResult.ok(content)
 
 
-def _render(result: mt.CallToolResult) -> str:
-    """Text blocks as they are, joined by newlines; every other block described in one line,
-    so nothing the server sent is dropped without a trace."""
-    parts: list[str] = []
+def _render(result: mt.CallToolResult) -> list[str | ImageBlock]:
+    """Text blocks as they are; images as image blocks, for the model to see (the runner
+    checks them against the API's limits, ruizn.media); every other block described in one
+    line, so nothing the server sent is dropped without a trace."""
+    parts: list[str | ImageBlock] = []
     for block in result.content:
         match block:
             case mt.TextContent():
                 parts.append(block.text)
             case mt.ImageContent():
-                parts.append(
-                    f"[image: {block.mime_type}, {_size(_b64_size(block.data))}, not shown]"
-                )
+                source = ImageSource(media_type=block.mime_type, data=block.data)
+                parts.append(ImageBlock(source=source))
             case mt.AudioContent():
-                parts.append(
-                    f"[audio: {block.mime_type}, {_size(_b64_size(block.data))}, not shown]"
-                )
+                size = _size(_b64_size(block.data))
+                parts.append(f"[audio: {block.mime_type}, {size}: not shown, the model hears none]")
             case mt.EmbeddedResource(resource=mt.TextResourceContents() as res):
                 # A text resource is text the tool meant the caller to read: keep it.
                 parts.append(f"[resource: {res.uri}{_mime(res.mime_type)}]\n{res.text}")
@@ -1127,16 +1234,30 @@ def _render(result: mt.CallToolResult) -> str:
                 parts.append(f"[{getattr(block, 'type', type(block).__name__)} content, not shown]")
     if not parts and result.structured_content is not None:
         # The spec asks servers to send structured results as text too; not all do.
-        return json.dumps(result.structured_content, ensure_ascii=False)
-    if not parts:
-        return "" if result.is_error else "(the tool returned no content)"
-    return "\n".join(parts)
+        return [json.dumps(result.structured_content, ensure_ascii=False)]
+    if not parts and not result.is_error:
+        return ["(the tool returned no content)"]
+    return parts
 
 
-def _clip_result(text: str) -> str:
-    if len(text) <= MAX_RESULT_CHARS:
-        return text
-    return text[:MAX_RESULT_CHARS] + TRUNCATED
+def _clipped(parts: list[str | ImageBlock]) -> list[str | ImageBlock]:
+    """The parts with their text cut to MAX_RESULT_CHARS in all (read_file's limit too),
+    counting the newlines that will join them; images are kept (media.fit bounds them)."""
+    if all(isinstance(part, str) for part in parts):
+        text = "\n".join(cast(list[str], parts))
+        return [text if len(text) <= MAX_RESULT_CHARS else text[:MAX_RESULT_CHARS] + TRUNCATED]
+    kept: list[str | ImageBlock] = []
+    room = MAX_RESULT_CHARS
+    for part in parts:
+        if not isinstance(part, str):
+            kept.append(part)
+        elif len(part) <= room:
+            kept.append(part)
+            room -= len(part) + 1
+        elif room >= 0:  # the first text past the limit: cut, and the rest left out
+            kept.append(part[:room] + TRUNCATED)
+            room = -1
+    return kept
 
 
 def _mime(mime: str | None) -> str:

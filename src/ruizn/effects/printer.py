@@ -16,6 +16,8 @@ terminal: the transcript is the same bytes in a pipe, a file or a replay (a file
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Iterable
 from typing import TextIO
 
 from ruizn.events import (
@@ -23,6 +25,7 @@ from ruizn.events import (
     ContextCleared,
     Event,
     LlmCallFailed,
+    LlmResponse,
     LlmToken,
     RunFinished,
     RunResumed,
@@ -31,9 +34,12 @@ from ruizn.events import (
     ToolApprovalRequested,
     ToolCallFinished,
     ToolCallStarted,
+    ToolsChanged,
     UserMessage,
 )
 from ruizn.format import human_bytes, human_seconds, tokens, usd
+from ruizn.media import image_line, images, text_of
+from ruizn.state import ExecutionContext, JsonObject, ToolResult, ToolUseBlock
 from ruizn.terminal import visible
 
 _DIM, _RED, _GREEN, _RESET = "\x1b[2m", "\x1b[31m", "\x1b[32m", "\x1b[0m"
@@ -51,6 +57,11 @@ class StdoutPrinter:
         self._color = color
         self._inline = False
         self._broken = False
+        # The calls of the turn in progress (id -> tool), and the tools it calls twice.
+        self._calls: dict[str, str] = {}
+        self._twice: set[str] = set()
+        # The run's tools (name -> schema), to say what a tools_changed changed.
+        self._tools: dict[str, JsonObject] = {}
 
     def __call__(self, event: Event) -> None:
         if self._broken:
@@ -68,26 +79,28 @@ class StdoutPrinter:
                 if text:
                     self._out.write(visible(text))
                     self._inline = not text.endswith("\n")
-            case ToolCallStarted(name=name, input=tool_input):
-                self._line(self._paint(_DIM, "[tool]") + f" {visible(name)} {_input(tool_input)}")
-            case RunStarted(settings=settings) if settings.approval in APPROVAL_MODE_LINES:
-                line = APPROVAL_MODE_LINES[settings.approval]
-                self._line(self._paint(_DIM, "[run]") + " " + line)
+            case LlmResponse(content=content):
+                self._turn([(b.id, b.name) for b in content if isinstance(b, ToolUseBlock)])
+            case ToolCallStarted(id=call_id, name=name, input=tool_input):
+                self._calls.setdefault(call_id, name)
+                self._line(
+                    self._paint(_DIM, "[tool]") + f" {self._label(call_id)} {_input(tool_input)}"
+                )
+            case RunStarted(settings=settings):
+                self._tools = _schemas(settings.tools)
+                if settings.approval in APPROVAL_MODE_LINES:
+                    line = APPROVAL_MODE_LINES[settings.approval]
+                    self._line(self._paint(_DIM, "[run]") + " " + line)
             case ToolApprovalRequested(id=call_id, name=name, input=tool_input):
+                self._calls.setdefault(call_id, name)
                 self._line(
                     self._paint(_DIM, "[approval]")
                     + f" needed · {visible(call_id)} · {visible(name)} {_input(tool_input)}"
                 )
             case ToolApprovalDecided() as decided:
                 self._line(self._paint(_DIM, "[approval]") + " " + self._decision(decided))
-            case ToolCallFinished(result=result):
-                if result.is_error:
-                    first = result.content.splitlines()[0] if result.content else ""
-                    text = visible(f"error · {result.error_type} · {first}")
-                    self._line(self._paint(_DIM, "[tool]") + " " + self._paint(_RED, text))
-                else:
-                    size = human_bytes(len(result.content.encode()))
-                    self._line(self._paint(_DIM, "[tool]") + f" ok · {size}")
+            case ToolCallFinished(id=call_id, result=result):
+                self._finished(call_id, result)
             case LlmCallFailed(will_retry=True) as failed:
                 where = f" (request-id {failed.request_id})" if failed.request_id else ""
                 why = visible(f"{failed.message}{where}")
@@ -95,6 +108,8 @@ class StdoutPrinter:
                     self._paint(_DIM, "[retry]")
                     + f" attempt {failed.attempt} failed: {why}; retrying in {failed.retry_in:.1f}s"
                 )
+            case ToolsChanged() as changed:
+                self._tools_changed(changed)
             case RunResumed(max_steps=max_steps, max_cost=max_cost):
                 budget = "" if max_cost is None else f" · budget {usd(max_cost)}"
                 self._line(self._paint(_DIM, "[run]") + f" resumed · max {max_steps} steps{budget}")
@@ -116,6 +131,56 @@ class StdoutPrinter:
                 self._line(self._summary(finished))
             case _:
                 pass
+
+    def replayed(self, state: ExecutionContext) -> None:
+        """A resumed run's printer: what the log before this session said, so that the lines
+        from here on are the ones `ruizn replay` prints for them (which call a result
+        answers, which tools the run has)."""
+        self._tools = _schemas(state.settings.tools)
+        self._turn([(call.id, call.name) for call in state.turn_calls])
+
+    def _turn(self, calls: list[tuple[str, str]]) -> None:
+        """A new turn's calls: a result line names its call's tool, and its id too when the
+        turn calls that tool more than once."""
+        self._calls = dict(calls)
+        counts = Counter(name for _, name in calls)
+        self._twice = {name for name, count in counts.items() if count > 1}
+
+    def _label(self, call_id: str) -> str:
+        name = self._calls.get(call_id)
+        if name is None:  # a call no event of this transcript named
+            return visible(call_id)
+        if name in self._twice:
+            return f"{visible(name)} ({visible(call_id)})"
+        return visible(name)
+
+    def _finished(self, call_id: str, result: ToolResult) -> None:
+        tag = self._paint(_DIM, "[tool]")
+        text = text_of(result.content)
+        if result.is_error:
+            first = text.splitlines()[0] if text else ""
+            failed = visible(f"error · {result.error_type} · {first}")
+            self._line(f"{tag} {self._label(call_id)} {self._paint(_RED, failed)}")
+        else:
+            self._line(f"{tag} {self._label(call_id)} ok · {human_bytes(len(text.encode()))}")
+        for image in images(result.content):
+            self._line(self._paint(_DIM, "[image]") + f" {visible(image_line(image))}")
+
+    def _tools_changed(self, event: ToolsChanged) -> None:
+        before, after = self._tools, _schemas(event.tools)
+        self._tools = after
+        parts = [
+            f"{what} {', '.join(names)}"
+            for what, names in (
+                ("added", [n for n in after if n not in before]),
+                ("removed", [n for n in before if n not in after]),
+                ("changed", [n for n in after if n in before and after[n] != before[n]]),
+            )
+            if names
+        ]
+        what = "; ".join(parts) or "the same names and schemas"
+        line = f"MCP server {', '.join(event.servers)} changed its tools: {what}"
+        self._line(self._paint(_DIM, "[tools]") + " " + visible(line))
 
     def _decision(self, event: ToolApprovalDecided) -> str:
         word = "approved" if event.approved else "denied"
@@ -153,6 +218,10 @@ class StdoutPrinter:
 
     def _paint(self, code: str, text: str) -> str:
         return f"{code}{text}{_RESET}" if self._color else text
+
+
+def _schemas(tools: Iterable[JsonObject]) -> dict[str, JsonObject]:
+    return {str(tool.get("name")): tool for tool in tools}
 
 
 def _input(tool_input: object) -> str:

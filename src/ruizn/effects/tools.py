@@ -21,6 +21,7 @@ import anyio.lowlevel
 import jsonschema
 import jsonschema.exceptions
 
+from ruizn.media import Image, returned
 from ruizn.state import ErrorType, JsonObject, ToolCall, ToolResult
 
 DEFAULT_TIMEOUT = 10.0
@@ -55,8 +56,9 @@ class BaseTool(abc.ABC):
         self.timeout = timeout
 
     @abc.abstractmethod
-    async def invoke(self, input: JsonObject) -> ToolResult | str:
-        """Do the work; a str is ok content."""
+    async def invoke(self, input: JsonObject) -> ToolResult | str | Image:
+        """Do the work; a str is ok content, an `Image` (or a list of text and images) an
+        image the model sees."""
 
     def approval_required(self, input: JsonObject) -> bool:
         """Whether this call of the tool needs the user's approval before it runs."""
@@ -81,10 +83,10 @@ class BlockingTool(BaseTool):
     """
 
     @abc.abstractmethod
-    def run(self, input: JsonObject) -> ToolResult | str:
+    def run(self, input: JsonObject) -> ToolResult | str | Image:
         """The blocking work."""
 
-    async def invoke(self, input: JsonObject) -> ToolResult | str:
+    async def invoke(self, input: JsonObject) -> ToolResult | str | Image:
         return await run_blocking(lambda: self.run(input), name=f"tool-{self.name}")
 
 
@@ -247,9 +249,12 @@ async def invoke_tool(registry: ToolRegistry, call: ToolCall) -> ToolResult:
         return ToolResult.ok(outcome)
     if isinstance(outcome, ToolResult):
         return outcome
+    content = returned(outcome)
+    if content is not None:
+        return ToolResult.ok(content)
     return _error(
         ErrorType.RUNTIME_ERROR,
-        f"{call.name} returned {type(outcome).__name__}, not text or a ToolResult",
+        f"{call.name} returned {type(outcome).__name__}, not text, an Image or a ToolResult",
     )
 
 

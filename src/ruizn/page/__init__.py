@@ -21,6 +21,7 @@ from importlib import resources
 from typing import Any
 
 from ruizn.format import human_seconds
+from ruizn.media import image_line, images, text_of
 from ruizn.state import RedactedThinkingBlock, TextBlock, ThinkingBlock, Usage
 from ruizn.terminal import visible
 from ruizn.timeline import Attempt, Session, Step, Timeline, ToolRun
@@ -89,7 +90,10 @@ def _tool(tool: ToolRun, t0: float) -> dict[str, Any]:
         "result": None,
     }
     if tool.result is not None:
-        data["result"] = _text(tool.result.content, "tool")
+        # An image is one line, as the transcript shows it; the page never holds its bytes.
+        content = tool.result.content
+        lines = [text_of(content), *(f"[image: {image_line(i)}]" for i in images(content))]
+        data["result"] = _text("\n".join(line for line in lines if line), "tool")
         data["err"] = tool.result.is_error
         data["etype"] = None if tool.result.error_type is None else visible(tool.result.error_type)
     if tool.approval is not None:

@@ -28,6 +28,7 @@ from ruizn.shell.options import (
     tool_options,
     where_options,
 )
+from ruizn.terminal import visible
 from ruizn.version import __version__
 
 if TYPE_CHECKING:
@@ -104,38 +105,63 @@ def _run(
 
 @cli.command("tools")
 @click.option("--json", "as_json", is_flag=True, help="Print the tools as a JSON array.")
+@click.option(
+    "--mcp",
+    "mcp",
+    multiple=True,
+    metavar="NAME=COMMAND|URL",
+    help="Also list the tools of this MCP server (started, listed, stopped); as `ruizn run`"
+    " takes it. Repeatable.",
+)
+@mcp_header_option
 @tool_options
 @where_options
 def tools_command(
-    *, as_json: bool, tools: tuple[str, ...], no_plugins: bool, workspace: str, log_dir: str | None
+    *,
+    as_json: bool,
+    mcp: tuple[str, ...],
+    mcp_headers: tuple[str, ...],
+    tools: tuple[str, ...],
+    no_plugins: bool,
+    workspace: str,
+    log_dir: str | None,
 ) -> None:
-    """List every available tool: its name, where it comes from, and its input schema."""
+    """List every available tool: its name, where it comes from, whether it only reads, and
+    its input schema. With --mcp, the servers' tools too."""
     import json
 
-    from ruizn.shell.session import settings_or_fail, toolbox_of
+    from ruizn.shell.options import settings_from_cli
+    from ruizn.shell.session import mcp_tools_of, toolbox_of
 
-    settings = settings_or_fail(workspace=workspace, tool_specs=tools, plugins=not no_plugins)
+    settings, servers = settings_from_cli(
+        workspace=workspace, tools=tools, no_plugins=no_plugins, mcp=mcp, mcp_headers=mcp_headers
+    )
     toolbox = toolbox_of(settings, _root(workspace, log_dir))
+    found = [(loaded.tool, loaded.source) for loaded in toolbox.tools]
+    if servers:
+        found += [(tool, tool.source()) for tool in mcp_tools_of(settings, servers)]
     listed = [
         {
-            "name": loaded.tool.name,
-            "source": {"kind": loaded.source.kind.value, "ref": loaded.source.ref},
-            "description": loaded.tool.description,
-            "input_schema": loaded.tool.input_schema,
+            "name": tool.name,
+            "source": {"kind": source.kind.value, "ref": source.ref},
+            "read_only": bool(tool.read_only),
+            "description": tool.description,
+            "input_schema": tool.input_schema,
         }
-        for loaded in toolbox.tools
+        for tool, source in found
     ]
 
     def show() -> int:
         if as_json:
             click.echo(json.dumps(listed, ensure_ascii=False, indent=2))
             return EXIT_OK
-        for loaded, entry in zip(toolbox.tools, listed, strict=True):
-            click.echo(f"{entry['name']}  ({loaded.source.describe()})")
+        for (_, source), entry in zip(found, listed, strict=True):
+            reads = " · read-only" if entry["read_only"] else ""
+            click.echo(visible(f"{entry['name']}  ({source.describe()}{reads})"))
             for line in str(entry["description"]).splitlines():
-                click.echo(f"  {line}".rstrip())
+                click.echo(visible(f"  {line}".rstrip()))
             schema = json.dumps(entry["input_schema"], ensure_ascii=False, separators=(",", ":"))
-            click.echo(f"  input schema: {schema}")
+            click.echo(visible(f"  input schema: {schema}"))
         return EXIT_OK
 
     raise Exit(_reading(show))

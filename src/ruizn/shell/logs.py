@@ -25,13 +25,15 @@ from ruizn.events import (
     RunStarted,
     ToolCallFinished,
     ToolCallStarted,
+    ToolsChanged,
 )
 from ruizn.format import human_bytes, human_seconds, tokens, usd
 from ruizn.grant import grant_of
+from ruizn.media import image_line, images
 from ruizn.serde import state_to_json
 from ruizn.shell.approval import describe_call
 from ruizn.shell.exits import EXIT_ERROR, EXIT_OK, fail
-from ruizn.state import ExecutionContext
+from ruizn.state import ExecutionContext, ToolUseBlock
 from ruizn.store import RunInfo, RunNotFound, RunRef, RunStore, settled
 from ruizn.terminal import visible
 
@@ -84,6 +86,10 @@ class _Tally:
         self.errors: Counter[str] = Counter()
         self._names: dict[str, str] = {}
         self.parent: Parent | None = None
+        # One line per image a result held: the call, its tool, and the image (never bytes).
+        self.images: list[str] = []
+        self.image_text = 0  # the images' base64, as the log holds it
+        self.tools_changed = 0
         self.responses: list[LlmResponse] = []
         self.cleared = 0
         self.cleared_bytes = 0
@@ -91,13 +97,23 @@ class _Tally:
     def __call__(self, event: Event) -> None:
         if isinstance(event, RunStarted):
             self.parent = event.parent
+        elif isinstance(event, LlmResponse):
+            self.responses.append(event)
+            for block in event.content:
+                if isinstance(block, ToolUseBlock):
+                    self._names[block.id] = block.name
         elif isinstance(event, ToolCallStarted):
             self.calls[event.name] += 1
             self._names[event.id] = event.name
-        elif isinstance(event, ToolCallFinished) and event.result.is_error:
-            self.errors[self._names.get(event.id, "?")] += 1
-        elif isinstance(event, LlmResponse):
-            self.responses.append(event)
+        elif isinstance(event, ToolCallFinished):
+            name = self._names.get(event.id, "?")
+            if event.result.is_error:
+                self.errors[name] += 1
+            for image in images(event.result.content):
+                self.images.append(f"{event.id} {name} · {image_line(image)}")
+                self.image_text += len(image.source.data)
+        elif isinstance(event, ToolsChanged):
+            self.tools_changed += 1
         elif isinstance(event, ContextCleared):
             self.cleared += len(event.results)
             self.cleared_bytes += sum(item.size for item in event.results)
@@ -271,8 +287,21 @@ def show_run(store: RunStore, run: str) -> int:
         ("events", str(replayed.events)),
         ("log", store.location(ref)),
     ]
+    if tally.tools_changed:
+        lines.insert(
+            lines.index(("tools", tools or "none")) + 1,
+            ("tool list", f"changed {tally.tools_changed} times by MCP servers (tools_changed)"),
+        )
     for key, value in lines:
         print(f"{key + ':':<11}{visible(value)}")
+    if tally.images:
+        count = len(tally.images)
+        print(
+            f"{'images:':<11}{count} image{'s' if count > 1 else ''},"
+            f" {human_bytes(tally.image_text)} of base64 in the log"
+        )
+        for line in tally.images:
+            print(f"{'':<11}{visible(line)}")
     if step_lines:
         print(f"{'per step:':<11}{'STEP':>5}  {'COST':>14}  TOKENS")
         for line in step_lines:

@@ -95,6 +95,24 @@ def toolbox_of(settings: RunSettings, root: Path) -> Toolbox:
         fail(str(exc))
 
 
+def mcp_tools_of(settings: RunSettings, servers: tuple[MCPServer, ...]) -> tuple[Any, ...]:
+    """The tools `servers` offer (for `ruizn tools --mcp`): started, listed, stopped. A server
+    that cannot start is one line, exit 2."""
+    from ruizn.effects.mcp_tools import McpStartupError
+
+    agent = Agent(settings=settings, mcp=servers, log=False, on_notice=notice)
+    try:
+        with _sdk_notices():
+            return anyio.run(agent.mcp_tools)
+    except BaseExceptionGroup as failed:  # the servers' task group wraps what failed
+        error = first_error(failed)
+        if isinstance(error, McpStartupError):
+            fail(str(error))
+        raise error from None
+    except McpStartupError as exc:
+        fail(str(exc))
+
+
 def new_run(agent: Agent, goal: str) -> int:
     return drive(lambda: agent.start(goal))
 
