@@ -950,7 +950,10 @@ def calls_section(plan: Plan, ws: Path, data: dict[str, Any]) -> list[Row]:
         note(f"{n:,} read_file calls in one turn (timeout {plan.calls_timeout:.0f} s)")
         logs = Scratch.dir("calls")
         with Server("--tool-calls", str(n)) as server:
-            cmd = [RUIZN, "run", "--goal", "many", "--max-steps", "2", "--log-dir", str(logs)]
+            # No context limit: 10,000 results in one turn are more than a real model's
+            # window holds, and this measures the turn's bookkeeping, not the clearing.
+            cmd = [RUIZN, "run", "--goal", "many", "--max-steps", "2", "--max-context", "off"]
+            cmd += ["--log-dir", str(logs)]
             proc = timed(cmd, ws, client_env(server.url), timeout=plan.calls_timeout)
             events = read_log(logs)
             done = count(events, "tool_call_finished")
