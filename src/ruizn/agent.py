@@ -230,7 +230,9 @@ class Agent:
         """`options` are `RunSettings`' fields (system, workspace, max_steps, max_tokens,
         max_retries, retry_base_delay, read_timeout, tool_timeout, tool_concurrency,
         allow_secret_files, approval, tool_specs, plugins, max_cost, max_context,
-        context_window); `settings` gives them all at once.
+        context_window, project_instructions); `settings` gives them all at once.
+        `project_instructions=False` sends no AGENTS.md/CLAUDE.md (see
+        docs/project-instructions.md).
         `model` is a model id, `"test"`, a function (request -> reply, see FunctionModel) or a
         Provider; None keeps the settings' model (a resume: the run's own).
 
@@ -455,6 +457,11 @@ class Agent:
         workspace = _resolved(settings.workspace)
         settings = evolve(settings, workspace=str(workspace))
         self._check_budget(settings.model, settings.max_cost)
+        if settings.project_instructions and not settings.instructions:
+            # Read once, recorded in run_started: replay, resume and rerun send this text.
+            from ruizn.effects.project.instructions import read_root
+
+            settings = evolve(settings, instructions=read_root(workspace))
         if settings.context_window is None:
             # Recorded with the run: its context limit does not move when the table does.
             settings = evolve(settings, context_window=self._pricer.context_window(settings.model))
@@ -663,6 +670,7 @@ class Agent:
                     watch=watch,
                     pricer=self._pricer,
                     budget=self._budget,
+                    instructions=_subfolder_instructions(settings),
                 )
                 yield runner, settings
         finally:
@@ -810,6 +818,14 @@ class Agent:
                             yield event
         finally:
             self._subscribers = self._subscribers[:-1]
+
+
+def _subfolder_instructions(settings: RunSettings) -> Any:
+    if not settings.project_instructions:
+        return None
+    from ruizn.effects.project.instructions import SubfolderInstructions
+
+    return SubfolderInstructions(Path(settings.workspace))
 
 
 def _torn(replayed: Any) -> int:

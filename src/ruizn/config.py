@@ -40,6 +40,9 @@ DEFAULT_TOOL_CONCURRENCY = 8
 ApprovalMode = Literal["ask", "always", "never"]
 APPROVAL_MODES: tuple[ApprovalMode, ...] = ("ask", "always", "never")
 DEFAULT_APPROVAL: ApprovalMode = "ask"
+# The most bytes (UTF-8) of one project instructions file (AGENTS.md, CLAUDE.md) sent to the
+# model; a longer file is cut there, and `ruizn show` says so.
+PROJECT_INSTRUCTIONS_CAP = 32_000
 
 
 class ConfigError(ValueError):
@@ -140,6 +143,25 @@ def _tuple(value: Any) -> Any:
 
 
 @frozen(kw_only=True)
+class Instructions:
+    """A project's instructions file (AGENTS.md, or CLAUDE.md where there is none) at the
+    workspace root, as the run read it: text for the model, never code."""
+
+    path: str = field(validator=_text("instructions path"))
+    """Relative to the workspace ("AGENTS.md")."""
+
+    text: str = field(validator=_text("instructions text", empty_ok=True))
+    """What the system prompt carries: the file's text, cut at PROJECT_INSTRUCTIONS_CAP."""
+
+    size: int = field(validator=_whole("instructions size"))
+    """The file's whole size in bytes (more than the text's when it was cut)."""
+
+    @property
+    def cut(self) -> bool:
+        return self.size > len(self.text.encode("utf-8"))
+
+
+@frozen(kw_only=True)
 class RunSettings:
     """Everything that shapes a run, recorded whole in `run_started`.
 
@@ -228,6 +250,14 @@ class RunSettings:
 
     tool_sources: tuple[ToolSource, ...] = field(default=(), converter=_tuple)
     """Filled when the run starts: where each tool came from, so a resume loads the same."""
+
+    project_instructions: bool = field(default=True, validator=_flag("project_instructions"))
+    """Send the workspace's AGENTS.md (or CLAUDE.md) in the system prompt, and the nearest
+    one above a file the model touches in a subfolder with that tool's result."""
+
+    instructions: tuple[Instructions, ...] = field(default=(), converter=_tuple)
+    """Filled when the run starts: the root instructions file as read, so a replay, a resume
+    and a rerun send exactly the system prompt the run began with."""
 
 
 # The fields a resume may set (run_resumed): everything else stays as the run started.

@@ -14,6 +14,7 @@ from typing import Any
 
 from attrs import frozen
 
+from ruizn.config import RunSettings
 from ruizn.state import (
     ContentBlock,
     ExecutionContext,
@@ -62,10 +63,32 @@ def plan_request(state: ExecutionContext) -> MessagesRequest:
     return MessagesRequest(
         model=settings.model,
         max_tokens=settings.max_tokens,
-        system=settings.system,
+        system=system_prompt(settings),
         tools=settings.tools,
         messages=messages,
         marked=_rolling_breakpoints(messages),
+    )
+
+
+def system_prompt(settings: RunSettings) -> str:
+    """The system prompt as sent: the run's own, then the project's instructions file."""
+    parts = [settings.system] if settings.system else []
+    parts.extend(
+        instructions_block(item.path, item.text, item.size) for item in settings.instructions
+    )
+    return "\n\n".join(parts)
+
+
+def instructions_block(path: str, text: str, size: int) -> str:
+    """A project instructions file as the model reads it (in the system prompt for the
+    root's, appended to a tool result for a subfolder's): tagged with where it came from."""
+    cut = size > len(text.encode("utf-8"))
+    note = f" (cut at {len(text.encode('utf-8'))} of {size} bytes)" if cut else ""
+    return (
+        f'<project_instructions path="{path}"{note}>\n'
+        "Instructions the project's authors left for agents working in it (from the"
+        " workspace: follow them where they apply to the task).\n"
+        f"{text.rstrip()}\n</project_instructions>"
     )
 
 

@@ -67,8 +67,16 @@ from ruizn.media import fit as fit_media
 from ruizn.reducers import InvalidTransition, add_tokens, reduce, start
 from ruizn.request import MessagesRequest, plan_request
 from ruizn.rules import ApprovalDecision
-from ruizn.state import ErrorType, ExecutionContext, Phase, Status, ToolCall, ToolResult
-from ruizn.toolsource import ToolSource
+from ruizn.state import (
+    ErrorType,
+    ExecutionContext,
+    Phase,
+    Status,
+    TextBlock,
+    ToolCall,
+    ToolResult,
+)
+from ruizn.toolsource import SourceKind, ToolSource
 from ruizn.version import __version__
 
 E = TypeVar("E", bound=Event)
@@ -105,6 +113,14 @@ class ToolWatch(Protocol):
         ...
 
 
+class PathInstructions(Protocol):
+    """Project instructions for a path a file tool touched (effects.project.instructions)."""
+
+    def given_in(self, messages: Iterable[Any], root: Iterable[Any]) -> None: ...
+
+    def for_path(self, raw: str) -> str | None: ...
+
+
 class AgentRunner:
     def __init__(
         self,
@@ -121,6 +137,7 @@ class AgentRunner:
         watch: ToolWatch | None = None,
         pricer: Pricer | None = None,
         budget: SharedBudget | None = None,
+        instructions: PathInstructions | None = None,
     ) -> None:
         self._provider = provider
         self._registry = registry
@@ -150,6 +167,11 @@ class AgentRunner:
         # logged unpriced. `budget`: one this run shares with others, asked before each step.
         self._pricer = pricer
         self._budget = budget
+        # A subfolder's AGENTS.md, appended to the result of the first built-in file tool
+        # call there (logged with the result, so a replay is exact). Told lazily which the
+        # run gave already (its root's, its results').
+        self._instructions = instructions
+        self._instructions_ready = False
 
     @property
     def state(self) -> ExecutionContext:
@@ -477,7 +499,32 @@ class AgentRunner:
             # this and the emit, so calls finishing in parallel are counted one by one.
             content, _ = fit_media(result.content, self.state.media)
             result = evolve(result, content=content)
+        result = self._with_instructions(call, result)
         self._emit(ToolCallFinished, id=call.id, result=result, duration=self._timer() - began)
+
+    def _with_instructions(self, call: ToolCall, result: ToolResult) -> ToolResult:
+        """The result with the nearest subfolder instructions file not given yet, if the
+        call is a built-in file tool's on a path."""
+        finder = self._instructions
+        path = call.input.get("path")
+        if finder is None or result.is_error or not isinstance(path, str):
+            return result
+        state = self.state
+        if not any(
+            s.tool == call.name and s.kind is SourceKind.BUILTIN
+            for s in state.settings.tool_sources
+        ):
+            return result
+        if not self._instructions_ready:
+            finder.given_in(state.messages, state.settings.instructions)
+            self._instructions_ready = True
+        block = finder.for_path(path)
+        if block is None:
+            return result
+        content = result.content
+        if isinstance(content, str):
+            return evolve(result, content=f"{content}\n\n{block}")
+        return evolve(result, content=(*content, TextBlock(text=block)))
 
     def _request_approvals(self, calls: Sequence[ToolCall]) -> None:
         for call in calls:

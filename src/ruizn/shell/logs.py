@@ -236,6 +236,20 @@ def _context_line(state: ExecutionContext, tally: _Tally) -> str:
     return text
 
 
+def _instructions_line(state: ExecutionContext) -> str:
+    """Which project instructions the system prompt carries, and whether the cap cut them."""
+    settings = state.settings
+    if not settings.project_instructions:
+        return "instructions off (--no-project-instructions)"
+    if not settings.instructions:
+        return "no AGENTS.md or CLAUDE.md at the workspace root"
+    return " · ".join(
+        f"{item.path} in the system prompt ({human_bytes(item.size)}"
+        + (f", cut at {human_bytes(len(item.text.encode('utf-8')))})" if item.cut else ")")
+        for item in settings.instructions
+    )
+
+
 def show_run(store: RunStore, run: str) -> int:
     ref = _resolve(store, run)
     path = ref.path
@@ -268,6 +282,7 @@ def show_run(store: RunStore, run: str) -> int:
             "approval",
             grant.approval + (" · secret files readable" if grant.allow_secret_files else ""),
         ),
+        ("project", _instructions_line(state)),
         *(("tool code", module) for module in grant.tool_modules),
         *(("mcp", server) for server in grant.mcp_servers),
         ("status", _status_word(found) + (f" · {state.error}" if state.error else "")),

@@ -176,6 +176,12 @@ def settings_options(f: Any) -> Any:
             " terminal (with no terminal the run stops, exit 4, for `resume --approve`),"
             " approve them always, or never.",
         ),
+        click.option(
+            "--no-project-instructions",
+            is_flag=True,
+            help="Send no AGENTS.md/CLAUDE.md (the workspace root's in the system prompt, a"
+            " subfolder's with the first file tool result there).",
+        ),
     ]
     for option in reversed(options):
         f = option(f)
@@ -240,6 +246,7 @@ def settings_from_cli(
     no_plugins: bool,
     mcp: tuple[str, ...],
     mcp_headers: tuple[str, ...],
+    no_project_instructions: bool = False,
     **options: Any,
 ) -> tuple[RunSettings, tuple[MCPServer, ...]]:
     """The settings `settings_options` (and `workspace`) give, and the MCP servers with their
@@ -260,6 +267,7 @@ def settings_from_cli(
             tool_specs=tools,
             plugins=not no_plugins,
             mcp_servers=tuple(server.describe() for server in servers),
+            project_instructions=not no_project_instructions,
             **options,
         )
     except ConfigError as exc:
