@@ -43,6 +43,13 @@ DEFAULT_APPROVAL: ApprovalMode = "ask"
 # The most bytes (UTF-8) of one project instructions file (AGENTS.md, CLAUDE.md) sent to the
 # model; a longer file is cut there, and `ruizn show` says so.
 PROJECT_INSTRUCTIONS_CAP = 32_000
+# How many times an answer that does not match the output schema is sent back (with the
+# validation error) before the run ends output_invalid.
+DEFAULT_OUTPUT_RETRIES = 2
+# How a structured answer is asked for: the API's constrained decoding (output_config.format)
+# where the model supports it, else a final tool the model must call with the answer.
+OutputMode = Literal["format", "tool"]
+OUTPUT_MODES: tuple[OutputMode, ...] = ("format", "tool")
 
 
 class ConfigError(ValueError):
@@ -130,6 +137,16 @@ def _money(value: Any) -> Any:
 def _approval(_: object, __: object, value: Any) -> None:
     if value not in APPROVAL_MODES:
         raise ConfigError(f"approval must be one of {', '.join(APPROVAL_MODES)}, not {value!r}")
+
+
+def _output_schema(_: object, __: object, value: Any) -> None:
+    if value is not None and not isinstance(value, dict):
+        raise ConfigError(f"output_schema must be a JSON Schema object, not {type(value).__name__}")
+
+
+def _output_mode(_: object, __: object, value: Any) -> None:
+    if value is not None and value not in OUTPUT_MODES:
+        raise ConfigError(f"output_mode must be one of {', '.join(OUTPUT_MODES)}, not {value!r}")
 
 
 def _path_text(value: Any) -> Any:
@@ -258,6 +275,18 @@ class RunSettings:
     instructions: tuple[Instructions, ...] = field(default=(), converter=_tuple)
     """Filled when the run starts: the root instructions file as read, so a replay, a resume
     and a rerun send exactly the system prompt the run began with."""
+
+    output_schema: JsonObject | None = field(default=None, validator=_output_schema, hash=False)
+    """A JSON Schema the final answer must match (`--output-schema`, `Agent(output_type=)`):
+    the run succeeds only with a valid answer (`result.output`), else ends output_invalid."""
+
+    output_retries: int = field(default=DEFAULT_OUTPUT_RETRIES, validator=_whole("output_retries"))
+    """Answers that do not match the schema sent back with the error before output_invalid."""
+
+    output_mode: OutputMode | None = field(default=None, validator=_output_mode)
+    """Filled when a run with a schema starts, from the Models API's answer: "format" (the
+    API constrains the answer, output_config.format) or "tool" (a final tool,
+    `final_output`, the model must call)."""
 
 
 # The fields a resume may set (run_resumed): everything else stays as the run started.

@@ -20,7 +20,11 @@ from ruizn.context import context_limit, over_limit, plan_clearing
 from ruizn.events import ClearedResult
 from ruizn.rules import (
     ApprovalDecision,
+    OutputVerdict,
+    check_output,
     limit_stop,
+    output_call,
+    output_exhausted,
     reply_problem,
     rule_decision,
     turn_stop,
@@ -103,6 +107,13 @@ class AnswerStale:
 
 
 @frozen(kw_only=True)
+class CheckOutput:
+    """Log the final answer's check against the run's output schema."""
+
+    verdict: OutputVerdict = field(hash=False)
+
+
+@frozen(kw_only=True)
 class Finish:
     status: Status
     error: str | None = None
@@ -125,6 +136,7 @@ Action = (
     | AskApproval
     | AnswerDenied
     | AnswerStale
+    | CheckOutput
     | Finish
     | Finished
 )
@@ -184,8 +196,12 @@ def next_action(
             )
             if stale:
                 return AnswerStale(answers=stale)
+            if output_call(state) is not None and not output_exhausted(state):
+                return CheckOutput(verdict=check_output(state))
             return _tools_turn(state, pending, needs_approval, can_ask=can_ask)
         case Phase.DONE:
+            if state.settings.output_schema is not None:
+                return _structured_end(state)
             stop = turn_stop(state)
             return Finish(status=stop.status, error=stop.error)
         case Phase.STREAMING:
@@ -194,6 +210,25 @@ def next_action(
             return Finish(status=Status.ERROR, error="the model call in flight was lost")
         case Phase.FINISHED:  # pragma: no cover - status is not running then
             return Finished(status=state.status)
+
+
+def _structured_end(state: ExecutionContext) -> Action:
+    """The end of a run with an output schema: success only with a valid output; a turn that
+    ended otherwise (cut off, refused) ends as it would without one; an answer not checked
+    yet is checked; no retries left is output_invalid."""
+    if state.output_valid:
+        return Finish(status=Status.SUCCESS)
+    if output_exhausted(state):
+        return Finish(
+            status=Status.OUTPUT_INVALID,
+            error=f"the answer did not match the output schema after"
+            f" {state.output_checks} tries (--output-retries {state.settings.output_retries})",
+        )
+    if state.messages[-1].role == "assistant":
+        stop = turn_stop(state)
+        if stop.status is not Status.SUCCESS:
+            return Finish(status=stop.status, error=stop.error)
+    return CheckOutput(verdict=check_output(state))
 
 
 def stale_result(state: ExecutionContext, call: ToolCall) -> ToolResult:

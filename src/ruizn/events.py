@@ -245,6 +245,22 @@ class ToolsChanged:
 
 
 @frozen(kw_only=True)
+class OutputChecked:
+    """The model's final answer, checked against the run's output schema. `valid`: it is
+    `output` (the JSON value). Otherwise `error` (the validator's message) is sent back to
+    the model, up to `output_retries` times; then the run ends output_invalid. `call_id`: the
+    `final_output` tool call the answer came in (tool mode), answered by this event."""
+
+    TAG: ClassVar[str] = "output_checked"
+    seq: int
+    ts: float
+    valid: bool
+    output: Any = field(default=None, hash=False)
+    error: str | None = None
+    call_id: str | None = None
+
+
+@frozen(kw_only=True)
 class RunFinished:
     TAG: ClassVar[str] = "run_finished"
     seq: int
@@ -275,6 +291,7 @@ Event = (
     | BudgetSpent
     | RunFinished
     | UserMessage
+    | OutputChecked
 )
 
 EVENT_TYPES: tuple[type[Any], ...] = (
@@ -293,4 +310,5 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     BudgetSpent,
     RunFinished,
     UserMessage,
+    OutputChecked,
 )

@@ -51,6 +51,7 @@ from ruizn.events import (
     LlmCallStarted,
     LlmResponse,
     LlmToken,
+    OutputChecked,
     RunFinished,
     RunResumed,
     RunStarted,
@@ -66,7 +67,11 @@ from ruizn.media import result_size, tally_of_run
 from ruizn.rules import (
     PAUSE_STOP,
     changed_tools,
+    check_output,
     limit_stop,
+    output_exhausted,
+    output_feedback,
+    phase_after_output,
     phase_after_result,
     phase_after_resume,
     phase_after_turn,
@@ -85,6 +90,7 @@ from ruizn.state import (
     Status,
     TextBlock,
     ToolCall,
+    ToolResult,
     ToolResultBlock,
     ToolUseBlock,
     TurnResults,
@@ -102,12 +108,14 @@ class Rule(enum.Enum):
     AFTER_TURN = "after_turn"
     AFTER_RESULT = "after_result"
     AFTER_RESUME = "after_resume"
+    AFTER_OUTPUT = "after_output"
 
 
 RULES: Mapping[Rule, Callable[[ExecutionContext], Phase]] = {
     Rule.AFTER_TURN: phase_after_turn,
     Rule.AFTER_RESULT: phase_after_result,
     Rule.AFTER_RESUME: phase_after_resume,
+    Rule.AFTER_OUTPUT: phase_after_output,
 }
 
 _R, _S, _T, _D, _F = Phase.READY, Phase.STREAMING, Phase.TOOLS, Phase.DONE, Phase.FINISHED
@@ -138,6 +146,10 @@ TRANSITIONS: Mapping[tuple[Phase, str], Phase | Rule] = {
     # leaves it READY (the history ends with the user) or DONE (with a finished answer).
     (_R, UserMessage.TAG): _R,
     (_D, UserMessage.TAG): _R,
+    # A run with an output schema: its final answer checked (a text answer, DONE) or its
+    # final_output call answered (tool mode, TOOLS); a miss goes back to the model (READY).
+    (_D, OutputChecked.TAG): Rule.AFTER_OUTPUT,
+    (_T, OutputChecked.TAG): Rule.AFTER_OUTPUT,
 }
 
 # Which event types each phase accepts: derived from the table, never written twice.
@@ -210,6 +222,8 @@ def reduce(state: ExecutionContext, event: Event) -> ExecutionContext:
             after = _on_run_finished(state, event)
         case UserMessage():
             after = _on_user_message(state, event)
+        case OutputChecked():
+            after = _on_output_checked(state, event)
         case _:
             assert_never(event)
     phase = target if isinstance(target, Phase) else RULES[target](after)
@@ -702,10 +716,18 @@ def _on_run_finished(state: ExecutionContext, event: RunFinished) -> ExecutionCo
         state.phase is Phase.TOOLS and state.awaiting_approval
     ):
         raise InvalidTransition("run_finished awaiting_approval, but no call awaits a decision")
-    if status is Status.SUCCESS and not (
-        state.phase is Phase.DONE and turn_stop(state).status is Status.SUCCESS
+    if status is Status.SUCCESS:
+        if state.settings.output_schema is not None:
+            if not (state.phase is Phase.DONE and state.output_valid):
+                raise InvalidTransition("run_finished success without a valid output")
+        elif not (state.phase is Phase.DONE and turn_stop(state).status is Status.SUCCESS):
+            raise InvalidTransition("run_finished success, but the model has not ended its turn")
+    if status is Status.OUTPUT_INVALID and not (
+        state.phase is Phase.DONE
+        and state.settings.output_schema is not None
+        and output_exhausted(state)
     ):
-        raise InvalidTransition("run_finished success, but the model has not ended its turn")
+        raise InvalidTransition("run_finished output_invalid, but the output retries are not spent")
     if status in (Status.MAX_STEPS, Status.MAX_COST):
         stop = limit_stop(state) if state.phase is Phase.READY else None
         if stop is None or stop.status is not status:
@@ -729,3 +751,43 @@ def _on_run_finished(state: ExecutionContext, event: RunFinished) -> ExecutionCo
         elapsed=state.elapsed + event.elapsed,
         last_seq=event.seq,
     )
+
+
+def _on_output_checked(state: ExecutionContext, event: OutputChecked) -> ExecutionContext:
+    """The final answer's check, made again here: a log cannot claim a valid output the
+    schema refuses (or the reverse). A miss with retries left is sent back to the model: as
+    the final_output call's error result (tool mode), else as a user message."""
+    if state.settings.output_schema is None:
+        raise InvalidTransition("output_checked in a run without an output schema")
+    if state.output_valid or output_exhausted(state):
+        raise InvalidTransition("output_checked after the output was settled")
+    if state.phase is Phase.DONE and state.messages[-1].role != "assistant":
+        raise InvalidTransition("output_checked with no answer to check")
+    verdict = check_output(state)
+    if (verdict.valid, verdict.call_id, verdict.error) != (event.valid, event.call_id, event.error):
+        raise InvalidTransition("output_checked disagrees with the output schema")
+    if event.valid and verdict.output != event.output:
+        raise InvalidTransition("output_checked records another output than the answer's")
+    checks = state.output_checks + (0 if event.valid else 1)
+    after = evolve(
+        state,
+        output=event.output if event.valid else None,
+        output_valid=event.valid,
+        output_checks=checks,
+        last_seq=event.seq,
+    )
+    feedback = (
+        None if event.valid else output_feedback(str(event.error), state.settings.output_mode)
+    )
+    if event.call_id is not None:
+        result = (
+            ToolResult.ok("Accepted: this is the run's final answer.")
+            if event.valid
+            else ToolResult.error(ErrorType.INVALID_INPUT, str(feedback))
+        )
+        answered = ToolCallFinished(seq=event.seq, ts=event.ts, id=event.call_id, result=result)
+        return _on_tool_call_finished(after, answered)
+    if feedback is None or output_exhausted(after):
+        return after
+    message = Message(role="user", content=(TextBlock(text=feedback),))
+    return evolve(after, messages=(*after.messages, message))

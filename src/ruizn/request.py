@@ -15,6 +15,7 @@ from typing import Any
 from attrs import frozen
 
 from ruizn.config import RunSettings
+from ruizn.rules import OUTPUT_KEY, OUTPUT_TOOL, wraps_output
 from ruizn.state import (
     ContentBlock,
     ExecutionContext,
@@ -48,6 +49,9 @@ class MessagesRequest:
     tools: tuple[JsonObject, ...]
     messages: tuple[Message, ...]
     marked: frozenset[int]
+    # `output_config` as sent (None: not sent): one dict every key of it joins (`format`
+    # for a structured answer; `effort` once the run has one).
+    output_config: JsonObject | None = None
 
     def to_json(self) -> JsonObject:
         request = head_json(self)
@@ -64,15 +68,53 @@ def plan_request(state: ExecutionContext) -> MessagesRequest:
         model=settings.model,
         max_tokens=settings.max_tokens,
         system=system_prompt(settings),
-        tools=settings.tools,
+        tools=_tools(settings),
         messages=messages,
         marked=_rolling_breakpoints(messages),
+        output_config=output_config(settings),
     )
+
+
+def output_config(settings: RunSettings) -> JsonObject | None:
+    """The request's `output_config`, made whole here so every key joins one dict: `format`
+    constrains the answer to the run's output schema (format mode)."""
+    config: JsonObject = {}
+    if settings.output_schema is not None and settings.output_mode == "format":
+        config["format"] = {"type": "json_schema", "schema": settings.output_schema}
+    return config or None
+
+
+def output_tool(schema: JsonObject) -> JsonObject:
+    """The tool a model without constrained decoding answers through (tool mode). Its input
+    is the answer (wrapped in `output` when the schema is not an object). No tool_choice
+    forces it: that would fail with thinking on; a text answer is sent back instead."""
+    input_schema = (
+        {"type": "object", "properties": {OUTPUT_KEY: schema}, "required": [OUTPUT_KEY]}
+        if wraps_output(schema)
+        else schema
+    )
+    return {
+        "name": OUTPUT_TOOL,
+        "description": "Give the final answer of the task, as the required structured"
+        " output. Call it once, when you are done; the run ends with this answer.",
+        "input_schema": input_schema,
+    }
+
+
+def _tools(settings: RunSettings) -> tuple[JsonObject, ...]:
+    if settings.output_schema is not None and settings.output_mode == "tool":
+        return (*settings.tools, output_tool(settings.output_schema))
+    return settings.tools
 
 
 def system_prompt(settings: RunSettings) -> str:
     """The system prompt as sent: the run's own, then the project's instructions file."""
     parts = [settings.system] if settings.system else []
+    if settings.output_schema is not None and settings.output_mode == "tool":
+        parts.append(
+            f"When you have the final answer, call the {OUTPUT_TOOL} tool with it; do not"
+            " give the final answer as text."
+        )
     parts.extend(
         instructions_block(item.path, item.text, item.size) for item in settings.instructions
     )
@@ -122,6 +164,8 @@ def head_json(request: MessagesRequest) -> JsonObject:
         tools = [dict(tool) for tool in request.tools]
         tools[-1]["cache_control"] = EPHEMERAL
         head["tools"] = tools
+    if request.output_config is not None:
+        head["output_config"] = request.output_config
     return head
 
 

@@ -23,6 +23,7 @@ from ruizn.decide import (
     AnswerStale,
     AskApproval,
     CallModel,
+    CheckOutput,
     ClearContext,
     DecideApprovals,
     Finish,
@@ -52,6 +53,7 @@ from ruizn.events import (
     LlmCallStarted,
     LlmResponse,
     LlmToken,
+    OutputChecked,
     Parent,
     RunFinished,
     RunResumed,
@@ -301,6 +303,14 @@ class AgentRunner:
                         self._decide(decision)
                 case AskApproval(call=call):
                     await self._ask(call)
+                case CheckOutput(verdict=verdict):
+                    self._emit(
+                        OutputChecked,
+                        valid=verdict.valid,
+                        output=verdict.output,
+                        error=verdict.error,
+                        call_id=verdict.call_id,
+                    )
                 case AnswerDenied(answers=answers) | AnswerStale(answers=answers):
                     for call, result in answers:
                         self._emit(ToolCallFinished, id=call.id, result=result)

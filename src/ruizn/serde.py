@@ -24,6 +24,7 @@ from ruizn.events import (
     Event,
     LlmResponse,
     LlmToken,
+    OutputChecked,
     RunFinished,
     RunResumed,
     RunStarted,
@@ -81,11 +82,15 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
         "context_window",
         "project_instructions",
         "instructions",
+        "output_schema",
+        "output_retries",
+        "output_mode",
     ),
     Usage: ("cache_creation_1h_input_tokens",),
     LlmResponse: ("cost", "priced_by"),
     RunResumed: ("max_cost", "max_context"),
     RunFinished: ("cost",),
+    OutputChecked: ("output", "error", "call_id"),
 }
 
 
@@ -295,6 +300,10 @@ def state_to_json(state: ExecutionContext) -> dict[str, Any]:
     data: dict[str, Any] = converter.unstructure(state)
     del data["turn_index"]  # derived from turn_calls (see ExecutionContext)
     del data["media"]  # derived from the results (see ExecutionContext)
+    if state.settings.output_schema is None:
+        # A run without an output schema prints the state it printed before they existed.
+        for name in ("output", "output_valid", "output_checks"):
+            del data[name]
     return data
 
 

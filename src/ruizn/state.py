@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator
-from typing import Literal
+from typing import Any, Literal
 
 from attrs import field, frozen
 
@@ -27,6 +27,8 @@ class Status(enum.StrEnum):
     # Stopped cleanly with tool calls waiting for a human's decision (see decide, approvals):
     # `ruizn resume --approve/--deny` or a prompt goes on from here.
     AWAITING_APPROVAL = "awaiting_approval"
+    # The answer never matched the run's output schema, retries included.
+    OUTPUT_INVALID = "output_invalid"
 
 
 class Phase(enum.StrEnum):
@@ -346,6 +348,11 @@ class ExecutionContext:
     media: MediaTally = field(factory=MediaTally, eq=False, hash=False, repr=False)
     last_seq: int = 0
     elapsed: float = 0.0
+    # A run with an output schema: the validated answer (output_checked), whether there is
+    # one, and how many answers did not match (each sent back with its error).
+    output: Any = field(default=None, hash=False)
+    output_valid: bool = False
+    output_checks: int = 0
 
     @property
     def total_cost(self) -> float | None:

@@ -91,8 +91,18 @@ class _Dropped(Exception):
 
 
 class FakeAnthropic:
-    def __init__(self, script: Script, *, port: int = 0, min_cache_tokens: int = 0) -> None:
+    def __init__(
+        self,
+        script: Script,
+        *,
+        port: int = 0,
+        min_cache_tokens: int = 0,
+        models: Mapping[str, dict[str, Any]] | None = None,
+    ) -> None:
         self.script = script
+        # GET /v1/models/{id}: the Models API's answer for each model id (see model_info);
+        # any other id is a 404, as for a model the API does not know.
+        self.models = dict(models or {})
         self.port = port
         self.requests: list[RecordedRequest] = []
         # One per POST, in the order the handlers finished (bench/ reads them via /_stats).
@@ -232,8 +242,11 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:  # stdlib's name
+        model = self.path.split("?")[0].removeprefix("/v1/models/")
         if self.path == "/_stats":
             self._json(200, self.fake.stats(), self.fake.request_id())
+        elif self.path.startswith("/v1/models/") and model in self.fake.models:
+            self._json(200, self.fake.models[model], self.fake.request_id())
         else:
             self._not_found()
 
@@ -489,3 +502,29 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def model_info(model: str, *, structured_outputs: bool) -> dict[str, Any]:
+    """A Models API `ModelInfo` body (GET /v1/models/{id}) with its capabilities."""
+    no = {"supported": False}
+    return {
+        "type": "model",
+        "id": model,
+        "display_name": model,
+        "created_at": "2026-11-01T00:00:00Z",
+        "lifecycle": "active",
+        "max_input_tokens": 200_000,
+        "max_tokens": 64_000,
+        "capabilities": {
+            "batch": no,
+            "citations": no,
+            "code_execution": no,
+            "context_management": {"supported": False},
+            "effort": {"supported": False, "low": no, "medium": no, "high": no, "max": no},
+            "image_input": no,
+            "pdf_input": no,
+            "server_tools": {"supported": False, "code_execution": no, "web_search": no},
+            "structured_outputs": {"supported": structured_outputs},
+            "thinking": {"supported": False, "types": {"adaptive": no, "enabled": no}},
+        },
+    }

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ruizn.config import RunSettings
+from ruizn.config import Instructions, RunSettings
 from ruizn.events import (
     EVENT_TYPES,
     Event,
@@ -58,6 +58,14 @@ def _settings() -> st.SearchStrategy[RunSettings]:
         mcp_servers=st.lists(json_objects, max_size=2).map(tuple),
         tools=st.lists(json_objects, max_size=2).map(tuple),
         tool_sources=st.lists(_builds(ToolSource), max_size=2).map(tuple),
+        project_instructions=st.booleans(),
+        instructions=st.lists(
+            st.builds(Instructions, path=names, text=texts, size=st.integers(0, 2**31)),
+            max_size=1,
+        ).map(tuple),
+        output_schema=st.none() | json_objects,
+        output_retries=st.integers(0, 10),
+        output_mode=st.sampled_from([None, "format", "tool"]),
     )
 
 
@@ -78,6 +86,8 @@ def strategy_for(tp: Any) -> st.SearchStrategy[Any]:
         Status: st.sampled_from(list(Status)),
         SourceKind: st.sampled_from(list(SourceKind)),
         JsonObject: json_objects,
+        # a JSON value (output_checked's output)
+        Any: st.none() | st.booleans() | ints | texts | json_objects,
     }
     if tp in simple:
         return simple[tp]

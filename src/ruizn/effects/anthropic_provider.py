@@ -121,6 +121,18 @@ class AnthropicProvider:
     async def aclose(self) -> None:
         await self._client.close()
 
+    async def supports_structured_outputs(self, model: str) -> bool | None:
+        """What the Models API says of the model's structured outputs (output_config.format),
+        or None when it cannot say (an error, an older API, no capabilities listed)."""
+        try:
+            info = await self._client.models.retrieve(model)
+        except anthropic.AnthropicError:
+            return None
+        capabilities = info.capabilities
+        if capabilities is None:
+            return None
+        return bool(capabilities.structured_outputs.supported)
+
     async def stream(
         self, request: JsonObject | MessagesRequest
     ) -> AsyncIterator[str | ModelReply]:
@@ -268,7 +280,9 @@ class BodyEncoder:
         self._prefix_bytes = bytearray()
         # The head (model, max_tokens, system, tools) is the same every step of a run: its
         # bytes are kept with what they were made from (system and tools by identity).
-        self._head: tuple[str, int, str, tuple[JsonObject, ...], bytes] | None = None
+        self._head: (
+            tuple[str, int, str, tuple[JsonObject, ...], bytes, JsonObject | None] | None
+        ) = None
 
     def encode(self, request: JsonObject | MessagesRequest) -> bytes:
         if not isinstance(request, MessagesRequest):
@@ -304,10 +318,18 @@ class BodyEncoder:
             and cached[1] == request.max_tokens
             and cached[2] is request.system
             and cached[3] is request.tools
+            and cached[5] == request.output_config
         ):
             return cached[4]
         head = _dumps(head_json(request))[:-1]
-        self._head = (request.model, request.max_tokens, request.system, request.tools, head)
+        self._head = (
+            request.model,
+            request.max_tokens,
+            request.system,
+            request.tools,
+            head,
+            request.output_config,
+        )
         return head
 
 

@@ -27,6 +27,7 @@ from ruizn.events import (
     LlmCallFailed,
     LlmResponse,
     LlmToken,
+    OutputChecked,
     RunFinished,
     RunResumed,
     RunStarted,
@@ -126,6 +127,13 @@ class StdoutPrinter:
                 self._line(
                     self._paint(_DIM, "[budget]")
                     + f" {visible(budget)}: {usd(spent)} of {usd(limit)} spent, no more model calls"
+                )
+            case OutputChecked(valid=True):
+                self._line(self._paint(_DIM, "[output]") + " matches the output schema")
+            case OutputChecked(error=error):
+                self._line(
+                    self._paint(_DIM, "[output]")
+                    + f" does not match the output schema: {visible(str(error))}"
                 )
             case RunFinished() as finished:
                 self._line(self._summary(finished))

@@ -236,6 +236,21 @@ def _context_line(state: ExecutionContext, tally: _Tally) -> str:
     return text
 
 
+def _output_lines(state: ExecutionContext) -> list[tuple[str, str]]:
+    """How a run with an output schema asked for its answer, and where that stands."""
+    settings = state.settings
+    if settings.output_schema is None:
+        return []
+    how = {
+        "format": "constrained by the API (output_config.format)",
+        "tool": "through the final_output tool (the Models API did not list"
+        " structured outputs for the model)",
+    }.get(str(settings.output_mode), "not chosen yet")
+    misses = f" · {state.output_checks} answer(s) sent back" if state.output_checks else ""
+    done = "a valid answer" if state.output_valid else "no valid answer"
+    return [("output", f"{done} · schema {how} · retries {settings.output_retries}{misses}")]
+
+
 def _instructions_line(state: ExecutionContext) -> str:
     """Which project instructions the system prompt carries, and whether the cap cut them."""
     settings = state.settings
@@ -283,6 +298,7 @@ def show_run(store: RunStore, run: str) -> int:
             grant.approval + (" · secret files readable" if grant.allow_secret_files else ""),
         ),
         ("project", _instructions_line(state)),
+        *_output_lines(state),
         *(("tool code", module) for module in grant.tool_modules),
         *(("mcp", server) for server in grant.mcp_servers),
         ("status", _status_word(found) + (f" · {state.error}" if state.error else "")),

@@ -16,6 +16,7 @@ from ruizn.config import (
     DEFAULT_MAX_STEPS,
     DEFAULT_MAX_TOKENS,
     DEFAULT_MODEL,
+    DEFAULT_OUTPUT_RETRIES,
     DEFAULT_READ_TIMEOUT,
     DEFAULT_RETRY_BASE_DELAY,
     DEFAULT_SYSTEM,
@@ -177,6 +178,22 @@ def settings_options(f: Any) -> Any:
             " approve them always, or never.",
         ),
         click.option(
+            "--output-schema",
+            type=click.Path(exists=True, dir_okay=False),
+            default=None,
+            metavar="FILE.json",
+            help="A JSON Schema the final answer must match: stdout is then that JSON alone"
+            " (the transcript goes to stderr); a run whose answer never matches ends"
+            " output_invalid, exit 5.",
+        ),
+        click.option(
+            "--output-retries",
+            type=click.IntRange(min=0),
+            default=DEFAULT_OUTPUT_RETRIES,
+            show_default=True,
+            help="Answers that miss --output-schema sent back with the validation error.",
+        ),
+        click.option(
             "--no-project-instructions",
             is_flag=True,
             help="Send no AGENTS.md/CLAUDE.md (the workspace root's in the system prompt, a"
@@ -247,6 +264,7 @@ def settings_from_cli(
     mcp: tuple[str, ...],
     mcp_headers: tuple[str, ...],
     no_project_instructions: bool = False,
+    output_schema: str | None = None,
     **options: Any,
 ) -> tuple[RunSettings, tuple[MCPServer, ...]]:
     """The settings `settings_options` (and `workspace`) give, and the MCP servers with their
@@ -268,8 +286,27 @@ def settings_from_cli(
             plugins=not no_plugins,
             mcp_servers=tuple(server.describe() for server in servers),
             project_instructions=not no_project_instructions,
+            output_schema=None if output_schema is None else read_schema(output_schema),
             **options,
         )
     except ConfigError as exc:
         fail(str(exc))
     return settings, servers
+
+
+def read_schema(path: str) -> dict[str, Any]:
+    """--output-schema FILE: a JSON Schema, or one line saying why not (exit 2)."""
+    import json
+
+    from ruizn.rules import schema_problem
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            schema = json.load(handle)
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        fail(f"--output-schema {path}: cannot read it as JSON ({type(exc).__name__}: {exc})")
+    problem = schema_problem(schema)
+    if problem is not None:
+        fail(f"--output-schema {path}: {problem}")
+    assert isinstance(schema, dict)  # schema_problem says so
+    return schema

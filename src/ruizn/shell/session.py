@@ -10,13 +10,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import gc
+import json
 import math
 import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 import anyio
 from attrs import evolve
@@ -59,9 +60,10 @@ _USAGE_ERRORS: tuple[type[Exception], ...] = (
 _USAGE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EROFS, errno.EEXIST})
 
 
-def printer() -> StdoutPrinter:
-    color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-    return StdoutPrinter(sys.stdout, color=color)
+def printer(stream: TextIO | None = None) -> StdoutPrinter:
+    stream = sys.stdout if stream is None else stream
+    color = stream.isatty() and not os.environ.get("NO_COLOR")
+    return StdoutPrinter(stream, color=color)
 
 
 def terminal_agent(
@@ -74,14 +76,16 @@ def terminal_agent(
 ) -> Agent:
     """The Agent of `ruizn run`/`resume`: the transcript on stdout, the prompt at the terminal
     (when there is one), notices on stderr; `subscribers` see every event too (the live
-    OpenTelemetry export of `ruizn run --otlp`)."""
+    OpenTelemetry export of `ruizn run --otlp`). A run with an output schema keeps stdout
+    for its JSON answer alone (so it pipes into jq): its transcript goes to stderr."""
+    transcript = printer(sys.stderr if settings.output_schema is not None else None)
     return Agent(
         settings=settings,
         mcp=mcp,
         mcp_headers=mcp_headers,
         approver=terminal_approver(),
         log_dir=log_dir,
-        subscribers=(printer(), *subscribers, _freeze_at_step_ends),
+        subscribers=(transcript, *subscribers, _freeze_at_step_ends),
         on_notice=notice,
     )
 
@@ -269,6 +273,9 @@ def _failed(exc: BaseException, sessions: list[Session]) -> int:
 
 def _report(result: RunResult) -> int:
     state = result.state
+    if state.settings.output_schema is not None and state.output_valid:
+        # The validated answer alone, one line of JSON, for a pipe (jq...).
+        print(json.dumps(state.output, ensure_ascii=False), flush=True)
     if result.log_path is not None:
         echo_err(f"log: {_shown(result.log_path)}")
     for line in awaiting_report(state):  # the calls a stopped run waits on, with their ids
