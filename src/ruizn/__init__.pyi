@@ -1,5 +1,5 @@
-# The public face of ruizn, listed once: `ruizn/__init__.py` reads this file to import each
-# name on first use, and type checkers read it as the package's types. One import a line.
+# The public face of ruizn, for type checkers: the same names as `__all__` in __init__.py
+# (a test holds them equal). One import a line.
 from ruizn.cassette.fork import ForkRefused as ForkRefused
 from ruizn.cassette.model import Cassette as Cassette
 from ruizn.cassette.recording import Divergence as Divergence
@@ -11,9 +11,11 @@ from ruizn.effects.models.pricing import FixedPrices as FixedPrices
 from ruizn.effects.models.pricing import GenaiPrices as GenaiPrices
 from ruizn.effects.models.pricing import Pricer as Pricer
 from ruizn.effects.models.provider import ModelReply as ModelReply
+from ruizn.effects.models.provider import Provider as Provider
 from ruizn.effects.models.provider import ProviderError as ProviderError
 from ruizn.effects.models.provider import ReplayDiverged as ReplayDiverged
 from ruizn.effects.person.approval import Answer as Answer
+from ruizn.effects.person.approval import Approver as Approver
 from ruizn.effects.runlog.store import FileStore as FileStore
 from ruizn.effects.runlog.store import LogError as LogError
 from ruizn.effects.runlog.store import RunInfo as RunInfo
@@ -28,6 +30,22 @@ from ruizn.effects.tools.base import BlockingTool as BlockingTool
 from ruizn.effects.tools.base import ToolInputError as ToolInputError
 from ruizn.effects.tools.function import FunctionTool as FunctionTool
 from ruizn.effects.tools.function import tool as tool
+from ruizn.events import BudgetSpent as BudgetSpent
+from ruizn.events import ContextCleared as ContextCleared
+from ruizn.events import Event as Event
+from ruizn.events import LlmCallFailed as LlmCallFailed
+from ruizn.events import LlmCallStarted as LlmCallStarted
+from ruizn.events import LlmResponse as LlmResponse
+from ruizn.events import LlmToken as LlmToken
+from ruizn.events import RunFinished as RunFinished
+from ruizn.events import RunResumed as RunResumed
+from ruizn.events import RunStarted as RunStarted
+from ruizn.events import ToolApprovalDecided as ToolApprovalDecided
+from ruizn.events import ToolApprovalRequested as ToolApprovalRequested
+from ruizn.events import ToolCallFinished as ToolCallFinished
+from ruizn.events import ToolCallStarted as ToolCallStarted
+from ruizn.events import ToolsChanged as ToolsChanged
+from ruizn.events import UserMessage as UserMessage
 from ruizn.media import Image as Image
 from ruizn.settings import ConfigError as ConfigError
 from ruizn.settings import RunSettings as RunSettings
@@ -38,6 +56,7 @@ from ruizn.shell.agent import RunResult as RunResult
 from ruizn.shell.agent import Session as Session
 from ruizn.shell.agent import UntrustedRun as UntrustedRun
 from ruizn.shell.agent import run as run
+from ruizn.shell.runner import Subscriber as Subscriber
 from ruizn.state import ErrorType as ErrorType
 from ruizn.state import ExecutionContext as ExecutionContext
 from ruizn.state import Status as Status
@@ -47,3 +66,5 @@ from ruizn.state import ToolResult as ToolResult
 from ruizn.state import ToolUseBlock as ToolUseBlock
 from ruizn.state import Usage as Usage
 from ruizn.version import __version__ as __version__
+
+__all__: list[str]
