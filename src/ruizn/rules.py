@@ -32,6 +32,7 @@ from ruizn.state import (
     ToolUseBlock,
 )
 from ruizn.toolsource import ToolSource
+from ruizn.window import context_limit, plan_clearing
 
 
 def changed_tools(

@@ -23,6 +23,7 @@ from ruizn.events import (
     ToolApprovalRequested,
 )
 from ruizn.serde import DecodeError, decode, encode
+from ruizn.settings import RunSettings
 from ruizn.state import JsonObject, Status
 from ruizn.toolsource import SourceKind, ToolSource
 from tests.properties.runs import json_objects, json_values, runs_settings, simulate, texts
