@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from ruizn.config import RunSettings
 from ruizn.decide import CheckOutput, Finish, next_action
 from ruizn.events import LlmCallStarted, LlmResponse, OutputChecked, RunFinished, RunStarted
 from ruizn.reducers import InvalidTransition, reduce, start
+from ruizn.settings import RunSettings
 from ruizn.state import ExecutionContext, Phase, Status, TextBlock, ToolUseBlock
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}

@@ -37,6 +37,7 @@ from ruizn.events import LlmCallFailed as LlmCallFailed
 from ruizn.events import LlmCallStarted as LlmCallStarted
 from ruizn.events import LlmResponse as LlmResponse
 from ruizn.events import LlmToken as LlmToken
+from ruizn.events import OutputChecked as OutputChecked
 from ruizn.events import RunFinished as RunFinished
 from ruizn.events import RunResumed as RunResumed
 from ruizn.events import RunStarted as RunStarted

@@ -14,8 +14,8 @@ from typing import Any
 
 from attrs import frozen
 
-from ruizn.config import RunSettings
 from ruizn.rules import OUTPUT_KEY, OUTPUT_TOOL, wraps_output
+from ruizn.settings import RunSettings
 from ruizn.state import (
     ContentBlock,
     ExecutionContext,

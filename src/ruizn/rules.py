@@ -18,8 +18,7 @@ from typing import Any
 from attrs import frozen
 
 from ruizn.bounds import deeper_than, text_deeper_than, too_deep
-from ruizn.config import JsonObject, RunSettings
-from ruizn.context import context_limit, plan_clearing
+from ruizn.settings import JsonObject, RunSettings
 from ruizn.state import (
     ContentBlock,
     DecidedBy,

@@ -68,6 +68,7 @@ from ruizn.media import fit as fit_media
 from ruizn.reducers import InvalidTransition, add_tokens, reduce, start
 from ruizn.request import MessagesRequest, plan_request
 from ruizn.rules import ApprovalDecision
+from ruizn.settings import RunSettings
 from ruizn.state import (
     ErrorType,
     ExecutionContext,

@@ -14,8 +14,8 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-from ruizn.config import PROJECT_INSTRUCTIONS_CAP, Instructions
 from ruizn.request import instructions_block
+from ruizn.settings import PROJECT_INSTRUCTIONS_CAP, Instructions
 from ruizn.state import ContentBlock, Message, TextBlock, ToolResultBlock
 
 NAMES = ("AGENTS.md", "CLAUDE.md")
