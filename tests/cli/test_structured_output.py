@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 import ruizn
 from ruizn.request import build_request
-from tests.cli.conftest import API_KEY, run_cli
+from tests.cli.conftest import API_KEY, cli_env, run_cli
 from tests.fakeapi import FakeAnthropic, Stream, Text, ToolUse
 from tests.fakeapi.server import model_info
 
@@ -73,6 +73,12 @@ def test_a_wrong_answer_is_sent_back_and_stdout_is_exactly_the_json(
     assert state.output_valid
     shown = run_cli(["show", "last"], workspace=workspace)
     assert "a valid answer · schema constrained by the API" in shown.stdout
+    # A rerun (offline, from the recording) makes the same checks and the same output.
+    offline = cli_env(None)
+    del offline["ANTHROPIC_API_KEY"]
+    again = run_cli(["rerun", result.log_path.parent.name], workspace=workspace, env=offline)
+    assert again.code == 0, again.stderr
+    assert again.stdout.startswith("identical: rerun ")
 
 
 def test_an_answer_that_never_matches_ends_output_invalid_exit_5(
