@@ -8,7 +8,15 @@ from typing import Any
 import pytest
 
 from ruizn.decide import CheckOutput, Finish, next_action
-from ruizn.events import LlmCallStarted, LlmResponse, OutputChecked, RunFinished, RunStarted
+from ruizn.events import (
+    LlmCallStarted,
+    LlmResponse,
+    OutputChecked,
+    RunFinished,
+    RunResumed,
+    RunStarted,
+    UserMessage,
+)
 from ruizn.reducers import InvalidTransition, reduce, start
 from ruizn.settings import RunSettings
 from ruizn.state import ExecutionContext, Phase, Status, TextBlock, ToolUseBlock
@@ -77,3 +85,20 @@ def test_the_final_tool_call_is_answered_by_the_check_and_ends_the_run() -> None
     assert after.output == {"n": 3}
     assert after.messages[-1].role == "user"  # the call is answered: the history is whole
     assert next_action(after) == Finish(status=Status.SUCCESS)
+
+
+def test_a_new_message_asks_for_a_new_checked_answer() -> None:
+    state = _answered((TextBlock(text='{"n": 1}'),))
+    state = reduce(state, OutputChecked(seq=4, ts=0.0, valid=True, output={"n": 1}))
+    state = _finished(state, Status.SUCCESS)
+    state = reduce(state, RunResumed(seq=state.last_seq + 1, ts=0.0, max_steps=5))
+    state = reduce(state, UserMessage(seq=state.last_seq + 1, ts=0.0, text="and Paris?"))
+    assert not state.output_valid
+    state = reduce(state, LlmCallStarted(seq=state.last_seq + 1, ts=0.0, step=2))
+    reply = (TextBlock(text="Paris is bigger."),)
+    state = reduce(
+        state, LlmResponse(seq=state.last_seq + 1, ts=0.0, content=reply, stop_reason="end_turn")
+    )
+    action = next_action(state)
+    assert isinstance(action, CheckOutput)  # not a success on the old answer
+    assert not action.verdict.valid

@@ -308,6 +308,8 @@ def _on_run_resumed(state: ExecutionContext, event: RunResumed) -> ExecutionCont
         attempt=0,
         failure=None,
         budget_spent=None,
+        # An answer that never matched gets a new round of retries.
+        output_checks=state.output_checks if state.output_valid else 0,
         last_seq=event.seq,
     )
 
@@ -325,8 +327,17 @@ def _on_user_message(state: ExecutionContext, event: UserMessage) -> ExecutionCo
         messages = (*state.messages[:-1], Message(role="user", content=(*last.content, text)))
     else:
         messages = (*state.messages, Message(role="user", content=(text,)))
-    # An answer cut at max_tokens is not continued once a person has spoken after it.
-    return evolve(state, messages=messages, continuing=False, last_seq=event.seq)
+    # An answer cut at max_tokens is not continued once a person has spoken after it. A new
+    # message asks for a new answer: a structured run checks that one again.
+    return evolve(
+        state,
+        messages=messages,
+        continuing=False,
+        output=None,
+        output_valid=False,
+        output_checks=0,
+        last_seq=event.seq,
+    )
 
 
 def _on_llm_call_started(state: ExecutionContext, event: LlmCallStarted) -> ExecutionContext:

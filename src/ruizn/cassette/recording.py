@@ -197,7 +197,8 @@ def compare_requests(tape: Tape, exchange: Exchange, now: MessagesRequest) -> Di
 
 def compare_stop(tape: Tape, stop: Stop, state: ExecutionContext) -> Divergence | None:
     """How a re-driven session's end differs from the recorded one: its status, steps and
-    error, its validated output (a run with an output schema), then the history (the last turn's results, which no later request shows)."""
+    error, its validated output (a run with an output schema), then the history (the last
+    turn's results, which no later request shows)."""
     recorded = stop.state
     if (recorded.status, recorded.step, recorded.error) != (state.status, state.step, state.error):
         return Divergence(
