@@ -261,6 +261,30 @@ class OutputChecked:
 
 
 @frozen(kw_only=True)
+class HookRan:
+    """A hook command ran (see ruizn.hooks): at which event, for which tool call, how it
+    ended (`exit_code` None: killed at its timeout, or it could not start; `error` says
+    which) and what it decided: `decision` none, allow, deny, ask (PreToolUse) or block;
+    `reason` (what the model or the person is told), `context` (text added for the model),
+    `updated_input` (a PreToolUse's new tool input). Replay, resume and rerun take these as
+    recorded: a hook never runs again for an event the log holds."""
+
+    TAG: ClassVar[str] = "hook_ran"
+    seq: int
+    ts: float
+    hook_event: str
+    command: str
+    exit_code: int | None
+    decision: str = "none"
+    reason: str | None = None
+    context: str | None = None
+    updated_input: JsonObject | None = field(default=None, hash=False)
+    tool_use_id: str | None = None
+    duration: float = 0.0
+    error: str | None = None
+
+
+@frozen(kw_only=True)
 class RunFinished:
     TAG: ClassVar[str] = "run_finished"
     seq: int
@@ -292,6 +316,7 @@ Event = (
     | RunFinished
     | UserMessage
     | OutputChecked
+    | HookRan
 )
 
 EVENT_TYPES: tuple[type[Any], ...] = (
@@ -311,4 +336,5 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     RunFinished,
     UserMessage,
     OutputChecked,
+    HookRan,
 )

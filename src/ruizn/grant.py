@@ -23,6 +23,8 @@ class Grant:
     tool_modules: tuple[str, ...]
     # Programs it would start and servers it would reach: `NAME: COMMAND ARGS` or `NAME: URL`.
     mcp_servers: tuple[str, ...]
+    # Commands its hooks would run: `EVENT [MATCHER]: COMMAND (from SOURCE)`.
+    hooks: tuple[str, ...] = ()
 
     def lines(self) -> tuple[str, ...]:
         """The grant for people, one fact a line (the caller makes them safe to print)."""
@@ -36,6 +38,7 @@ class Grant:
             out.append("secret files: the file tools may read .env, keys and tokens")
         out.extend(f"tool module: {ref}" for ref in self.tool_modules)
         out.extend(f"MCP server: {server}" for server in self.mcp_servers)
+        out.extend(f"hook: {hook}" for hook in self.hooks)
         return tuple(out)
 
     def summary(self) -> str:
@@ -57,6 +60,11 @@ def grant_of(settings: RunSettings) -> Grant:
         allow_secret_files=settings.allow_secret_files,
         tool_modules=modules,
         mcp_servers=tuple(_server(record) for record in settings.mcp_servers),
+        hooks=tuple(
+            f"{spec.event}{'' if spec.matcher in ('', '*') else f' [{spec.matcher}]'}:"
+            f" {spec.command}" + (f" (from {spec.source})" if spec.source else "")
+            for spec in settings.hooks
+        ),
     )
 
 

@@ -46,6 +46,7 @@ from ruizn.events import (
     BudgetSpent,
     ContextCleared,
     Event,
+    HookRan,
     LlmCallFailed,
     LlmCallStarted,
     LlmResponse,
@@ -61,6 +62,7 @@ from ruizn.events import (
     ToolsChanged,
     UserMessage,
 )
+from ruizn.hooks import hook_note, stronger
 from ruizn.media import problem as media_problem
 from ruizn.media import result_size, tally_of_run
 from ruizn.rules import (
@@ -70,10 +72,12 @@ from ruizn.rules import (
     limit_stop,
     output_exhausted,
     output_feedback,
+    phase_after_hook,
     phase_after_output,
     phase_after_result,
     phase_after_resume,
     phase_after_turn,
+    pre_decision,
     reply_problem,
     rule_decision,
     turn_stop,
@@ -86,6 +90,7 @@ from ruizn.state import (
     JsonObject,
     Message,
     Phase,
+    PreToolVerdict,
     Status,
     TextBlock,
     ToolCall,
@@ -109,6 +114,7 @@ class Rule(enum.Enum):
     AFTER_RESULT = "after_result"
     AFTER_RESUME = "after_resume"
     AFTER_OUTPUT = "after_output"
+    AFTER_HOOK = "after_hook"
 
 
 RULES: Mapping[Rule, Callable[[ExecutionContext], Phase]] = {
@@ -116,6 +122,7 @@ RULES: Mapping[Rule, Callable[[ExecutionContext], Phase]] = {
     Rule.AFTER_RESULT: phase_after_result,
     Rule.AFTER_RESUME: phase_after_resume,
     Rule.AFTER_OUTPUT: phase_after_output,
+    Rule.AFTER_HOOK: phase_after_hook,
 }
 
 _R, _S, _T, _D, _F = Phase.READY, Phase.STREAMING, Phase.TOOLS, Phase.DONE, Phase.FINISHED
@@ -150,6 +157,11 @@ TRANSITIONS: Mapping[tuple[Phase, str], Phase | Rule] = {
     # final_output call answered (tool mode, TOOLS); a miss goes back to the model (READY).
     (_D, OutputChecked.TAG): Rule.AFTER_OUTPUT,
     (_T, OutputChecked.TAG): Rule.AFTER_OUTPUT,
+    # A hook ran (ruizn.hooks): at the start (READY), around a tool call (TOOLS), at the end
+    # of a turn (DONE: a Stop hook that blocks sends the model back, READY).
+    (_R, HookRan.TAG): _R,
+    (_T, HookRan.TAG): _T,
+    (_D, HookRan.TAG): Rule.AFTER_HOOK,
 }
 
 # Which event types each phase accepts: derived from the table, never written twice.
@@ -224,6 +236,8 @@ def reduce(state: ExecutionContext, event: Event) -> ExecutionContext:
             after = _on_user_message(state, event)
         case OutputChecked():
             after = _on_output_checked(state, event)
+        case HookRan():
+            after = _on_hook_ran(state, event)
         case _:
             assert_never(event)
     phase = target if isinstance(target, Phase) else RULES[target](after)
@@ -445,6 +459,7 @@ def _on_llm_response(state: ExecutionContext, event: LlmResponse) -> ExecutionCo
         turn_approvals=(None,) * len(calls),
         turn_stale=(),
         turn_index={call.id: i for i, call in enumerate(calls)},
+        turn_pre=(),
         streamed_tokens=0,
         last_seq=event.seq,
     )
@@ -470,6 +485,8 @@ def _on_tool_call_started(state: ExecutionContext, event: ToolCallStarted) -> Ex
         raise InvalidTransition(f"tool_call_started twice for {event.id!r}")
     if event.id in state.turn_stale:
         raise InvalidTransition(f"tool_call_started for {event.id!r}, whose tool changed")
+    if pre_decision(state, event.id) == "deny":
+        raise InvalidTransition(f"tool_call_started for {event.id!r}, which a hook denied")
     approval = state.turn_approvals[index]
     if approval is not None and approval.approved is not True:
         # The one rule approval rests on: a call that asked for a decision runs only after
@@ -802,3 +819,77 @@ def _on_output_checked(state: ExecutionContext, event: OutputChecked) -> Executi
         return after
     message = Message(role="user", content=(TextBlock(text=feedback),))
     return evolve(after, messages=(*after.messages, message))
+
+
+_HOOK_DECISIONS = frozenset({"none", "allow", "deny", "ask", "block", "stop"})
+
+
+def _on_hook_ran(state: ExecutionContext, event: HookRan) -> ExecutionContext:
+    """A hook's logged answer, applied: the run's hooks say which may run when; what each
+    decided changes the turn, the history or the run's end as Claude Code's contract says."""
+    if event.decision not in _HOOK_DECISIONS:
+        raise InvalidTransition(f"hook_ran with the decision {event.decision!r}")
+    if not any(spec.event == event.hook_event for spec in state.settings.hooks):
+        raise InvalidTransition(f"hook_ran for {event.hook_event}, which the run has no hook for")
+    after = evolve(state, last_seq=event.seq)
+    if event.decision == "stop":  # `continue: false`: the run ends, whatever the event
+        return evolve(after, hook_stop=event.reason or f"a {event.hook_event} hook")
+    match event.hook_event:
+        case "PreToolUse":
+            return _pre_tool_hook(after, event)
+        case "PostToolUse":
+            if state.phase is not Phase.TOOLS or event.tool_use_id not in state.tools_in_flight:
+                raise InvalidTransition("hook_ran PostToolUse for no call that is running")
+            return after
+        case "UserPromptSubmit" | "SessionStart":
+            if state.phase is not Phase.READY or state.step or state.messages[-1].role != "user":
+                raise InvalidTransition(f"hook_ran {event.hook_event} after the run's start")
+            after = evolve(after, start_hooks_ran=state.start_hooks_ran + 1)
+            if event.decision == "block":
+                return evolve(after, hook_stop=f"the prompt was blocked: {event.reason}")
+            if event.context is None:
+                return after
+            first = after.messages[-1]
+            note = TextBlock(text=hook_note(event.hook_event, event.context))
+            message = evolve(first, content=(*first.content, note))
+            return evolve(after, messages=(*after.messages[:-1], message))
+        case "Stop":
+            if state.phase is not Phase.DONE:
+                raise InvalidTransition("hook_ran Stop before the model ended its turn")
+            after = evolve(after, stop_hooked_step=state.step)
+            if event.decision != "block":
+                return after
+            if state.messages[-1].role != "assistant":
+                return after  # the end came through a tool (final_output): nothing to answer
+            back = Message(
+                role="user", content=(TextBlock(text=hook_note("Stop", str(event.reason))),)
+            )
+            # The model is called again with the hook's reason (Claude Code's Stop block).
+            return evolve(
+                after, messages=(*after.messages, back), stop_blocked=True, phase=Phase.READY
+            )
+        case "SessionEnd":
+            return after
+    raise InvalidTransition(f"hook_ran for the unknown event {event.hook_event!r}")
+
+
+def _pre_tool_hook(state: ExecutionContext, event: HookRan) -> ExecutionContext:
+    if state.phase is not Phase.TOOLS or event.tool_use_id is None:
+        raise InvalidTransition("hook_ran PreToolUse outside a tool turn")
+    index = _turn_position(state, event.tool_use_id, "hook_ran PreToolUse")
+    if event.tool_use_id in state.tools_in_flight:
+        raise InvalidTransition("hook_ran PreToolUse for a call that has started")
+    if event.decision not in ("none", "allow", "deny", "ask"):
+        raise InvalidTransition(f"a PreToolUse hook cannot decide {event.decision!r}")
+    verdicts = {v.id: v for v in state.turn_pre}
+    old = verdicts.get(event.tool_use_id, PreToolVerdict(id=event.tool_use_id))
+    decision = stronger(old.decision, event.decision)
+    reason = event.reason if decision == event.decision and event.reason else old.reason
+    verdicts[old.id] = PreToolVerdict(id=old.id, ran=old.ran + 1, decision=decision, reason=reason)
+    calls = state.turn_calls
+    if event.updated_input is not None and decision != "deny":
+        if deeper_than(event.updated_input):
+            raise InvalidTransition(too_deep("a hook's updated tool input"))
+        call = calls[index]
+        calls = (*calls[:index], evolve(call, input=event.updated_input), *calls[index + 1 :])
+    return evolve(state, turn_pre=tuple(verdicts.values()), turn_calls=calls)

@@ -306,3 +306,17 @@ def phase_after_output(state: ExecutionContext) -> Phase:
     if state.output_valid or output_exhausted(state):
         return Phase.DONE
     return Phase.READY
+
+
+def pre_decision(state: ExecutionContext, call_id: str) -> str:
+    """What the PreToolUse hooks decided about a call of the turn so far (none: nothing)."""
+    for verdict in state.turn_pre:
+        if verdict.id == call_id:
+            return verdict.decision
+    return "none"
+
+
+def phase_after_hook(state: ExecutionContext) -> Phase:
+    """Where a hook leaves the run: as it was, or READY when a Stop hook that blocked sent
+    the model back (the reducer says so)."""
+    return state.phase

@@ -159,6 +159,42 @@ def _tuple(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
+# The hook events ruizn fires, named and shaped as Claude Code's (see ruizn.hooks).
+HookEvent = Literal[
+    "PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SessionStart", "SessionEnd"
+]
+HOOK_EVENTS: tuple[HookEvent, ...] = (
+    "PreToolUse",
+    "PostToolUse",
+    "UserPromptSubmit",
+    "Stop",
+    "SessionStart",
+    "SessionEnd",
+)
+DEFAULT_HOOK_TIMEOUT = 60.0
+
+
+def _hook_event(_: object, __: object, value: Any) -> None:
+    if value not in HOOK_EVENTS:
+        raise ConfigError(f"hook event must be one of {', '.join(HOOK_EVENTS)}, not {value!r}")
+
+
+@frozen(kw_only=True)
+class HookSpec:
+    """One hook command, as a Claude Code settings.json `hooks` entry gives it, with where it
+    came from. Recorded in run_started: the run's grant lists each command."""
+
+    event: HookEvent = field(validator=_hook_event)
+    command: str = field(validator=_text("hook command"))
+    matcher: str = field(default="", validator=_text("hook matcher", empty_ok=True))
+    """A regular expression on the tool name (PreToolUse, PostToolUse); "" or "*": all."""
+    timeout: float = field(
+        default=DEFAULT_HOOK_TIMEOUT, validator=_seconds("hook timeout", minimum=0.001)
+    )
+    source: str = field(default="", validator=_text("hook source", empty_ok=True))
+    """Where it was configured: `--hooks FILE` (the file), `.ruizn/hooks.json` (a project's)."""
+
+
 @frozen(kw_only=True)
 class Instructions:
     """A project's instructions file (AGENTS.md, or CLAUDE.md where there is none) at the
@@ -287,6 +323,10 @@ class RunSettings:
     """Filled when a run with a schema starts, from the Models API's answer: "format" (the
     API constrains the answer, output_config.format) or "tool" (a final tool,
     `final_output`, the model must call)."""
+
+    hooks: tuple[HookSpec, ...] = field(default=(), converter=_tuple)
+    """Commands run at the run's hook events, Claude Code's contract (see ruizn.hooks):
+    from `--hooks FILE`, and a project's `.ruizn/hooks.json` once a person accepted it."""
 
 
 # The fields a resume may set (run_resumed): everything else stays as the run started.

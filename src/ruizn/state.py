@@ -112,6 +112,17 @@ class ToolResult:
         return cls(content=content, is_error=True, error_type=error_type.value)
 
 
+@frozen(kw_only=True)
+class PreToolVerdict:
+    """What the PreToolUse hooks decided about one call: `ran` hooks so far, the strongest
+    decision (deny over ask over allow over none) and its reason."""
+
+    id: str
+    ran: int = 0
+    decision: str = "none"
+    reason: str | None = None
+
+
 class TurnResults:
     """The results of a turn's calls, by position (None: not answered yet). An immutable
     value: it equals, iterates and unstructures as that tuple.
@@ -353,6 +364,16 @@ class ExecutionContext:
     output: Any = field(default=None, hash=False)
     output_valid: bool = False
     output_checks: int = 0
+    # Hooks (ruizn.hooks). Per call of the turn: the PreToolUse hooks run so far and their
+    # combined decision. The step whose end the Stop hooks saw (-1: none yet) and whether a
+    # Stop hook sent the model back (Claude Code's stop_hook_active). A hook that ended the
+    # run (a blocked prompt, `continue: false`): why.
+    turn_pre: tuple[PreToolVerdict, ...] = ()
+    stop_hooked_step: int = -1
+    stop_blocked: bool = False
+    hook_stop: str | None = None
+    # SessionStart then UserPromptSubmit hooks run at the run's start so far.
+    start_hooks_ran: int = 0
 
     @property
     def total_cost(self) -> float | None:

@@ -66,7 +66,10 @@ from ruizn.state import ErrorType, ExecutionContext, Status, TextBlock, ToolResu
 from ruizn.toolsource import SourceKind, ToolSource
 from ruizn.version import __version__
 
-if TYPE_CHECKING:  # imported at run time only with servers (see _mcp_toolset)
+if TYPE_CHECKING:
+    from ruizn.effects.hooks.command import (
+        HookExecutor,  # imported at run time only with servers (see _mcp_toolset)
+    )
     from ruizn.effects.mcp.toolset import McpToolset
 
 ToolLike = BaseTool | Callable[..., Any] | type[BaseTool]
@@ -236,6 +239,7 @@ class Agent:
         pricer: Pricer | None = None,
         budget: SharedBudget | None = None,
         output_type: Any = None,
+        hook_runner: HookExecutor | None = None,
         **options: Any,
     ) -> None:
         """`options` are `RunSettings`' fields (system, workspace, max_steps, max_tokens,
@@ -279,6 +283,9 @@ class Agent:
             # A provider may name the model it stands for (a Cassette: the recorded one).
             named = getattr(model, "model_id", None)
             options.setdefault("model", named if isinstance(named, str) else "function")
+        # Runs the settings' hook commands (default: as commands in the workspace); a rerun
+        # gives one that answers from the recording instead.
+        self._hook_runner = hook_runner
         self._typed: Callable[[Any], Any] | None = None
         if output_type is not None:
             schema, self._typed = _output_schema_of(output_type)
@@ -422,6 +429,7 @@ class Agent:
         *,
         settings: RunSettings,
         approver: Approver | None = None,
+        hook_runner: HookExecutor | None = None,
     ) -> Agent:
         """This agent with another model, settings and approver, and everything else its own
         (store, tools, subscribers, notices, environment, trust record): how a rerun builds
@@ -440,6 +448,7 @@ class Agent:
             on_notice=self._notice,
             environ=self._environ,
             trust_store=self._trust,
+            hook_runner=hook_runner,
         )
 
     def _accepted_fork(self, state: ExecutionContext) -> None:
@@ -699,10 +708,21 @@ class Agent:
                     pricer=self._pricer,
                     budget=self._budget,
                     instructions=_subfolder_instructions(settings),
+                    hooks=self._hooks_for(settings),
+                    transcript=str(root / run_id / LOG_NAME),
                 )
                 yield runner, settings
         finally:
             await _aclose(provider)
+
+    def _hooks_for(self, settings: RunSettings) -> HookExecutor | None:
+        if not settings.hooks:
+            return None
+        if self._hook_runner is not None:
+            return self._hook_runner
+        from ruizn.effects.hooks.command import CommandHooks
+
+        return CommandHooks(Path(settings.workspace), self._environ)
 
     def _provider(self, settings: RunSettings) -> Provider:
         model = self._model

@@ -30,6 +30,7 @@ from ruizn.decide import (
     RefuseTools,
     RequestApproval,
     ResumePlan,
+    RunHooks,
     RunTools,
     after_failure,
     approvals_to_request,
@@ -39,6 +40,7 @@ from ruizn.decide import (
     reply_refusal,
     stale_result,
 )
+from ruizn.effects.hooks.command import HookExecutor
 from ruizn.effects.models.pricing import Pricer, SharedBudget
 from ruizn.effects.models.provider import ModelReply, Provider, ProviderError, ReplayDiverged
 from ruizn.effects.person.approval import Approver, needs_approval_of
@@ -48,6 +50,7 @@ from ruizn.events import (
     BudgetSpent,
     ContextCleared,
     Event,
+    HookRan,
     LlmCallFailed,
     LlmCallStarted,
     LlmResponse,
@@ -64,11 +67,13 @@ from ruizn.events import (
     ToolsChanged,
     UserMessage,
 )
+from ruizn.hooks import matching, payload, post_notes
 from ruizn.media import fit as fit_media
+from ruizn.media import text_of
 from ruizn.reducers import InvalidTransition, add_tokens, reduce, start
 from ruizn.request import MessagesRequest, plan_request
 from ruizn.rules import ApprovalDecision
-from ruizn.settings import RunSettings
+from ruizn.settings import HookSpec, RunSettings
 from ruizn.state import (
     ErrorType,
     ExecutionContext,
@@ -140,6 +145,8 @@ class AgentRunner:
         pricer: Pricer | None = None,
         budget: SharedBudget | None = None,
         instructions: PathInstructions | None = None,
+        hooks: HookExecutor | None = None,
+        transcript: str = "",
     ) -> None:
         self._provider = provider
         self._registry = registry
@@ -174,6 +181,11 @@ class AgentRunner:
         # run gave already (its root's, its results').
         self._instructions = instructions
         self._instructions_ready = False
+        # Runs the run's hook commands (effects.hooks); `transcript` is the log's path they
+        # are told. None: a run without hooks (decide asks for none).
+        self._hooks = hooks
+        self._transcript = transcript
+        self._last: Event | None = None
 
     @property
     def state(self) -> ExecutionContext:
@@ -303,6 +315,8 @@ class AgentRunner:
                         self._decide(decision)
                 case AskApproval(call=call):
                     await self._ask(call)
+                case RunHooks(event=event, specs=specs, call=call):
+                    await self._run_hooks(event, specs, call)
                 case CheckOutput(verdict=verdict):
                     self._emit(
                         OutputChecked,
@@ -315,6 +329,7 @@ class AgentRunner:
                     for call, result in answers:
                         self._emit(ToolCallFinished, id=call.id, result=result)
                 case Finish(status=status, error=error):
+                    await self._session_end(status)
                     self._finish(status, error)
                     return
                 case Finished():
@@ -510,7 +525,84 @@ class AgentRunner:
             content, _ = fit_media(result.content, self.state.media)
             result = evolve(result, content=content)
         result = self._with_instructions(call, result)
+        post = matching(self.state.settings, "PostToolUse", call.name)
+        if post:
+            response = {"content": text_of(result.content), "is_error": result.is_error}
+            runs = await self._run_hooks("PostToolUse", post, call, tool_response=response)
+            notes = post_notes(runs)
+            if notes:
+                content = result.content
+                result = evolve(
+                    result,
+                    content=f"{content}\n\n{notes}"
+                    if isinstance(content, str)
+                    else (*content, TextBlock(text=notes)),
+                )
         self._emit(ToolCallFinished, id=call.id, result=result, duration=self._timer() - began)
+
+    async def _run_hooks(
+        self,
+        event: str,
+        specs: Sequence[HookSpec],
+        call: ToolCall | None = None,
+        **fields: Any,
+    ) -> list[HookRan]:
+        """Run `specs` one after another for `event`, logging each answer (hook_ran)."""
+        runner = self._hooks
+        if runner is None:  # pragma: no cover - the builder gives one to a run with hooks
+            raise RuntimeError("a run with hooks needs a hook runner")
+        state = self.state
+        if call is not None:
+            fields = {
+                "tool_name": call.name,
+                "tool_input": call.input,
+                "tool_use_id": call.id,
+                **fields,
+            }
+        elif event in ("UserPromptSubmit", "SessionStart"):
+            fields = {"prompt": state.goal} if event == "UserPromptSubmit" else fields
+            if event == "SessionStart":
+                fields = {"source": "startup", "model": state.settings.model}
+        elif event == "Stop":
+            fields = {"stop_hook_active": state.stop_blocked}
+        data = payload(
+            event,
+            run_id=state.run_id,
+            transcript=self._transcript,
+            settings=state.settings,
+            **fields,
+        )
+        logged: list[HookRan] = []
+        for spec in specs:
+            run = await runner.run(spec, data)
+            found = run.outcome
+            decision = "stop" if found.stop is not None else found.decision
+            self._emit(
+                HookRan,
+                hook_event=event,
+                command=spec.command,
+                exit_code=run.exit_code,
+                decision=decision,
+                reason=found.stop if found.stop is not None else found.reason,
+                context=found.context,
+                updated_input=found.updated_input,
+                tool_use_id=None if call is None else call.id,
+                duration=round(run.duration, 3),
+                error=found.error,
+            )
+            event_record = self._last
+            assert isinstance(event_record, HookRan)
+            logged.append(event_record)
+            if decision == "stop":
+                break
+        return logged
+
+    async def _session_end(self, status: Status) -> None:
+        """SessionEnd hooks, told how the run ends, before its run_finished."""
+        state = self.state
+        specs = matching(state.settings, "SessionEnd")
+        if specs and state.phase in (Phase.READY, Phase.TOOLS, Phase.DONE):
+            await self._run_hooks("SessionEnd", specs, reason=status.value)
 
     def _with_instructions(self, call: ToolCall, result: ToolResult) -> ToolResult:
         """The result with the nearest subfolder instructions file not given yet, if the
@@ -599,6 +691,7 @@ class AgentRunner:
         state = self.state
         event = self._redact(cls(seq=state.last_seq + 1, ts=self._clock(), **fields))
         new_state = reduce(state, event)  # refused events are never written
+        self._last = event
         try:
             self._publish(event)
         except SinkError as exc:

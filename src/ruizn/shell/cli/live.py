@@ -380,3 +380,34 @@ def _shown(path: Path) -> str:
         return str(path.resolve().relative_to(Path.cwd()))
     except ValueError:
         return str(path)
+
+
+def with_project_hooks(settings: RunSettings, *, trust: bool) -> RunSettings:
+    """The settings with the workspace's `.ruizn/hooks.json` hooks, if a person accepts them:
+    they are code from the workspace, so each command is shown and asked about at the
+    terminal (or accepted with --trust). With neither, they do not run, and a line says so."""
+    from ruizn.effects.hooks.config import PROJECT_HOOKS, HookConfigError, project_hooks
+    from ruizn.terminal import visible
+
+    try:
+        found = project_hooks(Path(settings.workspace))
+    except HookConfigError as exc:
+        fail(str(exc))
+    if not found:
+        return settings
+    if not trust:
+        if not _can_ask():
+            echo_err(
+                f"ruizn: {PROJECT_HOOKS} holds {len(found)} hook command(s) from the workspace;"
+                " they do not run without a person's yes at a terminal, or --trust"
+            )
+            return settings
+        echo_err(f"ruizn: this workspace's {PROJECT_HOOKS} would run these commands:")
+        for spec in found:
+            on = f" [{spec.matcher}]" if spec.matcher not in ("", "*") else ""
+            echo_err(f"  {spec.event}{on}: {visible(spec.command)}")
+        echo_err("run them in this run? [y/N] ")
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            echo_err("ruizn: the project's hooks do not run in this run")
+            return settings
+    return evolve(settings, hooks=(*settings.hooks, *found))

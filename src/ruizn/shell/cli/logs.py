@@ -301,6 +301,7 @@ def show_run(store: RunStore, run: str) -> int:
         *_output_lines(state),
         *(("tool code", module) for module in grant.tool_modules),
         *(("mcp", server) for server in grant.mcp_servers),
+        *(("hook", hook) for hook in grant.hooks),
         ("status", _status_word(found) + (f" · {state.error}" if state.error else "")),
         ("steps", f"{state.step} of {state.settings.max_steps}"),
         ("time", human_seconds(state.elapsed)),

@@ -194,6 +194,16 @@ def settings_options(f: Any) -> Any:
             help="Answers that miss --output-schema sent back with the validation error.",
         ),
         click.option(
+            "--hooks",
+            "hooks_files",
+            multiple=True,
+            type=click.Path(exists=True, dir_okay=False),
+            metavar="FILE.json",
+            help="Hook commands, in the shape of Claude Code's settings.json `hooks` key"
+            " (PreToolUse, PostToolUse, UserPromptSubmit, Stop, SessionStart, SessionEnd)."
+            " Repeatable.",
+        ),
+        click.option(
             "--no-project-instructions",
             is_flag=True,
             help="Send no AGENTS.md/CLAUDE.md (the workspace root's in the system prompt, a"
@@ -207,6 +217,12 @@ def settings_options(f: Any) -> Any:
 
 def run_options(f: Any) -> Any:
     f = settings_options(where_options(f))
+    f = click.option(
+        "--trust",
+        is_flag=True,
+        help="Accept the workspace's .ruizn/hooks.json hooks without asking (they are code"
+        " from the workspace: read them first).",
+    )(f)
     return click.option("--goal", help="What ruizn should do (or give it as an argument).")(f)
 
 
@@ -265,6 +281,7 @@ def settings_from_cli(
     mcp_headers: tuple[str, ...],
     no_project_instructions: bool = False,
     output_schema: str | None = None,
+    hooks_files: tuple[str, ...] = (),
     **options: Any,
 ) -> tuple[RunSettings, tuple[MCPServer, ...]]:
     """The settings `settings_options` (and `workspace`) give, and the MCP servers with their
@@ -287,6 +304,7 @@ def settings_from_cli(
             mcp_servers=tuple(server.describe() for server in servers),
             project_instructions=not no_project_instructions,
             output_schema=None if output_schema is None else read_schema(output_schema),
+            hooks=read_hooks(hooks_files),
             **options,
         )
     except ConfigError as exc:
@@ -310,3 +328,20 @@ def read_schema(path: str) -> dict[str, Any]:
         fail(f"--output-schema {path}: {problem}")
     assert isinstance(schema, dict)  # schema_problem says so
     return schema
+
+
+def read_hooks(paths: tuple[str, ...]) -> tuple[Any, ...]:
+    """--hooks FILE...: their hooks, in order, or one line saying what is wrong (exit 2)."""
+    if not paths:
+        return ()
+    from pathlib import Path
+
+    from ruizn.effects.hooks.config import HookConfigError, load_file
+
+    specs: list[Any] = []
+    for path in paths:
+        try:
+            specs.extend(load_file(Path(path)))
+        except HookConfigError as exc:
+            fail(f"--hooks {exc}")
+    return tuple(specs)
