@@ -22,7 +22,7 @@ from ruizn.events import (
     ToolApprovalRequested,
 )
 from ruizn.serde import DecodeError, decode, encode
-from ruizn.settings import Instructions, RunSettings
+from ruizn.settings import HOOK_EVENTS, HookSpec, Instructions, RunSettings
 from ruizn.state import JsonObject, Status
 from ruizn.toolsource import SourceKind, ToolSource
 from tests.properties.runs import json_objects, json_values, runs_settings, simulate, texts
@@ -66,6 +66,17 @@ def _settings() -> st.SearchStrategy[RunSettings]:
         output_schema=st.none() | json_objects,
         output_retries=st.integers(0, 10),
         output_mode=st.sampled_from([None, "format", "tool"]),
+        hooks=st.lists(
+            st.builds(
+                HookSpec,
+                event=st.sampled_from(HOOK_EVENTS),
+                command=names,
+                matcher=texts,
+                timeout=seconds,
+                source=texts,
+            ),
+            max_size=2,
+        ).map(tuple),
     )
 
 
