@@ -70,9 +70,6 @@ async def rerun_async(agent: Agent, run: str | Path, *, trust: bool = False) -> 
         approval=_approval(tape.first.settings.approval, vouched=problem is None),
         tools=(),
         tool_sources=(),
-        # The recorded AGENTS.md text is sent as recorded; none recorded: none read today.
-        project_instructions=tape.first.settings.project_instructions
-        and bool(tape.first.settings.instructions),
         # A recording made with no context limit (an unknown model, an older log) is
         # re-driven with none: `start` would otherwise look the window up today.
         max_context=0

@@ -491,7 +491,9 @@ class Agent:
         workspace = _resolved(settings.workspace)
         settings = evolve(settings, workspace=str(workspace))
         self._check_budget(settings.model, settings.max_cost)
-        if settings.project_instructions and not settings.instructions:
+        rerun = parent is not None and parent.kind == "rerun"
+        if settings.project_instructions and not settings.instructions and not rerun:
+            # (A rerun sends the recorded text, and reads none where none was recorded.)
             # Read once, recorded in run_started: replay, resume and rerun send this text.
             from ruizn.effects.project.instructions import read_root
 
