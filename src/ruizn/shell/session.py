@@ -24,6 +24,7 @@ from attrs import evolve
 from ruizn.agent import Agent, NothingToResume, Resume, RunResult, Session, UntrustedRun
 from ruizn.config import ConfigError, RunSettings
 from ruizn.decide import ResumeRefused
+from ruizn.effects.bwrap import SandboxUnavailable
 from ruizn.effects.logfile import LogError
 from ruizn.effects.mcp_config import McpConfigError, MCPServer
 from ruizn.effects.printer import StdoutPrinter
@@ -54,6 +55,7 @@ _USAGE_ERRORS: tuple[type[Exception], ...] = (
     ResumeRefused,
     ForkRefused,
     RecordingError,
+    SandboxUnavailable,
 )
 # A log dir we may not write is bad input (2); a full disk or an I/O error is 1.
 _USAGE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EROFS, errno.EEXIST})
