@@ -93,8 +93,7 @@ def render(head: bytes, tail: bytes, total: int) -> str:
     return (
         head.decode("utf-8", "replace")
         + f"\n[... {cut:,} bytes of output cut: {total:,} in all; the first {len(head):,} and"
-        f" the last {len(tail):,} are shown ...]\n"
-        + tail.decode("utf-8", "replace")
+        f" the last {len(tail):,} are shown ...]\n" + tail.decode("utf-8", "replace")
     )
 
 

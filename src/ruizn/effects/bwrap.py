@@ -82,8 +82,9 @@ def probe(bwrap: str | None, box: Confinement, environ: Mapping[str, str]) -> No
     fix = "install bubblewrap (apt-get install bubblewrap) and allow unprivileged user namespaces"
     off = "or pass --sandbox off to run commands unconfined"
     if bwrap is None:
-        raise SandboxUnavailable(f"the shell's sandbox cannot start: bwrap is not on PATH; {fix},"
-                                 f" {off}")
+        raise SandboxUnavailable(
+            f"the shell's sandbox cannot start: bwrap is not on PATH; {fix}, {off}"
+        )
     try:
         done = subprocess.run(
             bwrap_argv(bwrap, box, ["true"]),
