@@ -14,15 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.cli.approval_helpers import events, of_type, tool_results, turns_model
 from tests.cli.conftest import API_KEY, cli_env, ruizn_command, run_cli
 from tests.fakeapi import ToolUse
-
-pytestmark = pytest.mark.skipif(
-    shutil.which("bwrap") is None, reason="bubblewrap is required (.ci/run installs it)"
-)
 
 
 def bash(call_id: str, command: str, **more: Any) -> ToolUse:
