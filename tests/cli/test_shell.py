@@ -14,6 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ruizn.effects.logfile import iter_events, replay_file
+from ruizn.page import page_data
+from ruizn.timeline import project
 from tests.cli.approval_helpers import events, of_type, tool_results, turns_model
 from tests.cli.conftest import API_KEY, cli_env, ruizn_command, run_cli
 from tests.fakeapi import ToolUse
@@ -99,13 +102,14 @@ def test_the_sandbox_confines_writes_network_home_and_secrets(
     # the request the model got holds the same result
     sent = tool_results(server.requests[-1].body)
     assert sent["t5"]["content"] == results["t5"]["content"]
-    # the settings say how the shell was confined
-    settings = events(result.log_path)[0]["settings"]
-    assert (settings["shell"], settings["sandbox"], settings["shell_network"]) == (
-        True,
-        True,
-        False,
-    )
+    # the settings say how the shell was confined (a field at its default is left out)
+    settings = replay_file(result.log_path).state.settings
+    assert (settings.shell, settings.sandbox, settings.shell_network) == (True, True, False)
+    # the page shows each command as such, its output folded under it
+    data = page_data(project(iter_events(result.log_path)))
+    shown = {t["id"]: t for step in data["steps"] for t in step["tools"]}
+    assert shown["t5"]["cmd"]["t"] == "echo to-out; echo to-err >&2; exit 7"
+    assert shown["t5"]["result"]["t"] == results["t5"]["content"]
     # replay prints what the run printed, byte for byte
     replayed = run_cli(["replay", result.log_path.parent.name], workspace=workspace, env=env)
     assert replayed.code == 0, replayed.stderr
