@@ -192,6 +192,14 @@ def test_a_background_server_is_read_with_bash_output_and_killed_when_the_run_en
     assert f"Serving HTTP on 127.0.0.1 port {marker}" in output
     assert f"[{started['id']}: running]" in output
     assert _processes_with(f"http.server {marker}") == []
+    # show lists the run's background commands and what became of them
+    shown = run_cli(["show", result.log_path.parent.name], workspace=workspace)
+    assert shown.code == 0, shown.stderr
+    assert "shell:     bash commands in bubblewrap, without network" in shown.stdout
+    assert (
+        f"background:{started['id']} · killed when its session ended, if still running · $"
+        f" python3 -u -m http.server {marker} --bind 127.0.0.1"
+    ) in shown.stdout
 
 
 def _start(args: list[str], workspace: Path, base_url: str) -> subprocess.Popen[str]:
