@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ruizn.effects.logfile import iter_events, replay_file
-from ruizn.page import page_data
-from ruizn.timeline import project
+from ruizn.effects.runlog.reader import iter_events, replay_file
+from ruizn.view.page import page_data
+from ruizn.view.timeline import project
 from tests.cli.approval_helpers import events, of_type, tool_results, turns_model
 from tests.cli.conftest import API_KEY, cli_env, ruizn_command, run_cli
 from tests.fakeapi import ToolUse

@@ -10,9 +10,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from ruizn.effects.approval import TerminalApprover
-from ruizn.effects.bash_tool import HEAD_BYTES, TAIL_BYTES, ShellJobs, shell_config, shell_tools
-from ruizn.effects.bwrap import find_bwrap, shell_environment
+from ruizn.effects.person.approval import TerminalApprover
+from ruizn.effects.tools.bash import HEAD_BYTES, TAIL_BYTES, ShellJobs, shell_config, shell_tools
+from ruizn.effects.tools.bwrap import find_bwrap, shell_environment
 from ruizn.rules import command_allowed
 from ruizn.state import ToolCall
 

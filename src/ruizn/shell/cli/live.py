@@ -24,14 +24,14 @@ from attrs import evolve
 from ruizn.cassette.fork import ForkRefused
 from ruizn.cassette.recording import RecordingError
 from ruizn.decide import ResumeRefused
-from ruizn.effects.bwrap import SandboxUnavailable
-from ruizn.effects.logfile import LogError
-from ruizn.effects.mcp_config import McpConfigError, MCPServer
-from ruizn.effects.printer import StdoutPrinter
-from ruizn.effects.provider import ProviderConfigError
-from ruizn.effects.sink import LogLost, SinkError
-from ruizn.effects.tool_loader import Toolbox, ToolLoadError
-from ruizn.effects.writer import RunLocked
+from ruizn.effects.mcp.config import McpConfigError, MCPServer
+from ruizn.effects.models.provider import ProviderConfigError
+from ruizn.effects.runlog.reader import LogError
+from ruizn.effects.runlog.sink import LogLost, SinkError
+from ruizn.effects.runlog.store import FileStore, RunNotFound
+from ruizn.effects.runlog.writer import RunLocked
+from ruizn.effects.tools.bwrap import SandboxUnavailable
+from ruizn.effects.tools.loader import Toolbox, ToolLoadError
 from ruizn.events import Event, LlmResponse, RunResumed, RunStarted, ToolCallFinished
 from ruizn.settings import ConfigError, RunSettings
 from ruizn.shell.agent import Agent, NothingToResume, Resume, RunResult, Session, UntrustedRun

@@ -1,7 +1,7 @@
 """The shell tools: `bash` (a command, in the foreground or the background), `bash_output`
 and `bash_kill`, over one `ShellJobs` table per run.
 
-- Each command is `bash -c COMMAND`, inside bubblewrap (ruizn.effects.bwrap) unless the user
+- Each command is `bash -c COMMAND`, inside bubblewrap (ruizn.effects.tools.bwrap) unless the user
   turned the sandbox off, in a process group and session of its own, with ruizn's secrets
   removed from its environment and stdin at /dev/null.
 - stdout and stderr share one pipe, so the output interleaves as a terminal would show it.
@@ -40,8 +40,8 @@ from typing import ClassVar
 import anyio
 from attrs import frozen
 
-from ruizn.effects.bwrap import Confinement, bwrap_argv
-from ruizn.effects.tools import BaseTool, ToolInputError, run_blocking
+from ruizn.effects.tools.base import BaseTool, ToolInputError, run_blocking
+from ruizn.effects.tools.bwrap import Confinement, bwrap_argv
 from ruizn.state import ErrorType, JsonObject, ToolResult
 
 DEFAULT_SHELL_TIMEOUT = 120.0
