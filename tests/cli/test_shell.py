@@ -49,6 +49,8 @@ def _processes_with(marker: str) -> list[str]:
 def test_the_sandbox_confines_writes_network_home_and_secrets(
     workspace: Path, server_factory: Any, tmp_path: Path
 ) -> None:
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    git_config = (workspace / ".git" / "config").read_text()
     home = tmp_path / "home"
     home.mkdir()
     (home / "secret.txt").write_text("top secret\n")
@@ -62,7 +64,12 @@ def test_the_sandbox_confines_writes_network_home_and_secrets(
         turns_model(
             [
                 [
-                    bash("t1", f"touch {outside}; touch /usr/ruizn-x; echo made > inside.txt"),
+                    bash(
+                        "t1",
+                        f"touch {outside}; touch /usr/ruizn-x; echo made > inside.txt;"
+                        " echo evil > .git/hooks/pre-commit; echo x >> .git/config;"
+                        " ls .ruizn/runs | wc -l",
+                    ),
                     bash("t2", f'python3 -c "{probe}" && echo CONNECTED'),
                     bash("t3", "cat ~/secret.txt; ls -A ~ | wc -l"),
                     bash("t4", "env"),
@@ -85,6 +92,10 @@ def test_the_sandbox_confines_writes_network_home_and_secrets(
     assert not outside.exists()
     assert not Path("/usr/ruizn-x").exists()
     assert (workspace / "inside.txt").read_text() == "made\n"
+    # no hook or git config planted to run later outside the sandbox; the logs hidden
+    assert not (workspace / ".git" / "hooks" / "pre-commit").exists()
+    assert (workspace / ".git" / "config").read_text() == git_config
+    assert results["t1"]["content"].splitlines()[-2] == "0"
     # no network: 127.0.0.1 is the sandbox's own loopback, where nothing listens
     assert "CONNECTED" not in results["t2"]["content"]
     assert "Connection refused" in results["t2"]["content"]

@@ -6,7 +6,7 @@ What a sandboxed command gets (see docs/shell.md):
   read (`--shell-allow-read`, bound read-only again on top);
 - the workspace read-write, bound last so it is writable even inside /tmp or the home
   folder; the run-log folder under it hidden again (a tmpfs), so a command can neither read
-  nor rewrite the log that is the run's truth;
+  nor rewrite the log that is the run's truth; `.git/hooks` and `.git/config` read-only;
 - every namespace of its own (`--unshare-all`: user, pid, ipc, uts, cgroup and network);
   `--share-net` gives the host's network back when the user asks (`--shell-network on`);
 - a session of its own (`--new-session`: no TIOCSTI into ruizn's terminal), and
@@ -30,6 +30,7 @@ from pathlib import Path
 from attrs import frozen
 
 PROBE_TIMEOUT = 10.0
+_GIT_CODE = ("hooks", "config")
 # Variables whose values are secrets by their name: never passed to a command.
 _SECRET_NAME = re.compile(
     r"(^ANTHROPIC_)|(^RUIZN_MCP_)|(_(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$)",
@@ -67,6 +68,12 @@ def bwrap_argv(bwrap: str, box: Confinement, argv: Sequence[str]) -> list[str]:
     for path in box.allow_read:
         args += ["--ro-bind-try", str(path), str(path)]
     args += ["--bind", str(box.workspace), str(box.workspace)]
+    for name in _GIT_CODE:
+        # Hooks and config would run a command's code outside the sandbox at the user's
+        # next `git commit`: read-only (git itself still commits: objects, index, refs).
+        path = box.workspace / ".git" / name
+        if path.exists():
+            args += ["--ro-bind", str(path), str(path)]
     for path in box.hidden:
         if path.is_dir():
             args += ["--tmpfs", str(path)]
