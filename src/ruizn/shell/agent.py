@@ -681,12 +681,14 @@ class Agent:
         if not settings.shell:
             return None
         workspace = Path(settings.workspace).resolve()
+        logs = root.resolve()
         mcp_env = [str(k) for record in settings.mcp_servers for k in record.get("env", ())]
         environ = shell_environment(self._environ, drop=mcp_env)
         bwrap = find_bwrap(self._environ)
         config = shell_config(
             workspace=workspace,
-            hidden=(root.resolve(),),
+            # Hidden unless hiding them would hide the workspace too (--log-dir . or above).
+            hidden=(logs,) if logs != workspace and logs not in workspace.parents else (),
             allow_read=tuple(Path(p).expanduser().resolve() for p in settings.shell_allow_read),
             network=settings.shell_network,
             sandbox=settings.sandbox,
