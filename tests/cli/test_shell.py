@@ -260,6 +260,15 @@ def test_ctrl_c_kills_a_running_command_and_every_background_one(
     assert events(log)[-1]["status"] == "cancelled"
     assert _processes_with("sleep 4711") == []
     assert _processes_with("sleep 4712") == []
+    # the log says the command was killed by Ctrl-C, and the model is told so on resume
+    killed = _results(log)["f1"]
+    assert killed["error_type"] == "interrupted"
+    assert "because the run was cancelled (Ctrl-C)" in killed["content"]
+    resumed = run_cli(
+        ["resume", log.parent.name], workspace=workspace, env=cli_env(server.base_url)
+    )
+    assert resumed.code == 0, resumed.stderr
+    assert "(Ctrl-C)" in tool_results(server.requests[-1].body)["f1"]["content"]
 
 
 def test_kill_9_mid_command_then_resume_never_runs_it_twice(

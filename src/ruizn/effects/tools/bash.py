@@ -255,6 +255,12 @@ class BashTool(BaseTool):
     }
     read_only = False
     needs_approval = True
+    # What the log says of a call the run's cancellation (Ctrl-C) cut short: invoke kills
+    # the command's whole process group before the cancellation goes on (see the runner).
+    stopped_on_cancel = (
+        "the command was killed (its whole process group) because the run was cancelled"
+        " (Ctrl-C) while it ran; what it did before that stands, the rest did not happen"
+    )
 
     def __init__(self, jobs: ShellJobs) -> None:
         # invoke_tool's own deadline must not cut a command before its timeout does.
