@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import socket
 from pathlib import Path
 
 import anyio
@@ -17,14 +18,14 @@ from ruizn.rules import command_allowed
 from ruizn.state import ToolCall
 
 
-def _jobs(workspace: Path, *, timeout: float = 120) -> ShellJobs:
+def _jobs(workspace: Path, *, timeout: float = 120, network: bool = False) -> ShellJobs:
     environ = shell_environment(os.environ)
     return ShellJobs(
         shell_config(
             workspace=workspace,
             hidden=(),
             allow_read=(),
-            network=False,
+            network=network,
             sandbox=True,
             bwrap=find_bwrap(os.environ),
             environ=environ,
@@ -110,3 +111,23 @@ def test_allow_command_patterns_never_let_a_chained_command_through(
 def test_a_pattern_that_spells_out_a_pipe_allows_exactly_that_pipe() -> None:
     assert command_allowed("git log | head", ("git log | head",)) == "git log | head"
     assert command_allowed("git log | sh", ("git log | head",)) is None
+
+
+@pytest.mark.parametrize("network", [False, True])
+def test_the_network_is_the_hosts_only_when_the_user_turns_it_on(
+    tmp_path: Path, network: bool
+) -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    jobs = _jobs(tmp_path, network=network)
+    bash = shell_tools(jobs)[0]
+    probe = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2)"
+    try:
+        result = anyio.run(lambda: bash.invoke({"command": f'python3 -c "{probe}" && echo UP'}))
+    finally:
+        jobs.close()
+        listener.close()
+    assert isinstance(result, str)
+    assert ("UP\n[exit code 0" in result) is network
