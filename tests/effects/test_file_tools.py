@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ruizn.effects import file_tools
+from ruizn.effects.tools import search as file_tools
 from ruizn.effects.tools.search import GlobTool, GrepTool, ListDirTool, builtin_read_only_tools
 from ruizn.effects.tools.workspace import Sandbox
 from ruizn.state import ToolResult
