@@ -59,8 +59,11 @@ def find_bwrap(environ: Mapping[str, str]) -> str | None:
     return shutil.which("bwrap", path=environ.get("PATH", os.defpath))
 
 
-def bwrap_argv(bwrap: str, box: Confinement, argv: Sequence[str]) -> list[str]:
-    """`argv` run inside bubblewrap as `box` says (see the module docstring)."""
+def bwrap_argv(
+    bwrap: str, box: Confinement, argv: Sequence[str], *, info_fd: int | None = None
+) -> list[str]:
+    """`argv` run inside bubblewrap as `box` says (see the module docstring). `info_fd`:
+    where bubblewrap writes the sandbox's pid 1 (`--info-fd`), so its end can be awaited."""
     args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     home = box.home
     if home is not None and home != Path("/") and home.is_dir():
@@ -80,6 +83,8 @@ def bwrap_argv(bwrap: str, box: Confinement, argv: Sequence[str]) -> list[str]:
     args += ["--unshare-all"]
     if box.network:
         args += ["--share-net"]
+    if info_fd is not None:
+        args += ["--info-fd", str(info_fd)]
     args += ["--new-session", "--die-with-parent", "--chdir", str(box.workspace), "--", *argv]
     return args
 
