@@ -20,6 +20,7 @@ from ruizn.view.timeline import project
 from tests.cli.approval_helpers import events, of_type, tool_results, turns_model
 from tests.cli.conftest import API_KEY, cli_env, ruizn_command, run_cli
 from tests.fakeapi import ToolUse
+from tests.view.chromium import dump_dom
 
 
 def bash(call_id: str, command: str, **more: Any) -> ToolUse:
@@ -121,6 +122,16 @@ def test_the_sandbox_confines_writes_network_home_and_secrets(
     shown = {t["id"]: t for step in data["steps"] for t in step["tools"]}
     assert shown["t5"]["cmd"]["t"] == "echo to-out; echo to-err >&2; exit 7"
     assert shown["t5"]["result"]["t"] == results["t5"]["content"]
+    # and Chromium draws it so: the command as `$ ...`, the output in a closed <details>
+    viewed = run_cli(["view", result.log_path.parent.name], workspace=workspace, env=env)
+    assert viewed.code == 0, viewed.stderr
+    page = Path(viewed.stdout.strip())
+    dom = dump_dom(page if page.is_absolute() else workspace / page)
+    assert "$ echo to-out; echo to-err &gt;&amp;2; exit 7" in dom
+    folded = re.search(
+        r"<details>\s*<summary>output · [^<]*</summary>\s*<pre>to-out\nto-err\n", dom
+    )
+    assert folded is not None
     # replay prints what the run printed, byte for byte
     replayed = run_cli(["replay", result.log_path.parent.name], workspace=workspace, env=env)
     assert replayed.code == 0, replayed.stderr
