@@ -61,6 +61,12 @@ def test_the_sandbox_confines_writes_network_home_and_secrets(
     listener.listen()
     port = listener.getsockname()[1]
     probe = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2)"
+    # a Unix socket of the host's (as docker's, dbus's, postgres's live in /run)
+    unix_path = f"/run/ruizn-test-{os.getpid()}.sock"
+    unix_listener = socket.socket(socket.AF_UNIX)
+    unix_listener.bind(unix_path)
+    unix_listener.listen()
+    unix_probe = f"import socket; socket.socket(socket.AF_UNIX).connect('{unix_path}')"
     server = server_factory(
         turns_model(
             [
@@ -75,6 +81,7 @@ def test_the_sandbox_confines_writes_network_home_and_secrets(
                     bash("t3", "cat ~/secret.txt; ls -A ~ | wc -l"),
                     bash("t4", "env"),
                     bash("t5", "echo to-out; echo to-err >&2; exit 7"),
+                    bash("t6", f'python3 -c "{unix_probe}" && echo REACHED'),
                 ]
             ]
         )
@@ -86,6 +93,8 @@ def test_the_sandbox_confines_writes_network_home_and_secrets(
         env=env,
     )
     listener.close()
+    unix_listener.close()
+    os.unlink(unix_path)
     assert result.code == 0, result.stderr
     results = _results(result.log_path)
     # writes outside the workspace fail and leave nothing; inside, they work
@@ -100,6 +109,8 @@ def test_the_sandbox_confines_writes_network_home_and_secrets(
     # no network: 127.0.0.1 is the sandbox's own loopback, where nothing listens
     assert "CONNECTED" not in results["t2"]["content"]
     assert "Connection refused" in results["t2"]["content"]
+    assert "REACHED" not in results["t6"]["content"]
+    assert "No such file" in results["t6"]["content"]
     # the home folder is hidden (an empty tmpfs)
     assert "top secret" not in results["t3"]["content"]
     assert "No such file" in results["t3"]["content"]
