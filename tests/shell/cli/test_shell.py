@@ -18,6 +18,8 @@ from ruizn.effects.runlog.reader import iter_events, replay_file
 from ruizn.view.page import page_data
 from ruizn.view.timeline import project
 from tests.fakeapi import ToolUse
+from tests.shell.cli.approval_helpers import events, of_type, tool_results, turns_model
+from tests.shell.cli.conftest import API_KEY, cli_env, ruizn_command, run_cli
 from tests.view.chromium import dump_dom
 
 
