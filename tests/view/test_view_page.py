@@ -337,7 +337,7 @@ def test_a_stopped_and_resumed_run_shows_both_sessions(tmp_path: Path, server_fa
     dom = Dom(dump_dom(_view(workspace)))
     text = dom.text
     assert "2 sessions" in text
-    assert "finished: max steps · 1 steps" in text
+    assert "finished: max steps · 1 step" in text
     assert "resumed at" in text
     assert "finished: success · 3 steps" in text
     assert "All read." in text

@@ -13,7 +13,7 @@ from attrs import evolve
 from ruizn.config import RunSettings
 from ruizn.fleet.errors import fail, need_fleet_extra
 from ruizn.fleet.run_worker import shown
-from ruizn.format import human_seconds, tokens, usd
+from ruizn.format import counted, human_seconds, tokens, usd
 
 # Batch runs belong to one fixed executor id: a batch started again recovers them.
 BATCH_WORKER = "batch"
@@ -183,7 +183,7 @@ def _wait(
 def _row(run_id: str, result: dict[str, Any]) -> str:
     parts = [run_id, str(result.get("status"))]
     if "steps" in result:
-        parts.append(f"{result['steps']} steps")
+        parts.append(counted(int(result["steps"]), "step"))
         parts.append(human_seconds(float(result.get("elapsed") or 0.0)))
         parts.append(
             f"in {tokens(int(result.get('input_tokens') or 0))}"
@@ -215,4 +215,4 @@ def _summary(results: dict[str, dict[str, Any]], goals: dict[str, str]) -> None:
             f" {usd(_cost(r)) if 'steps' in r else '':>12}  {goal_text[:60]}"
         )
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    print(f"\nbatch: {len(results)} runs: {summary}", flush=True)
+    print(f"\nbatch: {counted(len(results), 'run')}: {summary}", flush=True)

@@ -18,6 +18,8 @@
   // One formatter for every number: toLocaleString builds a new one per call (10x slower).
   const numbers = new Intl.NumberFormat("en-US");
   const num = (n) => numbers.format(Number(n || 0));
+  // "1 step", "2 steps": the number and the noun that agrees with it (format.counted).
+  const counted = (n, noun, nouns) => num(n) + " " + (Number(n) === 1 ? noun : (nouns || noun + "s"));
   function dur(s) {
     if (s === null || s === undefined) return "?";
     if (s < 1) return Math.round(s * 1000) + " ms";
@@ -47,7 +49,7 @@
   }
   function cutNote(t) {
     if (t.n <= t.t.length) return null;
-    return el("div", "cut", "showing " + num(t.t.length) + " of " + num(t.n) + " characters (all of it is in the log)");
+    return el("div", "cut", "showing " + num(t.t.length) + " of " + counted(t.n, "character") + " (all of it is in the log)");
   }
   function firstLine(t, max) {
     const line = t.split("\n", 1)[0];
@@ -68,10 +70,10 @@
   const tools = data.steps.reduce((n, s) => n + s.tools.length, 0);
   const stats = el("div", "stats");
   for (const s of [
-    num(data.steps.length) + " steps", num(calls) + " model calls", num(tools) + " tool calls", run.elapsed,
+    counted(data.steps.length, "step"), counted(calls, "model call"), counted(tools, "tool call"), run.elapsed,
     run.usage ? usageText(run.usage, run.cost) : "",
-    data.sessions.length > 1 ? data.sessions.length + " sessions" : "",
-    num(run.events) + " events",
+    data.sessions.length > 1 ? counted(data.sessions.length, "session") : "",
+    counted(run.events, "event"),
   ]) if (s) stats.appendChild(el("span", null, s));
   add(head, h1, textBlock("div", "goal", run.goal), stats);
   if (run.answer) add(head, textBlock("div", "answer", run.answer));
@@ -95,8 +97,8 @@
   function toolStatus(t) {
     if (t.approval && t.approval.ok === false) return ["denied", "denied by " + t.approval.by];
     if (!t.result) return ["open", t.start === null ? "not run" : "running (no result in the log)"];
-    if (t.err) return ["err", "error: " + (t.etype || "?") + " · " + num(t.result.n) + " chars"];
-    return ["ok", "ok · " + num(t.result.n) + " chars"];
+    if (t.err) return ["err", "error: " + (t.etype || "?") + " · " + counted(t.result.n, "char")];
+    return ["ok", "ok · " + counted(t.result.n, "char")];
   }
 
   function stepRow(s) {
@@ -137,7 +139,7 @@
     if (last) {
       const m = last.usage ? dur(last.end - last.start) + " · " + usageText(last.usage, last.cost) : last.outcome === "open" ? "in flight when the log ends" : "failed";
       const retries = s.attempts.length > 1 ? " · " + (s.attempts.length - 1) + " retr" + (s.attempts.length > 2 ? "ies" : "y") : "";
-      add(right, el("div", "metrics", m + retries + (s.tools.length ? " · " + s.tools.length + " tool call" + (s.tools.length > 1 ? "s" : "") : "")));
+      add(right, el("div", "metrics", m + retries + (s.tools.length ? " · " + counted(s.tools.length, "tool call") : "")));
     }
     row.appendChild(right);
     return row;
@@ -162,7 +164,7 @@
     }
     for (const b of s.blocks) {
       if (b.k === "text") add(sec, textBlock("div", "text", b), cutNote(b));
-      else if (b.k === "thinking") add(sec, collapsible("thinking · " + num(b.n) + " chars", b, false));
+      else if (b.k === "thinking") add(sec, collapsible("thinking · " + counted(b.n, "char"), b, false));
       else add(sec, el("div", "note", "redacted thinking · " + num(b.n) + " bytes"));
     }
     for (const t of s.tools) {
@@ -180,7 +182,7 @@
         if (a.reason) add(box, el("div", "note", "reason: " + a.reason.t));
       }
       add(box, collapsible("input · " + firstLine(t.input.t.replace(/\s+/g, " "), 100), t.input, false));
-      if (t.result) add(box, collapsible("result · " + num(t.result.n) + " chars · " + firstLine(t.result.t, 100), t.result, false));
+      if (t.result) add(box, collapsible("result · " + counted(t.result.n, "char") + " · " + firstLine(t.result.t, 100), t.result, false));
       sec.appendChild(box);
     }
     return sec;
@@ -193,14 +195,14 @@
     timeline.appendChild(el("div", "row marker", text));
     const box = el("div", "session", text);
     if (!se.resumed) {
-      add(box, collapsible("system prompt · " + num(run.system.n) + " chars", run.system, false));
+      add(box, collapsible("system prompt · " + counted(run.system.n, "char"), run.system, false));
       add(box, el("div", "note", "tools: " + (run.tools.length ? run.tools.join(", ") : "none")));
     }
     transcript.appendChild(box);
   }
   function sessionEnd(se) {
     if (se.status === null) return;
-    const text = "finished: " + se.status.replace("_", " ") + " · " + se.steps + " steps · " + dur(se.elapsed) + (se.error ? " · " + se.error.t : "");
+    const text = "finished: " + se.status.replace("_", " ") + " · " + counted(se.steps, "step") + " · " + dur(se.elapsed) + (se.error ? " · " + se.error.t : "");
     timeline.appendChild(el("div", "row marker end", text));
     transcript.appendChild(el("div", "session", text));
   }

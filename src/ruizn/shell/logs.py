@@ -27,7 +27,7 @@ from ruizn.events import (
     ToolCallStarted,
     ToolsChanged,
 )
-from ruizn.format import human_bytes, human_seconds, tokens, usd
+from ruizn.format import counted, human_bytes, human_seconds, tokens, usd
 from ruizn.grant import grant_of
 from ruizn.media import image_line, images
 from ruizn.serde import state_to_json
@@ -150,7 +150,7 @@ def _step_costs(model: str, responses: list[LlmResponse]) -> tuple[list[str], fl
         hidden = len(lines) - 2 * half
         lines = [
             *lines[:half],
-            f"{'':>5}  … {hidden} more steps (ruizn replay --json)",
+            f"{'':>5}  … {counted(hidden, 'more step')} (ruizn replay --json)",
             *lines[-half:],
         ]
     return lines, total, priced_now
@@ -202,11 +202,15 @@ def list_runs(store: RunStore) -> int:
     return EXIT_OK
 
 
+def _times(count: int) -> str:
+    return {1: "once", 2: "twice"}.get(count, f"{count} times")
+
+
 def _lineage(parent: Parent | None) -> list[tuple[str, str]]:
     if parent is None:
         return []
     if parent.kind == "rerun":
-        return [("rerun of", f"{parent.run_id} (its {parent.seq} events re-driven)")]
+        return [("rerun of", f"{parent.run_id} (its {counted(parent.seq, 'event')} re-driven)")]
     return [("forked", f"from {parent.run_id} at seq {parent.seq}")]
 
 
@@ -220,7 +224,7 @@ def _cost_line(state: ExecutionContext, total: float | None, priced_now: int) ->
     budget = state.settings.max_cost
     text = "unknown (no known price for the model)" if total is None else usd(total)
     if priced_now and total is not None:
-        text += f" (* {priced_now} calls logged unpriced, priced now at today's prices)"
+        text += f" (* {counted(priced_now, 'call')} logged unpriced, priced now at today's prices)"
     if budget is not None:
         text += f" · budget {usd(budget)}"
     if state.budget_spent is not None:
@@ -232,7 +236,8 @@ def _context_line(state: ExecutionContext, tally: _Tally) -> str:
     limit = context_limit(state.settings)
     text = "no limit" if limit is None else f"limit {tokens(limit)} tokens"
     if tally.cleared:
-        text += f" · {tally.cleared} tool results cleared ({human_bytes(tally.cleared_bytes)})"
+        text += f" · {counted(tally.cleared, 'tool result')} cleared"
+        text += f" ({human_bytes(tally.cleared_bytes)})"
     return text
 
 
@@ -290,14 +295,14 @@ def show_run(store: RunStore, run: str) -> int:
     if tally.tools_changed:
         lines.insert(
             lines.index(("tools", tools or "none")) + 1,
-            ("tool list", f"changed {tally.tools_changed} times by MCP servers (tools_changed)"),
+            ("tool list", f"changed {_times(tally.tools_changed)} by MCP servers (tools_changed)"),
         )
     for key, value in lines:
         print(f"{key + ':':<11}{visible(value)}")
     if tally.images:
         count = len(tally.images)
         print(
-            f"{'images:':<11}{count} image{'s' if count > 1 else ''},"
+            f"{'images:':<11}{counted(count, 'image')},"
             f" {human_bytes(tally.image_text)} of base64 in the log"
         )
         for line in tally.images:
@@ -308,7 +313,7 @@ def show_run(store: RunStore, run: str) -> int:
             print(f"{'':<11}{line}")
     pending = found.pending_approval
     if pending:
-        print(f"{'awaiting:':<11}{len(pending)} tool call{'s' if len(pending) > 1 else ''}", end="")
+        print(f"{'awaiting:':<11}{counted(len(pending), 'tool call')}", end="")
         print(f" (ruizn resume {visible(state.run_id)} --approve ID|all / --deny ID|all)")
         for call in pending:
             print(f"{'':<11}{describe_call(call)}")
@@ -324,7 +329,7 @@ def diff_runs(store: RunStore, run_a: str, run_b: str) -> int:
     (state_a, events_a), (state_b, events_b) = loaded
     difference = first_difference(items(events_a), items(events_b))
     if difference is None:
-        print(f"no difference ({len(events_a)} events)")
+        print(f"no difference ({counted(len(events_a), 'event')})")
         return EXIT_OK
     for line in diff_report(difference, summary(state_a), summary(state_b)):
         print(visible(line))

@@ -32,6 +32,7 @@ from ruizn.effects.sink import LogLost, SinkError
 from ruizn.effects.tool_loader import Toolbox, ToolLoadError
 from ruizn.effects.writer import RunLocked
 from ruizn.events import Event, LlmResponse, RunResumed, RunStarted, ToolCallFinished
+from ruizn.format import counted
 from ruizn.lineage import ForkRefused
 from ruizn.runner import Subscriber, first_error
 from ruizn.shell.approval import awaiting_report, terminal_approver
@@ -184,7 +185,7 @@ def rerun_run(agent: Agent, run: str, *, trust: bool) -> int:
         return EXIT_CODES["cancelled"]
     head = f"rerun {done.run_id} of {done.recording}"
     if done.divergence is None:
-        calls = f"{done.calls} model call" + ("" if done.calls == 1 else "s")
+        calls = counted(done.calls, "model call")
         results = f"{done.results} tool result" + ("" if done.results == 1 else "s")
         print(f"identical: {head} ({calls}, {results}, status {done.state.status.value})")
         return EXIT_OK
