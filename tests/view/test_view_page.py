@@ -276,7 +276,10 @@ def test_view_errors_are_one_line(tmp_path: Path, server_factory: Any) -> None:
 
 
 def test_view_db_draws_a_fleet_run_like_the_local_one(tmp_path: Path, server_factory: Any) -> None:
-    pytest.importorskip("sqlalchemy", reason="the fleet extra is part of [test]")
+    pytest.importorskip(
+        "sqlalchemy",
+        reason="the fleet extra is missing: pip install -e '.[test]' in the checkout brings it",
+    )
     workspace = make_workspace(tmp_path / "ws")
     run = demo_run(workspace, server_factory(demo_script()))
     run_id = run.log_path.parent.name
