@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ruizn.effects.extras import command_for
+from ruizn.effects.packaging.extras import command_for
 
 PY = "/home/me/venv/bin/python"
 

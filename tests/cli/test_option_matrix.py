@@ -16,8 +16,8 @@ from typing import Any
 import click
 import pytest
 
-from ruizn.shell.cli import cli, main
-from ruizn.shell.options import option_named
+from ruizn.shell.cli.main import cli, main
+from ruizn.shell.cli.options import option_named
 from tests.cli.conftest import cli_env, run_cli
 
 EXIT_USAGE = 2

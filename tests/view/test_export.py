@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import ruizn
-from ruizn.spans import span_id, trace_id
+from ruizn.view.spans import span_id, trace_id
 from tests.cli.conftest import cli_env, normalise_log, normalise_stdout, run_cli
 from tests.fakeapi import Stream, Text, ToolUse, Usage
 from tests.view.demo import demo_run, demo_script, make_workspace

@@ -41,9 +41,8 @@ from ruizn.fleet.driver import (
 )
 from ruizn.fleet.goals import RUN_ID
 from ruizn.fleet.resume import RESUME_WORKFLOW, ResumeOrder, order_from_json
-from ruizn.fleet.runstore import DbRunStore
-from ruizn.fleet.store import EventStore
 from ruizn.format import counted
+from ruizn.shell.agent import Resume
 from ruizn.state import Status
 
 QUEUE = "ruizn"

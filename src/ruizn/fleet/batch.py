@@ -11,8 +11,9 @@ from typing import Any
 from attrs import evolve
 
 from ruizn.fleet.errors import fail, need_fleet_extra
-from ruizn.fleet.run_worker import shown
+from ruizn.fleet.worker import shown
 from ruizn.format import counted, human_seconds, tokens, usd
+from ruizn.settings import RunSettings
 
 # Batch runs belong to one fixed executor id: a batch started again recovers them.
 BATCH_WORKER = "batch"

@@ -17,6 +17,6 @@ def fail(message: str) -> NoReturn:
 
 def need_fleet_extra() -> None:
     if importlib.util.find_spec("dbos") is None or importlib.util.find_spec("sqlalchemy") is None:
-        from ruizn.effects.extras import install_command
+        from ruizn.effects.packaging.extras import install_command
 
         fail(f"fleets need DBOS (the fleet extra): {install_command('fleet')}")

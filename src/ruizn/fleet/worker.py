@@ -14,6 +14,7 @@ from attrs import evolve
 
 from ruizn.fleet.errors import fail, need_fleet_extra
 from ruizn.format import counted
+from ruizn.settings import RunSettings
 from ruizn.terminal import visible
 
 if TYPE_CHECKING:  # `runs --db` and `show --db` import this module, not the builder

@@ -36,7 +36,7 @@ class OtlpError(Exception):
 
 class OtelMissing(OtlpError):
     def __init__(self) -> None:
-        from ruizn.effects.extras import install_command
+        from ruizn.effects.packaging.extras import install_command
 
         super().__init__(f"OpenTelemetry export needs the otel extra: {install_command('otel')}")
 

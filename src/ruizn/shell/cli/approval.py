@@ -30,7 +30,7 @@ def terminal_approver() -> Approver | None:
     awaiting_approval (exit 4) for `ruizn resume --approve/--deny`."""
     color = not os.environ.get("NO_COLOR")
     if sys.stdin.isatty() and sys.stdout.isatty():
-        from ruizn.effects.approval import TerminalApprover
+        from ruizn.effects.person.approval import TerminalApprover
 
         return TerminalApprover(sys.stdout, in_fd=sys.stdin.fileno(), color=color)
     if not (sys.stdout.isatty() or sys.stderr.isatty()):

@@ -33,10 +33,12 @@ from ruizn.effects.runlog.writer import RunLocked
 from ruizn.effects.tools.loader import Toolbox, ToolLoadError
 from ruizn.events import Event, LlmResponse, RunResumed, RunStarted, ToolCallFinished
 from ruizn.format import counted
-from ruizn.lineage import ForkRefused
-from ruizn.runner import Subscriber, first_error
-from ruizn.shell.approval import awaiting_report, terminal_approver
-from ruizn.shell.exits import EXIT_CODES, EXIT_ERROR, EXIT_OK, EXIT_USAGE, echo_error, fail
+from ruizn.settings import ConfigError, RunSettings
+from ruizn.shell.agent import Agent, NothingToResume, Resume, RunResult, Session, UntrustedRun
+from ruizn.shell.cli.approval import awaiting_report, terminal_approver
+from ruizn.shell.cli.exits import EXIT_CODES, EXIT_ERROR, EXIT_OK, EXIT_USAGE, echo_error, fail
+from ruizn.shell.cli.printer import StdoutPrinter
+from ruizn.shell.runner import Subscriber, first_error
 from ruizn.state import ExecutionContext, Status
 
 T = TypeVar("T")

@@ -29,8 +29,9 @@ from ruizn.format import counted, human_bytes, human_seconds, tokens, usd
 from ruizn.grant import grant_of
 from ruizn.media import image_line, images
 from ruizn.serde import state_to_json
-from ruizn.shell.approval import describe_call
-from ruizn.shell.exits import EXIT_ERROR, EXIT_OK, fail
+from ruizn.shell.cli.approval import describe_call
+from ruizn.shell.cli.exits import EXIT_ERROR, EXIT_OK, fail
+from ruizn.shell.cli.printer import StdoutPrinter
 from ruizn.shell.table import cells, clip, terminal_width
 from ruizn.state import ExecutionContext, ToolUseBlock
 from ruizn.terminal import visible

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ruizn.config import DEFAULT_READ_TIMEOUT
-from ruizn.shell.exits import EXIT_CANCELLED, EXIT_OK, EXIT_USAGE, Exit, echo_error, fail
-from ruizn.shell.options import (
+from ruizn.settings import DEFAULT_READ_TIMEOUT
+from ruizn.shell.cli.exits import EXIT_CANCELLED, EXIT_OK, EXIT_USAGE, Exit, echo_error, fail
+from ruizn.shell.cli.options import (
     TopGroup,
     UsageFailure,
     checked_text,
