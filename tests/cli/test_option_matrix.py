@@ -217,6 +217,6 @@ def test_model_before_tools_says_where_it_belongs(workspace: Path) -> None:
     assert result.code == EXIT_USAGE
     assert result.stdout == ""
     assert result.stderr == (
-        "ruizn: error: --model is not an option of `ruizn tools`; it is one of ruizn run,"
-        " batch, submit (give it after the command: ruizn run --model ...)\n"
+        "ruizn: error: --model is not an option of `ruizn tools`; it belongs to ruizn run,"
+        " batch, submit\n"
     )

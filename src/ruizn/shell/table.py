@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from attrs import frozen
 
 # The goal is worth a column of its own: below this, columns that can go go first.
-GOAL_ROOM = 20
+GOAL_ROOM = 16
 
 
 @frozen(kw_only=True)

@@ -318,10 +318,7 @@ def _belongs(group: click.Group, param: click.Option, name: str) -> str:
     )
     if not takers:
         return f"{flag} is not an option of `ruizn {name}`; it belongs to the run: ruizn {flag} ..."
-    return (
-        f"{flag} is not an option of `ruizn {name}`; it is one of ruizn {', '.join(takers)}"
-        f" (give it after the command: ruizn {takers[0]} {flag} ...)"
-    )
+    return f"{flag} is not an option of `ruizn {name}`; it belongs to ruizn {', '.join(takers)}"
 
 
 def _as_tokens(option: click.Option, value: Any) -> list[str]:
