@@ -17,7 +17,9 @@ import anyio
 import pytest
 
 from ruizn.effects.mcp.config import MCPServer
-from ruizn.effects.mcp.toolset import McpStartupError, McpTool, McpToolset
+from ruizn.effects.mcp.connection import McpTool
+from ruizn.effects.mcp.names import McpStartupError
+from ruizn.effects.mcp.toolset import McpToolset
 from ruizn.effects.tools.base import ToolRegistry, invoke_tool
 from ruizn.state import (
     ErrorType,

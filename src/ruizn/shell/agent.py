@@ -866,7 +866,7 @@ class _McpWatch:
         return self._toolset.list_changed
 
     async def refresh(self, settings: RunSettings) -> ToolChange | None:
-        from ruizn.effects.mcp.toolset import McpStartupError
+        from ruizn.effects.mcp.names import McpStartupError
 
         try:
             relisted = await self._toolset.relist()

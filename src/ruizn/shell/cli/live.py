@@ -99,7 +99,7 @@ def toolbox_of(settings: RunSettings, root: Path) -> Toolbox:
 def mcp_tools_of(settings: RunSettings, servers: tuple[MCPServer, ...]) -> tuple[Any, ...]:
     """The tools `servers` offer (for `ruizn tools --mcp`): started, listed, stopped. A server
     that cannot start is one line, exit 2."""
-    from ruizn.effects.mcp.toolset import McpStartupError
+    from ruizn.effects.mcp.names import McpStartupError
 
     agent = Agent(settings=settings, mcp=servers, log=False, on_notice=notice)
     try:
@@ -261,7 +261,7 @@ def _failed(exc: BaseException, sessions: list[Session]) -> int:
         return EXIT_ERROR
     if isinstance(exc, _USAGE_ERRORS):
         fail(str(exc))
-    from ruizn.effects.mcp.toolset import McpStartupError
+    from ruizn.effects.mcp.names import McpStartupError
 
     if isinstance(exc, McpStartupError):
         fail(str(exc), EXIT_USAGE)
