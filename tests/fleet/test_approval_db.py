@@ -14,11 +14,11 @@ import pytest
 from dbos import DBOSClient
 
 from ruizn.fleet.database import EventStore
-from tests.cli.approval_helpers import tool_results, write
-from tests.cli.conftest import cli_env
 from tests.fakeapi import Reply, Stream, Text
 from tests.fleet.conftest import SUBPROCESS_PATH, env, first_text, ruizn, start_worker, wait_for
 from tests.fleet.conftest import statuses as stored_statuses
+from tests.shell.cli.approval_helpers import tool_results, write
+from tests.shell.cli.conftest import cli_env
 
 pytestmark = pytest.mark.slow
 

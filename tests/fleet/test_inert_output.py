@@ -15,9 +15,9 @@ import sqlalchemy as sa
 
 from ruizn.fleet.database import EVENTS, RUNS, EventStore
 from ruizn.terminal import UNSAFE
-from tests.cli.conftest import cli_env, ruizn_command
 from tests.fakeapi import Stream, Text
 from tests.fleet.conftest import SUBPROCESS_PATH, env, ruizn
+from tests.shell.cli.conftest import cli_env, ruizn_command
 
 pytestmark = pytest.mark.slow
 

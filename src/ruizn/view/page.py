@@ -102,6 +102,9 @@ def _tool(tool: ToolRun, t0: float) -> dict[str, Any]:
         "input": _text(call_input, "tool"),
         "result": None,
     }
+    command = tool.input.get("command") if tool.name == "bash" else None
+    if isinstance(command, str):  # the shell's command is shown as such, its output folded
+        data["cmd"] = _text(command, "tool")
     if tool.result is not None:
         # An image is one line, as the transcript shows it; the page never holds its bytes.
         content = tool.result.content

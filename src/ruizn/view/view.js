@@ -204,9 +204,11 @@
         add(box, el("div", "note " + (a.ok === false ? "fail" : "ok"), line));
         if (a.reason) add(box, el("div", "note", "reason: " + a.reason.t));
       }
+      if (t.cmd) add(box, textBlock("pre", "cmd", { t: "$ " + t.cmd.t, n: t.cmd.n + 2 }), cutNote(t.cmd));
       if (t.images && t.images.length) box.appendChild(thumbs(t.images));
       add(box, collapsible("input · " + firstLine(t.input.t.replace(/\s+/g, " "), 100), t.input, false));
-      if (t.result) add(box, collapsible("result · " + counted(t.result.n, "char") + " · " + firstLine(t.result.t, 100), t.result, false));
+      if (t.result && t.cmd) add(box, collapsible("output · " + counted(t.result.n, "char") + " · " + firstLine(t.result.t.split("\n").filter((l) => l).pop() || "", 100), t.result, false));
+      else if (t.result) add(box, collapsible("result · " + counted(t.result.n, "char") + " · " + firstLine(t.result.t, 100), t.result, false));
       sec.appendChild(box);
     }
     return sec;

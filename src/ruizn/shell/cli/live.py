@@ -30,6 +30,7 @@ from ruizn.effects.runlog.reader import LogError
 from ruizn.effects.runlog.sink import LogLost, SinkError
 from ruizn.effects.runlog.store import FileStore, RunNotFound
 from ruizn.effects.runlog.writer import RunLocked
+from ruizn.effects.tools.bwrap import SandboxUnavailable
 from ruizn.effects.tools.loader import Toolbox, ToolLoadError
 from ruizn.events import Event, LlmResponse, RunResumed, RunStarted, ToolCallFinished
 from ruizn.format import counted
@@ -55,6 +56,7 @@ _USAGE_ERRORS: tuple[type[Exception], ...] = (
     ResumeRefused,
     ForkRefused,
     RecordingError,
+    SandboxUnavailable,
 )
 # A log dir we may not write is bad input (2); a full disk or an I/O error is 1.
 _USAGE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EROFS, errno.EEXIST})

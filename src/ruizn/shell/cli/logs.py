@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -93,6 +94,9 @@ class _Tally:
         self.responses: list[LlmResponse] = []
         self.cleared = 0
         self.cleared_bytes = 0
+        # The shell's background commands: call id -> (command, job id once it started).
+        self.background: dict[str, tuple[str, str | None]] = {}
+        self.killed: set[str] = set()
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, RunStarted):
@@ -105,8 +109,16 @@ class _Tally:
         elif isinstance(event, ToolCallStarted):
             self.calls[event.name] += 1
             self._names[event.id] = event.name
+            if event.name == "bash" and event.input.get("background") is True:
+                self.background[event.id] = (str(event.input.get("command", "")), None)
+            elif event.name == "bash_kill":
+                self.killed.add(str(event.input.get("id", "")))
         elif isinstance(event, ToolCallFinished):
             name = self._names.get(event.id, "?")
+            if event.id in self.background and isinstance(event.result.content, str):
+                job = _BACKGROUND_ID.search(event.result.content)
+                command = self.background[event.id][0]
+                self.background[event.id] = (command, job.group(0) if job else None)
             if event.result.is_error:
                 self.errors[name] += 1
             for image in images(event.result.content):
@@ -117,6 +129,9 @@ class _Tally:
         elif isinstance(event, ContextCleared):
             self.cleared += len(event.results)
             self.cleared_bytes += sum(item.size for item in event.results)
+
+
+_BACKGROUND_ID = re.compile(r"\bbg_[0-9a-f]+\b")
 
 
 # `ruizn show` lists every step's cost up to this many steps; past it, the first and the
@@ -316,6 +331,7 @@ def show_run(store: RunStore, run: str) -> int:
         ),
         *(("tool code", module) for module in grant.tool_modules),
         *(("mcp", server) for server in grant.mcp_servers),
+        *((("shell", grant.shell),) if grant.shell is not None else ()),
         ("status", _status_word(found) + (f" · {state.error}" if state.error else "")),
         ("steps", f"{state.step} of {state.settings.max_steps}"),
         ("time", human_seconds(state.elapsed)),
@@ -353,6 +369,18 @@ def show_run(store: RunStore, run: str) -> int:
         say("per step", f"{'STEP':>5}  {'COST':>14}  TOKENS")
         for line in step_lines:
             say("", line)
+    if tally.background:
+        # Every one ends with its session (ruizn kills them), so only a live run has any left.
+        for call_id, (command, job) in tally.background.items():
+            if job is None:
+                fate = "did not start"
+            elif job in tally.killed:
+                fate = "stopped by bash_kill"
+            elif found.live:
+                fate = "running, or ended"
+            else:
+                fate = "killed when its session ended, if still running"
+            say("background", visible(f"{job or call_id} · {fate} · $ {command}"))
     pending = found.pending_approval
     if pending:
         say(

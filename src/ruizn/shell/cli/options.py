@@ -18,6 +18,7 @@ from ruizn.settings import (
     DEFAULT_MODEL,
     DEFAULT_READ_TIMEOUT,
     DEFAULT_RETRY_BASE_DELAY,
+    DEFAULT_SHELL_TIMEOUT,
     DEFAULT_SYSTEM,
     DEFAULT_TOOL_CONCURRENCY,
     TEST_MODEL,
@@ -51,6 +52,10 @@ class ContextLimit(click.ParamType):  # type: ignore[type-arg]
         if number < 0:
             self.fail(f"{value!r} is below 0 (0 or 'off' turns the limit off)", param, ctx)
         return number
+
+
+def _on_off(ctx: click.Context, param: click.Parameter, value: str) -> bool:
+    return value == "on"
 
 
 def max_cost_option(help_text: str) -> Callable[[Any], Any]:
@@ -166,6 +171,52 @@ def settings_options(f: Any) -> Any:
             "--allow-secret-files",
             is_flag=True,
             help="Let the file tools read .env, *.pem, id_rsa and other secret files.",
+        ),
+        click.option(
+            "--shell",
+            is_flag=True,
+            help="Offer the model a bash tool (with bash_output, bash_kill), sandboxed in"
+            " bubblewrap: see docs/shell.md. Each command is asked at --approval ask.",
+        ),
+        click.option(
+            "--sandbox",
+            type=click.Choice(("on", "off")),
+            default="on",
+            show_default=True,
+            callback=_on_off,
+            help="off: run --shell commands unconfined (said at start). on: in bubblewrap; a"
+            " run whose sandbox cannot start here ends before its first request (exit 2).",
+        ),
+        click.option(
+            "--shell-network",
+            type=click.Choice(("on", "off")),
+            default="off",
+            show_default=True,
+            callback=_on_off,
+            help="Let sandboxed commands use the network.",
+        ),
+        click.option(
+            "--shell-allow-read",
+            multiple=True,
+            metavar="PATH",
+            help="A folder in your (otherwise hidden) home that commands may read. Repeatable.",
+        ),
+        click.option(
+            "--allow-command",
+            "allow_commands",
+            multiple=True,
+            metavar="PATTERN",
+            help="Approve bash commands matching PATTERN without asking: the whole command,"
+            " '*' any text and '?' one character, never ; & | ` ( ) < > or a line break"
+            " (docs/shell.md). Repeatable.",
+        ),
+        click.option(
+            "--shell-timeout",
+            type=click.FloatRange(min=1),
+            default=DEFAULT_SHELL_TIMEOUT,
+            show_default=True,
+            help="Seconds a bash command may run when its call gives no timeout (a call may"
+            " ask for up to 600); then its whole process group is killed.",
         ),
         click.option(
             "--approval",
