@@ -184,7 +184,22 @@ def test_a_last_turn_that_cannot_fit_ends_the_run_with_the_context_error() -> No
     state = run(RunSettings(model="m", max_steps=50), [20_000])
     limited = evolve(state, settings=evolve(state.settings, max_context=1_000))
     assert not plan_clearing(limited).fits
-    assert next_action(limited) == Finish(status=Status.ERROR, error=CONTEXT_EXCEEDED)
+    # The limit is the user's (--max-context): the fix is resuming with a larger one, sized
+    # for the history, not "a model with a larger window".
+    tokens = limited.context_tokens
+    wanted = -(-tokens * 5 // 4 // 1000) * 1000
+    assert next_action(limited) == Finish(
+        status=Status.ERROR,
+        error=f"the conversation (about {tokens:,} tokens) does not fit this run's"
+        f" --max-context 1,000 even with every older tool result cleared: go on with a"
+        f" larger limit, ruizn resume {limited.run_id} --max-context {wanted}",
+    )
+    # Past the model's own window, a larger limit cannot help: the window error.
+    small_model = evolve(limited, settings=evolve(limited.settings, context_window=tokens))
+    assert next_action(small_model) == Finish(status=Status.ERROR, error=CONTEXT_EXCEEDED)
+    # The model's window (no --max-context given): the window error, as before.
+    default = evolve(state, settings=evolve(state.settings, context_window=1_500))
+    assert next_action(default) == Finish(status=Status.ERROR, error=CONTEXT_EXCEEDED)
 
 
 @settings(max_examples=150, deadline=None)
@@ -206,7 +221,10 @@ def test_every_call_a_run_makes_is_under_its_limit_or_the_run_ends(
             state = step_on(state, ContextCleared, results=action.results, limit=action.limit)
             action = next_action(state)
         if isinstance(action, Finish):
-            assert action.error == CONTEXT_EXCEEDED
+            assert action.error is not None
+            assert f"--max-context {limit:,} even with every older tool result cleared" in (
+                action.error
+            )
             assert state.context_tokens > limit
             return
         assert state.context_tokens <= limit

@@ -81,7 +81,8 @@ def turn_stop(state: ExecutionContext) -> Stop:
             return Stop(
                 status=Status.ERROR,
                 error=f"the answer was cut off at max_tokens ({state.settings.max_tokens}):"
-                f" resume with a larger --max-tokens to let it go on",
+                f" let it go on with a larger limit, ruizn resume {state.run_id}"
+                f" --max-tokens {state.settings.max_tokens * 2}",
             )
         case "tool_use" if not has_tool_use:
             return Stop(status=Status.ERROR, error="stop_reason tool_use without a tool call")
@@ -107,8 +108,31 @@ def limit_stop(state: ExecutionContext) -> Stop | None:
         return Stop(status=Status.MAX_COST)
     limit = context_limit(settings)
     if limit is not None and state.context_tokens > limit and not plan_clearing(state).fits:
-        return Stop(status=Status.ERROR, error=CONTEXT_EXCEEDED)
+        return Stop(status=Status.ERROR, error=context_error(state, limit))
     return None
+
+
+def context_error(state: ExecutionContext, limit: int) -> str:
+    """Why the history cannot be sent, and the fix that applies to this run: a limit the
+    user set (--max-context) is raised on resume, up to what the model takes; past the
+    model's own window, only a narrower goal or a larger window helps."""
+    settings = state.settings
+    if settings.max_context is None or settings.max_context == 0:
+        return CONTEXT_EXCEEDED
+    model = None
+    if settings.context_window is not None:
+        model = max(settings.context_window - settings.max_tokens, 1)
+    # Room for the history as it is, and a quarter more for the steps to come, in thousands.
+    wanted = -(-state.context_tokens * 5 // 4 // 1000) * 1000
+    if model is not None:
+        if state.context_tokens > model:
+            return CONTEXT_EXCEEDED
+        wanted = min(wanted, model)
+    return (
+        f"the conversation (about {state.context_tokens:,} tokens) does not fit this run's"
+        f" --max-context {limit:,} even with every older tool result cleared: go on with a"
+        f" larger limit, ruizn resume {state.run_id} --max-context {wanted}"
+    )
 
 
 def reply_problem(content: tuple[ContentBlock, ...]) -> str | None:

@@ -397,7 +397,7 @@ def test_submit_and_worker_honour_every_run_option(
         worker.send_signal(signal.SIGTERM)
         out, err = worker.communicate(timeout=20)
     assert "Traceback" not in err, err
-    assert "[worker w1] write-ask awaiting_approval · 1 steps" in out
+    assert "[worker w1] write-ask awaiting_approval · 1 step" in out
     check_runs(
         stored_events(fresh_db),
         workspace,

@@ -258,7 +258,7 @@ def test_a_fork_of_a_planted_log_is_not_trusted_unless_vouched_for(workspace: Pa
     resumed = run_cli(["resume", vouched.stdout.strip()], workspace=workspace)
     # it goes on without asking (the offline test model, one step: the planted limit)
     assert resumed.code == 3, resumed.stderr
-    assert resumed.stdout.startswith("[run] resumed · max 1 steps\n")
+    assert resumed.stdout.startswith("[run] resumed · max 1 step\n")
 
 
 def test_fork_of_a_run_being_written_is_refused(workspace: Path, server_factory: Any) -> None:

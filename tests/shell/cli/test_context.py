@@ -148,7 +148,10 @@ def test_a_newest_turn_that_cannot_fit_ends_the_run_with_the_context_error(
         base_url=server.base_url,
     )
     assert result.code == 1
-    assert "model_context_window_exceeded" in result.stdout
+    # The limit is the user's --max-context: the fix named is a resume with a larger one.
+    run_id = result.log_path.parent.name
+    assert f"go on with a larger limit, ruizn resume {run_id} --max-context " in result.stdout
+    assert "larger context window" not in result.stdout
     assert len(server.requests) == 1  # the request that could not fit was never sent
     log = [json.loads(line) for line in result.log_path.read_text().splitlines()]
     assert log[-1]["status"] == "error"

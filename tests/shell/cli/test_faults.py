@@ -52,6 +52,8 @@ def test_fault_429_is_retried_visibly_honouring_retry_after(
     assert result.code == 0, result.stderr
     assert len(server.requests) == 2
     assert "[retry] attempt 1 failed: HTTP 429" in result.stdout
+    retry = next(line for line in result.stdout.splitlines() if line.startswith("[retry]"))
+    assert retry.count("request-id") == 1, retry  # said once, not twice
     failed = [e for e in _events(result) if e["type"] == "llm_call_failed"]
     assert failed[0]["status_code"] == 429
     assert failed[0]["will_retry"] is True
