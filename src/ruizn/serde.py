@@ -81,6 +81,13 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
         "max_cost",
         "max_context",
         "context_window",
+        # the shell (#29): a run without one writes what it wrote before
+        "shell",
+        "sandbox",
+        "shell_network",
+        "shell_allow_read",
+        "allow_commands",
+        "shell_timeout",
         "project_instructions",
         "instructions",
         "output_schema",
