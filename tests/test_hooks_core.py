@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-from ruizn.decide import AnswerDenied, RunHooks, RunTools, next_action
-from ruizn.events import HookRan, LlmCallStarted, LlmResponse, RunStarted, ToolCallStarted
+from ruizn.decide import AnswerDenied, Finish, RequestApproval, RunHooks, RunTools, next_action
+from ruizn.events import (
+    HookRan,
+    LlmCallStarted,
+    LlmResponse,
+    RunStarted,
+    ToolApprovalRequested,
+    ToolCallStarted,
+)
 from ruizn.hooks import matches, outcome
 from ruizn.reducers import InvalidTransition, reduce, start
 from ruizn.settings import HookSpec, RunSettings
-from ruizn.state import ExecutionContext, ToolUseBlock
+from ruizn.state import ExecutionContext, Status, ToolUseBlock
 
 
 def test_answers_are_read_as_claude_codes() -> None:
@@ -101,3 +108,25 @@ def test_a_log_cannot_hold_a_hook_the_run_does_not_have() -> None:
             _turn(),
             HookRan(seq=4, ts=0.0, hook_event="Stop", command="x", exit_code=0),
         )
+
+
+def test_ask_puts_the_call_to_a_person_even_with_approval_always() -> None:
+    state = reduce(
+        _turn(),
+        HookRan(
+            seq=4,
+            ts=0.0,
+            hook_event="PreToolUse",
+            command="check",
+            exit_code=0,
+            decision="ask",
+            tool_use_id="t1",
+        ),
+    )
+    request = next_action(state)
+    assert isinstance(request, RequestApproval)
+    state = reduce(
+        state,
+        ToolApprovalRequested(seq=5, ts=0.0, id="t1", name="write_file", input={"path": "src/a"}),
+    )
+    assert next_action(state) == Finish(status=Status.AWAITING_APPROVAL)  # nobody to ask

@@ -172,11 +172,14 @@ class ApprovalDecision:
 def rule_decision(state: ExecutionContext, call: ToolCall) -> ApprovalDecision | None:
     """The decision the run's rules make about an awaiting call, or None: a person decides.
 
-    `always` approves and `never` denies every call ("policy"); in `ask` mode a tool a
-    person approved for the rest of the run is approved ("always-rule").
+    `always` approves and `never` denies every call ("policy"), except that a call a
+    PreToolUse hook answered `ask` is put to a person in `always` mode too; in `ask` mode a
+    tool a person approved for the rest of the run is approved ("always-rule").
     """
     mode = state.settings.approval
     if mode == "always":
+        if pre_decision(state, call.id) == "ask":
+            return None  # a PreToolUse hook asked for a person, whatever the mode
         return ApprovalDecision(id=call.id, approved=True, by="policy")
     if mode == "never":
         return ApprovalDecision(id=call.id, approved=False, by="policy", reason=NEVER_APPROVED)

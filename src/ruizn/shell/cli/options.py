@@ -230,7 +230,8 @@ def settings_options(f: Any) -> Any:
         ),
         click.option(
             "--output-schema",
-            type=click.Path(exists=True, dir_okay=False),
+            # Read (and a missing file said in one line) when the run's settings are made.
+            type=click.Path(dir_okay=False),
             default=None,
             metavar="FILE.json",
             help="A JSON Schema the final answer must match: stdout is then that JSON alone"
@@ -248,7 +249,7 @@ def settings_options(f: Any) -> Any:
             "--hooks",
             "hooks_files",
             multiple=True,
-            type=click.Path(exists=True, dir_okay=False),
+            type=click.Path(dir_okay=False),
             metavar="FILE.json",
             help="Hook commands, in the shape of Claude Code's settings.json `hooks` key"
             " (PreToolUse, PostToolUse, UserPromptSubmit, Stop, SessionStart, SessionEnd)."
