@@ -42,6 +42,7 @@ CORE = (
     "timeline",
     "spans",
     "context",
+    "modelfacts",
 )
 # Modules directly in src/ruizn/ that are not core, each with its reason.
 NOT_CORE: dict[str, str] = {

@@ -1,6 +1,6 @@
 """`ruizn.Agent`: the one place where a run is built.
 
-    agent = ruizn.Agent(model="claude-sonnet-4-5", tools=[add], workspace=".")
+    agent = ruizn.Agent(model="claude-sonnet-5-5", tools=[add], workspace=".")
     result = agent.run("What is 2 + 3?")
     result = agent.resume(result.run_id, max_steps=40)
 
@@ -46,7 +46,7 @@ from ruizn.effects.function_model import FunctionModel, ReplyFunction
 from ruizn.effects.logfile import LOG_NAME, iter_events
 from ruizn.effects.mcp_config import MCPServer
 from ruizn.effects.pricing import Pricer, SharedBudget, default_pricer
-from ruizn.effects.provider import Provider, ProviderConfigError
+from ruizn.effects.provider import ModelCatalog, Provider, ProviderConfigError
 from ruizn.effects.sandbox import workspace_sandbox
 from ruizn.effects.sink import EventSink, MemorySink
 from ruizn.effects.tool_loader import Toolbox
@@ -55,6 +55,8 @@ from ruizn.effects.trust import NOT_STARTED_HERE, TrustStore
 from ruizn.events import Event, Parent, RunStarted
 from ruizn.grant import Grant, grant_of
 from ruizn.lineage import fork_prefix
+from ruizn.modelfacts import check as check_model
+from ruizn.modelfacts import deprecation_line, fitted
 from ruizn.redact import Redactor
 from ruizn.redact import api_key_problem as key_whitespace_problem
 from ruizn.reducers import reduce
@@ -627,6 +629,8 @@ class Agent:
         None) the settings come back filled in (tools, sources, servers)."""
         provider = self._provider(settings)
         try:
+            if state is None:
+                settings = await self._fitted(provider, settings)
             registry, sources = self._local_tools(settings, root, state)
             servers = self._mcp_servers(settings)
             async with _mcp_toolset(
@@ -667,6 +671,24 @@ class Agent:
                 yield runner, settings
         finally:
             await _aclose(provider)
+
+    async def _fitted(self, provider: Provider, settings: RunSettings) -> RunSettings:
+        """A new run's settings checked against what the Models API says of its model, before
+        its first request: a retired model or a thinking/effort choice it refuses is a
+        ModelRefused; a deprecated one a warning (once: a run starts once). A model the API
+        does not describe passes as it is."""
+        catalog = getattr(provider, "catalog", None)
+        if not isinstance(catalog, ModelCatalog):
+            return settings
+        facts = await catalog.describe(settings.model)
+        if facts is None:
+            return settings
+        listing = await catalog.models() if facts.lifecycle == "retired" else ()
+        check_model(settings, facts, listing)
+        warning = deprecation_line(facts)
+        if warning is not None:
+            self._notice(warning)
+        return fitted(settings, facts)
 
     def _provider(self, settings: RunSettings) -> Provider:
         model = self._model

@@ -47,6 +47,9 @@ class MessagesRequest:
     tools: tuple[JsonObject, ...]
     messages: tuple[Message, ...]
     marked: frozenset[int]
+    thinking: str | None = None  # RunSettings.thinking: adaptive, off, or None (not sent)
+    show_thinking: bool = False
+    effort: str | None = None
 
     def to_json(self) -> JsonObject:
         request = head_json(self)
@@ -66,6 +69,9 @@ def plan_request(state: ExecutionContext) -> MessagesRequest:
         tools=settings.tools,
         messages=messages,
         marked=_rolling_breakpoints(messages),
+        thinking=settings.thinking,
+        show_thinking=settings.show_thinking,
+        effort=settings.effort,
     )
 
 
@@ -93,6 +99,12 @@ def build_request(state: ExecutionContext) -> JsonObject:
 def head_json(request: MessagesRequest) -> JsonObject:
     """Everything before `messages`, in the body's key order."""
     head: JsonObject = {"model": request.model, "max_tokens": request.max_tokens}
+    thinking = thinking_json(request)
+    if thinking is not None:
+        head["thinking"] = thinking
+    config = output_config(request)
+    if config:
+        head["output_config"] = config
     if request.system:
         head["system"] = [{"type": "text", "text": request.system, "cache_control": EPHEMERAL}]
     if request.tools:
@@ -100,6 +112,27 @@ def head_json(request: MessagesRequest) -> JsonObject:
         tools[-1]["cache_control"] = EPHEMERAL
         head["tools"] = tools
     return head
+
+
+def thinking_json(request: MessagesRequest) -> JsonObject | None:
+    """`thinking`: adaptive, its text summarized only when it is to be shown (omitted, the API
+    still sends the signature that carries it to the next request); or disabled."""
+    match request.thinking:
+        case "adaptive":
+            display = "summarized" if request.show_thinking else "omitted"
+            return {"type": "adaptive", "display": display}
+        case "off":
+            return {"type": "disabled"}
+    return None
+
+
+def output_config(request: MessagesRequest) -> JsonObject:
+    """`output_config`, built in this one place as a dict each option adds its key to (the
+    effort here; a structured output's `format` joins it). Empty: the key is not sent."""
+    config: JsonObject = {}
+    if request.effort is not None:
+        config["effort"] = request.effort
+    return config
 
 
 def message_json(message: Message, *, marked: bool) -> JsonObject:

@@ -22,7 +22,10 @@ from ruizn.state import (
     DecidedBy,
     ExecutionContext,
     Phase,
+    RedactedThinkingBlock,
     Status,
+    TextBlock,
+    ThinkingBlock,
     ToolCall,
     ToolResultBlock,
     ToolUseBlock,
@@ -75,6 +78,13 @@ def turn_stop(state: ExecutionContext) -> Stop:
     match state.stop_reason:
         case stop if stop in SUCCESS_STOPS:
             return Stop(status=Status.SUCCESS)
+        case "max_tokens" if _still_thinking(state.messages[-1].content):
+            return Stop(
+                status=Status.ERROR,
+                error=f"max_tokens ({state.settings.max_tokens}) ran out while the model was"
+                " thinking, before its answer: resume with a larger --max-tokens, or run with"
+                " a lower --effort",
+            )
         case "max_tokens":
             return Stop(
                 status=Status.ERROR,
@@ -89,6 +99,16 @@ def turn_stop(state: ExecutionContext) -> Stop:
             return Stop(status=Status.ERROR, error=CONTEXT_EXCEEDED)
         case other:
             return Stop(status=Status.ERROR, error=f"unexpected stop_reason {other!r}")
+
+
+def _still_thinking(content: tuple[ContentBlock, ...]) -> bool:
+    """The reply's last block with anything in it is thinking: the answer never began."""
+    for block in reversed(content):
+        if isinstance(block, ThinkingBlock | RedactedThinkingBlock):
+            return True
+        if not isinstance(block, TextBlock) or block.text.strip():
+            return False
+    return False
 
 
 def limit_stop(state: ExecutionContext) -> Stop | None:

@@ -75,7 +75,14 @@ assert len(_EVENT_BY_TAG) == len(EVENT_TYPES), "two events share a tag"
 # wrote before they existed, byte for byte, and an older log is still canonical. A reader
 # takes a missing field as its default.
 _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
-    RunSettings: ("max_cost", "max_context", "context_window"),
+    RunSettings: (
+        "max_cost",
+        "max_context",
+        "context_window",
+        "thinking",
+        "show_thinking",
+        "effort",
+    ),
     Usage: ("cache_creation_1h_input_tokens",),
     LlmResponse: ("cost", "priced_by"),
     RunResumed: ("max_cost", "max_context"),

@@ -41,7 +41,7 @@ from tests.fakeapi.sse import split_fragments
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDINGS = ROOT.parent / "shared" / "anthropic-recordings"
-MODEL = "claude-sonnet-4-5"
+MODEL = "claude-sonnet-5-5"
 HI: list[Any] = [{"role": "user", "content": "hi"}]
 
 Factory = Callable[[Script], FakeAnthropic]

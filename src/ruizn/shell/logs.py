@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ruizn.config import RunSettings
 from ruizn.context import context_limit
 from ruizn.effects.logfile import LogError, Replayed, TornTail
 from ruizn.effects.printer import StdoutPrinter
@@ -33,7 +34,12 @@ from ruizn.media import image_line, images
 from ruizn.serde import state_to_json
 from ruizn.shell.approval import describe_call
 from ruizn.shell.exits import EXIT_ERROR, EXIT_OK, fail
-from ruizn.state import ExecutionContext, ToolUseBlock
+from ruizn.state import (
+    ExecutionContext,
+    RedactedThinkingBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+)
 from ruizn.store import RunInfo, RunNotFound, RunRef, RunStore, settled
 from ruizn.terminal import visible
 
@@ -93,6 +99,9 @@ class _Tally:
         self.responses: list[LlmResponse] = []
         self.cleared = 0
         self.cleared_bytes = 0
+        # Thinking blocks: with text (summarized), and without (omitted or redacted).
+        self.thoughts = 0
+        self.thoughts_hidden = 0
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, RunStarted):
@@ -102,6 +111,10 @@ class _Tally:
             for block in event.content:
                 if isinstance(block, ToolUseBlock):
                     self._names[block.id] = block.name
+                elif isinstance(block, ThinkingBlock) and block.thinking.strip():
+                    self.thoughts += 1
+                elif isinstance(block, ThinkingBlock | RedactedThinkingBlock):
+                    self.thoughts_hidden += 1
         elif isinstance(event, ToolCallStarted):
             self.calls[event.name] += 1
             self._names[event.id] = event.name
@@ -236,6 +249,28 @@ def _context_line(state: ExecutionContext, tally: _Tally) -> str:
     return text
 
 
+def _model_line(settings: RunSettings) -> str:
+    """The model and how it was asked to think (thinking/effort as recorded, when set)."""
+    parts = [settings.model]
+    if settings.thinking is not None:
+        shown = " (shown)" if settings.show_thinking and settings.thinking == "adaptive" else ""
+        parts.append(f"thinking {settings.thinking}{shown}")
+    if settings.effort is not None:
+        parts.append(f"effort {settings.effort}")
+    return " · ".join(parts)
+
+
+def _thinking_lines(tally: _Tally) -> list[tuple[str, str]]:
+    if not tally.thoughts and not tally.thoughts_hidden:
+        return []
+    parts = []
+    if tally.thoughts:
+        parts.append(f"{tally.thoughts} summarized")
+    if tally.thoughts_hidden:
+        parts.append(f"{tally.thoughts_hidden} omitted or redacted")
+    return [("thinking", " · ".join(parts) + " · counted in out tokens and cost")]
+
+
 def show_run(store: RunStore, run: str) -> int:
     ref = _resolve(store, run)
     path = ref.path
@@ -262,7 +297,8 @@ def show_run(store: RunStore, run: str) -> int:
         ("run", state.run_id),
         *_lineage(tally.parent),
         ("goal", state.goal),
-        ("model", state.settings.model),
+        ("model", _model_line(state.settings)),
+        *_thinking_lines(tally),
         ("workspace", grant.workspace),
         (
             "approval",

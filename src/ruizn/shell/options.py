@@ -20,7 +20,10 @@ from ruizn.config import (
     DEFAULT_RETRY_BASE_DELAY,
     DEFAULT_SYSTEM,
     DEFAULT_TOOL_CONCURRENCY,
+    DEFAULT_TOOL_TIMEOUT,
+    EFFORT_LEVELS,
     TEST_MODEL,
+    THINKING_MODES,
 )
 from ruizn.shell.exits import fail
 
@@ -145,6 +148,36 @@ def settings_options(f: Any) -> Any:
             default=DEFAULT_MAX_RETRIES,
             show_default=True,
             help="Retries of a failed model call (429, 5xx, overloaded, broken stream).",
+        ),
+        click.option(
+            "--thinking",
+            type=click.Choice(THINKING_MODES),
+            default=None,
+            help="adaptive: the model decides when and how much to think (it counts against"
+            " --max-tokens); off: no thinking. Default: the model's own (adaptive where the"
+            " Models API says the model takes it).",
+        ),
+        click.option(
+            "--show-thinking",
+            is_flag=True,
+            help="Ask for the model's summarized thinking and print it, dimmed (default: the"
+            " API omits it; show and replay have what was sent).",
+        ),
+        click.option(
+            "--effort",
+            type=click.Choice(EFFORT_LEVELS),
+            default=None,
+            help="How much effort the model spends (output_config.effort); default: the"
+            " model's own. ruizn has no temperature/top_p/top_k: steer with --system and this.",
+        ),
+        click.option(
+            "--tool-timeout",
+            type=click.FloatRange(min=0.001, max=1e9),
+            default=DEFAULT_TOOL_TIMEOUT,
+            show_default=True,
+            metavar="SECONDS",
+            help="Seconds a tool call (built-in, --tool, MCP) may take before it is answered"
+            " `timeout`; a tool's own @ruizn.tool(timeout=...) wins.",
         ),
         click.option(
             "--tool-concurrency",
