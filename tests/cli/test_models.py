@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli.conftest import RECORDINGS, run_cli
+from tests.cli.conftest import RECORDINGS, cli_env, run_cli
 from tests.fakeapi import FakeAnthropic, HttpError, Recording, Stream, Text, Thinking
 
 
@@ -208,3 +208,47 @@ def test_the_recorded_adaptive_thinking_reply_shows_its_thinking(
     assert len(thinking) == 1
     assert thinking[0]["signature"]
     assert json.loads(json.dumps(response["usage"]))["output_tokens"] > 0
+
+
+def test_models_lists_what_the_models_api_says_with_prices(
+    workspace: Path, server_factory: Any
+) -> None:
+    server = server_factory(answer)
+    result = run_cli(["models", "--json"], workspace=workspace, base_url=server.base_url)
+    assert result.code == 0, result.stderr
+    rows = {row["id"]: row for row in json.loads(result.stdout)}
+    sonnet = rows["claude-sonnet-5-5"]
+    assert sonnet["name"] == "Claude Sonnet 5.5"
+    assert (sonnet["lifecycle"], sonnet["context_window"], sonnet["max_output"]) == (
+        "active",
+        1_000_000,
+        128_000,
+    )
+    assert sonnet["thinking"] == ["adaptive", "disabled"]
+    assert sonnet["effort"] == ["low", "medium", "high", "xhigh", "max"]
+    # Prices from genai-prices 0.2.3 (never a table of ours).
+    assert (sonnet["input_usd_per_mtok"], sonnet["output_usd_per_mtok"]) == (2.0, 10.0)
+    assert rows["claude-opus-4-8"]["retires_at"] == "2027-05-01"
+    table = run_cli(["models"], workspace=workspace, base_url=server.base_url)
+    line = next(x for x in table.stdout.splitlines() if x.startswith("claude-opus-4-8 "))
+    assert "deprecated (retires 2027-05-01)" in line
+    assert "$" in line
+
+
+def test_models_without_a_key_says_so_and_lists_the_price_list(workspace: Path) -> None:
+    env = cli_env(None)
+    del env["ANTHROPIC_API_KEY"]
+    result = run_cli(["models"], workspace=workspace, env=env)
+    assert result.code == 0
+    assert result.stderr == (
+        "ruizn: ANTHROPIC_API_KEY is not set: the Models API was not asked; the models"
+        " genai-prices 0.2.3 knows:\n"
+    )
+    assert any(line.startswith("claude-sonnet-5-5 ") for line in result.stdout.splitlines())
+
+
+def test_models_with_no_network_says_so(workspace: Path) -> None:
+    result = run_cli(["models"], workspace=workspace, base_url="http://127.0.0.1:9")
+    assert result.code == 0
+    assert result.stderr.startswith("ruizn: the Models API cannot be reached;")
+    assert "claude-opus-5-5" in result.stdout

@@ -24,6 +24,8 @@ _EFFORT_LEVELS = ("low", "medium", "high", "xhigh", "max")
 class AnthropicCatalog:
     def __init__(self, client: anthropic.AsyncAnthropic) -> None:
         self._client = client.with_options(timeout=LOOKUP_TIMEOUT, max_retries=0)
+        # Why the last lookup came back empty (for `ruizn models` to say so), or None.
+        self.problem: str | None = None
 
     async def describe(self, model: str) -> ModelFacts | None:
         try:
@@ -35,8 +37,13 @@ class AnthropicCatalog:
     async def models(self) -> tuple[ModelFacts, ...]:
         try:
             return tuple([facts_of(info) async for info in self._client.models.list(limit=1000)])
+        except anthropic.APIStatusError as exc:
+            self.problem = f"the Models API answered HTTP {exc.status_code}"
+        except anthropic.APITimeoutError:
+            self.problem = "the Models API did not answer in time"
         except anthropic.AnthropicError:
-            return ()
+            self.problem = "the Models API cannot be reached"
+        return ()
 
 
 def facts_of(info: Any) -> ModelFacts:

@@ -577,6 +577,10 @@ from ruizn.shell.fleet import register as _register_fleet  # noqa: E402 - cli mu
 
 _register_fleet(cli)
 
+from ruizn.shell.models import models_command  # noqa: E402 - cli must exist
+
+cli.add_command(models_command)
+
 
 def main() -> None:
     try:
