@@ -640,7 +640,7 @@ class Agent:
                 lambda text: self._notice(f"mcp: {text}"),
                 self._environ,
             ) as (mcp_tools, mcp_records, watch):
-                registry = ToolRegistry([*registry, *mcp_tools])
+                registry = ToolRegistry([*registry, *mcp_tools], timeout=settings.tool_timeout)
                 for schema in registry.tool_schemas():
                     if state is None and deeper_than(schema):
                         raise ConfigError(too_deep(f"the schema of tool {schema['name']!r}"))
@@ -652,7 +652,10 @@ class Agent:
                         mcp_servers=mcp_records,
                     )
                 else:
-                    registry = ToolRegistry(self._unchanged(settings, registry, mcp_tools))
+                    registry = ToolRegistry(
+                        self._unchanged(settings, registry, mcp_tools),
+                        timeout=settings.tool_timeout,
+                    )
                 redactor = Redactor.from_env(self._environ)
                 runner = AgentRunner(
                     provider=provider,
