@@ -20,32 +20,12 @@ import ruizn
 
 SRC = Path(ruizn.__file__).parent
 PACKAGE = "ruizn"
-CORE = (
-    "state",
-    "events",
-    "serde",
-    "reducers",
-    "decide",
-    "rules",
-    "version",
-    "grant",
-    "request",
-    "format",
-    "config",
-    "terminal",
-    "redact",
-    "toolsource",
-    "bounds",
-    "media",
-    "lineage",
-    "diff",
-    "tape",
-    "timeline",
-    "spans",
-    "context",
-    "modelfacts",
-)
-# Modules directly in src/ruizn/ that are not core, each with its reason.
+# The entry points at the top of src/ruizn/: the face (it imports the public names lazily)
+# and `python -m ruizn`. Every other module at the top is core, found by walking the folder.
+ENTRY_POINTS = {"__init__", "__main__"}
+# Feature packages hold their pure projections beside the parts that drive runs or read
+# files; every module in them is core unless it is named here, with its reason.
+FEATURE_PACKAGES = ("cassette", "view")
 NOT_CORE: dict[str, str] = {
     "cassette.model": "the recording as a model: a Provider, which yields under anyio",
     "cassette.rerun": "re-drives a recording: it builds and drives runs through ruizn.Agent",

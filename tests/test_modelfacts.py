@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from ruizn.config import RunSettings
 from ruizn.modelfacts import (
     ModelFacts,
     ModelRefused,
@@ -17,6 +16,7 @@ from ruizn.modelfacts import (
     not_found_line,
 )
 from ruizn.request import MessagesRequest, head_json, output_config
+from ruizn.settings import RunSettings
 
 CLAUDE5 = ModelFacts(
     id="claude-sonnet-5-5",

@@ -2,7 +2,7 @@
 first request: is the model there at all, is it deprecated, can it take the thinking and
 effort the run asks for, and what the run records as its window and thinking mode.
 
-Pure: the facts are fetched by an effect (`ruizn.effects.model_catalog`), the lines these
+Pure: the facts are fetched by an effect (`ruizn.effects.models.catalog`), the lines these
 functions return are printed by the shell. A model the Models API does not describe (no
 key that may list models, a proxy without the endpoint, `--model test`) passes through:
 ruizn never guesses a capability.
@@ -15,7 +15,7 @@ from typing import Literal
 
 from attrs import evolve, frozen
 
-from ruizn.config import ConfigError, RunSettings
+from ruizn.settings import ConfigError, RunSettings
 
 Lifecycle = Literal["active", "deprecated", "retired"]
 # What `--thinking` names, and the `thinking.type` each sends.

@@ -30,7 +30,6 @@ from attrs import evolve, frozen
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from ruizn.config import APPROVAL_MODES, EFFORT_LEVELS, THINKING_MODES, RunSettings
 from ruizn.decide import (
     ResumeRefused,
     approval_candidates,
@@ -52,7 +51,7 @@ from ruizn.events import (
     UserMessage,
 )
 from ruizn.reducers import reduce, replay, start
-from ruizn.settings import APPROVAL_MODES, RunSettings
+from ruizn.settings import APPROVAL_MODES, EFFORT_LEVELS, THINKING_MODES, RunSettings
 from ruizn.shell.runner import AgentRunner
 from ruizn.state import (
     ContentBlock,

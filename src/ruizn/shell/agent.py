@@ -34,20 +34,20 @@ from ruizn.decide import (
     plan_resume,
     resume_decisions,
 )
-from ruizn.effects.approval import ApproveFunction, Approver, CallbackApprover
-from ruizn.effects.function_model import FunctionModel, ReplyFunction
-from ruizn.effects.logfile import LOG_NAME, iter_events
-from ruizn.effects.mcp_config import MCPServer
-from ruizn.effects.pricing import Pricer, SharedBudget, default_pricer
-from ruizn.effects.provider import ModelCatalog, Provider, ProviderConfigError
-from ruizn.effects.sandbox import workspace_sandbox
-from ruizn.effects.sink import EventSink, MemorySink
-from ruizn.effects.tool_loader import Toolbox
-from ruizn.effects.tools import BaseTool, ToolRegistry
-from ruizn.effects.trust import NOT_STARTED_HERE, TrustStore
+from ruizn.effects.mcp.config import MCPServer
+from ruizn.effects.models.function import FunctionModel, ReplyFunction
+from ruizn.effects.models.pricing import Pricer, SharedBudget, default_pricer
+from ruizn.effects.models.provider import ModelCatalog, Provider, ProviderConfigError
+from ruizn.effects.person.approval import ApproveFunction, Approver, CallbackApprover
+from ruizn.effects.runlog.reader import LOG_NAME, iter_events
+from ruizn.effects.runlog.sink import EventSink, MemorySink
+from ruizn.effects.runlog.store import FileStore, RunStore, new_run_id, settled
+from ruizn.effects.runlog.trust import NOT_STARTED_HERE, TrustStore
+from ruizn.effects.tools.base import BaseTool, ToolRegistry
+from ruizn.effects.tools.loader import Toolbox
+from ruizn.effects.tools.workspace import workspace_sandbox
 from ruizn.events import Event, Parent, RunStarted
 from ruizn.grant import Grant, grant_of
-from ruizn.lineage import fork_prefix
 from ruizn.modelfacts import check as check_model
 from ruizn.modelfacts import deprecation_line, fitted
 from ruizn.redact import Redactor

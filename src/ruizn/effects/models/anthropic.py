@@ -38,8 +38,8 @@ import httpx2
 from anthropic._streaming import SSEDecoder
 
 from ruizn.bounds import MAX_LINE_DEPTH, deeper_than, text_deeper_than, too_deep
-from ruizn.effects.model_catalog import AnthropicCatalog
-from ruizn.effects.provider import ModelReply, ProviderConfigError, ProviderError
+from ruizn.effects.models.catalog import AnthropicCatalog
+from ruizn.effects.models.provider import ModelReply, ProviderConfigError, ProviderError
 from ruizn.modelfacts import not_found_line, usable
 from ruizn.request import (
     MessagesRequest,

@@ -14,10 +14,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ruizn.config import RunSettings
-from ruizn.context import context_limit
-from ruizn.effects.logfile import LogError, Replayed, TornTail
-from ruizn.effects.printer import StdoutPrinter
+from ruizn.effects.runlog.reader import LogError, Replayed, TornTail
+from ruizn.effects.runlog.store import RunInfo, RunNotFound, RunRef, RunStore, settled
 from ruizn.events import (
     ContextCleared,
     Event,
@@ -32,15 +30,16 @@ from ruizn.format import human_bytes, human_seconds, tokens, usd
 from ruizn.grant import grant_of
 from ruizn.media import image_line, images
 from ruizn.serde import state_to_json
-from ruizn.shell.approval import describe_call
-from ruizn.shell.exits import EXIT_ERROR, EXIT_OK, fail
+from ruizn.settings import RunSettings
+from ruizn.shell.cli.approval import describe_call
+from ruizn.shell.cli.exits import EXIT_ERROR, EXIT_OK, fail
+from ruizn.shell.cli.printer import StdoutPrinter
 from ruizn.state import (
     ExecutionContext,
     RedactedThinkingBlock,
     ThinkingBlock,
     ToolUseBlock,
 )
-from ruizn.store import RunInfo, RunNotFound, RunRef, RunStore, settled
 from ruizn.terminal import visible
 from ruizn.window import context_limit
 

@@ -577,7 +577,7 @@ from ruizn.shell.cli.fleet import register as _register_fleet  # noqa: E402 - cl
 
 _register_fleet(cli)
 
-from ruizn.shell.models import models_command  # noqa: E402 - cli must exist
+from ruizn.shell.cli.models import models_command  # noqa: E402 - cli must exist
 
 cli.add_command(models_command)
 

@@ -15,7 +15,7 @@ import click
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per model, in a list.")
 def models_command(as_json: bool) -> None:
     """The models this key can use (the Models API) and their prices (genai-prices)."""
-    from ruizn.effects.pricing import default_pricer
+    from ruizn.effects.models.pricing import default_pricer
 
     pricer = default_pricer()
     facts, problem = _ask_the_api()
@@ -39,8 +39,8 @@ def _ask_the_api() -> tuple[tuple[Any, ...], str]:
         return (), "ANTHROPIC_API_KEY is not set: the Models API was not asked"
     import anyio
 
-    from ruizn.effects.anthropic_provider import AnthropicProvider
-    from ruizn.effects.provider import ProviderConfigError
+    from ruizn.effects.models.anthropic import AnthropicProvider
+    from ruizn.effects.models.provider import ProviderConfigError
 
     async def ask() -> tuple[tuple[Any, ...], str]:
         try:
