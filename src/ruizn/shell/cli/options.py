@@ -212,7 +212,17 @@ def settings_options(f: Any) -> Any:
     ]
     for option in reversed(options):
         f = option(f)
-    return tool_options(f)
+    return profile_option(tool_options(f))
+
+
+def profile_option(f: Any) -> Any:
+    return click.option(
+        "--profile",
+        default=None,
+        metavar="NAME",
+        help="Take the options of [profiles.NAME] in your config file (~/.config/ruizn/"
+        "config.toml, or $RUIZN_CONFIG); the command line still wins.",
+    )(f)
 
 
 def run_options(f: Any) -> Any:
@@ -268,6 +278,18 @@ def retry_base_delay() -> float:
 
 
 def settings_from_cli(
+    *, profile: str | None = None, **given: Any
+) -> tuple[RunSettings, tuple[MCPServer, ...]]:
+    """The settings `settings_options` (and `workspace`) give, over the config files'
+    (see ruizn.configlayers), and the MCP servers with their header values (which are never
+    part of the settings)."""
+    from ruizn.shell.cli.configured import configured
+
+    configured(given, workspace=given.get("workspace", "."), profile=profile)
+    return _settings(**given)
+
+
+def _settings(
     *,
     tools: tuple[str, ...],
     no_plugins: bool,
@@ -275,8 +297,6 @@ def settings_from_cli(
     mcp_headers: tuple[str, ...],
     **options: Any,
 ) -> tuple[RunSettings, tuple[MCPServer, ...]]:
-    """The settings `settings_options` (and `workspace`) give, and the MCP servers with their
-    header values (which are never part of the settings)."""
     from ruizn.settings import ConfigError, settings_from
 
     servers: tuple[MCPServer, ...] = ()
