@@ -86,12 +86,13 @@ class Layer:
     values: dict[str, Any]
 
 
-def normalised(values: dict[str, Any], where: str) -> dict[str, Any]:
-    """Keys with dashes read as underscores; an unknown key is a ConfigFileError."""
+def normalised(values: dict[str, Any], where: str, *, refusable: bool = False) -> dict[str, Any]:
+    """Keys with dashes read as underscores; an unknown key is a ConfigFileError (in a
+    project file, a key that would grant something is known, to be refused by name)."""
     out: dict[str, Any] = {}
     for key, value in values.items():
         name = key.replace("-", "_")
-        if name not in OPTIONS and name not in _GRANTS:
+        if name not in OPTIONS and not (refusable and name in _GRANTS):
             known = ", ".join(sorted(OPTIONS))
             raise ConfigFileError(f"{where}: unknown option {key!r} (known: {known})")
         out[name] = value
@@ -122,7 +123,7 @@ def project_layer(document: dict[str, Any], where: str) -> tuple[Layer, tuple[st
         refused = [f"{where}: profiles are read only from your own config file"]
     else:
         refused = []
-    values = normalised(document, where)
+    values = normalised(document, where, refusable=True)
     kept: dict[str, Any] = {}
     for name, value in values.items():
         if name in GRANTS_NOTHING:
