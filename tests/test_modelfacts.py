@@ -15,7 +15,7 @@ from ruizn.modelfacts import (
     fitted,
     not_found_line,
 )
-from ruizn.request import MessagesRequest, head_json, output_config
+from ruizn.request import MessagesRequest, head_json, output_config, thinking_config
 from ruizn.settings import RunSettings
 
 CLAUDE5 = ModelFacts(
@@ -70,20 +70,31 @@ def test_a_deprecation_warning_names_the_date() -> None:
     assert line.startswith("warning: claude-opus-4-8 is deprecated and retires on 2027-05-01;")
 
 
-def _request(**kw: object) -> MessagesRequest:
-    return MessagesRequest(
-        model="m", max_tokens=10, system="", tools=(), messages=(), marked=frozenset(), **kw
-    )
-
-
 def test_thinking_and_effort_in_the_request_head() -> None:
-    assert head_json(_request()) == {"model": "m", "max_tokens": 10}
-    head = head_json(_request(thinking="adaptive", show_thinking=True, effort="high"))
-    assert head["thinking"] == {"type": "adaptive", "display": "summarized"}
-    assert head["output_config"] == {"effort": "high"}
-    assert head_json(_request(thinking="adaptive"))["thinking"]["display"] == "omitted"
-    assert head_json(_request(thinking="off"))["thinking"] == {"type": "disabled"}
-    # output_config is one dict other keys can join (a structured output's format).
-    config = output_config(_request(effort="low"))
-    config["format"] = {"type": "json_schema"}
-    assert config == {"effort": "low", "format": {"type": "json_schema"}}
+    assert thinking_config(RunSettings()) is None
+    assert output_config(RunSettings()) is None
+    shown = RunSettings(thinking="adaptive", show_thinking=True)
+    assert thinking_config(shown) == {"type": "adaptive", "display": "summarized"}
+    hidden = RunSettings(thinking="adaptive")
+    assert thinking_config(hidden) == {"type": "adaptive", "display": "omitted"}
+    assert thinking_config(RunSettings(thinking="off")) == {"type": "disabled"}
+    config = output_config(RunSettings(effort="high"))
+    assert config == {"effort": "high"}
+    head = head_json(
+        MessagesRequest(
+            model="m",
+            max_tokens=10,
+            system="",
+            tools=(),
+            messages=(),
+            marked=frozenset(),
+            thinking={"type": "disabled"},
+            output_config=config,
+        )
+    )
+    assert head == {
+        "model": "m",
+        "max_tokens": 10,
+        "thinking": {"type": "disabled"},
+        "output_config": {"effort": "high"},
+    }

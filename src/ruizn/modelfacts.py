@@ -37,6 +37,7 @@ class ModelFacts:
     max_output: int | None = None
     thinking_types: tuple[str, ...] | None = None  # the accepted `thinking.type` values
     effort_levels: tuple[str, ...] | None = None  # the accepted `output_config.effort`s
+    structured_outputs: bool | None = None  # takes `output_config.format`
 
 
 class ModelRefused(ConfigError):

@@ -14,6 +14,7 @@ from typing import Any
 
 from attrs import frozen
 
+from ruizn.settings import RunSettings
 from ruizn.state import (
     ContentBlock,
     ExecutionContext,
@@ -47,9 +48,10 @@ class MessagesRequest:
     tools: tuple[JsonObject, ...]
     messages: tuple[Message, ...]
     marked: frozenset[int]
-    thinking: str | None = None  # RunSettings.thinking: adaptive, off, or None (not sent)
-    show_thinking: bool = False
-    effort: str | None = None
+    # `thinking` and `output_config` as sent (None: not sent), made from the settings by
+    # thinking_config and output_config below.
+    thinking: JsonObject | None = None
+    output_config: JsonObject | None = None
 
     def to_json(self) -> JsonObject:
         request = head_json(self)
@@ -69,9 +71,8 @@ def plan_request(state: ExecutionContext) -> MessagesRequest:
         tools=settings.tools,
         messages=messages,
         marked=_rolling_breakpoints(messages),
-        thinking=settings.thinking,
-        show_thinking=settings.show_thinking,
-        effort=settings.effort,
+        thinking=thinking_config(settings),
+        output_config=output_config(settings),
     )
 
 
@@ -99,40 +100,38 @@ def build_request(state: ExecutionContext) -> JsonObject:
 def head_json(request: MessagesRequest) -> JsonObject:
     """Everything before `messages`, in the body's key order."""
     head: JsonObject = {"model": request.model, "max_tokens": request.max_tokens}
-    thinking = thinking_json(request)
-    if thinking is not None:
-        head["thinking"] = thinking
-    config = output_config(request)
-    if config:
-        head["output_config"] = config
     if request.system:
         head["system"] = [{"type": "text", "text": request.system, "cache_control": EPHEMERAL}]
     if request.tools:
         tools = [dict(tool) for tool in request.tools]
         tools[-1]["cache_control"] = EPHEMERAL
         head["tools"] = tools
+    if request.thinking is not None:
+        head["thinking"] = request.thinking
+    if request.output_config is not None:
+        head["output_config"] = request.output_config
     return head
 
 
-def thinking_json(request: MessagesRequest) -> JsonObject | None:
+def thinking_config(settings: RunSettings) -> JsonObject | None:
     """`thinking`: adaptive, its text summarized only when it is to be shown (omitted, the API
     still sends the signature that carries it to the next request); or disabled."""
-    match request.thinking:
+    match settings.thinking:
         case "adaptive":
-            display = "summarized" if request.show_thinking else "omitted"
+            display = "summarized" if settings.show_thinking else "omitted"
             return {"type": "adaptive", "display": display}
         case "off":
             return {"type": "disabled"}
     return None
 
 
-def output_config(request: MessagesRequest) -> JsonObject:
-    """`output_config`, built in this one place as a dict each option adds its key to (the
-    effort here; a structured output's `format` joins it). Empty: the key is not sent."""
+def output_config(settings: RunSettings) -> JsonObject | None:
+    """`output_config`, made whole in this one place: one dict every key of it joins (the
+    effort here; a structured output's `format`). None: the key is not sent."""
     config: JsonObject = {}
-    if request.effort is not None:
-        config["effort"] = request.effort
-    return config
+    if settings.effort is not None:
+        config["effort"] = settings.effort
+    return config or None
 
 
 def message_json(message: Message, *, marked: bool) -> JsonObject:

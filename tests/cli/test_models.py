@@ -226,6 +226,7 @@ def test_models_lists_what_the_models_api_says_with_prices(
     )
     assert sonnet["thinking"] == ["adaptive", "disabled"]
     assert sonnet["effort"] == ["low", "medium", "high", "xhigh", "max"]
+    assert sonnet["structured_outputs"] is True
     # Prices from genai-prices 0.2.3 (never a table of ours).
     assert (sonnet["input_usd_per_mtok"], sonnet["output_usd_per_mtok"]) == (2.0, 10.0)
     assert rows["claude-opus-4-8"]["retires_at"] == "2027-05-01"

@@ -41,13 +41,7 @@ from ruizn.bounds import MAX_LINE_DEPTH, deeper_than, text_deeper_than, too_deep
 from ruizn.effects.models.catalog import AnthropicCatalog
 from ruizn.effects.models.provider import ModelReply, ProviderConfigError, ProviderError
 from ruizn.modelfacts import not_found_line, usable
-from ruizn.request import (
-    MessagesRequest,
-    head_json,
-    message_json,
-    output_config,
-    thinking_json,
-)
+from ruizn.request import MessagesRequest, head_json, message_json
 from ruizn.state import (
     ContentBlock,
     JsonObject,
@@ -326,7 +320,7 @@ class BodyEncoder:
         """`_dumps(head_json(request))` without its closing brace, encoded once a run."""
         cached = self._head
         # The small keys compared by value: whatever joins thinking or output_config is in.
-        small = (request.model, request.max_tokens, thinking_json(request), output_config(request))
+        small = (request.model, request.max_tokens, request.thinking, request.output_config)
         if (
             cached is not None
             and cached[0] == small

@@ -61,6 +61,7 @@ def facts_of(info: Any) -> ModelFacts:
         context_window=_count(getattr(info, "max_input_tokens", None)),
         max_output=_count(getattr(info, "max_tokens", None)),
         thinking_types=_supported(getattr(thinking, "types", None), _THINKING_TYPES),
+        structured_outputs=_flag(getattr(capabilities, "structured_outputs", None)),
         effort_levels=(
             None
             if effort is None
@@ -75,6 +76,11 @@ def _supported(record: Any, names: tuple[str, ...]) -> tuple[str, ...] | None:
     if record is None:
         return None
     return tuple(name for name in names if getattr(getattr(record, name, None), "supported", False))
+
+
+def _flag(support: Any) -> bool | None:
+    value = getattr(support, "supported", None)
+    return value if isinstance(value, bool) else None
 
 
 def _day(value: Any) -> str | None:

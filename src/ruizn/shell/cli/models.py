@@ -68,6 +68,7 @@ def _api_row(facts: Any, prices: tuple[float, float] | None) -> dict[str, Any]:
         "max_output": facts.max_output,
         "thinking": list(facts.thinking_types) if facts.thinking_types is not None else None,
         "effort": list(facts.effort_levels) if facts.effort_levels is not None else None,
+        "structured_outputs": facts.structured_outputs,
         "input_usd_per_mtok": prices[0] if prices else None,
         "output_usd_per_mtok": prices[1] if prices else None,
         "source": "models-api",
