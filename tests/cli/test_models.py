@@ -1,6 +1,11 @@
 """Current Claude over the real CLI and the fake API's Models API (#27): the default model, a
 retired or unknown model, a deprecated one, adaptive thinking and effort, each checked
-against the Models API before the first request, and what the requests carry."""
+against the Models API before the first request, and what the requests carry.
+
+SDK behaviour ruizn depends on here (tested over HTTP, on 2.16.0 and 2.17.0): `client.models
+.retrieve(id)` and `client.models.list()` (auto-paging) parse the API's JSON into `ModelInfo`
+with `lifecycle`, `retires_at`, `max_input_tokens`, `max_tokens` and `capabilities.thinking
+.types` / `capabilities.effort`; a field an SDK lacks is read as "not said"."""
 
 from __future__ import annotations
 
