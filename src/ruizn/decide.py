@@ -16,6 +16,7 @@ from collections.abc import Callable
 from attrs import field, frozen
 
 from ruizn.events import ClearedResult
+from ruizn.format import counted
 from ruizn.rules import (
     ApprovalDecision,
     limit_stop,
@@ -484,7 +485,7 @@ def _check_budget(state: ExecutionContext, max_cost: float | None) -> None:
     unpriced = state.cost_unknown + state.unpriced_steps
     if unpriced:
         raise ResumeRefused(
-            f"run {state.run_id} has {unpriced} model call{'s' if unpriced > 1 else ''} with no"
+            f"run {state.run_id} has {counted(unpriced, 'model call')} with no"
             " price in its log (no known price for its model, or logged before ruizn priced"
             " calls): a --max-cost budget could not count them"
         )

@@ -82,6 +82,13 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
         "thinking",
         "show_thinking",
         "effort",
+        # the shell (#29): a run without one writes what it wrote before
+        "shell",
+        "sandbox",
+        "shell_network",
+        "shell_allow_read",
+        "allow_commands",
+        "shell_timeout",
     ),
     Usage: ("cache_creation_1h_input_tokens",),
     LlmResponse: ("cost", "priced_by"),

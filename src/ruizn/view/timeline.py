@@ -19,6 +19,9 @@ from typing import Literal
 from attrs import define, evolve, field, frozen
 
 from ruizn.events import (
+    BudgetSpent,
+    ClearedResult,
+    ContextCleared,
     Event,
     LlmCallFailed,
     LlmCallStarted,
@@ -46,6 +49,7 @@ from ruizn.state import (
 __all__ = [
     "Approval",
     "Attempt",
+    "Mark",
     "Session",
     "Step",
     "Timeline",
@@ -126,6 +130,21 @@ class Step:
 
 
 @frozen(kw_only=True)
+class Mark:
+    """Something the run did between steps that is no call: tool results cleared from the
+    history (context_cleared), or a shared budget found spent (budget_spent)."""
+
+    seq: int
+    ts: float
+    after_step: int  # the step it follows (0: before the first)
+    kind: Literal["context_cleared", "budget_spent"]
+    cleared: tuple[ClearedResult, ...] = ()
+    limit: float = 0  # tokens (context) or US dollars (budget)
+    budget: str | None = None
+    spent: float | None = None
+
+
+@frozen(kw_only=True)
 class Session:
     """One process's stretch of the run: run_started or run_resumed, to run_finished."""
 
@@ -158,6 +177,7 @@ class Timeline:
     status: str  # the last run_finished's, or "running" when the log has none after a start
     error: str | None = None
     events: int = 0
+    marks: tuple[Mark, ...] = ()
 
     @property
     def answer(self) -> str | None:
@@ -230,6 +250,7 @@ class _Fold:
     tools: dict[str, _Tool] = field(factory=dict)
     open_attempt: _Attempt | None = None
     usage: Usage = field(factory=Usage)
+    marks: list[Mark] = field(factory=list)
     first_ts: float | None = None
     last_ts: float = 0.0
     events: int = 0
@@ -321,6 +342,29 @@ class _Fold:
                 self.sessions[-1] = evolve(
                     self.sessions[-1], torn_bytes=event.torn_bytes, approval=event.approval
                 )
+            case ContextCleared():
+                self.marks.append(
+                    Mark(
+                        seq=event.seq,
+                        ts=event.ts,
+                        after_step=self._steps_so_far(),
+                        kind="context_cleared",
+                        cleared=event.results,
+                        limit=event.limit,
+                    )
+                )
+            case BudgetSpent():
+                self.marks.append(
+                    Mark(
+                        seq=event.seq,
+                        ts=event.ts,
+                        after_step=self._steps_so_far(),
+                        kind="budget_spent",
+                        limit=event.limit,
+                        budget=event.budget,
+                        spent=event.spent,
+                    )
+                )
             case RunFinished():
                 self.open_attempt = None
                 if not self.sessions:
@@ -333,6 +377,9 @@ class _Fold:
                     steps=event.steps,
                     elapsed=event.elapsed,
                 )
+
+    def _steps_so_far(self) -> int:
+        return self.steps[-1].number if self.steps else 0
 
     def _close_attempt(self, ts: float, outcome: Outcome) -> _Attempt:
         attempt = self.open_attempt
@@ -392,6 +439,7 @@ def _freeze(fold: _Fold) -> Timeline:
         status=status,
         error=last.error if last is not None else None,
         events=fold.events,
+        marks=tuple(fold.marks),
     )
 
 
