@@ -434,6 +434,16 @@ def _as_tokens(option: click.Option, value: Any) -> list[str]:
         # click 8.2+ leaves flag_value unset for a plain boolean flag (it means True).
         on = option.flag_value if isinstance(option.flag_value, bool | str | int) else True
         return [flag] if value == on else []
+    if (
+        isinstance(option.type, click.Choice)
+        and option.callback is not None
+        and not option.multiple
+    ):
+        # A choice its callback turned into something else (--sandbox on -> True): give the
+        # choice the callback turns into this value again, as the person typed it.
+        typed = [c for c in option.type.choices if option.callback(None, option, c) == value]  # type: ignore[arg-type]
+        if typed:
+            return [flag, str(typed[0])]
     values = value if option.multiple else (value,)
     tokens: list[str] = []
     for item in values:
