@@ -23,7 +23,7 @@ from ruizn.events import (
     RunStarted,
     ToolCallFinished,
 )
-from ruizn.reducers import InvalidTransition, reduce, replay
+from ruizn.reducers import InvalidTransition, rebuild, reduce
 from ruizn.rules import CONTEXT_EXCEEDED
 from ruizn.settings import RunSettings
 from ruizn.state import (
@@ -49,7 +49,7 @@ def run(settings: RunSettings, sizes: list[int], *, cost: float | None = 0.25) -
 
     for step, size in enumerate(sizes, start=1):
         # The prompt as an API would count it: what the run estimates (at least 10 tokens).
-        prompt = max(replay(events).context_tokens, 10)
+        prompt = max(rebuild(events).context_tokens, 10)
         add(LlmCallStarted, step=step)
         call = ToolUseBlock(id=f"t{step}", name="read_file", input={"path": f"f{step}"})
         add(
@@ -61,10 +61,10 @@ def run(settings: RunSettings, sizes: list[int], *, cost: float | None = 0.25) -
             priced_by=PRICED,
         )
         add(ToolCallFinished, id=f"t{step}", result=ToolResult.ok("x" * size))
-        action = next_action(replay(events))
+        action = next_action(rebuild(events))
         if isinstance(action, ClearContext):
             add(ContextCleared, results=action.results, limit=action.limit)
-    return replay(events)
+    return rebuild(events)
 
 
 def step_on(state: ExecutionContext, cls: type[Any], **fields: Any) -> ExecutionContext:
@@ -214,7 +214,7 @@ def test_every_call_a_run_makes_is_under_its_limit_or_the_run_ends(
     estimate puts under it, or finishes with the context error; the last turn is whole."""
     settings_ = RunSettings(model="m", max_steps=50, max_context=limit)
     events: list[Event] = [RunStarted(seq=1, ts=0.0, run_id="r", goal="g", settings=settings_)]
-    state = replay(events)
+    state = rebuild(events)
     for step, size in enumerate(sizes, start=1):
         action = next_action(state)
         if isinstance(action, ClearContext):

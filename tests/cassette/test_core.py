@@ -1,6 +1,6 @@
 """The pure parts of continue, fork, rerun and diff, one case at a time (in-process):
 user_message in the transition table, what continue refuses, what diff ignores, and the
-divergences a tape names."""
+divergences a recording names."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from attrs import evolve
 
 from ruizn.cassette.diff import first_difference, items
-from ruizn.cassette.recording import compare_requests, tape_of
+from ruizn.cassette.recording import compare_requests, recording_of
 from ruizn.decide import ResumeRefused, plan_continue
 from ruizn.events import (
     Event,
@@ -142,15 +142,17 @@ def test_a_tape_names_the_call_and_the_tool_whose_result_changed() -> None:
         LlmCallStarted(seq=5, ts=4.0, step=2),
         LlmResponse(seq=6, ts=5.0, content=(TextBlock(text="ok"),), stop_reason="end_turn"),
     )
-    tape = tape_of(recorded)
-    assert [e.seq for e in tape.exchanges] == [2, 5]
+    recording = recording_of(recorded)
+    assert [e.seq for e in recording.exchanges] == [2, 5]
     now = _after(
         STARTED,
         TOOL_TURN,
         (ToolCallFinished, {"id": "t1", "result": ToolResult.error(ErrorType.NOT_FOUND, "gone")}),
     )
-    divergence = compare_requests(tape, tape.exchanges[1], plan_request(now))
+    divergence = compare_requests(recording, recording.exchanges[1], plan_request(now))
     assert divergence is not None
     assert (divergence.seq, divergence.call_id, divergence.tool) == (4, "t1", "look")
     assert (divergence.recorded, divergence.now) == ("old", "(error) gone")
-    assert compare_requests(tape, tape.exchanges[1], tape.exchanges[1].request) is None
+    assert (
+        compare_requests(recording, recording.exchanges[1], recording.exchanges[1].request) is None
+    )

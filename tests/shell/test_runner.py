@@ -16,7 +16,7 @@ from ruizn.effects.models.provider import ModelReply, ProviderError
 from ruizn.effects.runlog.sink import LogLost, LogWriteError, MemorySink
 from ruizn.effects.tools.base import ToolRegistry
 from ruizn.events import Event, LlmCallFailed, RunFinished
-from ruizn.reducers import replay
+from ruizn.reducers import rebuild
 from ruizn.settings import RunSettings
 from ruizn.shell.runner import AgentRunner
 from ruizn.state import Status, TextBlock, Usage
@@ -50,7 +50,7 @@ def test_cancellation_finishes_the_run_cancelled_and_is_not_swallowed() -> None:
 
     anyio.run(go)
     assert runner.state.status is Status.CANCELLED
-    assert replay(sink.events) == runner.state
+    assert rebuild(sink.events) == runner.state
     assert sink.closed
 
 
@@ -71,7 +71,7 @@ def test_a_lost_log_finishes_the_run_with_an_error_and_raises() -> None:
     assert runner.lost is not None
     assert isinstance(sink.events[-1], RunFinished)
     assert sink.events[-1].status is Status.ERROR
-    assert replay(sink.events) == runner.state
+    assert rebuild(sink.events) == runner.state
 
 
 def test_a_sink_that_fails_stops_the_run_and_keeps_every_line_before() -> None:
@@ -80,7 +80,7 @@ def test_a_sink_that_fails_stops_the_run_and_keeps_every_line_before() -> None:
     with pytest.raises(LogWriteError):
         anyio.run(runner.drive)
     assert len(sink.events) == 3
-    assert replay(sink.events) == runner.state  # the state never got ahead of the log
+    assert rebuild(sink.events) == runner.state  # the state never got ahead of the log
 
 
 def test_a_stream_without_a_message_is_an_invalid_response_retried() -> None:
@@ -102,7 +102,7 @@ def test_a_stream_without_a_message_is_an_invalid_response_retried() -> None:
         ("invalid_response", True, 0.05)
     ]
     assert time.monotonic() - began >= 0.05  # the logged wait is the wait made
-    assert replay(sink.events) == state
+    assert rebuild(sink.events) == state
 
 
 def test_a_server_retry_after_is_the_wait() -> None:
@@ -131,4 +131,4 @@ def test_a_bug_in_a_provider_ends_the_run_as_an_internal_error() -> None:
     state = anyio.run(_runner(broken, sink).drive)
     assert state.status is Status.ERROR
     assert state.error == "internal error: ZeroDivisionError: oops"
-    assert replay(sink.events) == state
+    assert rebuild(sink.events) == state

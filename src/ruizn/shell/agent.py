@@ -52,8 +52,7 @@ from ruizn.events import Event, Parent, RunStarted
 from ruizn.grant import Grant, grant_of
 from ruizn.redact import Redactor
 from ruizn.redact import api_key_problem as key_whitespace_problem
-from ruizn.reducers import reduce
-from ruizn.reducers import replay as reducer_replay
+from ruizn.reducers import rebuild, reduce
 from ruizn.reducers import start as start_state
 from ruizn.settings import (
     TEST_MODEL,
@@ -357,7 +356,7 @@ class Agent:
         assert isinstance(first, RunStarted)
         vouched = self._trust.problem(first, ref.path) is None
         if not vouched and trust:
-            self._accepted_fork(reducer_replay(events))
+            self._accepted_fork(rebuild(events))
             vouched = True
         run_id = new_run_id()
         head = evolve(

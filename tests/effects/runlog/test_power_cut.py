@@ -33,7 +33,7 @@ from ruizn.events import (
     RunStarted,
     ToolCallStarted,
 )
-from ruizn.reducers import replay
+from ruizn.reducers import rebuild
 from ruizn.serde import decode
 from ruizn.settings import RunSettings
 from ruizn.shell.runner import AgentRunner
@@ -171,7 +171,7 @@ def test_after_a_power_cut_at_any_moment_resume_never_runs_poke_twice(tmp_path: 
     ran_before: set[str] = set()
     cuts = 0
     for event, disk in seen:
-        state = replay(decode(line) for line in disk)
+        state = rebuild(decode(line) for line in disk)
         plan = plan_resume(state, max_steps=5, max_tokens=None)
         if plan is not None:
             cuts += 1

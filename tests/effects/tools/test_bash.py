@@ -131,3 +131,22 @@ def test_the_network_is_the_hosts_only_when_the_user_turns_it_on(
         listener.close()
     assert isinstance(result, str)
     assert ("UP\n[exit code 0" in result) is network
+
+
+def test_many_commands_leave_no_descriptor_or_process_behind(tmp_path: Path) -> None:
+    jobs = _jobs(tmp_path)
+    bash = shell_tools(jobs)[0]
+
+    async def many() -> None:
+        for _ in range(40):
+            await bash.invoke({"command": "true"})
+
+    before = len(os.listdir("/proc/self/fd"))
+    try:
+        anyio.run(many)
+        for job in jobs.jobs.values():
+            job.wait_gone(5)
+    finally:
+        jobs.close()
+    assert len(os.listdir("/proc/self/fd")) <= before + 2
+    assert all(job.proc.returncode == 0 for job in jobs.jobs.values())

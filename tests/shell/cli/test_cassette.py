@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from ruizn.reducers import replay
+from ruizn.reducers import rebuild
 from ruizn.serde import decode, state_to_json
 from tests.fakeapi import HttpError, Stream, Text, ToolUse, Usage
 from tests.golden.compare import check_golden
@@ -208,7 +208,7 @@ def test_fork_holds_the_parents_events_and_goes_on_from_there(
     assert head["parent"] == {"run_id": log.parent.name, "seq": at, "kind": "fork"}
     # the new log alone rebuilds the parent's state at `at`
     parent_lines = original.decode().splitlines()
-    expected = state_to_json(replay(decode(line) for line in parent_lines[:at]))
+    expected = state_to_json(rebuild(decode(line) for line in parent_lines[:at]))
     rebuilt = json.loads(run_cli(["replay", fork_id, "--json"], workspace=workspace).stdout)
     assert rebuilt == {**expected, "run_id": fork_id}
     shown = run_cli(["show", fork_id], workspace=workspace).stdout

@@ -20,6 +20,7 @@ from ruizn.view.timeline import project
 from tests.fakeapi import ToolUse
 from tests.shell.cli.approval_helpers import events, of_type, tool_results, turns_model
 from tests.shell.cli.conftest import API_KEY, cli_env, ruizn_command, run_cli
+from tests.view.chromium import dump_dom
 
 
 def bash(call_id: str, command: str, **more: Any) -> ToolUse:
@@ -60,6 +61,12 @@ def test_the_sandbox_confines_writes_network_home_and_secrets(
     listener.listen()
     port = listener.getsockname()[1]
     probe = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2)"
+    # a Unix socket of the host's (as docker's, dbus's, postgres's live in /run)
+    unix_path = f"/run/ruizn-test-{os.getpid()}.sock"
+    unix_listener = socket.socket(socket.AF_UNIX)
+    unix_listener.bind(unix_path)
+    unix_listener.listen()
+    unix_probe = f"import socket; socket.socket(socket.AF_UNIX).connect('{unix_path}')"
     server = server_factory(
         turns_model(
             [
@@ -74,6 +81,7 @@ def test_the_sandbox_confines_writes_network_home_and_secrets(
                     bash("t3", "cat ~/secret.txt; ls -A ~ | wc -l"),
                     bash("t4", "env"),
                     bash("t5", "echo to-out; echo to-err >&2; exit 7"),
+                    bash("t6", f'python3 -c "{unix_probe}" && echo REACHED'),
                 ]
             ]
         )
@@ -85,6 +93,8 @@ def test_the_sandbox_confines_writes_network_home_and_secrets(
         env=env,
     )
     listener.close()
+    unix_listener.close()
+    os.unlink(unix_path)
     assert result.code == 0, result.stderr
     results = _results(result.log_path)
     # writes outside the workspace fail and leave nothing; inside, they work
@@ -99,6 +109,8 @@ def test_the_sandbox_confines_writes_network_home_and_secrets(
     # no network: 127.0.0.1 is the sandbox's own loopback, where nothing listens
     assert "CONNECTED" not in results["t2"]["content"]
     assert "Connection refused" in results["t2"]["content"]
+    assert "REACHED" not in results["t6"]["content"]
+    assert "No such file" in results["t6"]["content"]
     # the home folder is hidden (an empty tmpfs)
     assert "top secret" not in results["t3"]["content"]
     assert "No such file" in results["t3"]["content"]
@@ -121,6 +133,16 @@ def test_the_sandbox_confines_writes_network_home_and_secrets(
     shown = {t["id"]: t for step in data["steps"] for t in step["tools"]}
     assert shown["t5"]["cmd"]["t"] == "echo to-out; echo to-err >&2; exit 7"
     assert shown["t5"]["result"]["t"] == results["t5"]["content"]
+    # and Chromium draws it so: the command as `$ ...`, the output in a closed <details>
+    viewed = run_cli(["view", result.log_path.parent.name], workspace=workspace, env=env)
+    assert viewed.code == 0, viewed.stderr
+    page = Path(viewed.stdout.strip())
+    dom = dump_dom(page if page.is_absolute() else workspace / page)
+    assert "$ echo to-out; echo to-err &gt;&amp;2; exit 7" in dom
+    folded = re.search(
+        r"<details>\s*<summary>output · [^<]*</summary>\s*<pre>to-out\nto-err\n", dom
+    )
+    assert folded is not None
     # replay prints what the run printed, byte for byte
     replayed = run_cli(["replay", result.log_path.parent.name], workspace=workspace, env=env)
     assert replayed.code == 0, replayed.stderr
