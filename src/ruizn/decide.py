@@ -1,4 +1,4 @@
-"""What the shell must do next, decided from the state alone.
+"""What the runner (shell/runner.py) must do next, decided from the state alone.
 
 Every policy of the loop is here, pure and testable: when to stop and what a stop reason
 means (`next_action`), whether a failed model call is retried and after how long
@@ -130,7 +130,7 @@ Action = (
     | Finished
 )
 
-# Whether a call needs a person's approval before it runs: the shell's answer from the tool
+# Whether a call needs a person's approval before it runs: the runner's answer from the tool
 # (BaseTool.approval_required), passed in like `read_only` is to interrupted_calls.
 NeedsApproval = Callable[[str, JsonObject], bool]
 

@@ -25,7 +25,7 @@ from ruizn.media import image_line, images, text_of
 from ruizn.state import ImageBlock, RedactedThinkingBlock, TextBlock, ThinkingBlock, Usage
 from ruizn.terminal import visible
 from ruizn.version import __version__
-from ruizn.view.timeline import Attempt, Mark, Session, Step, Timeline, ToolRun
+from ruizn.view.timeline import Attempt, Mark, Sitting, Step, Timeline, ToolRun
 
 __all__ = ["LIMITS", "THUMBNAIL_TYPES", "page_data", "render", "script_json", "thumbnail"]
 
@@ -191,7 +191,7 @@ def _step(step: Step, t0: float) -> dict[str, Any]:
     }
 
 
-def _session(session: Session, t0: float) -> dict[str, Any]:
+def _session(session: Sitting, t0: float) -> dict[str, Any]:
     return {
         "seq": session.seq,
         "start": _rel(session.start, t0),

@@ -47,10 +47,10 @@ from ruizn.state import (
 )
 
 __all__ = [
-    "Approval",
+    "ApprovalWait",
     "Attempt",
     "Mark",
-    "Session",
+    "Sitting",
     "Step",
     "Timeline",
     "ToolRun",
@@ -84,7 +84,7 @@ class Attempt:
 
 
 @frozen(kw_only=True)
-class Approval:
+class ApprovalWait:
     requested: float
     decided: float | None = None
     approved: bool | None = None
@@ -104,7 +104,7 @@ class ToolRun:
     end: float | None = None
     duration: float | None = None
     result: ToolResult | None = None
-    approval: Approval | None = None
+    approval: ApprovalWait | None = None
     lane: int = 0  # calls of a step that overlap in time get different lanes
 
 
@@ -145,7 +145,7 @@ class Mark:
 
 
 @frozen(kw_only=True)
-class Session:
+class Sitting:
     """One process's stretch of the run: run_started or run_resumed, to run_finished."""
 
     seq: int
@@ -171,7 +171,7 @@ class Timeline:
     end: float
     tool_names: tuple[str, ...]
     approval_mode: str
-    sessions: tuple[Session, ...]
+    sessions: tuple[Sitting, ...]
     steps: tuple[Step, ...]
     usage: Usage
     status: str  # the last run_finished's, or "running" when the log has none after a start
@@ -230,7 +230,7 @@ class _Tool:
     end: float | None = None
     duration: float | None = None
     result: ToolResult | None = None
-    approval: Approval | None = None
+    approval: ApprovalWait | None = None
 
 
 @define
@@ -244,7 +244,7 @@ class _Step:
 @define
 class _Fold:
     started: RunStarted | None = None
-    sessions: list[Session] = field(factory=list)
+    sessions: list[Sitting] = field(factory=list)
     steps: list[_Step] = field(factory=list)
     by_number: dict[int, _Step] = field(factory=dict)
     tools: dict[str, _Tool] = field(factory=dict)
@@ -315,11 +315,11 @@ class _Fold:
                 attempt.failed = event
             case ToolApprovalRequested():
                 tool = self.tool(event.id, event.name, event.input)
-                tool.approval = Approval(requested=event.ts)
+                tool.approval = ApprovalWait(requested=event.ts)
             case ToolApprovalDecided():
                 tool = self.tool(event.id)
                 requested = tool.approval.requested if tool.approval else event.ts
-                tool.approval = Approval(
+                tool.approval = ApprovalWait(
                     requested=requested,
                     decided=event.ts,
                     approved=event.approved,
@@ -393,7 +393,7 @@ class _Fold:
 
     def _open_session(self, seq: int, ts: float, max_steps: int, *, resumed: bool) -> None:
         self.open_attempt = None
-        self.sessions.append(Session(seq=seq, start=ts, resumed=resumed, max_steps=max_steps))
+        self.sessions.append(Sitting(seq=seq, start=ts, resumed=resumed, max_steps=max_steps))
 
 
 def project(events: Iterable[Event]) -> Timeline:

@@ -150,7 +150,8 @@ def test_a_newest_turn_that_cannot_fit_ends_the_run_with_the_context_error(
     assert result.code == 1
     # The limit is the user's --max-context: the fix named is a resume with a larger one.
     run_id = result.log_path.parent.name
-    assert f"go on with a larger limit, ruizn resume {run_id} --max-context " in result.stdout
+    assert "resume the run with --max-context " in result.stdout
+    assert f"continue with: ruizn resume {run_id} --max-context " in result.stderr
     assert "larger context window" not in result.stdout
     assert len(server.requests) == 1  # the request that could not fit was never sent
     log = [json.loads(line) for line in result.log_path.read_text().splitlines()]

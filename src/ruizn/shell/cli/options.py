@@ -377,12 +377,28 @@ class TopGroup(click.Group):
     (`ruizn --mcp x=cmd tools` is `ruizn tools --mcp x=cmd`), and is otherwise a one-line
     usage error naming the commands it belongs to: an option is never silently dropped."""
 
+    def make_parser(self, ctx: click.Context) -> Any:
+        # Keep what was typed, before types and callbacks changed it ("off" -> False): an
+        # option goes on to a command as its own words, so the command converts it as its
+        # own option.
+        parser = super().make_parser(ctx)
+        parse = parser.parse_args
+
+        def typed(args: list[str]) -> Any:
+            opts, rest, order = parse(args)
+            ctx.meta[_TYPED] = dict(opts)
+            return opts, rest, order
+
+        parser.parse_args = typed  # type: ignore[method-assign]  # click has no hook for it
+        return parser
+
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
         name, command, rest = super().resolve_command(ctx, args)
         if command is None or name is None:
             return name, command, rest
+        typed: dict[str, Any] = ctx.meta.get(_TYPED, {})
         carried: list[str] = []
         for param in self.params:
             if not isinstance(param, click.Option) or not param.expose_value or not param.name:
@@ -394,8 +410,11 @@ class TopGroup(click.Group):
             target = option_named(command, param.name)
             if target is None:
                 raise UsageFailure(_belongs(self, param, name))
-            carried += _as_tokens(target, ctx.params[param.name])
+            carried += _as_tokens(target, typed.get(param.name, ctx.params[param.name]))
         return name, command, [*carried, *rest]
+
+
+_TYPED = "ruizn.typed_options"
 
 
 def option_named(command: click.Command, name: str) -> click.Option | None:
@@ -426,26 +445,15 @@ def _belongs(group: click.Group, param: click.Option, name: str) -> str:
 
 
 def _as_tokens(option: click.Option, value: Any) -> list[str]:
-    """The command line that gives `option` the value the group parsed."""
+    """The command line that gives `option` the words typed for it (a flag: True/False)."""
     flag = _flag(option)
-    if option.is_flag and not option.multiple:
-        if option.secondary_opts:  # --x/--no-x: a bool, either way
-            return [flag] if value else [_flag(option, secondary=True)]
-        # click 8.2+ leaves flag_value unset for a plain boolean flag (it means True).
-        on = option.flag_value if isinstance(option.flag_value, bool | str | int) else True
-        return [flag] if value == on else []
-    if (
-        isinstance(option.type, click.Choice)
-        and option.callback is not None
-        and not option.multiple
-    ):
-        # A choice its callback turned into something else (--sandbox on -> True): give the
-        # choice the callback turns into this value again, as the person typed it.
-        typed = [c for c in option.type.choices if option.callback(None, option, c) == value]  # type: ignore[arg-type]
-        if typed:
-            return [flag, str(typed[0])]
-    values = value if option.multiple else (value,)
+    if isinstance(value, bool):
+        if value:
+            return [flag]
+        return [_flag(option, secondary=True)] if option.secondary_opts else []
+    values = value if isinstance(value, list | tuple) and option.multiple else [value]
     tokens: list[str] = []
     for item in values:
-        tokens += [flag, *(str(part) for part in (item if option.nargs > 1 else (item,)))]
+        parts = item if isinstance(item, list | tuple) else (item,)
+        tokens += [flag, *(str(part) for part in parts)]
     return tokens
