@@ -28,7 +28,6 @@ from ruizn.shell.options import (
     tool_options,
     where_options,
 )
-from ruizn.terminal import visible
 from ruizn.version import __version__
 
 if TYPE_CHECKING:
@@ -132,6 +131,7 @@ def tools_command(
 
     from ruizn.shell.options import settings_from_cli
     from ruizn.shell.session import mcp_tools_of, toolbox_of
+    from ruizn.terminal import visible
 
     settings, servers = settings_from_cli(
         workspace=workspace, tools=tools, no_plugins=no_plugins, mcp=mcp, mcp_headers=mcp_headers
