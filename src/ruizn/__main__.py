@@ -1,3 +1,3 @@
-from ruizn.shell.cli import main
+from ruizn.shell.cli.main import main
 
 main()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from attrs import frozen
 
-from ruizn.config import ApprovalMode, JsonObject, RunSettings
+from ruizn.settings import ApprovalMode, JsonObject, RunSettings
 from ruizn.toolsource import SourceKind
 
 

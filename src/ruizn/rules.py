@@ -15,8 +15,7 @@ from __future__ import annotations
 from attrs import frozen
 
 from ruizn.bounds import deeper_than, too_deep
-from ruizn.config import JsonObject, RunSettings
-from ruizn.context import context_limit, plan_clearing
+from ruizn.settings import JsonObject, RunSettings
 from ruizn.state import (
     ContentBlock,
     DecidedBy,
@@ -28,6 +27,7 @@ from ruizn.state import (
     ToolUseBlock,
 )
 from ruizn.toolsource import ToolSource
+from ruizn.window import context_limit, plan_clearing
 
 
 def changed_tools(

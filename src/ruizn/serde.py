@@ -17,7 +17,6 @@ from cattrs.gen import make_dict_unstructure_fn, override
 from cattrs.v import format_exception
 
 from ruizn.bounds import MAX_LINE_DEPTH, deeper_than, few_brackets, text_deeper_than, too_deep
-from ruizn.config import ConfigError, RunSettings
 from ruizn.events import (
     EVENT_TYPES,
     SCHEMA_VERSION,
@@ -29,6 +28,7 @@ from ruizn.events import (
     RunStarted,
 )
 from ruizn.media import tally_of_run
+from ruizn.settings import ConfigError, RunSettings
 from ruizn.state import (
     ContentBlock,
     ExecutionContext,

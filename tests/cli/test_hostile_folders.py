@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from ruizn.effects.logfile import MAX_LINE_BYTES
+from ruizn.effects.runlog.reader import MAX_LINE_BYTES
 from tests.cli.conftest import Result, cli_env, ruizn_command, run_cli
 from tests.cli.test_durability import _start, _wait_for_tokens
 from tests.conftest import PRECIOUS

@@ -16,9 +16,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from ruizn.effects.mcp_config import MCPServer
-from ruizn.effects.mcp_tools import McpStartupError, McpTool, McpToolset
-from ruizn.effects.tools import ToolRegistry, invoke_tool
+from ruizn.effects.mcp.config import MCPServer
+from ruizn.effects.mcp.toolset import McpStartupError, McpTool, McpToolset
+from ruizn.effects.tools.base import ToolRegistry, invoke_tool
 from ruizn.state import (
     ErrorType,
     ImageBlock,

@@ -7,7 +7,7 @@ import base64
 import mcp.types as mt
 import pytest
 
-from ruizn.effects.mcp_config import (
+from ruizn.effects.mcp.config import (
     McpConfigError,
     MCPServer,
     header_env_name,
@@ -15,7 +15,7 @@ from ruizn.effects.mcp_config import (
     servers_from_records,
     url_env_name,
 )
-from ruizn.effects.mcp_tools import McpStartupError, _api_names, _render, _schema_problem
+from ruizn.effects.mcp.toolset import McpStartupError, _api_names, _render, _schema_problem
 from ruizn.media import content_of, fit
 from ruizn.redact import redact_url, url_secrets
 from ruizn.state import MediaTally

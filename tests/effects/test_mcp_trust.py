@@ -12,8 +12,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from ruizn.effects.mcp_config import MCPServer
-from ruizn.effects.mcp_tools import STDERR_KEEP, McpStartupError, _StderrFile
+from ruizn.effects.mcp.config import MCPServer
+from ruizn.effects.mcp.toolset import STDERR_KEEP, McpStartupError, _StderrFile
 from ruizn.state import ToolResult
 from tests.effects.test_mcp import SERVERS, gone, pids_in, toolset
 

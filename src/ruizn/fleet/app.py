@@ -27,7 +27,9 @@ from typing import Any
 from attrs import frozen
 from dbos import DBOS, DBOSConfig, WorkflowSerializationFormat
 
-from ruizn.agent import Resume
+from ruizn.effects.runlog.store import RunNotFound
+from ruizn.fleet.database import EventStore
+from ruizn.fleet.dbstore import DbRunStore
 from ruizn.fleet.driver import (
     RunInput,
     ToolsFactory,
@@ -39,10 +41,8 @@ from ruizn.fleet.driver import (
 )
 from ruizn.fleet.goals import RUN_ID
 from ruizn.fleet.resume import RESUME_WORKFLOW, ResumeOrder, order_from_json
-from ruizn.fleet.runstore import DbRunStore
-from ruizn.fleet.store import EventStore
+from ruizn.shell.agent import Resume
 from ruizn.state import Status
-from ruizn.store import RunNotFound
 
 QUEUE = "ruizn"
 WORKFLOW = "ruizn.run"
