@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ruizn.effects.writer import EventWriter
+from ruizn.effects.runlog.writer import EventWriter
 from ruizn.events import (
     BudgetSpent,
     Event,
@@ -43,7 +43,7 @@ from ruizn.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from ruizn.fleet.store import EventStore
+from ruizn.fleet.database import EventStore
 from ruizn.serde import encode
 
 TOKEN_BATCH = 64

@@ -129,8 +129,8 @@ def tools_command(
     its input schema. With --mcp, the servers' tools too."""
     import json
 
-    from ruizn.shell.options import settings_from_cli
-    from ruizn.shell.session import mcp_tools_of, toolbox_of
+    from ruizn.shell.cli.live import mcp_tools_of, toolbox_of
+    from ruizn.shell.cli.options import settings_from_cli
     from ruizn.terminal import visible
 
     settings, servers = settings_from_cli(
