@@ -46,10 +46,12 @@ def start_server(*args: str) -> tuple[subprocess.Popen[str], str]:
     return proc, proc.stdout.readline().strip()
 
 
-def env_for(url: str, **extra: str) -> dict[str, str]:
+# RUIZN_BENCH_SRC: another checkout's src/ (e.g. main before a change) runs instead.
+SRC = os.environ.get("RUIZN_BENCH_SRC") or None
+
+
+def env_for(url: str, *, src: str | None = SRC, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "RUIZN_"))}
-    # RUIZN_BENCH_SRC: another checkout's src/ (e.g. main before a change) runs instead.
-    src = os.environ.get("RUIZN_BENCH_SRC")
     env.update(
         ANTHROPIC_API_KEY="sk-ant-bench",
         ANTHROPIC_BASE_URL=url,
@@ -120,7 +122,7 @@ def workspace(tmp: str) -> Path:
     return ws
 
 
-def measure_batch(url: str, runs: int, concurrency: int) -> Batch:
+def measure_batch(url: str, runs: int, concurrency: int, *, src: str | None = SRC) -> Batch:
     with tempfile.TemporaryDirectory(prefix="ruizn-bench-") as tmp:
         ws = workspace(tmp)
         goals = goals_file(ws, runs)
@@ -139,7 +141,7 @@ def measure_batch(url: str, runs: int, concurrency: int) -> Batch:
                 str(logs),
             ],
             cwd=ws,
-            env=env_for(url, XDG_STATE_HOME=str(ws / "state")),
+            env=env_for(url, src=src, XDG_STATE_HOME=str(ws / "state")),
             check=True,
             stdout=subprocess.DEVNULL,
         )
@@ -160,7 +162,7 @@ def bench_batch(url: str, runs: int, concurrency: int) -> str:
     return measure_batch(url, runs, concurrency).row()
 
 
-def measure_single(url: str, runs: int) -> list[float]:
+def measure_single(url: str, runs: int, *, src: str | None = SRC) -> list[float]:
     """ms per step of `runs` single `ruizn run`s of a goal like the batch's, one at a time."""
     out = []
     with tempfile.TemporaryDirectory(prefix="ruizn-bench-1-") as tmp:
@@ -170,7 +172,7 @@ def measure_single(url: str, runs: int) -> list[float]:
             subprocess.run(
                 [PY, "-m", "ruizn", "run", "--goal", f"bench {i}", "--log-dir", str(logs)],
                 cwd=ws,
-                env=env_for(url),
+                env=env_for(url, src=src),
                 check=True,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
