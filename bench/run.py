@@ -73,6 +73,8 @@ FLEET16_BEFORE = 57.0
 # The raw SDK loop's gap is a few ms on any machine this runs on; far above that, the figure
 # is mostly not client time (load, a sleeping SDK, a harness bug): say so beside the table.
 RAW_GAP_SUSPECT_MS = 25.0
+# Client time per step against the raw SDK loop's, by steps (issue #33; 1.0x elsewhere).
+LOOP_TARGETS = {50: 0.7, 200: 0.5}
 MISSED = "**MISSED**"
 STARTED = time.perf_counter()
 # Children run with compiled bytecode, as an installed ruizn does, even where the shell sets
@@ -574,14 +576,15 @@ def loop_section(plan: Plan, ws: Path, data: dict[str, Any]) -> list[Row]:
         ours = [r.gap_ms for r in runs["ruizn"]]
         raw = [r.gap_ms for r in runs["raw SDK"]]
         ratio = med(ours) / med(raw)
+        target = LOOP_TARGETS.get(steps, 1.0)
         rows.append(
             (
                 f"client time per step, {steps} steps (ms)",
                 spread(ours),
                 f"raw SDK {spread(raw)}",
                 f"{ratio:.2f}x",
-                "≤ 1.0x (aim 0.7x)",
-                met(ratio <= 1.0),
+                f"≤ {target:.1f}x",
+                met(ratio <= target),
             )
         )
         for peer in PEERS:
@@ -785,8 +788,15 @@ def token_section(plan: Plan, ws: Path, data: dict[str, Any]) -> list[Row]:
 
 
 def startup_section(plan: Plan, ws: Path, data: dict[str, Any]) -> list[Row]:
+    # `ruizn runs` lists a log dir of three short runs of the offline model.
+    listed = Scratch.dir("listed")
+    for _ in range(3):
+        timed(
+            [RUIZN, "run", "--model", "test", "--goal", "README.md", "--log-dir", str(listed)], ws
+        )
     cmds = {
         "ruizn --help": [RUIZN, "--help"],
+        "ruizn runs": [RUIZN, "runs", "--log-dir", str(listed)],
         "import click": [PY, "-c", "import click"],
         "pass": [PY, "-c", "pass"],
     }
@@ -797,6 +807,7 @@ def startup_section(plan: Plan, ws: Path, data: dict[str, Any]) -> list[Row]:
     for name in abba(list(cmds), plan.startup_reps):
         walls[name].append(timed(cmds[name], ws, rss=False).wall * 1000)
     ratio = med(walls["ruizn --help"]) / med(walls["import click"])
+    runs_ratio = med(walls["ruizn runs"]) / med(walls["import click"])
     importtime = subprocess.run(
         [PY, "-X", "importtime", "-m", "ruizn", "--help"],
         check=False,
@@ -818,8 +829,16 @@ def startup_section(plan: Plan, ws: Path, data: dict[str, Any]) -> list[Row]:
             f"`python -c 'import click'` {spread(walls['import click'], '{:.0f}')}"
             f" (`python -c pass` {med(walls['pass']):.0f})",
             f"{ratio:.2f}x",
-            "≤ 2x",
-            met(ratio <= 2),
+            "≤ 1.5x",
+            met(ratio <= 1.5),
+        ),
+        (
+            "`ruizn runs` of 3 runs (ms)",
+            spread(walls["ruizn runs"], "{:.0f}"),
+            f"`python -c 'import click'` {spread(walls['import click'], '{:.0f}')}",
+            f"{runs_ratio:.2f}x",
+            "≤ 1.5x",
+            met(runs_ratio <= 1.5),
         ),
         (
             "`ruizn --help` imports the SDK?",
