@@ -292,7 +292,9 @@ class EventStore:
 
     def note_run(self, run_id: str, *, goal: str, status: str, worker: str | None) -> None:
         now = time.time()
-        with self.engine.begin() as conn:
+        # Not durable on SQLite (see `append`): the row only says who ran the run last and
+        # how it ended; the events say what happened, and a run is never decided by it.
+        with self._transaction(durable=False) as conn:
             changed = conn.execute(
                 sa.update(RUNS)
                 .where(RUNS.c.run_id == run_id)
