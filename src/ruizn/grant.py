@@ -23,6 +23,8 @@ class Grant:
     tool_modules: tuple[str, ...]
     # Programs it would start and servers it would reach: `NAME: COMMAND ARGS` or `NAME: URL`.
     mcp_servers: tuple[str, ...]
+    # The shell it would offer (bash), and how confined: None when it offers none.
+    shell: str | None = None
 
     def lines(self) -> tuple[str, ...]:
         """The grant for people, one fact a line (the caller makes them safe to print)."""
@@ -36,6 +38,8 @@ class Grant:
             out.append("secret files: the file tools may read .env, keys and tokens")
         out.extend(f"tool module: {ref}" for ref in self.tool_modules)
         out.extend(f"MCP server: {server}" for server in self.mcp_servers)
+        if self.shell is not None:
+            out.append(f"shell: {self.shell}")
         return tuple(out)
 
     def summary(self) -> str:
@@ -57,7 +61,23 @@ def grant_of(settings: RunSettings) -> Grant:
         allow_secret_files=settings.allow_secret_files,
         tool_modules=modules,
         mcp_servers=tuple(_server(record) for record in settings.mcp_servers),
+        shell=_shell(settings),
     )
+
+
+def _shell(settings: RunSettings) -> str | None:
+    if not settings.shell:
+        return None
+    if not settings.sandbox:
+        text = "bash commands UNCONFINED (--sandbox off)"
+    else:
+        network = "with" if settings.shell_network else "without"
+        text = f"bash commands in bubblewrap, {network} network"
+        if settings.shell_allow_read:
+            text += ", also reading " + ", ".join(settings.shell_allow_read)
+    if settings.allow_commands:
+        text += "; approved without asking: " + ", ".join(settings.allow_commands)
+    return text
 
 
 def _server(record: JsonObject) -> str:

@@ -12,6 +12,8 @@ Pure functions of the state; no I/O.
 
 from __future__ import annotations
 
+import re
+
 from attrs import frozen
 
 from ruizn.bounds import deeper_than, too_deep
@@ -79,7 +81,8 @@ def turn_stop(state: ExecutionContext) -> Stop:
             return Stop(
                 status=Status.ERROR,
                 error=f"the answer was cut off at max_tokens ({state.settings.max_tokens}):"
-                f" resume with a larger --max-tokens to let it go on",
+                f" let it go on with a larger limit, ruizn resume {state.run_id}"
+                f" --max-tokens {state.settings.max_tokens * 2}",
             )
         case "tool_use" if not has_tool_use:
             return Stop(status=Status.ERROR, error="stop_reason tool_use without a tool call")
@@ -105,8 +108,31 @@ def limit_stop(state: ExecutionContext) -> Stop | None:
         return Stop(status=Status.MAX_COST)
     limit = context_limit(settings)
     if limit is not None and state.context_tokens > limit and not plan_clearing(state).fits:
-        return Stop(status=Status.ERROR, error=CONTEXT_EXCEEDED)
+        return Stop(status=Status.ERROR, error=context_error(state, limit))
     return None
+
+
+def context_error(state: ExecutionContext, limit: int) -> str:
+    """Why the history cannot be sent, and the fix that applies to this run: a limit the
+    user set (--max-context) is raised on resume, up to what the model takes; past the
+    model's own window, only a narrower goal or a larger window helps."""
+    settings = state.settings
+    if settings.max_context is None or settings.max_context == 0:
+        return CONTEXT_EXCEEDED
+    model = None
+    if settings.context_window is not None:
+        model = max(settings.context_window - settings.max_tokens, 1)
+    # Room for the history as it is, and a quarter more for the steps to come, in thousands.
+    wanted = -(-state.context_tokens * 5 // 4 // 1000) * 1000
+    if model is not None:
+        if state.context_tokens > model:
+            return CONTEXT_EXCEEDED
+        wanted = min(wanted, model)
+    return (
+        f"the conversation (about {state.context_tokens:,} tokens) does not fit this run's"
+        f" --max-context {limit:,} even with every older tool result cleared: go on with a"
+        f" larger limit, ruizn resume {state.run_id} --max-context {wanted}"
+    )
 
 
 def reply_problem(content: tuple[ContentBlock, ...]) -> str | None:
@@ -153,7 +179,45 @@ def rule_decision(state: ExecutionContext, call: ToolCall) -> ApprovalDecision |
         return ApprovalDecision(id=call.id, approved=False, by="policy", reason=NEVER_APPROVED)
     if call.name in state.always_approved:
         return ApprovalDecision(id=call.id, approved=True, by="always-rule")
+    command = call.input.get("command") if call.name == SHELL_TOOL else None
+    if isinstance(command, str):
+        pattern = command_allowed(command, state.settings.allow_commands)
+        if pattern is not None:
+            return ApprovalDecision(
+                id=call.id,
+                approved=True,
+                by="policy",
+                reason=f"the command matches --allow-command {pattern!r}",
+            )
     return None
+
+
+SHELL_TOOL = "bash"
+# What chains, pipes, substitutes, groups or redirects commands, and line breaks. A wildcard
+# never matches one of these: a command holding one matches only a pattern that spells it
+# out, so `git status *` never approves `git status; rm -rf ~` or `git status $(curl ...)`.
+SHELL_CONTROL = ";&|`()<>\n\r"
+
+
+def command_allowed(command: str, patterns: tuple[str, ...]) -> str | None:
+    """The first of `patterns` the whole of `command` matches, or None.
+
+    A pattern is matched against the whole command, character for character, except that `*`
+    stands for any run of characters and `?` for any one character, neither ever standing
+    for a SHELL_CONTROL character. Nothing else is special (no [...], no quoting rules):
+    `pytest *` approves `pytest -q tests/x.py`, not `pytest -q | sh`, not `pytest`, and not
+    ` pytest -q` (a leading space).
+    """
+    for pattern in patterns:
+        if _pattern_regex(pattern).fullmatch(command):
+            return pattern
+    return None
+
+
+def _pattern_regex(pattern: str) -> re.Pattern[str]:
+    free = "[^" + re.escape(SHELL_CONTROL) + "]"
+    parts = [free + "*" if ch == "*" else free if ch == "?" else re.escape(ch) for ch in pattern]
+    return re.compile("".join(parts), re.DOTALL)
 
 
 def phase_after_turn(state: ExecutionContext) -> Phase:

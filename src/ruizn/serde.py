@@ -75,7 +75,18 @@ assert len(_EVENT_BY_TAG) == len(EVENT_TYPES), "two events share a tag"
 # wrote before they existed, byte for byte, and an older log is still canonical. A reader
 # takes a missing field as its default.
 _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
-    RunSettings: ("max_cost", "max_context", "context_window"),
+    RunSettings: (
+        "max_cost",
+        "max_context",
+        "context_window",
+        # the shell (#29): a run without one writes what it wrote before
+        "shell",
+        "sandbox",
+        "shell_network",
+        "shell_allow_read",
+        "allow_commands",
+        "shell_timeout",
+    ),
     Usage: ("cache_creation_1h_input_tokens",),
     LlmResponse: ("cost", "priced_by"),
     RunResumed: ("max_cost", "max_context"),

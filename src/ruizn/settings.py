@@ -34,6 +34,8 @@ DEFAULT_MAX_RETRIES = 4
 DEFAULT_RETRY_BASE_DELAY = 0.5
 DEFAULT_TOOL_TIMEOUT = 10.0
 DEFAULT_TOOL_CONCURRENCY = 8
+# The bash tool's timeout for a command that gives none (a call may ask for up to 600 s).
+DEFAULT_SHELL_TIMEOUT = 120.0
 # How a run treats tool calls that need approval: ask a person (or stop and wait for one),
 # approve every call, or deny every call. Defined here, not in state, so the CLI's start-up
 # (`--help`) does not pay for importing the state records.
@@ -206,6 +208,27 @@ class RunSettings:
 
     allow_secret_files: bool = field(default=False, validator=_flag("allow_secret_files"))
     """Let the file tools read well-known secret files (.env, *.pem, id_rsa...)."""
+
+    shell: bool = field(default=False, validator=_flag("shell"))
+    """Offer the `bash`, `bash_output` and `bash_kill` tools (docs/shell.md)."""
+
+    sandbox: bool = field(default=True, validator=_flag("sandbox"))
+    """Run the shell's commands in bubblewrap (the run does not start if it cannot work
+    here). False (`--sandbox off`) runs them unconfined, and the run says so at start."""
+
+    shell_network: bool = field(default=False, validator=_flag("shell_network"))
+    """Let sandboxed commands use the network (off: a network namespace of their own)."""
+
+    shell_allow_read: tuple[str, ...] = field(default=(), converter=_tuple)
+    """Folders under the (hidden) home folder that sandboxed commands may read."""
+
+    allow_commands: tuple[str, ...] = field(default=(), converter=_tuple)
+    """Patterns of bash commands approved without asking (rules.command_allowed)."""
+
+    shell_timeout: float = field(
+        default=DEFAULT_SHELL_TIMEOUT, validator=_seconds("shell_timeout", minimum=1)
+    )
+    """Seconds a command may run when its call gives no timeout; then its group is killed."""
 
     approval: ApprovalMode = field(default=DEFAULT_APPROVAL, validator=_approval)
     """Tool calls that need approval (write_file, edit_file, `needs_approval` tools): "ask" a

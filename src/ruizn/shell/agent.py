@@ -44,14 +44,15 @@ from ruizn.effects.runlog.sink import EventSink, MemorySink
 from ruizn.effects.runlog.store import FileStore, RunStore, new_run_id, settled
 from ruizn.effects.runlog.trust import NOT_STARTED_HERE, TrustStore
 from ruizn.effects.tools.base import BaseTool, ToolRegistry
+from ruizn.effects.tools.bash import ShellJobs, shell_config, shell_tools
+from ruizn.effects.tools.bwrap import find_bwrap, probe, shell_environment
 from ruizn.effects.tools.loader import Toolbox
 from ruizn.effects.tools.workspace import workspace_sandbox
 from ruizn.events import Event, Parent, RunStarted
 from ruizn.grant import Grant, grant_of
 from ruizn.redact import Redactor
 from ruizn.redact import api_key_problem as key_whitespace_problem
-from ruizn.reducers import reduce
-from ruizn.reducers import replay as reducer_replay
+from ruizn.reducers import rebuild, reduce
 from ruizn.reducers import start as start_state
 from ruizn.settings import (
     TEST_MODEL,
@@ -355,7 +356,7 @@ class Agent:
         assert isinstance(first, RunStarted)
         vouched = self._trust.problem(first, ref.path) is None
         if not vouched and trust:
-            self._accepted_fork(reducer_replay(events))
+            self._accepted_fork(rebuild(events))
             vouched = True
         run_id = new_run_id()
         head = evolve(
@@ -626,8 +627,11 @@ class Agent:
         """The provider, the tools and the runner for `settings`; for a new run (`state` is
         None) the settings come back filled in (tools, sources, servers)."""
         provider = self._provider(settings)
+        jobs = None
         try:
-            registry, sources = self._local_tools(settings, root, state)
+            jobs = self._shell_jobs(settings, root)
+            shell = shell_tools(jobs) if jobs is not None else ()
+            registry, sources = self._local_tools(settings, root, state, shell)
             servers = self._mcp_servers(settings)
             async with _mcp_toolset(
                 servers,
@@ -666,7 +670,39 @@ class Agent:
                 )
                 yield runner, settings
         finally:
+            if jobs is not None:
+                jobs.close()  # every process the run started ends with it
             await _aclose(provider)
+
+    def _shell_jobs(self, settings: RunSettings, root: Path) -> ShellJobs | None:
+        """The run's process table when it offers the shell, after checking that bubblewrap
+        confines commands here (fail closed: SandboxUnavailable, before any request)."""
+        if not settings.shell:
+            return None
+        workspace = Path(settings.workspace).resolve()
+        logs = root.resolve()
+        mcp_env = [str(k) for record in settings.mcp_servers for k in record.get("env", ())]
+        environ = shell_environment(self._environ, drop=mcp_env)
+        bwrap = find_bwrap(self._environ)
+        config = shell_config(
+            workspace=workspace,
+            # Hidden unless hiding them would hide the workspace too (--log-dir . or above).
+            hidden=(logs,) if logs != workspace and logs not in workspace.parents else (),
+            allow_read=tuple(Path(p).expanduser().resolve() for p in settings.shell_allow_read),
+            network=settings.shell_network,
+            sandbox=settings.sandbox,
+            bwrap=bwrap,
+            environ=environ,
+            timeout=settings.shell_timeout,
+        )
+        if config.confinement is not None:
+            probe(bwrap, config.confinement, environ)
+        else:
+            self._notice(
+                "warning: --sandbox off: bash commands run unconfined, with your user's access"
+                " to every file and the network"
+            )
+        return ShellJobs(config)
 
     def _provider(self, settings: RunSettings) -> Provider:
         model = self._model
@@ -693,7 +729,11 @@ class Agent:
         return key_whitespace_problem(self._environ)
 
     def _local_tools(
-        self, settings: RunSettings, root: Path, state: ExecutionContext | None
+        self,
+        settings: RunSettings,
+        root: Path,
+        state: ExecutionContext | None,
+        shell: tuple[BaseTool, ...] = (),
     ) -> tuple[ToolRegistry, tuple[ToolSource, ...]]:
         """A new run's tools: the built-ins, its specs and plug-ins, then the caller's. A
         resumed run's: the ones it started with, loaded again from where they came from."""
@@ -706,6 +746,7 @@ class Agent:
         if state is not None:
             recorded = tuple(s for s in settings.tool_sources if s.kind is not SourceKind.MCP)
             given = {made.name: made for made in (_as_tool(t, as_tool) for t in self._tools)}
+            given |= {made.name: made for made in shell}
             if not settings.tool_sources:  # a run from before sources were recorded
                 return collect_tools(sandbox, plugins=False).registry(), ()
             loadable = tuple(s for s in recorded if s.tool not in given)
@@ -713,8 +754,9 @@ class Agent:
             by_name = {tool.name: tool for tool in loaded} | given
             return ToolRegistry(by_name[s.tool] for s in recorded), recorded
         toolbox = self.toolbox(settings, root)
-        tools = [loaded.tool for loaded in toolbox.tools]
+        tools = [*(loaded.tool for loaded in toolbox.tools), *shell]
         sources = list(toolbox.sources)
+        sources += [ToolSource(tool=t.name, kind=SourceKind.BUILTIN, ref=t.name) for t in shell]
         for item in self._tools:
             made = _as_tool(item, as_tool)
             tools.append(made)
@@ -866,7 +908,7 @@ class _McpWatch:
         return self._toolset.list_changed
 
     async def refresh(self, settings: RunSettings) -> ToolChange | None:
-        from ruizn.effects.mcp.toolset import McpStartupError
+        from ruizn.effects.mcp.names import McpStartupError
 
         try:
             relisted = await self._toolset.relist()

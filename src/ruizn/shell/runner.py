@@ -470,7 +470,19 @@ class AgentRunner:
             # started and answer it `interrupted`, never run it a second time.
             self._sink.sync()  # a SinkError ends the run as a failed write does
         began = self._timer()
-        result = await invoke_tool(self._registry, call)
+        try:
+            result = await invoke_tool(self._registry, call)
+        except anyio.get_cancelled_exc_class():
+            # A tool that ends its work when cancelled (bash kills the command's process
+            # group) says so in the log, so resume need not answer "effects unknown".
+            stopped = getattr(self._registry.get(call.name), "stopped_on_cancel", None)
+            if isinstance(stopped, str):
+                result = ToolResult.error(ErrorType.INTERRUPTED, stopped)
+                with contextlib.suppress(SinkError):
+                    self._emit(
+                        ToolCallFinished, id=call.id, result=result, duration=self._timer() - began
+                    )
+            raise
         if not isinstance(result.content, str):
             # Its images, checked against what the run's requests hold already: an image the
             # API would refuse becomes a line saying why (ruizn.media). No await between

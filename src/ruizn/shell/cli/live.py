@@ -30,8 +30,10 @@ from ruizn.effects.runlog.reader import LogError
 from ruizn.effects.runlog.sink import LogLost, SinkError
 from ruizn.effects.runlog.store import FileStore, RunNotFound
 from ruizn.effects.runlog.writer import RunLocked
+from ruizn.effects.tools.bwrap import SandboxUnavailable
 from ruizn.effects.tools.loader import Toolbox, ToolLoadError
 from ruizn.events import Event, LlmResponse, RunResumed, RunStarted, ToolCallFinished
+from ruizn.format import counted
 from ruizn.settings import ConfigError, RunSettings
 from ruizn.shell.agent import Agent, NothingToResume, Resume, RunResult, Session, UntrustedRun
 from ruizn.shell.cli.approval import awaiting_report, terminal_approver
@@ -54,6 +56,7 @@ _USAGE_ERRORS: tuple[type[Exception], ...] = (
     ResumeRefused,
     ForkRefused,
     RecordingError,
+    SandboxUnavailable,
 )
 # A log dir we may not write is bad input (2); a full disk or an I/O error is 1.
 _USAGE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EROFS, errno.EEXIST})
@@ -98,7 +101,7 @@ def toolbox_of(settings: RunSettings, root: Path) -> Toolbox:
 def mcp_tools_of(settings: RunSettings, servers: tuple[MCPServer, ...]) -> tuple[Any, ...]:
     """The tools `servers` offer (for `ruizn tools --mcp`): started, listed, stopped. A server
     that cannot start is one line, exit 2."""
-    from ruizn.effects.mcp.toolset import McpStartupError
+    from ruizn.effects.mcp.names import McpStartupError
 
     agent = Agent(settings=settings, mcp=servers, log=False, on_notice=notice)
     try:
@@ -184,7 +187,7 @@ def rerun_run(agent: Agent, run: str, *, trust: bool) -> int:
         return EXIT_CODES["cancelled"]
     head = f"rerun {done.run_id} of {done.recording}"
     if done.divergence is None:
-        calls = f"{done.calls} model call" + ("" if done.calls == 1 else "s")
+        calls = counted(done.calls, "model call")
         results = f"{done.results} tool result" + ("" if done.results == 1 else "s")
         print(f"identical: {head} ({calls}, {results}, status {done.state.status.value})")
         return EXIT_OK
@@ -260,7 +263,7 @@ def _failed(exc: BaseException, sessions: list[Session]) -> int:
         return EXIT_ERROR
     if isinstance(exc, _USAGE_ERRORS):
         fail(str(exc))
-    from ruizn.effects.mcp.toolset import McpStartupError
+    from ruizn.effects.mcp.names import McpStartupError
 
     if isinstance(exc, McpStartupError):
         fail(str(exc), EXIT_USAGE)

@@ -18,6 +18,7 @@ from ruizn.settings import (
     DEFAULT_MODEL,
     DEFAULT_READ_TIMEOUT,
     DEFAULT_RETRY_BASE_DELAY,
+    DEFAULT_SHELL_TIMEOUT,
     DEFAULT_SYSTEM,
     DEFAULT_TOOL_CONCURRENCY,
     TEST_MODEL,
@@ -51,6 +52,10 @@ class ContextLimit(click.ParamType):  # type: ignore[type-arg]
         if number < 0:
             self.fail(f"{value!r} is below 0 (0 or 'off' turns the limit off)", param, ctx)
         return number
+
+
+def _on_off(ctx: click.Context, param: click.Parameter, value: str) -> bool:
+    return value == "on"
 
 
 def max_cost_option(help_text: str) -> Callable[[Any], Any]:
@@ -173,6 +178,52 @@ def settings_options(f: Any) -> Any:
             help="Let the file tools read .env, *.pem, id_rsa and other secret files.",
         ),
         click.option(
+            "--shell",
+            is_flag=True,
+            help="Offer the model a bash tool (with bash_output, bash_kill), sandboxed in"
+            " bubblewrap: see docs/shell.md. Each command is asked at --approval ask.",
+        ),
+        click.option(
+            "--sandbox",
+            type=click.Choice(("on", "off")),
+            default="on",
+            show_default=True,
+            callback=_on_off,
+            help="off: run --shell commands unconfined (said at start). on: in bubblewrap; a"
+            " run whose sandbox cannot start here ends before its first request (exit 2).",
+        ),
+        click.option(
+            "--shell-network",
+            type=click.Choice(("on", "off")),
+            default="off",
+            show_default=True,
+            callback=_on_off,
+            help="Let sandboxed commands use the network.",
+        ),
+        click.option(
+            "--shell-allow-read",
+            multiple=True,
+            metavar="PATH",
+            help="A folder in your (otherwise hidden) home that commands may read. Repeatable.",
+        ),
+        click.option(
+            "--allow-command",
+            "allow_commands",
+            multiple=True,
+            metavar="PATTERN",
+            help="Approve bash commands matching PATTERN without asking: the whole command,"
+            " '*' any text and '?' one character, never ; & | ` ( ) < > or a line break"
+            " (docs/shell.md). Repeatable.",
+        ),
+        click.option(
+            "--shell-timeout",
+            type=click.FloatRange(min=1),
+            default=DEFAULT_SHELL_TIMEOUT,
+            show_default=True,
+            help="Seconds a bash command may run when its call gives no timeout (a call may"
+            " ask for up to 600); then its whole process group is killed.",
+        ),
+        click.option(
             "--approval",
             type=click.Choice(APPROVAL_MODES),
             default=DEFAULT_APPROVAL,
@@ -270,3 +321,83 @@ def settings_from_cli(
     except ConfigError as exc:
         fail(str(exc))
     return settings, servers
+
+
+class TopGroup(click.Group):
+    """`ruizn` itself: its options are the implicit run's (`ruizn --goal G`). Given before a
+    command, each one goes on to that command when it takes an option of the same name
+    (`ruizn --mcp x=cmd tools` is `ruizn tools --mcp x=cmd`), and is otherwise a one-line
+    usage error naming the commands it belongs to: an option is never silently dropped."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if command is None or name is None:
+            return name, command, rest
+        carried: list[str] = []
+        for param in self.params:
+            if not isinstance(param, click.Option) or not param.expose_value or not param.name:
+                continue
+            # Only what was typed: an environment variable (RUIZN_MODEL) is read by the
+            # command that takes it, and ignored, as ever, by the others.
+            if ctx.get_parameter_source(param.name) is not click.core.ParameterSource.COMMANDLINE:
+                continue
+            target = option_named(command, param.name)
+            if target is None:
+                raise UsageFailure(_belongs(self, param, name))
+            carried += _as_tokens(target, ctx.params[param.name])
+        return name, command, [*carried, *rest]
+
+
+def option_named(command: click.Command, name: str) -> click.Option | None:
+    for param in command.params:
+        if isinstance(param, click.Option) and param.name == name and param.expose_value:
+            return param
+    return None
+
+
+def _flag(option: click.Option, *, secondary: bool = False) -> str:
+    names = option.secondary_opts if secondary else option.opts
+    return max(names, key=lambda opt: (opt.startswith("--"), len(opt)))
+
+
+def _belongs(group: click.Group, param: click.Option, name: str) -> str:
+    flag = _flag(param)
+    takers = sorted(
+        (
+            other
+            for other, command in group.commands.items()
+            if not command.hidden and option_named(command, param.name or "") is not None
+        ),
+        key=lambda other: (other != "run", other),
+    )
+    if not takers:
+        return f"{flag} is not an option of `ruizn {name}`; it belongs to the run: ruizn {flag} ..."
+    return f"{flag} is not an option of `ruizn {name}`; it belongs to ruizn {', '.join(takers)}"
+
+
+def _as_tokens(option: click.Option, value: Any) -> list[str]:
+    """The command line that gives `option` the value the group parsed."""
+    flag = _flag(option)
+    if option.is_flag and not option.multiple:
+        if option.secondary_opts:  # --x/--no-x: a bool, either way
+            return [flag] if value else [_flag(option, secondary=True)]
+        # click 8.2+ leaves flag_value unset for a plain boolean flag (it means True).
+        on = option.flag_value if isinstance(option.flag_value, bool | str | int) else True
+        return [flag] if value == on else []
+    if (
+        isinstance(option.type, click.Choice)
+        and option.callback is not None
+        and not option.multiple
+    ):
+        # A choice its callback turned into something else (--sandbox on -> True): give the
+        # choice the callback turns into this value again, as the person typed it.
+        typed = [c for c in option.type.choices if option.callback(None, option, c) == value]  # type: ignore[arg-type]
+        if typed:
+            return [flag, str(typed[0])]
+    values = value if option.multiple else (value,)
+    tokens: list[str] = []
+    for item in values:
+        tokens += [flag, *(str(part) for part in (item if option.nargs > 1 else (item,)))]
+    return tokens
