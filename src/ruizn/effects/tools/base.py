@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import json
 import math
 import queue
 import threading
@@ -180,6 +181,22 @@ class _DaemonThreads:
 _THREADS = _DaemonThreads()
 
 
+# Schemas already checked against their metaschema in this process, by their JSON text: a
+# fleet worker builds a registry for every run it takes, of the same tools each time.
+_CHECKED: set[tuple[str, str]] = set()
+
+
+def _check_schema(validator_class: Any, schema: JsonObject) -> None:
+    try:
+        key = (validator_class.__name__, json.dumps(schema, sort_keys=True))
+    except (TypeError, ValueError):  # not JSON text at all: the check says what is wrong
+        validator_class.check_schema(schema)
+        return
+    if key not in _CHECKED:
+        validator_class.check_schema(schema)
+        _CHECKED.add(key)
+
+
 class ToolRegistry:
     def __init__(self, tools: Iterable[BaseTool], *, timeout: float | None = None) -> None:
         """`timeout`: the run's tool_timeout, for every tool that did not choose its own
@@ -194,7 +211,7 @@ class ToolRegistry:
             validator_class = jsonschema.validators.validator_for(
                 tool.input_schema, default=jsonschema.Draft202012Validator
             )
-            validator_class.check_schema(tool.input_schema)
+            _check_schema(validator_class, tool.input_schema)
             self._validators[tool.name] = validator_class(tool.input_schema)
 
     def get(self, name: str) -> BaseTool | None:

@@ -29,7 +29,6 @@ from ruizn.shell.cli.options import (
     tool_options,
     where_options,
 )
-from ruizn.terminal import visible
 from ruizn.version import __version__
 
 if TYPE_CHECKING:
@@ -138,6 +137,7 @@ def tools_command(
 
     from ruizn.shell.cli.live import mcp_tools_of, toolbox_of
     from ruizn.shell.cli.options import settings_from_cli
+    from ruizn.terminal import visible
 
     settings, servers = settings_from_cli(
         workspace=workspace, tools=tools, no_plugins=no_plugins, mcp=mcp, mcp_headers=mcp_headers

@@ -75,18 +75,23 @@ def max_context_option(help_text: str) -> Callable[[Any], Any]:
     return click.option("--max-context", type=ContextLimit(), default=None, help=help_text)
 
 
+# One folder type for every command's --workspace and --log-dir: a click.Path looks up its
+# translated name (gettext, locale) when it is made, and 13 commands take both options.
+_FOLDER = click.Path(file_okay=False)
+
+
 def where_options(f: Any) -> Any:
     """--workspace and --log-dir: where runs are. Every command that reads or writes runs
     takes both, and looks where `ruizn run` with the same options writes."""
     f = click.option(
         "--log-dir",
-        type=click.Path(file_okay=False),
+        type=_FOLDER,
         default=None,
         help="Root of the run logs (default: WORKSPACE/.ruizn/runs).",
     )(f)
     return click.option(
         "--workspace",
-        type=click.Path(file_okay=False),
+        type=_FOLDER,
         default=".",
         help="The workspace folder (default: the current directory).",
     )(f)
