@@ -49,8 +49,9 @@ class MessagesRequest:
     tools: tuple[JsonObject, ...]
     messages: tuple[Message, ...]
     marked: frozenset[int]
-    # `output_config` as sent (None: not sent): one dict every key of it joins (`format`
-    # for a structured answer; `effort` once the run has one).
+    # `thinking` and `output_config` as sent (None: not sent), made from the settings by
+    # thinking_config and output_config below.
+    thinking: JsonObject | None = None
     output_config: JsonObject | None = None
 
     def to_json(self) -> JsonObject:
@@ -71,17 +72,9 @@ def plan_request(state: ExecutionContext) -> MessagesRequest:
         tools=_tools(settings),
         messages=messages,
         marked=_rolling_breakpoints(messages),
+        thinking=thinking_config(settings),
         output_config=output_config(settings),
     )
-
-
-def output_config(settings: RunSettings) -> JsonObject | None:
-    """The request's `output_config`, made whole here so every key joins one dict: `format`
-    constrains the answer to the run's output schema (format mode)."""
-    config: JsonObject = {}
-    if settings.output_schema is not None and settings.output_mode == "format":
-        config["format"] = {"type": "json_schema", "schema": settings.output_schema}
-    return config or None
 
 
 def output_tool(schema: JsonObject) -> JsonObject:
@@ -164,9 +157,35 @@ def head_json(request: MessagesRequest) -> JsonObject:
         tools = [dict(tool) for tool in request.tools]
         tools[-1]["cache_control"] = EPHEMERAL
         head["tools"] = tools
+    if request.thinking is not None:
+        head["thinking"] = request.thinking
     if request.output_config is not None:
         head["output_config"] = request.output_config
     return head
+
+
+def thinking_config(settings: RunSettings) -> JsonObject | None:
+    """`thinking`: adaptive, its text summarized only when it is to be shown (omitted, the API
+    still sends the signature that carries it to the next request); or disabled."""
+    match settings.thinking:
+        case "adaptive":
+            display = "summarized" if settings.show_thinking else "omitted"
+            return {"type": "adaptive", "display": display}
+        case "off":
+            return {"type": "disabled"}
+    return None
+
+
+def output_config(settings: RunSettings) -> JsonObject | None:
+    """`output_config`, made whole in this one place: one dict every key of it joins (the
+    effort here; a structured output's `format`). None: the key is not sent."""
+    config: JsonObject = {}
+    if settings.effort is not None:
+        config["effort"] = settings.effort
+    if settings.output_schema is not None and settings.output_mode == "format":
+        # A structured answer the API constrains (format mode; see docs/structured-output.md).
+        config["format"] = {"type": "json_schema", "schema": settings.output_schema}
+    return config or None
 
 
 def message_json(message: Message, *, marked: bool) -> JsonObject:

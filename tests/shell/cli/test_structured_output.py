@@ -13,7 +13,7 @@ from pydantic import BaseModel
 import ruizn
 from ruizn.request import build_request
 from tests.fakeapi import FakeAnthropic, Stream, Text, ToolUse
-from tests.fakeapi.server import model_info
+from tests.fakeapi.models import model_info
 from tests.shell.cli.conftest import API_KEY, cli_env, run_cli
 
 MODEL = "claude-sonnet-5-5"
@@ -33,8 +33,10 @@ def schema_file(workspace: Path) -> Path:
 
 
 def _server(script: Any, *, structured: bool = True) -> FakeAnthropic:
-    info = model_info(MODEL, structured_outputs=structured)
-    return FakeAnthropic(script, models={MODEL: info}).start()
+    """The local API, its Models API saying whether MODEL takes output_config.format."""
+    info = model_info(MODEL, MODEL)
+    info["capabilities"]["structured_outputs"] = {"supported": structured}
+    return FakeAnthropic(script, models=(info,)).start()
 
 
 def test_a_wrong_answer_is_sent_back_and_stdout_is_exactly_the_json(

@@ -29,7 +29,6 @@ from ruizn.shell.cli.options import (
     tool_options,
     where_options,
 )
-from ruizn.terminal import visible
 from ruizn.version import __version__
 
 if TYPE_CHECKING:
@@ -145,6 +144,7 @@ def tools_command(
 
     from ruizn.shell.cli.live import mcp_tools_of, toolbox_of
     from ruizn.shell.cli.options import settings_from_cli
+    from ruizn.terminal import visible
 
     settings, servers = settings_from_cli(
         workspace=workspace, tools=tools, no_plugins=no_plugins, mcp=mcp, mcp_headers=mcp_headers
@@ -589,6 +589,14 @@ def export_command(
 from ruizn.shell.cli.fleet import register as _register_fleet  # noqa: E402 - cli must exist
 
 _register_fleet(cli)
+
+from ruizn.shell.cli.models import models_command  # noqa: E402 - cli must exist
+
+cli.add_command(models_command)
+
+from ruizn.shell.cli.configured import config_command_of  # noqa: E402 - cli must exist
+
+cli.add_command(config_command_of(run_options))
 
 
 def main() -> None:
