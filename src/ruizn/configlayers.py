@@ -100,8 +100,9 @@ def normalised(values: dict[str, Any], where: str, *, refusable: bool = False) -
 
 
 def user_layers(document: dict[str, Any], where: str, profile: str | None) -> tuple[Layer, ...]:
-    """The user's file: its top-level options, then the chosen profile's over them."""
-    top = {k: v for k, v in document.items() if k != "profiles"}
+    """The user's file: its top-level options, then the chosen profile's over them. (Its
+    `[hooks]` table is not an option: the CLI reads it as hooks, see docs/hooks.md.)"""
+    top = {k: v for k, v in document.items() if k not in ("profiles", "hooks")}
     layers = [Layer(where=where, values=normalised(top, where))]
     profiles = document.get("profiles", {})
     if not isinstance(profiles, dict):

@@ -212,3 +212,20 @@ def test_userpromptsubmit_stdout_is_context_in_the_first_request(
     first = json.dumps(server.requests[0].body["messages"][0])
     assert "ship it" in first
     assert "the deploy freeze is on until Monday" in first
+
+
+def test_the_users_config_file_hooks_table_is_a_source(
+    workspace: Path, server_factory: Any
+) -> None:
+    config = workspace.parent / "config.toml"
+    config.write_text(
+        "[[hooks.UserPromptSubmit]]\n"
+        'hooks = [{ type = "command", command = "echo from the user config" }]\n',
+        encoding="utf-8",
+    )
+    server = server_factory([Stream((Text("ok"),))])
+    env = cli_env(server.base_url, RUIZN_CONFIG=str(config))
+    result = run_cli(["run", "hi"], workspace=workspace, env=env)
+    assert result.code == 0, result.stderr
+    assert "from the user config" in json.dumps(server.requests[0].body["messages"][0])
+    assert result.events()[0]["settings"]["hooks"][0]["source"] == f"{config} [hooks]"

@@ -417,3 +417,21 @@ def with_project_hooks(settings: RunSettings, *, trust: bool) -> RunSettings:
             echo_err("ruizn: the project's hooks do not run in this run")
             return settings
     return evolve(settings, hooks=(*settings.hooks, *found))
+
+
+def with_user_hooks(settings: RunSettings) -> RunSettings:
+    """The settings with the hooks of the user's own config file (its `[hooks]` table, in
+    Claude Code's shape) before the --hooks files': the person's own file, like --hooks."""
+    from ruizn.configlayers import ConfigFileError
+    from ruizn.effects.hooks.config import HookConfigError, parse
+    from ruizn.effects.userconfig.reader import read_toml, user_config_path
+
+    path = user_config_path(os.environ)
+    try:
+        document = read_toml(path, required=bool(os.environ.get("RUIZN_CONFIG")))
+        if document is None or "hooks" not in document:
+            return settings
+        found = parse(document["hooks"], f"{path} [hooks]")
+    except (ConfigFileError, HookConfigError) as exc:
+        fail(str(exc))
+    return evolve(settings, hooks=(*found, *settings.hooks))
