@@ -55,7 +55,7 @@ PEERS = {
     "LangGraph": ("peer_langgraph.py", "import langgraph.prebuilt, langchain_anthropic"),
 }
 PEER_PIP = "pip install 'pydantic-ai-slim[anthropic]' langgraph langchain-anthropic"
-MODEL = "claude-sonnet-4-5"
+MODEL = "claude-sonnet-5-5"
 # A realistic agent system prompt (~1,600 tokens), the same for every client.
 SYSTEM_TEXT = "\n".join(
     f"Rule {i}: read the files you need with read_file before you answer; quote paths exactly;"

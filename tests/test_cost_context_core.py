@@ -191,8 +191,8 @@ def test_a_last_turn_that_cannot_fit_ends_the_run_with_the_context_error() -> No
     assert next_action(limited) == Finish(
         status=Status.ERROR,
         error=f"the conversation (about {tokens:,} tokens) does not fit this run's"
-        f" --max-context 1,000 even with every older tool result cleared: go on with a"
-        f" larger limit, ruizn resume {limited.run_id} --max-context {wanted}",
+        f" --max-context 1,000 even with every older tool result cleared: resume the run"
+        f" with --max-context {wanted} to go on",
     )
     # Past the model's own window, a larger limit cannot help: the window error.
     small_model = evolve(limited, settings=evolve(limited.settings, context_window=tokens))

@@ -14,6 +14,7 @@ from typing import Any
 
 from attrs import frozen
 
+from ruizn.settings import RunSettings
 from ruizn.state import (
     ContentBlock,
     ExecutionContext,
@@ -47,6 +48,10 @@ class MessagesRequest:
     tools: tuple[JsonObject, ...]
     messages: tuple[Message, ...]
     marked: frozenset[int]
+    # `thinking` and `output_config` as sent (None: not sent), made from the settings by
+    # thinking_config and output_config below.
+    thinking: JsonObject | None = None
+    output_config: JsonObject | None = None
 
     def to_json(self) -> JsonObject:
         request = head_json(self)
@@ -66,6 +71,8 @@ def plan_request(state: ExecutionContext) -> MessagesRequest:
         tools=settings.tools,
         messages=messages,
         marked=_rolling_breakpoints(messages),
+        thinking=thinking_config(settings),
+        output_config=output_config(settings),
     )
 
 
@@ -99,7 +106,32 @@ def head_json(request: MessagesRequest) -> JsonObject:
         tools = [dict(tool) for tool in request.tools]
         tools[-1]["cache_control"] = EPHEMERAL
         head["tools"] = tools
+    if request.thinking is not None:
+        head["thinking"] = request.thinking
+    if request.output_config is not None:
+        head["output_config"] = request.output_config
     return head
+
+
+def thinking_config(settings: RunSettings) -> JsonObject | None:
+    """`thinking`: adaptive, its text summarized only when it is to be shown (omitted, the API
+    still sends the signature that carries it to the next request); or disabled."""
+    match settings.thinking:
+        case "adaptive":
+            display = "summarized" if settings.show_thinking else "omitted"
+            return {"type": "adaptive", "display": display}
+        case "off":
+            return {"type": "disabled"}
+    return None
+
+
+def output_config(settings: RunSettings) -> JsonObject | None:
+    """`output_config`, made whole in this one place: one dict every key of it joins (the
+    effort here; a structured output's `format`). None: the key is not sent."""
+    config: JsonObject = {}
+    if settings.effort is not None:
+        config["effort"] = settings.effort
+    return config or None
 
 
 def message_json(message: Message, *, marked: bool) -> JsonObject:

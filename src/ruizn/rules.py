@@ -23,7 +23,10 @@ from ruizn.state import (
     DecidedBy,
     ExecutionContext,
     Phase,
+    RedactedThinkingBlock,
     Status,
+    TextBlock,
+    ThinkingBlock,
     ToolCall,
     ToolResultBlock,
     ToolUseBlock,
@@ -77,12 +80,19 @@ def turn_stop(state: ExecutionContext) -> Stop:
     match state.stop_reason:
         case stop if stop in SUCCESS_STOPS:
             return Stop(status=Status.SUCCESS)
+        case "max_tokens" if _still_thinking(state.messages[-1].content):
+            return Stop(
+                status=Status.ERROR,
+                error=f"max_tokens ({state.settings.max_tokens}) ran out while the model was"
+                " thinking, before its answer: resume with a larger --max-tokens, or run with"
+                " a lower --effort",
+            )
         case "max_tokens":
             return Stop(
                 status=Status.ERROR,
                 error=f"the answer was cut off at max_tokens ({state.settings.max_tokens}):"
-                f" let it go on with a larger limit, ruizn resume {state.run_id}"
-                f" --max-tokens {state.settings.max_tokens * 2}",
+                f" resume the run with --max-tokens {state.settings.max_tokens * 2} to let it"
+                " go on",
             )
         case "tool_use" if not has_tool_use:
             return Stop(status=Status.ERROR, error="stop_reason tool_use without a tool call")
@@ -92,6 +102,16 @@ def turn_stop(state: ExecutionContext) -> Stop:
             return Stop(status=Status.ERROR, error=CONTEXT_EXCEEDED)
         case other:
             return Stop(status=Status.ERROR, error=f"unexpected stop_reason {other!r}")
+
+
+def _still_thinking(content: tuple[ContentBlock, ...]) -> bool:
+    """The reply's last block with anything in it is thinking: the answer never began."""
+    for block in reversed(content):
+        if isinstance(block, ThinkingBlock | RedactedThinkingBlock):
+            return True
+        if not isinstance(block, TextBlock) or block.text.strip():
+            return False
+    return False
 
 
 def limit_stop(state: ExecutionContext) -> Stop | None:
@@ -115,24 +135,51 @@ def limit_stop(state: ExecutionContext) -> Stop | None:
 def context_error(state: ExecutionContext, limit: int) -> str:
     """Why the history cannot be sent, and the fix that applies to this run: a limit the
     user set (--max-context) is raised on resume, up to what the model takes; past the
-    model's own window, only a narrower goal or a larger window helps."""
-    settings = state.settings
-    if settings.max_context is None or settings.max_context == 0:
+    model's own window, only a narrower goal or a larger window helps. (No run id in it: the
+    error is logged, and a rerun or a fork of the run must come to the same words.)"""
+    wanted = context_fix(state)
+    if wanted is None:
         return CONTEXT_EXCEEDED
-    model = None
-    if settings.context_window is not None:
-        model = max(settings.context_window - settings.max_tokens, 1)
-    # Room for the history as it is, and a quarter more for the steps to come, in thousands.
-    wanted = -(-state.context_tokens * 5 // 4 // 1000) * 1000
-    if model is not None:
-        if state.context_tokens > model:
-            return CONTEXT_EXCEEDED
-        wanted = min(wanted, model)
     return (
         f"the conversation (about {state.context_tokens:,} tokens) does not fit this run's"
-        f" --max-context {limit:,} even with every older tool result cleared: go on with a"
-        f" larger limit, ruizn resume {state.run_id} --max-context {wanted}"
+        f" --max-context {limit:,} even with every older tool result cleared: resume the run"
+        f" with --max-context {wanted} to go on"
     )
+
+
+def context_fix(state: ExecutionContext) -> int | None:
+    """The --max-context a resume needs when the user's own limit is what the history does
+    not fit: the history and a quarter more for the steps to come, in thousands, within
+    the model's window; None when the limit is the model's (or the history is past it)."""
+    settings = state.settings
+    if not settings.max_context:
+        return None
+    wanted = -(-state.context_tokens * 5 // 4 // 1000) * 1000
+    if settings.context_window is not None:
+        model = max(settings.context_window - settings.max_tokens, 1)
+        if state.context_tokens > model:
+            return None
+        wanted = min(wanted, model)
+    return wanted
+
+
+def resume_fix(state: ExecutionContext) -> str | None:
+    """The options of `ruizn resume RUN` that let a run a limit ended in error go on: a
+    larger --max-tokens for an answer cut at max_tokens, a larger --max-context for a history
+    past the user's limit; None for any other end."""
+    if state.status is not Status.ERROR or state.error is None:
+        return None
+    if (
+        state.stop_reason == "max_tokens"
+        and state.messages
+        and state.error == turn_stop(state).error
+    ):
+        return f"--max-tokens {state.settings.max_tokens * 2}"
+    wanted = context_fix(state)
+    limit = context_limit(state.settings)
+    if wanted is not None and limit is not None and state.error == context_error(state, limit):
+        return f"--max-context {wanted}"
+    return None
 
 
 def reply_problem(content: tuple[ContentBlock, ...]) -> str | None:

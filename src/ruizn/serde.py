@@ -79,6 +79,9 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
         "max_cost",
         "max_context",
         "context_window",
+        "thinking",
+        "show_thinking",
+        "effort",
         # the shell (#29): a run without one writes what it wrote before
         "shell",
         "sandbox",

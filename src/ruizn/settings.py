@@ -21,14 +21,16 @@ from ruizn.toolsource import ToolSource
 JsonObject = dict[str, Any]
 Validator = Callable[[Any, Any, Any], None]
 
-DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MODEL = "claude-sonnet-5-5"
 TEST_MODEL = "test"
 DEFAULT_SYSTEM = (
     "You are ruizn, a careful assistant working in the user's workspace. Use the tools to"
     " look at files instead of guessing, and answer concisely in the language of the request."
 )
 DEFAULT_MAX_STEPS = 20
-DEFAULT_MAX_TOKENS = 4096
+# Room for a thinking model's adaptive thinking (it counts against max_tokens) and its answer;
+# under every current model's max output (the Models API's `max_tokens`).
+DEFAULT_MAX_TOKENS = 32_000
 DEFAULT_READ_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 4
 DEFAULT_RETRY_BASE_DELAY = 0.5
@@ -42,6 +44,13 @@ DEFAULT_SHELL_TIMEOUT = 120.0
 ApprovalMode = Literal["ask", "always", "never"]
 APPROVAL_MODES: tuple[ApprovalMode, ...] = ("ask", "always", "never")
 DEFAULT_APPROVAL: ApprovalMode = "ask"
+# --thinking: adaptive (the model decides when and how much to think) or off. None: the
+# model's own default, filled in when the run starts (adaptive where the model takes it).
+ThinkingMode = Literal["adaptive", "off"]
+THINKING_MODES: tuple[ThinkingMode, ...] = ("adaptive", "off")
+# --effort: `output_config.effort`; None sends none (the model's default, high).
+Effort = Literal["low", "medium", "high", "xhigh", "max"]
+EFFORT_LEVELS: tuple[Effort, ...] = ("low", "medium", "high", "xhigh", "max")
 
 
 class ConfigError(ValueError):
@@ -129,6 +138,14 @@ def _money(value: Any) -> Any:
 def _approval(_: object, __: object, value: Any) -> None:
     if value not in APPROVAL_MODES:
         raise ConfigError(f"approval must be one of {', '.join(APPROVAL_MODES)}, not {value!r}")
+
+
+def _one_of(name: str, choices: tuple[str, ...]) -> Validator:
+    def check(_: object, __: object, value: Any) -> None:
+        if value is not None and value not in choices:
+            raise ConfigError(f"{name} must be one of {', '.join(choices)}, not {value!r}")
+
+    return check
 
 
 def _path_text(value: Any) -> Any:
@@ -234,6 +251,21 @@ class RunSettings:
     """Tool calls that need approval (write_file, edit_file, `needs_approval` tools): "ask" a
     person (a terminal, `Agent(approve=...)`; with neither the run stops awaiting_approval),
     approve them "always", or deny them ("never")."""
+
+    thinking: ThinkingMode | None = field(
+        default=None, validator=_one_of("thinking", THINKING_MODES)
+    )
+    """`adaptive` (the model decides how much to think; thinking counts against max_tokens)
+    or `off`. None: the model's default, filled in when the run starts from the Models API
+    (adaptive where the model takes it; left None for a model the API does not describe)."""
+
+    show_thinking: bool = field(default=False, validator=_flag("show_thinking"))
+    """Ask for summarized thinking (`display: summarized`) and print it, dimmed; otherwise
+    the API omits the thinking text (`display: omitted`) and sends only its signature."""
+
+    effort: Effort | None = field(default=None, validator=_one_of("effort", EFFORT_LEVELS))
+    """`output_config.effort`: how much effort the model spends (and tokens it uses). None:
+    none sent, the model's default."""
 
     tool_specs: tuple[str, ...] = field(default=(), converter=_tuple)
     """Extra tools asked for, as `MODULE:ATTR` specs (a module or a .py file)."""

@@ -1,6 +1,6 @@
 """`ruizn.Agent`: the one place where a run is built.
 
-    agent = ruizn.Agent(model="claude-sonnet-4-5", tools=[add], workspace=".")
+    agent = ruizn.Agent(model="claude-sonnet-5-5", tools=[add], workspace=".")
     result = agent.run("What is 2 + 3?")
     result = agent.resume(result.run_id, max_steps=40)
 
@@ -37,7 +37,7 @@ from ruizn.decide import (
 from ruizn.effects.mcp.config import MCPServer
 from ruizn.effects.models.function import FunctionModel, ReplyFunction
 from ruizn.effects.models.pricing import Pricer, SharedBudget, default_pricer
-from ruizn.effects.models.provider import Provider, ProviderConfigError
+from ruizn.effects.models.provider import ModelCatalog, Provider, ProviderConfigError
 from ruizn.effects.person.approval import ApproveFunction, Approver, CallbackApprover
 from ruizn.effects.runlog.reader import LOG_NAME, iter_events
 from ruizn.effects.runlog.sink import EventSink, MemorySink
@@ -50,6 +50,8 @@ from ruizn.effects.tools.loader import Toolbox
 from ruizn.effects.tools.workspace import workspace_sandbox
 from ruizn.events import Event, Parent, RunStarted
 from ruizn.grant import Grant, grant_of
+from ruizn.modelfacts import check as check_model
+from ruizn.modelfacts import deprecation_line, fitted
 from ruizn.redact import Redactor
 from ruizn.redact import api_key_problem as key_whitespace_problem
 from ruizn.reducers import rebuild, reduce
@@ -629,6 +631,8 @@ class Agent:
         provider = self._provider(settings)
         jobs = None
         try:
+            if state is None:
+                settings = await self._fitted(provider, settings)
             jobs = self._shell_jobs(settings, root)
             shell = shell_tools(jobs) if jobs is not None else ()
             registry, sources = self._local_tools(settings, root, state, shell)
@@ -640,7 +644,7 @@ class Agent:
                 lambda text: self._notice(f"mcp: {text}"),
                 self._environ,
             ) as (mcp_tools, mcp_records, watch):
-                registry = ToolRegistry([*registry, *mcp_tools])
+                registry = ToolRegistry([*registry, *mcp_tools], timeout=settings.tool_timeout)
                 for schema in registry.tool_schemas():
                     if state is None and deeper_than(schema):
                         raise ConfigError(too_deep(f"the schema of tool {schema['name']!r}"))
@@ -652,7 +656,10 @@ class Agent:
                         mcp_servers=mcp_records,
                     )
                 else:
-                    registry = ToolRegistry(self._unchanged(settings, registry, mcp_tools))
+                    registry = ToolRegistry(
+                        self._unchanged(settings, registry, mcp_tools),
+                        timeout=settings.tool_timeout,
+                    )
                 redactor = Redactor.from_env(self._environ)
                 runner = AgentRunner(
                     provider=provider,
@@ -673,6 +680,24 @@ class Agent:
             if jobs is not None:
                 jobs.close()  # every process the run started ends with it
             await _aclose(provider)
+
+    async def _fitted(self, provider: Provider, settings: RunSettings) -> RunSettings:
+        """A new run's settings checked against what the Models API says of its model, before
+        its first request: a retired model or a thinking/effort choice it refuses is a
+        ModelRefused; a deprecated one a warning (once: a run starts once). A model the API
+        does not describe passes as it is."""
+        catalog = getattr(provider, "catalog", None)
+        if not isinstance(catalog, ModelCatalog):
+            return settings
+        facts = await catalog.describe(settings.model)
+        if facts is None:
+            return settings
+        listing = await catalog.models() if facts.lifecycle == "retired" else ()
+        check_model(settings, facts, listing)
+        warning = deprecation_line(facts)
+        if warning is not None:
+            self._notice(warning)
+        return fitted(settings, facts)
 
     def _shell_jobs(self, settings: RunSettings, root: Path) -> ShellJobs | None:
         """The run's process table when it offers the shell, after checking that bubblewrap

@@ -446,7 +446,8 @@ class AgentRunner:
         )
         try:
             registry = ToolRegistry(
-                [*(t for t in self._registry if t.name not in change.replaces), *change.tools]
+                [*(t for t in self._registry if t.name not in change.replaces), *change.tools],
+                timeout=self._registry.timeout,
             )
         except ValueError as exc:  # a name both the change and the run's other tools hold
             watch.refused(str(exc))

@@ -41,6 +41,8 @@ class Result:
 def cli_env(base_url: str | None, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "RUIZN_"))}
     env.update(ANTHROPIC_API_KEY=API_KEY, NO_COLOR="1", RUIZN_RETRY_BASE_DELAY="0.01")
+    # No user config file of the machine's (~/.config/ruizn/config.toml) shapes a test's run.
+    env["XDG_CONFIG_HOME"] = str(Path(__file__).parent / "no-config-home")
     if base_url is not None:
         env["ANTHROPIC_BASE_URL"] = base_url
     env.update(extra)

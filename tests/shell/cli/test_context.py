@@ -125,10 +125,10 @@ def test_the_default_limit_is_the_models_window_less_max_tokens(
     result = run_cli(["run", "hi"], workspace=workspace, base_url=server.base_url)
     assert result.code == 0, result.stderr
     settings = json.loads(result.log_path.read_text().splitlines()[0])["settings"]
-    assert settings["context_window"] == 200_000  # claude-sonnet-4-5, from genai-prices
+    assert settings["context_window"] == 1_000_000  # claude-sonnet-5-5 (genai-prices, Models API)
     assert "max_context" not in settings  # left out at its default: the window's limit
     shown = run_cli(["show", "last"], workspace=workspace)
-    assert "context:   limit 195,904 tokens" in shown.stdout  # 200,000 - 4,096
+    assert "context:   limit 968,000 tokens" in shown.stdout  # 1,000,000 - 32,000
     off = run_cli(
         ["run", "--max-context", "off", "hi"], workspace=workspace, base_url=server.base_url
     )
@@ -150,7 +150,8 @@ def test_a_newest_turn_that_cannot_fit_ends_the_run_with_the_context_error(
     assert result.code == 1
     # The limit is the user's --max-context: the fix named is a resume with a larger one.
     run_id = result.log_path.parent.name
-    assert f"go on with a larger limit, ruizn resume {run_id} --max-context " in result.stdout
+    assert "resume the run with --max-context " in result.stdout
+    assert f"continue with: ruizn resume {run_id} --max-context " in result.stderr
     assert "larger context window" not in result.stdout
     assert len(server.requests) == 1  # the request that could not fit was never sent
     log = [json.loads(line) for line in result.log_path.read_text().splitlines()]

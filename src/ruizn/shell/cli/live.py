@@ -34,6 +34,7 @@ from ruizn.effects.tools.bwrap import SandboxUnavailable
 from ruizn.effects.tools.loader import Toolbox, ToolLoadError
 from ruizn.events import Event, LlmResponse, RunResumed, RunStarted, ToolCallFinished
 from ruizn.format import counted
+from ruizn.rules import resume_fix
 from ruizn.settings import ConfigError, RunSettings
 from ruizn.shell.agent import Agent, NothingToResume, Resume, RunResult, Session, UntrustedRun
 from ruizn.shell.cli.approval import awaiting_report, terminal_approver
@@ -280,6 +281,8 @@ def _report(result: RunResult) -> int:
         echo_err(f"continue with: ruizn resume {state.run_id}")
     elif state.status is Status.MAX_COST:
         echo_err(f"continue with: ruizn resume {state.run_id}{_next_budget(state)}")
+    elif (fix := resume_fix(state)) is not None:  # a limit of this run ended it in error
+        echo_err(f"continue with: ruizn resume {state.run_id} {fix}")
     return EXIT_CODES[state.status]
 
 

@@ -30,11 +30,17 @@ from ruizn.format import counted, human_bytes, human_seconds, tokens, usd
 from ruizn.grant import grant_of
 from ruizn.media import image_line, images
 from ruizn.serde import state_to_json
+from ruizn.settings import RunSettings
 from ruizn.shell.cli.approval import describe_call
 from ruizn.shell.cli.exits import EXIT_ERROR, EXIT_OK, fail
 from ruizn.shell.cli.printer import StdoutPrinter
 from ruizn.shell.table import cells, clip, terminal_width
-from ruizn.state import ExecutionContext, ToolUseBlock
+from ruizn.state import (
+    ExecutionContext,
+    RedactedThinkingBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+)
 from ruizn.terminal import visible
 from ruizn.window import context_limit
 
@@ -94,6 +100,9 @@ class _Tally:
         self.responses: list[LlmResponse] = []
         self.cleared = 0
         self.cleared_bytes = 0
+        # Thinking blocks: with text (summarized), and without (omitted or redacted).
+        self.thoughts = 0
+        self.thoughts_hidden = 0
         # The shell's background commands: call id -> (command, job id once it started).
         self.background: dict[str, tuple[str, str | None]] = {}
         self.killed: set[str] = set()
@@ -106,6 +115,10 @@ class _Tally:
             for block in event.content:
                 if isinstance(block, ToolUseBlock):
                     self._names[block.id] = block.name
+                elif isinstance(block, ThinkingBlock) and block.thinking.strip():
+                    self.thoughts += 1
+                elif isinstance(block, ThinkingBlock | RedactedThinkingBlock):
+                    self.thoughts_hidden += 1
         elif isinstance(event, ToolCallStarted):
             self.calls[event.name] += 1
             self._names[event.id] = event.name
@@ -273,6 +286,28 @@ def _context_line(state: ExecutionContext, tally: _Tally) -> str:
     return text
 
 
+def _model_line(settings: RunSettings) -> str:
+    """The model and how it was asked to think (thinking/effort as recorded, when set)."""
+    parts = [settings.model]
+    if settings.thinking is not None:
+        shown = " (shown)" if settings.show_thinking and settings.thinking == "adaptive" else ""
+        parts.append(f"thinking {settings.thinking}{shown}")
+    if settings.effort is not None:
+        parts.append(f"effort {settings.effort}")
+    return " · ".join(parts)
+
+
+def _thinking_lines(tally: _Tally) -> list[tuple[str, str]]:
+    if not tally.thoughts and not tally.thoughts_hidden:
+        return []
+    parts = []
+    if tally.thoughts:
+        parts.append(f"{tally.thoughts} summarized")
+    if tally.thoughts_hidden:
+        parts.append(f"{tally.thoughts_hidden} omitted or redacted")
+    return [("thinking", " · ".join(parts) + " · counted in out tokens and cost")]
+
+
 class _Say:
     """`show`'s lines: `key:` in a column of 11, then the value. At a terminal a long value
     wraps under itself (the goal to at most two lines, then "…"), so every line fits; piped,
@@ -323,7 +358,8 @@ def show_run(store: RunStore, run: str) -> int:
         ("run", state.run_id),
         *_lineage(tally.parent),
         ("goal", state.goal),
-        ("model", state.settings.model),
+        ("model", _model_line(state.settings)),
+        *_thinking_lines(tally),
         ("workspace", grant.workspace),
         (
             "approval",

@@ -583,6 +583,14 @@ from ruizn.shell.cli.fleet import register as _register_fleet  # noqa: E402 - cl
 
 _register_fleet(cli)
 
+from ruizn.shell.cli.models import models_command  # noqa: E402 - cli must exist
+
+cli.add_command(models_command)
+
+from ruizn.shell.cli.configured import config_command_of  # noqa: E402 - cli must exist
+
+cli.add_command(config_command_of(run_options))
+
 
 def main() -> None:
     try:

@@ -21,7 +21,10 @@ from ruizn.settings import (
     DEFAULT_SHELL_TIMEOUT,
     DEFAULT_SYSTEM,
     DEFAULT_TOOL_CONCURRENCY,
+    DEFAULT_TOOL_TIMEOUT,
+    EFFORT_LEVELS,
     TEST_MODEL,
+    THINKING_MODES,
 )
 from ruizn.shell.cli.exits import fail
 
@@ -157,6 +160,36 @@ def settings_options(f: Any) -> Any:
             help="Retries of a failed model call (429, 5xx, overloaded, broken stream).",
         ),
         click.option(
+            "--thinking",
+            type=click.Choice(THINKING_MODES),
+            default=None,
+            help="adaptive: the model decides when and how much to think (it counts against"
+            " --max-tokens); off: no thinking. Default: the model's own (adaptive where the"
+            " Models API says the model takes it).",
+        ),
+        click.option(
+            "--show-thinking",
+            is_flag=True,
+            help="Ask for the model's summarized thinking and print it, dimmed (default: the"
+            " API omits it; show and replay have what was sent).",
+        ),
+        click.option(
+            "--effort",
+            type=click.Choice(EFFORT_LEVELS),
+            default=None,
+            help="How much effort the model spends (output_config.effort); default: the"
+            " model's own. ruizn has no temperature/top_p/top_k: steer with --system and this.",
+        ),
+        click.option(
+            "--tool-timeout",
+            type=click.FloatRange(min=0.001, max=1e9),
+            default=DEFAULT_TOOL_TIMEOUT,
+            show_default=True,
+            metavar="SECONDS",
+            help="Seconds a tool call (built-in, --tool, MCP) may take before it is answered"
+            " `timeout`; a tool's own @ruizn.tool(timeout=...) wins.",
+        ),
+        click.option(
             "--tool-concurrency",
             type=click.IntRange(min=1),
             default=DEFAULT_TOOL_CONCURRENCY,
@@ -235,7 +268,17 @@ def settings_options(f: Any) -> Any:
     ]
     for option in reversed(options):
         f = option(f)
-    return tool_options(f)
+    return profile_option(tool_options(f))
+
+
+def profile_option(f: Any) -> Any:
+    return click.option(
+        "--profile",
+        default=None,
+        metavar="NAME",
+        help="Take the options of [profiles.NAME] in your config file (~/.config/ruizn/"
+        "config.toml, or $RUIZN_CONFIG); the command line still wins.",
+    )(f)
 
 
 def run_options(f: Any) -> Any:
@@ -291,6 +334,18 @@ def retry_base_delay() -> float:
 
 
 def settings_from_cli(
+    *, profile: str | None = None, **given: Any
+) -> tuple[RunSettings, tuple[MCPServer, ...]]:
+    """The settings `settings_options` (and `workspace`) give, over the config files'
+    (see ruizn.configlayers), and the MCP servers with their header values (which are never
+    part of the settings)."""
+    from ruizn.shell.cli.configured import configured
+
+    configured(given, workspace=given.get("workspace", "."), profile=profile)
+    return _settings(**given)
+
+
+def _settings(
     *,
     tools: tuple[str, ...],
     no_plugins: bool,
@@ -298,8 +353,6 @@ def settings_from_cli(
     mcp_headers: tuple[str, ...],
     **options: Any,
 ) -> tuple[RunSettings, tuple[MCPServer, ...]]:
-    """The settings `settings_options` (and `workspace`) give, and the MCP servers with their
-    header values (which are never part of the settings)."""
     from ruizn.settings import ConfigError, settings_from
 
     servers: tuple[MCPServer, ...] = ()
@@ -329,12 +382,28 @@ class TopGroup(click.Group):
     (`ruizn --mcp x=cmd tools` is `ruizn tools --mcp x=cmd`), and is otherwise a one-line
     usage error naming the commands it belongs to: an option is never silently dropped."""
 
+    def make_parser(self, ctx: click.Context) -> Any:
+        # Keep what was typed, before types and callbacks changed it ("off" -> False): an
+        # option goes on to a command as its own words, so the command converts it as its
+        # own option.
+        parser = super().make_parser(ctx)
+        parse = parser.parse_args
+
+        def typed(args: list[str]) -> Any:
+            opts, rest, order = parse(args)
+            ctx.meta[_TYPED] = dict(opts)
+            return opts, rest, order
+
+        parser.parse_args = typed  # type: ignore[method-assign]  # click has no hook for it
+        return parser
+
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
         name, command, rest = super().resolve_command(ctx, args)
         if command is None or name is None:
             return name, command, rest
+        typed: dict[str, Any] = ctx.meta.get(_TYPED, {})
         carried: list[str] = []
         for param in self.params:
             if not isinstance(param, click.Option) or not param.expose_value or not param.name:
@@ -346,8 +415,11 @@ class TopGroup(click.Group):
             target = option_named(command, param.name)
             if target is None:
                 raise UsageFailure(_belongs(self, param, name))
-            carried += _as_tokens(target, ctx.params[param.name])
+            carried += _as_tokens(target, typed.get(param.name, ctx.params[param.name]))
         return name, command, [*carried, *rest]
+
+
+_TYPED = "ruizn.typed_options"
 
 
 def option_named(command: click.Command, name: str) -> click.Option | None:
@@ -378,26 +450,15 @@ def _belongs(group: click.Group, param: click.Option, name: str) -> str:
 
 
 def _as_tokens(option: click.Option, value: Any) -> list[str]:
-    """The command line that gives `option` the value the group parsed."""
+    """The command line that gives `option` the words typed for it (a flag: True/False)."""
     flag = _flag(option)
-    if option.is_flag and not option.multiple:
-        if option.secondary_opts:  # --x/--no-x: a bool, either way
-            return [flag] if value else [_flag(option, secondary=True)]
-        # click 8.2+ leaves flag_value unset for a plain boolean flag (it means True).
-        on = option.flag_value if isinstance(option.flag_value, bool | str | int) else True
-        return [flag] if value == on else []
-    if (
-        isinstance(option.type, click.Choice)
-        and option.callback is not None
-        and not option.multiple
-    ):
-        # A choice its callback turned into something else (--sandbox on -> True): give the
-        # choice the callback turns into this value again, as the person typed it.
-        typed = [c for c in option.type.choices if option.callback(None, option, c) == value]  # type: ignore[arg-type]
-        if typed:
-            return [flag, str(typed[0])]
-    values = value if option.multiple else (value,)
+    if isinstance(value, bool):
+        if value:
+            return [flag]
+        return [_flag(option, secondary=True)] if option.secondary_opts else []
+    values = value if isinstance(value, list | tuple) and option.multiple else [value]
     tokens: list[str] = []
     for item in values:
-        tokens += [flag, *(str(part) for part in (item if option.nargs > 1 else (item,)))]
+        parts = item if isinstance(item, list | tuple) else (item,)
+        tokens += [flag, *(str(part) for part in parts)]
     return tokens

@@ -39,7 +39,14 @@ from ruizn.events import (
 )
 from ruizn.format import counted, human_bytes, human_seconds, tokens, usd
 from ruizn.media import image_line, images, text_of
-from ruizn.state import ExecutionContext, JsonObject, ToolResult, ToolUseBlock
+from ruizn.state import (
+    ContentBlock,
+    ExecutionContext,
+    JsonObject,
+    ThinkingBlock,
+    ToolResult,
+    ToolUseBlock,
+)
 from ruizn.terminal import visible
 
 _DIM, _RED, _GREEN, _RESET = "\x1b[2m", "\x1b[31m", "\x1b[32m", "\x1b[0m"
@@ -62,6 +69,8 @@ class StdoutPrinter:
         self._twice: set[str] = set()
         # The run's tools (name -> schema), to say what a tools_changed changed.
         self._tools: dict[str, JsonObject] = {}
+        # --show-thinking: the summarized thinking the API sent, dimmed, once its reply is in.
+        self._show_thinking = False
 
     def __call__(self, event: Event) -> None:
         if self._broken:
@@ -80,6 +89,8 @@ class StdoutPrinter:
                     self._out.write(visible(text))
                     self._inline = not text.endswith("\n")
             case LlmResponse(content=content):
+                if self._show_thinking:
+                    self._thinking(content)
                 self._turn([(b.id, b.name) for b in content if isinstance(b, ToolUseBlock)])
             case ToolCallStarted(id=call_id, name=name, input=tool_input):
                 self._calls.setdefault(call_id, name)
@@ -88,6 +99,7 @@ class StdoutPrinter:
                 )
             case RunStarted(settings=settings):
                 self._tools = _schemas(settings.tools)
+                self._show_thinking = settings.show_thinking
                 if settings.approval in APPROVAL_MODE_LINES:
                     line = APPROVAL_MODE_LINES[settings.approval]
                     self._line(self._paint(_DIM, "[run]") + " " + line)
@@ -142,7 +154,14 @@ class StdoutPrinter:
         from here on are the ones `ruizn replay` prints for them (which call a result
         answers, which tools the run has)."""
         self._tools = _schemas(state.settings.tools)
+        self._show_thinking = state.settings.show_thinking
         self._turn([(call.id, call.name) for call in state.turn_calls])
+
+    def _thinking(self, content: tuple[ContentBlock, ...]) -> None:
+        for block in content:
+            if isinstance(block, ThinkingBlock) and block.thinking.strip():
+                text = visible(block.thinking.strip())
+                self._line(self._paint(_DIM, f"[thinking] {text}"))
 
     def _turn(self, calls: list[tuple[str, str]]) -> None:
         """A new turn's calls: a result line names its call's tool, and its id too when the
