@@ -25,6 +25,8 @@ class Grant:
     mcp_servers: tuple[str, ...]
     # The shell it would offer (bash), and how confined: None when it offers none.
     shell: str | None = None
+    # Commands its hooks would run: `EVENT [MATCHER]: COMMAND (from SOURCE)`.
+    hooks: tuple[str, ...] = ()
 
     def lines(self) -> tuple[str, ...]:
         """The grant for people, one fact a line (the caller makes them safe to print)."""
@@ -40,6 +42,7 @@ class Grant:
         out.extend(f"MCP server: {server}" for server in self.mcp_servers)
         if self.shell is not None:
             out.append(f"shell: {self.shell}")
+        out.extend(f"hook: {hook}" for hook in self.hooks)
         return tuple(out)
 
     def summary(self) -> str:
@@ -62,6 +65,11 @@ def grant_of(settings: RunSettings) -> Grant:
         tool_modules=modules,
         mcp_servers=tuple(_server(record) for record in settings.mcp_servers),
         shell=_shell(settings),
+        hooks=tuple(
+            f"{spec.event}{'' if spec.matcher in ('', '*') else f' [{spec.matcher}]'}:"
+            f" {spec.command}" + (f" (from {spec.source})" if spec.source else "")
+            for spec in settings.hooks
+        ),
     )
 
 

@@ -60,6 +60,7 @@ def run_cli(
     base_url: str | None = None,
     env: dict[str, str] | None = None,
     timeout: float = 60,
+    stdin: Any = None,
 ) -> Result:
     runs = workspace / ".ruizn" / "runs"
     before = set(runs.glob("*/events.jsonl"))
@@ -71,6 +72,7 @@ def run_cli(
         text=True,
         timeout=timeout,
         check=False,
+        stdin=stdin,
     )
     new = tuple(sorted(set(runs.glob("*/events.jsonl")) - before))
     return Result(proc.returncode, proc.stdout, proc.stderr, workspace, new)

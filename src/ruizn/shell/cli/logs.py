@@ -332,6 +332,35 @@ class _Say:
             head = " " * 11
 
 
+def _output_lines(state: ExecutionContext) -> list[tuple[str, str]]:
+    """How a run with an output schema asked for its answer, and where that stands."""
+    settings = state.settings
+    if settings.output_schema is None:
+        return []
+    how = {
+        "format": "constrained by the API (output_config.format)",
+        "tool": "through the final_output tool (the Models API did not list"
+        " structured outputs for the model)",
+    }.get(str(settings.output_mode), "not chosen yet")
+    misses = f" · {state.output_checks} answer(s) sent back" if state.output_checks else ""
+    done = "a valid answer" if state.output_valid else "no valid answer"
+    return [("output", f"{done} · schema {how} · retries {settings.output_retries}{misses}")]
+
+
+def _instructions_line(state: ExecutionContext) -> str:
+    """Which project instructions the system prompt carries, and whether the cap cut them."""
+    settings = state.settings
+    if not settings.project_instructions:
+        return "instructions off (--no-project-instructions)"
+    if not settings.instructions:
+        return "no AGENTS.md or CLAUDE.md at the workspace root"
+    return " · ".join(
+        f"{item.path} in the system prompt ({human_bytes(item.size)}"
+        + (f", cut at {human_bytes(len(item.text.encode('utf-8')))})" if item.cut else ")")
+        for item in settings.instructions
+    )
+
+
 def show_run(store: RunStore, run: str) -> int:
     ref = _resolve(store, run)
     path = ref.path
@@ -365,9 +394,12 @@ def show_run(store: RunStore, run: str) -> int:
             "approval",
             grant.approval + (" · secret files readable" if grant.allow_secret_files else ""),
         ),
+        ("project", _instructions_line(state)),
+        *_output_lines(state),
         *(("tool code", module) for module in grant.tool_modules),
         *(("mcp", server) for server in grant.mcp_servers),
         *((("shell", grant.shell),) if grant.shell is not None else ()),
+        *(("hook", hook) for hook in grant.hooks),
         ("status", _status_word(found) + (f" · {state.error}" if state.error else "")),
         ("steps", f"{state.step} of {state.settings.max_steps}"),
         ("time", human_seconds(state.elapsed)),

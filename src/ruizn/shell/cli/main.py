@@ -89,9 +89,15 @@ def run_command(words: tuple[str, ...], goal: str | None, **options: Any) -> Non
 
 
 def _run(
-    *, goal: str, workspace: str, log_dir: str | None, otlp: str | None = None, **options: Any
+    *,
+    goal: str,
+    workspace: str,
+    log_dir: str | None,
+    otlp: str | None = None,
+    trust: bool = False,
+    **options: Any,
 ) -> int:
-    from ruizn.shell.cli.live import new_run, terminal_agent
+    from ruizn.shell.cli.live import new_run, terminal_agent, with_project_hooks
     from ruizn.shell.cli.options import settings_from_cli
 
     if not checked_text("the goal", goal).strip():
@@ -99,6 +105,7 @@ def _run(
     if not os.path.isdir(workspace):
         fail(f"--workspace {workspace!r} is not a folder")
     settings, servers = settings_from_cli(workspace=workspace, **options)
+    settings = with_project_hooks(settings, trust=trust)
     if otlp is None:
         return new_run(terminal_agent(settings, log_dir=log_dir, mcp=servers), goal)
     from ruizn.shell.cli.view import live_export

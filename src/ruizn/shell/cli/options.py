@@ -16,6 +16,7 @@ from ruizn.settings import (
     DEFAULT_MAX_STEPS,
     DEFAULT_MAX_TOKENS,
     DEFAULT_MODEL,
+    DEFAULT_OUTPUT_RETRIES,
     DEFAULT_READ_TIMEOUT,
     DEFAULT_RETRY_BASE_DELAY,
     DEFAULT_SHELL_TIMEOUT,
@@ -265,6 +266,39 @@ def settings_options(f: Any) -> Any:
             " terminal (with no terminal the run stops, exit 4, for `resume --approve`),"
             " approve them always, or never.",
         ),
+        click.option(
+            "--output-schema",
+            # Read (and a missing file said in one line) when the run's settings are made.
+            type=click.Path(dir_okay=False),
+            default=None,
+            metavar="FILE.json",
+            help="A JSON Schema the final answer must match: stdout is then that JSON alone"
+            " (the transcript goes to stderr); a run whose answer never matches ends"
+            " output_invalid, exit 5.",
+        ),
+        click.option(
+            "--output-retries",
+            type=click.IntRange(min=0),
+            default=DEFAULT_OUTPUT_RETRIES,
+            show_default=True,
+            help="Answers that miss --output-schema sent back with the validation error.",
+        ),
+        click.option(
+            "--hooks",
+            "hooks_files",
+            multiple=True,
+            type=click.Path(dir_okay=False),
+            metavar="FILE.json",
+            help="Hook commands, in the shape of Claude Code's settings.json `hooks` key"
+            " (PreToolUse, PostToolUse, UserPromptSubmit, Stop, SessionStart, SessionEnd)."
+            " Repeatable.",
+        ),
+        click.option(
+            "--no-project-instructions",
+            is_flag=True,
+            help="Send no AGENTS.md/CLAUDE.md (the workspace root's in the system prompt, a"
+            " subfolder's with the first file tool result there).",
+        ),
     ]
     for option in reversed(options):
         f = option(f)
@@ -283,6 +317,12 @@ def profile_option(f: Any) -> Any:
 
 def run_options(f: Any) -> Any:
     f = settings_options(where_options(f))
+    f = click.option(
+        "--trust",
+        is_flag=True,
+        help="Accept the workspace's .ruizn/hooks.json hooks without asking (they are code"
+        " from the workspace: read them first).",
+    )(f)
     return click.option("--goal", help="What ruizn should do (or give it as an argument).")(f)
 
 
@@ -351,6 +391,9 @@ def _settings(
     no_plugins: bool,
     mcp: tuple[str, ...],
     mcp_headers: tuple[str, ...],
+    no_project_instructions: bool = False,
+    output_schema: str | None = None,
+    hooks_files: tuple[str, ...] = (),
     **options: Any,
 ) -> tuple[RunSettings, tuple[MCPServer, ...]]:
     from ruizn.settings import ConfigError, settings_from
@@ -369,6 +412,9 @@ def _settings(
             tool_specs=tools,
             plugins=not no_plugins,
             mcp_servers=tuple(server.describe() for server in servers),
+            project_instructions=not no_project_instructions,
+            output_schema=None if output_schema is None else read_schema(output_schema),
+            hooks=read_hooks(hooks_files),
             **options,
         )
     except ConfigError as exc:
@@ -462,3 +508,38 @@ def _as_tokens(option: click.Option, value: Any) -> list[str]:
         parts = item if isinstance(item, list | tuple) else (item,)
         tokens += [flag, *(str(part) for part in parts)]
     return tokens
+
+
+def read_schema(path: str) -> dict[str, Any]:
+    """--output-schema FILE: a JSON Schema, or one line saying why not (exit 2)."""
+    import json
+
+    from ruizn.rules import schema_problem
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            schema = json.load(handle)
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        fail(f"--output-schema {path}: cannot read it as JSON ({type(exc).__name__}: {exc})")
+    problem = schema_problem(schema)
+    if problem is not None:
+        fail(f"--output-schema {path}: {problem}")
+    assert isinstance(schema, dict)  # schema_problem says so
+    return schema
+
+
+def read_hooks(paths: tuple[str, ...]) -> tuple[Any, ...]:
+    """--hooks FILE...: their hooks, in order, or one line saying what is wrong (exit 2)."""
+    if not paths:
+        return ()
+    from pathlib import Path
+
+    from ruizn.effects.hooks.config import HookConfigError, load_file
+
+    specs: list[Any] = []
+    for path in paths:
+        try:
+            specs.extend(load_file(Path(path)))
+        except HookConfigError as exc:
+            fail(f"--hooks {exc}")
+    return tuple(specs)

@@ -24,9 +24,11 @@ from ruizn.events import (
     BudgetSpent,
     ContextCleared,
     Event,
+    HookRan,
     LlmCallFailed,
     LlmResponse,
     LlmToken,
+    OutputChecked,
     RunFinished,
     RunResumed,
     RunStarted,
@@ -144,10 +146,41 @@ class StdoutPrinter:
                     self._paint(_DIM, "[budget]")
                     + f" {visible(budget)}: {usd(spent)} of {usd(limit)} spent, no more model calls"
                 )
+            case HookRan() as ran:
+                self._hook(ran)
+            case OutputChecked(valid=True):
+                self._line(self._paint(_DIM, "[output]") + " matches the output schema")
+            case OutputChecked(error=error):
+                self._line(
+                    self._paint(_DIM, "[output]")
+                    + f" does not match the output schema: {visible(str(error))}"
+                )
             case RunFinished() as finished:
                 self._line(self._summary(finished))
             case _:
                 pass
+
+    def _hook(self, ran: HookRan) -> None:
+        """A hook's line: only what it decided, or why it failed (a quiet hook stays quiet)."""
+        if ran.decision == "none" and ran.error is None and ran.context is None:
+            return
+        what = {
+            "allow": "allowed",
+            "deny": "denied",
+            "ask": "asks a person",
+            "block": "blocked",
+            "stop": "stopped the run",
+        }.get(ran.decision, "")
+        if ran.error is not None:
+            what = f"failed ({ran.error})"
+        elif not what:
+            what = "added context"
+        reason = f": {ran.reason}" if ran.reason else ""
+        self._line(
+            self._paint(_DIM, "[hook]")
+            + " "
+            + visible(f"{ran.hook_event} {ran.command[:60]} {what}{reason}")
+        )
 
     def replayed(self, state: ExecutionContext) -> None:
         """A resumed run's printer: what the log before this session said, so that the lines
