@@ -23,7 +23,8 @@ from ruizn.events import (
     RunStarted,
     ToolCallStarted,
 )
-from ruizn.reducers import InvalidTransition, add_tokens, rebuild, reduce, reply_problem
+from ruizn.reducers import InvalidTransition, add_tokens, rebuild, reduce
+from ruizn.rules import reply_problem
 from ruizn.serde import DecodeError, decode, encode
 from ruizn.settings import ConfigError, RunSettings
 from ruizn.state import (

@@ -1,6 +1,8 @@
-"""All state transitions, in one file: `reduce(state, event) -> state`.
+"""All state transitions: `reduce(state, event) -> state`.
 
-Everything that affects the run's state machine lives here. Pure: no clock, no I/O.
+The state machine lives here: the table of transitions and the one `match` that dispatches
+every event; the cases for model calls are in `ruizn.model_turns`, those for a turn's tool
+calls in `ruizn.tool_turns`. Pure: no clock, no I/O.
 
 Theory of operation. A run is one machine whose phase says what may happen next:
 
@@ -62,49 +64,42 @@ from ruizn.events import (
     ToolsChanged,
     UserMessage,
 )
-from ruizn.hooks import hook_note, stronger
-from ruizn.media import problem as media_problem
 from ruizn.media import result_size, tally_of_run
+from ruizn.model_turns import (
+    on_llm_call_failed,
+    on_llm_call_started,
+    on_llm_response,
+    on_output_checked,
+)
+from ruizn.rules import InvalidTransition as InvalidTransition  # noqa: PLC0414 - its home here
 from ruizn.rules import (
-    PAUSE_STOP,
-    changed_tools,
-    check_output,
     limit_stop,
     output_exhausted,
-    output_feedback,
     phase_after_hook,
     phase_after_output,
     phase_after_result,
     phase_after_resume,
     phase_after_turn,
-    pre_decision,
-    reply_problem,
-    rule_decision,
     turn_stop,
 )
 from ruizn.state import (
-    Approval,
-    CallFailure,
-    ErrorType,
     ExecutionContext,
-    JsonObject,
     Message,
     Phase,
-    PreToolVerdict,
     Status,
     TextBlock,
-    ToolCall,
-    ToolResult,
     ToolResultBlock,
     ToolUseBlock,
-    TurnResults,
 )
-from ruizn.toolsource import SourceKind, ToolSource
-from ruizn.window import added_tokens, cleared_tokens, last_turn_start, over_limit
-
-
-class InvalidTransition(ValueError):
-    """The event cannot follow the state it was applied to."""
+from ruizn.tool_turns import (
+    on_approval_decided,
+    on_approval_requested,
+    on_hook_ran,
+    on_tool_call_finished,
+    on_tool_call_started,
+    on_tools_changed,
+)
+from ruizn.window import cleared_tokens, last_turn_start
 
 
 class Rule(enum.Enum):
@@ -208,24 +203,24 @@ def reduce(state: ExecutionContext, event: Event) -> ExecutionContext:
         case RunResumed():
             after = _on_run_resumed(state, event)
         case LlmCallStarted():
-            after = _on_llm_call_started(state, event)
+            after = on_llm_call_started(state, event)
         case LlmToken():
             # The hot path: one counter, no copies of the text (it lives in the log).
             return evolve(state, streamed_tokens=state.streamed_tokens + 1, last_seq=event.seq)
         case LlmCallFailed():
-            after = _on_llm_call_failed(state, event)
+            after = on_llm_call_failed(state, event)
         case LlmResponse():
-            after = _on_llm_response(state, event)
+            after = on_llm_response(state, event)
         case ToolCallStarted():
-            after = _on_tool_call_started(state, event)
+            after = on_tool_call_started(state, event)
         case ToolCallFinished():
-            after = _on_tool_call_finished(state, event)
+            after = on_tool_call_finished(state, event)
         case ToolApprovalRequested():
-            after = _on_approval_requested(state, event)
+            after = on_approval_requested(state, event)
         case ToolApprovalDecided():
-            after = _on_approval_decided(state, event)
+            after = on_approval_decided(state, event)
         case ToolsChanged():
-            after = _on_tools_changed(state, event)
+            after = on_tools_changed(state, event)
         case ContextCleared():
             after = _on_context_cleared(state, event)
         case BudgetSpent():
@@ -235,9 +230,9 @@ def reduce(state: ExecutionContext, event: Event) -> ExecutionContext:
         case UserMessage():
             after = _on_user_message(state, event)
         case OutputChecked():
-            after = _on_output_checked(state, event)
+            after = on_output_checked(state, event)
         case HookRan():
-            after = _on_hook_ran(state, event)
+            after = on_hook_ran(state, event)
         case _:
             assert_never(event)
     phase = target if isinstance(target, Phase) else RULES[target](after)
@@ -355,316 +350,6 @@ def _on_user_message(state: ExecutionContext, event: UserMessage) -> ExecutionCo
     )
 
 
-def _on_llm_call_started(state: ExecutionContext, event: LlmCallStarted) -> ExecutionContext:
-    if event.step != state.step + 1:
-        raise InvalidTransition(
-            f"llm_call_started for step {event.step}, but the next step is {state.step + 1}"
-        )
-    stop = limit_stop(state)
-    if stop is not None:
-        raise InvalidTransition(
-            f"step {event.step} is past a limit of the run ({stop.status.value}"
-            + (f": {stop.error})" if stop.error else ")")
-        )
-    if state.attempt == 0 and over_limit(state):
-        raise InvalidTransition(
-            f"step {event.step} would send about {state.context_tokens} tokens, past the"
-            " run's context limit: the oldest tool results must be cleared first"
-        )
-    if event.attempt != state.attempt + 1:
-        raise InvalidTransition(
-            f"llm_call_started attempt {event.attempt}, but the next attempt is {state.attempt + 1}"
-        )
-    if state.failure is not None and not state.failure.will_retry:
-        raise InvalidTransition("a model call after the last attempt gave up")
-    return evolve(state, attempt=event.attempt, streamed_tokens=0, last_seq=event.seq)
-
-
-def _on_llm_call_failed(state: ExecutionContext, event: LlmCallFailed) -> ExecutionContext:
-    if event.attempt != state.attempt:
-        raise InvalidTransition(
-            f"llm_call_failed for attempt {event.attempt}, but attempt {state.attempt} is running"
-        )
-    if event.will_retry and event.attempt > state.settings.max_retries:
-        raise InvalidTransition(
-            f"a retry after attempt {event.attempt}, past max_retries {state.settings.max_retries}"
-        )
-    if event.retry_in < 0:
-        raise InvalidTransition("llm_call_failed with a negative retry_in")
-    failure = CallFailure(
-        message=event.message, will_retry=event.will_retry, retry_in=event.retry_in
-    )
-    return evolve(state, failure=failure, streamed_tokens=0, last_seq=event.seq)
-
-
-def _on_llm_response(state: ExecutionContext, event: LlmResponse) -> ExecutionContext:
-    problem = reply_problem(event.content)
-    if problem is not None:
-        raise InvalidTransition(f"llm_response refused: {problem}")
-    usage = event.usage
-    if (
-        min(
-            usage.input_tokens,
-            usage.output_tokens,
-            usage.cache_creation_input_tokens,
-            usage.cache_read_input_tokens,
-        )
-        < 0
-    ):
-        raise InvalidTransition("llm_response with negative token counts")
-    if usage.cache_creation_1h_input_tokens > usage.cache_creation_input_tokens:
-        raise InvalidTransition("llm_response with more 1-hour cache writes than cache writes")
-    cost, cost_unknown = state.cost, state.cost_unknown
-    unpriced_steps = state.unpriced_steps
-    if event.cost is not None and (not math.isfinite(event.cost) or event.cost < 0):
-        raise InvalidTransition(f"llm_response with the cost {event.cost!r}")
-    if event.priced_by is None:
-        if event.cost is not None:
-            raise InvalidTransition("llm_response with a cost but no price list")
-        unpriced_steps += 1
-    elif event.cost is None:
-        cost_unknown += 1
-    else:
-        cost += event.cost
-    if usage.total_input_tokens:  # the prompt as the API counted it, and the answer
-        context_tokens = usage.total_input_tokens + usage.output_tokens
-    else:  # a model that reports no usage: the estimate goes on
-        context_tokens = state.context_tokens + usage.output_tokens
-    content = event.content
-    messages = state.messages
-    if state.continuing:
-        # The answer continues the paused (or cut) turn: one assistant message, not two.
-        content = (*messages[-1].content, *content)
-        messages = messages[:-1]
-    calls = tuple(
-        ToolCall(id=b.id, name=b.name, input=b.input)
-        for b in content
-        if isinstance(b, ToolUseBlock)
-    )
-    return evolve(
-        state,
-        messages=(*messages, Message(role="assistant", content=content)),
-        step=state.step + 1,
-        attempt=0,
-        failure=None,
-        usage=state.usage + usage,
-        cost=cost,
-        cost_unknown=cost_unknown,
-        unpriced_steps=unpriced_steps,
-        context_tokens=context_tokens,
-        stop_reason=event.stop_reason,
-        continuing=event.stop_reason == PAUSE_STOP and not calls,
-        turn_calls=calls,
-        turn_results=TurnResults(len(calls)),
-        turn_open=len(calls),
-        turn_approvals=(None,) * len(calls),
-        turn_stale=(),
-        turn_index={call.id: i for i, call in enumerate(calls)},
-        turn_pre=(),
-        streamed_tokens=0,
-        last_seq=event.seq,
-    )
-
-
-def _turn_position(state: ExecutionContext, tool_use_id: str, what: str) -> int:
-    index = state.turn_index.get(tool_use_id)
-    if index is None:
-        raise InvalidTransition(f"{what} for {tool_use_id!r}, which the model did not ask for")
-    if state.turn_results.get(index) is not None:
-        raise InvalidTransition(f"{what} for {tool_use_id!r}, which is answered already")
-    return index
-
-
-def _on_tool_call_started(state: ExecutionContext, event: ToolCallStarted) -> ExecutionContext:
-    index = _turn_position(state, event.id, "tool_call_started")
-    call = state.turn_calls[index]
-    if event.name != call.name or event.input != call.input:
-        raise InvalidTransition(
-            f"tool_call_started for {event.id!r} names another tool or input than the model's"
-        )
-    if event.id in state.tools_in_flight:
-        raise InvalidTransition(f"tool_call_started twice for {event.id!r}")
-    if event.id in state.turn_stale:
-        raise InvalidTransition(f"tool_call_started for {event.id!r}, whose tool changed")
-    if pre_decision(state, event.id) == "deny":
-        raise InvalidTransition(f"tool_call_started for {event.id!r}, which a hook denied")
-    approval = state.turn_approvals[index]
-    if approval is not None and approval.approved is not True:
-        # The one rule approval rests on: a call that asked for a decision runs only after
-        # a yes. The runner reduces before it writes, so it cannot start such a call.
-        raise InvalidTransition(
-            f"tool_call_started for {event.id!r}, which is "
-            + ("denied" if approval.approved is False else "still awaiting approval")
-        )
-    return evolve(state, tools_in_flight=(*state.tools_in_flight, event.id), last_seq=event.seq)
-
-
-def _on_tool_call_finished(state: ExecutionContext, event: ToolCallFinished) -> ExecutionContext:
-    index = _turn_position(state, event.id, "tool_call_finished")
-    approval = state.turn_approvals[index]
-    if event.id in state.turn_stale:
-        # Its tool changed after the model asked: answered with why, whatever was approved.
-        if event.result.error_type != ErrorType.UNKNOWN_TOOL.value:
-            raise InvalidTransition(
-                f"tool_call_finished for {event.id!r}, whose tool changed, is not an"
-                " unknown_tool error"
-            )
-    elif approval is not None:
-        if approval.approved is None:
-            raise InvalidTransition(
-                f"tool_call_finished for {event.id!r}, which is still awaiting approval"
-            )
-        if approval.approved is False and event.result.error_type != ErrorType.DENIED.value:
-            raise InvalidTransition(
-                f"tool_call_finished for the denied call {event.id!r} is not a denied result"
-            )
-    # Its images must fit every request from now on (the history keeps them).
-    problem, media = media_problem(event.result.content, state.media)
-    if problem is not None:
-        raise InvalidTransition(f"tool_call_finished for {event.id!r}: {problem}")
-    results = state.turn_results.answer(index, event.result)  # O(1): see TurnResults
-    in_flight = state.tools_in_flight
-    if event.id in in_flight:
-        in_flight = tuple(i for i in in_flight if i != event.id)
-    context_tokens = state.context_tokens + added_tokens(event.result.content)
-    if state.turn_open > 1:
-        return evolve(
-            state,
-            turn_results=results,
-            turn_open=state.turn_open - 1,
-            tools_in_flight=in_flight,
-            media=media,
-            context_tokens=context_tokens,
-            last_seq=event.seq,
-        )
-    # Every call of the turn is answered: one user message, in the order the model asked.
-    answer = Message(
-        role="user",
-        content=tuple(
-            ToolResultBlock(tool_use_id=call.id, content=result.content, is_error=result.is_error)
-            for call, result in zip(state.turn_calls, results, strict=True)
-            if result is not None
-        ),
-    )
-    return evolve(
-        state,
-        messages=(*state.messages, answer),
-        turn_calls=(),
-        turn_results=TurnResults(),
-        turn_open=0,
-        turn_approvals=(),
-        turn_stale=(),
-        turn_index={},
-        tools_in_flight=in_flight,
-        media=media,
-        context_tokens=context_tokens,
-        last_seq=event.seq,
-    )
-
-
-def _on_approval_requested(
-    state: ExecutionContext, event: ToolApprovalRequested
-) -> ExecutionContext:
-    index = _turn_position(state, event.id, "tool_approval_requested")
-    call = state.turn_calls[index]
-    if event.name != call.name or event.input != call.input:
-        raise InvalidTransition(
-            f"tool_approval_requested for {event.id!r} names another tool or input than the model's"
-        )
-    if state.turn_approvals[index] is not None:
-        raise InvalidTransition(f"tool_approval_requested twice for {event.id!r}")
-    if event.id in state.tools_in_flight:
-        raise InvalidTransition(f"tool_approval_requested for {event.id!r}, which has started")
-    return evolve(
-        state,
-        turn_approvals=_replace_at(state.turn_approvals, index, Approval()),
-        last_seq=event.seq,
-    )
-
-
-def _on_approval_decided(state: ExecutionContext, event: ToolApprovalDecided) -> ExecutionContext:
-    index = _turn_position(state, event.id, "tool_approval_decided")
-    approval = state.turn_approvals[index]
-    if approval is None:
-        raise InvalidTransition(f"tool_approval_decided for {event.id!r}, which was not requested")
-    if approval.approved is not None:
-        raise InvalidTransition(f"tool_approval_decided twice for {event.id!r}")
-    call = state.turn_calls[index]
-    if event.by in ("policy", "always-rule"):
-        # A decision made without a person must be the one the run's rules make.
-        ruled = rule_decision(state, call)
-        if ruled is None or ruled.by != event.by or ruled.approved != event.approved:
-            raise InvalidTransition(
-                f"a {event.by} decision ({'approve' if event.approved else 'deny'}) for"
-                f" {call.name!r} that the run's rules (approval mode"
-                f" {state.settings.approval}) do not make"
-            )
-    elif event.by != "user":
-        raise InvalidTransition(f"tool_approval_decided by {event.by!r}")
-    if event.always and not (event.approved and event.by == "user"):
-        raise InvalidTransition("only a person's approval can approve a tool for the whole run")
-    always = state.always_approved
-    if event.always and call.name not in always:
-        always = (*always, call.name)
-    decided = Approval(approved=event.approved, by=event.by, reason=event.reason)
-    return evolve(
-        state,
-        turn_approvals=_replace_at(state.turn_approvals, index, decided),
-        always_approved=always,
-        last_seq=event.seq,
-    )
-
-
-def _on_tools_changed(state: ExecutionContext, event: ToolsChanged) -> ExecutionContext:
-    """The run's tools from now on. Only the MCP tools of the servers named may change: the
-    rest (built-ins, code the run imports, other servers' tools) stay exactly as they were,
-    so no line of a log can add code to load on resume."""
-    settings = state.settings
-    recorded = {str(server.get("name")) for server in settings.mcp_servers}
-    servers = set(event.servers)
-    if not servers or not servers <= recorded:
-        raise InvalidTransition(
-            f"tools_changed for MCP servers {sorted(servers)}, not the run's {sorted(recorded)}"
-        )
-
-    def theirs(source: ToolSource) -> bool:
-        return source.kind is SourceKind.MCP and source.ref.partition("/")[0] in servers
-
-    def kept(
-        tools: tuple[JsonObject, ...], sources: tuple[ToolSource, ...]
-    ) -> tuple[list[JsonObject], list[ToolSource]]:
-        changing = {source.tool for source in sources if theirs(source)}
-        return (
-            [tool for tool in tools if tool.get("name") not in changing],
-            [source for source in sources if source.tool not in changing],
-        )
-
-    if kept(event.tools, event.tool_sources) != kept(settings.tools, settings.tool_sources):
-        raise InvalidTransition("tools_changed changes tools other than those of its MCP servers")
-    names = [tool.get("name") for tool in event.tools]
-    if len(set(names)) != len(names) or not all(isinstance(name, str) for name in names):
-        raise InvalidTransition("tools_changed names a tool twice, or one without a name")
-    if any(theirs(s) and s.tool not in names for s in event.tool_sources):
-        raise InvalidTransition("tools_changed records a source for a tool it does not offer")
-    for schema in event.tools:
-        if deeper_than(schema):
-            raise InvalidTransition(too_deep(f"the schema of tool {schema.get('name')!r}"))
-    changed = changed_tools(settings, event.tools, event.tool_sources)
-    stale = [
-        call.id
-        for call in state.pending_tool_calls
-        if call.name in changed and call.id not in state.turn_stale
-    ]
-    if any(call_id in state.tools_in_flight for call_id in stale):
-        raise InvalidTransition("tools_changed while a call of a changed tool runs")
-    return evolve(
-        state,
-        settings=evolve(settings, tools=event.tools, tool_sources=event.tool_sources),
-        turn_stale=(*state.turn_stale, *stale),
-        last_seq=event.seq,
-    )
-
-
 def _on_context_cleared(state: ExecutionContext, event: ContextCleared) -> ExecutionContext:
     """Each named result, before the last turn and not cleared yet, becomes its placeholder."""
     if not event.results:
@@ -729,12 +414,6 @@ def _on_budget_spent(state: ExecutionContext, event: BudgetSpent) -> ExecutionCo
     return evolve(state, budget_spent=event.budget or "shared", last_seq=event.seq)
 
 
-def _replace_at(
-    items: tuple[Approval | None, ...], index: int, item: Approval
-) -> tuple[Approval | None, ...]:
-    return (*items[:index], item, *items[index + 1 :])
-
-
 def _on_run_finished(state: ExecutionContext, event: RunFinished) -> ExecutionContext:
     status = event.status
     if status is Status.RUNNING:
@@ -780,117 +459,3 @@ def _on_run_finished(state: ExecutionContext, event: RunFinished) -> ExecutionCo
         elapsed=state.elapsed + event.elapsed,
         last_seq=event.seq,
     )
-
-
-def _on_output_checked(state: ExecutionContext, event: OutputChecked) -> ExecutionContext:
-    """The final answer's check, made again here: a log cannot claim a valid output the
-    schema refuses (or the reverse). A miss with retries left is sent back to the model: as
-    the final_output call's error result (tool mode), else as a user message."""
-    if state.settings.output_schema is None:
-        raise InvalidTransition("output_checked in a run without an output schema")
-    if state.output_valid or output_exhausted(state):
-        raise InvalidTransition("output_checked after the output was settled")
-    if state.phase is Phase.DONE and state.messages[-1].role != "assistant":
-        raise InvalidTransition("output_checked with no answer to check")
-    verdict = check_output(state)
-    if (verdict.valid, verdict.call_id, verdict.error) != (event.valid, event.call_id, event.error):
-        raise InvalidTransition("output_checked disagrees with the output schema")
-    if event.valid and verdict.output != event.output:
-        raise InvalidTransition("output_checked records another output than the answer's")
-    checks = state.output_checks + (0 if event.valid else 1)
-    after = evolve(
-        state,
-        output=event.output if event.valid else None,
-        output_valid=event.valid,
-        output_checks=checks,
-        last_seq=event.seq,
-    )
-    feedback = (
-        None if event.valid else output_feedback(str(event.error), state.settings.output_mode)
-    )
-    if event.call_id is not None:
-        result = (
-            ToolResult.ok("Accepted: this is the run's final answer.")
-            if event.valid
-            else ToolResult.error(ErrorType.INVALID_INPUT, str(feedback))
-        )
-        answered = ToolCallFinished(seq=event.seq, ts=event.ts, id=event.call_id, result=result)
-        return _on_tool_call_finished(after, answered)
-    if feedback is None or output_exhausted(after):
-        return after
-    message = Message(role="user", content=(TextBlock(text=feedback),))
-    return evolve(after, messages=(*after.messages, message))
-
-
-_HOOK_DECISIONS = frozenset({"none", "allow", "deny", "ask", "block", "stop"})
-
-
-def _on_hook_ran(state: ExecutionContext, event: HookRan) -> ExecutionContext:
-    """A hook's logged answer, applied: the run's hooks say which may run when; what each
-    decided changes the turn, the history or the run's end as Claude Code's contract says."""
-    if event.decision not in _HOOK_DECISIONS:
-        raise InvalidTransition(f"hook_ran with the decision {event.decision!r}")
-    if not any(spec.event == event.hook_event for spec in state.settings.hooks):
-        raise InvalidTransition(f"hook_ran for {event.hook_event}, which the run has no hook for")
-    after = evolve(state, last_seq=event.seq)
-    if event.decision == "stop":  # `continue: false`: the run ends, whatever the event
-        return evolve(after, hook_stop=event.reason or f"a {event.hook_event} hook")
-    match event.hook_event:
-        case "PreToolUse":
-            return _pre_tool_hook(after, event)
-        case "PostToolUse":
-            if state.phase is not Phase.TOOLS or event.tool_use_id not in state.tools_in_flight:
-                raise InvalidTransition("hook_ran PostToolUse for no call that is running")
-            return after
-        case "UserPromptSubmit" | "SessionStart":
-            if state.phase is not Phase.READY or state.step or state.messages[-1].role != "user":
-                raise InvalidTransition(f"hook_ran {event.hook_event} after the run's start")
-            after = evolve(after, start_hooks_ran=state.start_hooks_ran + 1)
-            if event.decision == "block":
-                return evolve(after, hook_stop=f"the prompt was blocked: {event.reason}")
-            if event.context is None:
-                return after
-            first = after.messages[-1]
-            note = TextBlock(text=hook_note(event.hook_event, event.context))
-            message = evolve(first, content=(*first.content, note))
-            return evolve(after, messages=(*after.messages[:-1], message))
-        case "Stop":
-            if state.phase is not Phase.DONE:
-                raise InvalidTransition("hook_ran Stop before the model ended its turn")
-            after = evolve(after, stop_hooked_step=state.step)
-            if event.decision != "block":
-                return after
-            if state.messages[-1].role != "assistant":
-                return after  # the end came through a tool (final_output): nothing to answer
-            back = Message(
-                role="user", content=(TextBlock(text=hook_note("Stop", str(event.reason))),)
-            )
-            # The model is called again with the hook's reason (Claude Code's Stop block).
-            return evolve(
-                after, messages=(*after.messages, back), stop_blocked=True, phase=Phase.READY
-            )
-        case "SessionEnd":
-            return after
-    raise InvalidTransition(f"hook_ran for the unknown event {event.hook_event!r}")
-
-
-def _pre_tool_hook(state: ExecutionContext, event: HookRan) -> ExecutionContext:
-    if state.phase is not Phase.TOOLS or event.tool_use_id is None:
-        raise InvalidTransition("hook_ran PreToolUse outside a tool turn")
-    index = _turn_position(state, event.tool_use_id, "hook_ran PreToolUse")
-    if event.tool_use_id in state.tools_in_flight:
-        raise InvalidTransition("hook_ran PreToolUse for a call that has started")
-    if event.decision not in ("none", "allow", "deny", "ask"):
-        raise InvalidTransition(f"a PreToolUse hook cannot decide {event.decision!r}")
-    verdicts = {v.id: v for v in state.turn_pre}
-    old = verdicts.get(event.tool_use_id, PreToolVerdict(id=event.tool_use_id))
-    decision = stronger(old.decision, event.decision)
-    reason = event.reason if decision == event.decision and event.reason else old.reason
-    verdicts[old.id] = PreToolVerdict(id=old.id, ran=old.ran + 1, decision=decision, reason=reason)
-    calls = state.turn_calls
-    if event.updated_input is not None and decision != "deny":
-        if deeper_than(event.updated_input):
-            raise InvalidTransition(too_deep("a hook's updated tool input"))
-        call = calls[index]
-        calls = (*calls[:index], evolve(call, input=event.updated_input), *calls[index + 1 :])
-    return evolve(state, turn_pre=tuple(verdicts.values()), turn_calls=calls)

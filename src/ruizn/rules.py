@@ -432,3 +432,7 @@ def phase_after_hook(state: ExecutionContext) -> Phase:
     """Where a hook leaves the run: as it was, or READY when a Stop hook that blocked sent
     the model back (the reducer says so)."""
     return state.phase
+
+
+class InvalidTransition(ValueError):
+    """The event cannot follow the state it was applied to."""
