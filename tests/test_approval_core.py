@@ -17,11 +17,9 @@ from ruizn.decide import (
     DecideApprovals,
     Finish,
     RequestApproval,
-    ResumeRefused,
     RunTools,
     approval_candidates,
     next_action,
-    resume_decisions,
 )
 from ruizn.events import (
     Event,
@@ -36,6 +34,7 @@ from ruizn.events import (
     ToolCallStarted,
 )
 from ruizn.reducers import InvalidTransition, reduce, start
+from ruizn.resuming import ResumeRefused, resume_decisions
 from ruizn.rules import NEVER_APPROVED, ApprovalDecision
 from ruizn.settings import RunSettings
 from ruizn.state import ExecutionContext, JsonObject, Status, ToolResult, ToolUseBlock

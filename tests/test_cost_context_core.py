@@ -11,7 +11,7 @@ from attrs import evolve
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ruizn.decide import ClearContext, Finish, ResumeRefused, next_action, plan_resume
+from ruizn.decide import ClearContext, Finish, next_action
 from ruizn.events import (
     BudgetSpent,
     ClearedResult,
@@ -24,6 +24,7 @@ from ruizn.events import (
     ToolCallFinished,
 )
 from ruizn.reducers import InvalidTransition, rebuild, reduce
+from ruizn.resuming import ResumeRefused, plan_resume
 from ruizn.rules import CONTEXT_EXCEEDED
 from ruizn.settings import RunSettings
 from ruizn.state import (

@@ -27,7 +27,7 @@ _HOMES: dict[str, str] = {
     "Cassette": "ruizn.cassette.model",
     "Divergence": "ruizn.cassette.recording",
     "RecordingError": "ruizn.cassette.recording",
-    "ResumeRefused": "ruizn.decide",
+    "ResumeRefused": "ruizn.resuming",
     "MCPServer": "ruizn.effects.mcp.config",
     "FunctionModel": "ruizn.effects.models.function",
     "FixedPrices": "ruizn.effects.models.pricing",

@@ -4,7 +4,6 @@ from ruizn.cassette.fork import ForkRefused as ForkRefused
 from ruizn.cassette.model import Cassette as Cassette
 from ruizn.cassette.recording import Divergence as Divergence
 from ruizn.cassette.recording import RecordingError as RecordingError
-from ruizn.decide import ResumeRefused as ResumeRefused
 from ruizn.effects.mcp.config import MCPServer as MCPServer
 from ruizn.effects.models.function import FunctionModel as FunctionModel
 from ruizn.effects.models.pricing import FixedPrices as FixedPrices
@@ -49,6 +48,7 @@ from ruizn.events import ToolCallStarted as ToolCallStarted
 from ruizn.events import ToolsChanged as ToolsChanged
 from ruizn.events import UserMessage as UserMessage
 from ruizn.media import Image as Image
+from ruizn.resuming import ResumeRefused as ResumeRefused
 from ruizn.settings import ConfigError as ConfigError
 from ruizn.settings import RunSettings as RunSettings
 from ruizn.shell.agent import Agent as Agent

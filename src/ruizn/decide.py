@@ -10,13 +10,11 @@ these return and nothing else.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 from attrs import field, frozen
 
 from ruizn.events import ClearedResult
-from ruizn.format import counted
 from ruizn.hooks import denied_text, matching
 from ruizn.rules import (
     ApprovalDecision,
@@ -30,7 +28,7 @@ from ruizn.rules import (
     rule_decision,
     turn_stop,
 )
-from ruizn.settings import ApprovalMode, HookSpec
+from ruizn.settings import HookSpec
 from ruizn.state import (
     Approval,
     ContentBlock,
@@ -428,208 +426,6 @@ def reply_refusal(content: tuple[ContentBlock, ...]) -> str | None:
     return None if problem is None else f"invalid response: {problem}"
 
 
-def interrupted_calls(
-    state: ExecutionContext, read_only: Callable[[str], bool]
-) -> tuple[ToolCall, ...]:
-    """The tool calls a stop interrupted that must be answered `interrupted` on resume.
-
-    A call that was started and not finished may or may not have taken effect. It runs
-    again only if the log says that is safe: its tool was read-only when the run started
-    (`tool_sources`) and the call asked for no approval; and the tool still says so now
-    (`read_only`). Any other is never run twice: the model is told instead.
-    """
-    recorded = {source.tool for source in state.settings.tool_sources if source.read_only}
-    in_flight = set(state.tools_in_flight)
-    return tuple(
-        call
-        for call in state.pending_tool_calls
-        if call.id in in_flight
-        and not (
-            call.name in recorded
-            and read_only(call.name)
-            and state.turn_approvals[state.turn_index[call.id]] is None
-        )
-    )
-
-
-def interrupted_result(call: ToolCall) -> ToolResult:
-    return ToolResult.error(
-        ErrorType.INTERRUPTED,
-        f"{call.name} was interrupted when the run stopped and was not run again:"
-        " it may or may not have taken effect",
-    )
-
-
-class ResumeRefused(ValueError):
-    """A resume that cannot go on; the message is one line for the user."""
-
-
-ALL = "all"
-
-
-def resume_decisions(
-    state: ExecutionContext,
-    needs_approval: NeedsApproval,
-    *,
-    approve: tuple[str, ...] = (),
-    deny: tuple[str, ...] = (),
-    reason: str | None = None,
-) -> tuple[ApprovalDecision, ...]:
-    """A person's decisions given with a resume (`--approve ID|all`, `--deny ID|all`,
-    `--reason TEXT` for the denials), in tool_use order. Each ID must be a call that awaits
-    (or is about to ask for) a decision; anything else is refused before a line is written.
-    A named id wins over `all`; a call named by neither waits on."""
-    if reason is not None and not deny:
-        raise ResumeRefused("--reason goes with --deny (it is what the model is told)")
-    if not approve and not deny:
-        return ()
-    candidates = approval_candidates(state, needs_approval)
-    ids = [call.id for call in candidates]
-    if not candidates:
-        raise ResumeRefused(f"run {state.run_id} has no tool call awaiting approval")
-    for given in (*approve, *deny):
-        if given != ALL and given not in ids:
-            raise ResumeRefused(
-                f"{given!r} is not a tool call awaiting approval in run {state.run_id}"
-                f" (awaiting: {', '.join(ids)})"
-            )
-    both = set(approve) & set(deny)
-    if both:
-        raise ResumeRefused(f"both --approve and --deny name {sorted(both)[0]!r}")
-    decisions = []
-    for call in candidates:
-        if call.id in approve or (ALL in approve and call.id not in deny):
-            decisions.append(ApprovalDecision(id=call.id, approved=True, by="user"))
-        elif call.id in deny or ALL in deny:
-            decisions.append(
-                ApprovalDecision(id=call.id, approved=False, by="user", reason=reason or None)
-            )
-    return tuple(decisions)
-
-
-@frozen(kw_only=True)
-class ResumePlan:
-    max_steps: int
-    max_tokens: int | None  # None: keep the run's limit
-    max_cost: float | None = None  # None: keep the run's budget
-    max_context: int | None = None  # None: keep the run's context limit (0: off)
-    # What a person chose when accepting a run ruizn did not start (None: unchanged).
-    workspace: str | None = None
-    approval: ApprovalMode | None = None
-
-
-def plan_resume(
-    state: ExecutionContext,
-    *,
-    max_steps: int | None,
-    max_tokens: int | None,
-    max_cost: float | None = None,
-    max_context: int | None = None,
-) -> ResumePlan | None:
-    """The limits a resume continues with, or None when there is nothing to do.
-
-    A run stopped by its step limit gets another batch of the same size unless `max_steps`
-    says otherwise; `max_steps` is the new total for the run, not the number added. A run
-    stopped by its budget goes on only with a new budget (`max_cost`, the new total for the
-    whole run, above what it has spent): money is never added without being asked for.
-    """
-    if state.status is Status.SUCCESS:
-        return None
-    if max_tokens is not None and max_tokens < 1:
-        raise ResumeRefused("--max-tokens must be >= 1")
-    if max_context is not None and max_context < 0:
-        raise ResumeRefused("--max-context must be >= 0 (0: off)")
-    _check_budget(state, max_cost)
-    if max_steps is None:
-        max_steps = state.settings.max_steps
-        if state.status is Status.MAX_STEPS:
-            max_steps = state.step + state.settings.max_steps
-    needs_call = state.messages[-1].role == "user" or state.phase is Phase.STREAMING
-    if max_steps <= state.step and needs_call:
-        raise ResumeRefused(
-            f"--max-steps {max_steps} leaves no step: the run has taken {state.step} already"
-        )
-    if (
-        state.phase in (Phase.DONE, Phase.FINISHED)
-        and state.messages[-1].role == "assistant"
-        and state.stop_reason == "max_tokens"
-        and state.turn_open == 0
-        and (max_tokens is None or max_tokens <= state.settings.max_tokens)
-    ):
-        raise ResumeRefused(
-            f"the answer was cut off at max_tokens ({state.settings.max_tokens}): resume with"
-            f" --max-tokens larger than {state.settings.max_tokens} to let it go on"
-        )
-    return ResumePlan(
-        max_steps=max_steps, max_tokens=max_tokens, max_cost=max_cost, max_context=max_context
-    )
-
-
-def _check_budget(state: ExecutionContext, max_cost: float | None) -> None:
-    spent = state.cost
-    if max_cost is None:
-        budget = state.settings.max_cost
-        if state.status is Status.MAX_COST and budget is not None and spent >= budget:
-            raise ResumeRefused(
-                f"run {state.run_id} stopped at its budget (${spent:.2f} spent of"
-                f" ${budget:.2f}): resume with --max-cost N, a new total above ${spent:.2f}"
-            )
-        return
-    if not math.isfinite(max_cost) or max_cost <= spent:
-        raise ResumeRefused(
-            f"--max-cost {max_cost:g} leaves nothing to spend: run {state.run_id} has spent"
-            f" ${spent:.2f} (the budget is a total for the whole run)"
-        )
-    unpriced = state.cost_unknown + state.unpriced_steps
-    if unpriced:
-        raise ResumeRefused(
-            f"run {state.run_id} has {counted(unpriced, 'model call')} with no"
-            " price in its log (no known price for its model, or logged before ruizn priced"
-            " calls): a --max-cost budget could not count them"
-        )
-
-
-def plan_continue(
-    state: ExecutionContext, message: str, *, max_steps: int | None, max_tokens: int | None
-) -> ResumePlan:
-    """The limits a run goes on with after a person adds `message` (`ruizn continue`).
-
-    `max_steps` is the budget for this message: the run's new total is the steps it has taken
-    plus that many (None: the run's own limit). A run that stopped in the middle of a model
-    call, or with tool calls not answered (waiting for approval, or cut off by a stop), is
-    refused: `resume` finishes that first, so the message never lands inside a turn.
-    """
-    if not message.strip():
-        raise ResumeRefused("the message must not be empty")
-    try:
-        message.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ResumeRefused("the message is not valid UTF-8") from None
-    if max_tokens is not None and max_tokens < 1:
-        raise ResumeRefused("--max-tokens must be >= 1")
-    if max_steps is not None and max_steps < 1:
-        raise ResumeRefused("--max-steps must be >= 1")
-    run = state.run_id
-    if state.phase is Phase.STREAMING:
-        raise ResumeRefused(
-            f"run {run} stopped in the middle of a model call: finish it with"
-            f" `ruizn resume {run}`, then continue it"
-        )
-    if state.turn_open:
-        waiting = state.awaiting_approval
-        if waiting:
-            raise ResumeRefused(
-                f"run {run} waits for a decision on {len(waiting)} tool call(s): decide with"
-                f" `ruizn resume {run} --approve ID|all` (or --deny), then continue it"
-            )
-        raise ResumeRefused(
-            f"run {run} stopped with {state.turn_open} tool call(s) of its last turn not"
-            f" answered: answer them with `ruizn resume {run}`, then continue it"
-        )
-    budget = state.settings.max_steps if max_steps is None else max_steps
-    return ResumePlan(max_steps=state.step + budget, max_tokens=max_tokens)
-
-
 __all__ = [
     "TRUNCATED_TOOL_CALL",
     "Action",
@@ -643,19 +439,12 @@ __all__ = [
     "NeedsApproval",
     "RefuseTools",
     "RequestApproval",
-    "ResumePlan",
-    "ResumeRefused",
     "RetryDecision",
     "RunTools",
     "after_failure",
     "approval_candidates",
     "approvals_to_request",
     "denied_result",
-    "interrupted_calls",
-    "interrupted_result",
     "next_action",
-    "plan_continue",
-    "plan_resume",
     "reply_refusal",
-    "resume_decisions",
 ]

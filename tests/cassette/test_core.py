@@ -9,7 +9,6 @@ from attrs import evolve
 
 from ruizn.cassette.diff import first_difference, items
 from ruizn.cassette.recording import compare_requests, recording_of
-from ruizn.decide import ResumeRefused, plan_continue
 from ruizn.events import (
     Event,
     LlmCallFailed,
@@ -24,6 +23,7 @@ from ruizn.events import (
 )
 from ruizn.reducers import InvalidTransition
 from ruizn.request import plan_request
+from ruizn.resuming import ResumeRefused, plan_continue
 from ruizn.state import ErrorType, Phase, Status, TextBlock, ToolResult, ToolUseBlock, Usage
 from tests.test_transitions import FIRST, STARTED, TEXT_TURN, TOOL_TURN, _after, _next
 

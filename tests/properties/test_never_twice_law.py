@@ -11,8 +11,8 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ruizn.decide import interrupted_calls
 from ruizn.events import RunResumed, ToolCallFinished, ToolCallStarted
+from ruizn.resuming import interrupted_calls
 from ruizn.state import ErrorType
 from tests.properties.runs import runs_settings, simulate
 

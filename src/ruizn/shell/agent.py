@@ -27,13 +27,6 @@ from attrs import asdict, evolve, field, frozen
 
 from ruizn.bounds import deeper_than, too_deep
 from ruizn.cassette.fork import fork_prefix
-from ruizn.decide import (
-    ResumePlan,
-    ResumeRefused,
-    plan_continue,
-    plan_resume,
-    resume_decisions,
-)
 from ruizn.effects.mcp.config import MCPServer
 from ruizn.effects.models.function import FunctionModel, ReplyFunction
 from ruizn.effects.models.pricing import Pricer, SharedBudget, default_pricer
@@ -56,6 +49,7 @@ from ruizn.redact import Redactor
 from ruizn.redact import api_key_problem as key_whitespace_problem
 from ruizn.reducers import rebuild, reduce
 from ruizn.reducers import start as start_state
+from ruizn.resuming import ResumePlan, ResumeRefused, plan_continue, plan_resume, resume_decisions
 from ruizn.settings import (
     TEST_MODEL,
     ApprovalMode,

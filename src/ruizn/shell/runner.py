@@ -29,13 +29,10 @@ from ruizn.decide import (
     Finished,
     RefuseTools,
     RequestApproval,
-    ResumePlan,
     RunHooks,
     RunTools,
     after_failure,
     approvals_to_request,
-    interrupted_calls,
-    interrupted_result,
     next_action,
     reply_refusal,
     stale_result,
@@ -72,6 +69,7 @@ from ruizn.media import fit as fit_media
 from ruizn.media import text_of
 from ruizn.reducers import InvalidTransition, add_tokens, reduce, start
 from ruizn.request import MessagesRequest, plan_request
+from ruizn.resuming import ResumePlan, interrupted_calls, interrupted_result
 from ruizn.rules import ApprovalDecision
 from ruizn.settings import HookSpec, RunSettings
 from ruizn.state import (

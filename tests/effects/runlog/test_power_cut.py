@@ -19,7 +19,6 @@ from typing import Any, ClassVar
 
 import anyio
 
-from ruizn.decide import ResumePlan, plan_resume
 from ruizn.effects.models.function import FunctionModel
 from ruizn.effects.models.provider import ModelReply
 from ruizn.effects.runlog.sink import MemorySink
@@ -34,6 +33,7 @@ from ruizn.events import (
     ToolCallStarted,
 )
 from ruizn.reducers import rebuild
+from ruizn.resuming import ResumePlan, plan_resume
 from ruizn.serde import decode
 from ruizn.settings import RunSettings
 from ruizn.shell.runner import AgentRunner

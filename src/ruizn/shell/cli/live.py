@@ -24,7 +24,6 @@ from attrs import evolve
 
 from ruizn.cassette.fork import ForkRefused
 from ruizn.cassette.recording import RecordingError
-from ruizn.decide import ResumeRefused
 from ruizn.effects.mcp.config import McpConfigError, MCPServer
 from ruizn.effects.models.provider import ProviderConfigError
 from ruizn.effects.runlog.reader import LogError
@@ -35,6 +34,7 @@ from ruizn.effects.tools.bwrap import SandboxUnavailable
 from ruizn.effects.tools.loader import Toolbox, ToolLoadError
 from ruizn.events import Event, LlmResponse, RunResumed, RunStarted, ToolCallFinished
 from ruizn.format import counted
+from ruizn.resuming import ResumeRefused
 from ruizn.rules import resume_fix
 from ruizn.settings import ConfigError, RunSettings
 from ruizn.shell.agent import Agent, NothingToResume, Resume, RunResult, Session, UntrustedRun
