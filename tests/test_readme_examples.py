@@ -1,4 +1,5 @@
-"""The README's tool examples work as printed: they pass `mypy --strict`, and they run.
+"""The README's tool examples (and those of docs/library.md it points to) work as printed:
+they pass `mypy --strict`, and they run.
 
 Each example is cut out of README.md, saved as a file and loaded the way `--tool` loads it,
 so a change to the README that breaks an example breaks this test.
@@ -22,13 +23,19 @@ from ruizn.state import ErrorType, ToolCall, ToolResult
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+# The longer examples the README points to.
+LIBRARY_DOC = (ROOT / "docs" / "library.md").read_text(encoding="utf-8")
 _BLOCK = re.compile(r"^```(\w+)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 
 
 def _block(language: str, containing: str) -> str:
-    found = [
-        body for lang, body in _BLOCK.findall(README) if lang == language and containing in body
-    ]
+    found: list[str] = []
+    for text in (README, LIBRARY_DOC):  # the README's own first
+        found = [
+            body for lang, body in _BLOCK.findall(text) if lang == language and containing in body
+        ]
+        if found:
+            break
     assert len(found) == 1, f"expected one {language} block with {containing!r} in README.md"
     return found[0]
 
