@@ -17,7 +17,15 @@ from ruizn.fleet.store import EventStore
 from tests.cli.approval_helpers import tool_results, write
 from tests.cli.conftest import cli_env
 from tests.fakeapi import Reply, Stream, Text
-from tests.fleet.conftest import SUBPROCESS_PATH, env, first_text, ruizn, start_worker, wait_for
+from tests.fleet.conftest import (
+    SUBPROCESS_PATH,
+    batch_db,
+    env,
+    first_text,
+    ruizn,
+    start_worker,
+    wait_for,
+)
 from tests.fleet.conftest import statuses as stored_statuses
 
 pytestmark = pytest.mark.slow
@@ -203,7 +211,7 @@ def test_a_batch_whose_runs_await_approval_exits_4_and_runs_their_decisions_next
     first = batch()
     assert first.returncode == 4, first.stdout + first.stderr
     assert "batch: 1 runs: 1 awaiting_approval" in first.stdout
-    db = f"sqlite:///{workspace / '.ruizn' / 'runs' / 'fleet.sqlite'}"
+    db = batch_db(workspace)
     approved = ruizn(["resume", "--db", db, "approve-me", "--approve", "all"], workspace, environ)
     assert (approved.returncode, approved.stderr) == (0, "")
     assert approved.stdout == (

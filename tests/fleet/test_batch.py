@@ -17,7 +17,7 @@ from ruizn.effects.logfile import replay_file
 from ruizn.fleet.store import EventStore
 from ruizn.state import Status
 from tests.cli.conftest import cli_env, ruizn_command
-from tests.fleet.conftest import SUBPROCESS_PATH, note_loop, requests_per_goal, wait_for
+from tests.fleet.conftest import SUBPROCESS_PATH, batch_db, note_loop, requests_per_goal, wait_for
 from tests.fleet.tools import NOTES
 
 RUNS = 20
@@ -75,7 +75,7 @@ def check_every_run(workspace: Path, server_requests: list[Any]) -> int:
     """Check every run; return how many went on after a stop (run_resumed)."""
     runs = logs(workspace)
     assert len(runs) == RUNS
-    store = EventStore(f"sqlite:///{workspace / '.ruizn' / 'runs' / 'fleet.sqlite'}")
+    store = EventStore(batch_db(workspace))
     notes = Counter((workspace / NOTES).read_text(encoding="utf-8").splitlines())
     assert max(notes.values()) == 1, f"a tool ran twice: {notes.most_common(3)}"
     seen = requests_per_goal(server_requests)

@@ -23,6 +23,7 @@ from tests.cli.conftest import cli_env, ruizn_command
 from tests.fakeapi import HttpError, Reply, Stream, Text, ToolUse
 from tests.fleet.conftest import (
     SUBPROCESS_PATH,
+    batch_db,
     env,
     first_text,
     ruizn,
@@ -342,7 +343,7 @@ def test_batch_honours_every_run_option(
     assert "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode == 1, proc.stdout + proc.stderr  # flaky-once ends with error
     assert f"batch: {len(LINES)} runs: 1 awaiting_approval, 1 error, 13 success" in proc.stdout
-    db = f"sqlite:///{workspace / '.ruizn' / 'runs' / 'fleet.sqlite'}"
+    db = batch_db(workspace)
     check_runs(
         stored_events(db),
         workspace,

@@ -419,7 +419,6 @@ _LOCAL_ONLY = {
     "workspace": "--workspace",
     "log_dir": "--log-dir",
     "approval": "--approval",
-    "trust": "--trust",
 }
 
 
