@@ -57,12 +57,12 @@ from ruizn.grant import Grant, grant_of
 from ruizn.lineage import fork_prefix
 from ruizn.redact import Redactor
 from ruizn.redact import api_key_problem as key_whitespace_problem
-from ruizn.reducers import reduce
+from ruizn.reducers import reasked, reduce
 from ruizn.reducers import replay as reducer_replay
 from ruizn.reducers import start as start_state
 from ruizn.runner import AgentRunner, Subscriber, ToolChange, ToolWatch
 from ruizn.state import ErrorType, ExecutionContext, Status, TextBlock, ToolResult, Usage
-from ruizn.store import FileStore, RunStore, new_run_id, settled
+from ruizn.store import FileStore, RunStore, fleet_owner, new_run_id, settled
 from ruizn.toolsource import SourceKind, ToolSource
 from ruizn.version import __version__
 
@@ -119,7 +119,12 @@ class Resume:
     approval: ApprovalMode | None = None
     """A new approval mode for the rest of the run (None: the run's own)."""
     trust: bool = False
-    """Accept the grant of a run ruizn did not start here (or whose log changed)."""
+    """Accept the grant of a run ruizn did not start here (or whose log changed). The
+    approvals its log records (calls approved and not run yet, "always" rules) are not
+    accepted with it: each such call is asked again, unless `keep_approvals`."""
+    keep_approvals: bool = False
+    """With `trust`: apply the approvals the log records too (a person saw them listed in
+    the grant and accepted them all)."""
     read_timeout: float | None = None
     """This session's stream timeout (None: the run's own)."""
     vouched: bool = False
@@ -486,6 +491,15 @@ class Agent:
             raise ConfigError("an agent with log=False keeps no runs to resume")
         store = self.store()
         ref = store.find(str(run))
+        if not request.vouched:
+            owner = fleet_owner(ref.path)
+            if owner is not None:
+                # One truth per fleet run: a second copy resumed here would run its calls
+                # again and be overwritten by the database's on the fleet's next resume.
+                raise ResumeRefused(
+                    f"run {ref.run_id} belongs to the fleet database {owner}: resume it there,"
+                    f" with `ruizn resume --db {owner} {ref.run_id}`"
+                )
         # The lock first: nobody may append while we read the log and decide.
         writer = store.append_writer(ref)
         try:
@@ -546,7 +560,7 @@ class Agent:
             root = ref.path.parent.parent
             async with self._open(settings, root, ref.run_id, writer, state) as (runner, _):
                 decisions = resume_decisions(
-                    state,
+                    reasked(state) if plan.reask else state,
                     runner.needs_approval,
                     approve=request.approve,
                     deny=request.deny,
@@ -603,7 +617,7 @@ class Agent:
         if not request.trust:
             reason = self._trust.problem(first, log) or NOT_STARTED_HERE
             verb = "resume" if request.message is None else "continue"
-            raise UntrustedRun(state.run_id, reason, grant_of(state.settings), verb=verb)
+            raise UntrustedRun(state.run_id, reason, grant_of(state.settings, state), verb=verb)
         here = str(_resolved(self.settings.workspace))
         if here != str(_resolved(state.settings.workspace)):
             raise ResumeRefused(
@@ -612,7 +626,10 @@ class Agent:
             )
         if approval is None and state.settings.approval == "always":
             approval = "ask"  # an `always` read from a log is never applied silently
-        return evolve(plan, workspace=here, approval=approval)
+        # Nor are the log's approvals (a call approved and not run, an "always" rule):
+        # asked again, unless the person accepted them all, seeing them in the grant.
+        reask = not request.keep_approvals and _holds_approvals(state)
+        return evolve(plan, workspace=here, approval=approval, reask=reask)
 
     @contextlib.asynccontextmanager
     async def _open(
@@ -818,6 +835,11 @@ def _torn(replayed: Any) -> int:
 
 def _is_folder(path: str) -> bool:
     return Path(path).is_dir()
+
+
+def _holds_approvals(state: ExecutionContext) -> bool:
+    grant = grant_of(state.settings, state)
+    return bool(grant.preapproved or grant.always_tools)
 
 
 def _resolved(path: str) -> Path:

@@ -417,6 +417,8 @@ class ResumePlan:
     # What a person chose when accepting a run ruizn did not start (None: unchanged).
     workspace: str | None = None
     approval: ApprovalMode | None = None
+    # The log's approvals are asked again (events.RunResumed.reask).
+    reask: bool = False
 
 
 def plan_resume(

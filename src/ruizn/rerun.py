@@ -33,7 +33,7 @@ from ruizn.events import Parent
 from ruizn.grant import grant_of
 from ruizn.state import ExecutionContext, Status, ToolResultBlock
 from ruizn.store import settled
-from ruizn.tape import Divergence, Stop, compare_stop
+from ruizn.tape import Divergence, Stop, Tape, compare_stop
 
 
 @frozen(kw_only=True)
@@ -49,6 +49,17 @@ class Rerun:
     state: ExecutionContext  # the new run's state where it stopped
 
 
+def replayed_approvals(tape: Tape) -> tuple[str, ...]:
+    """The recorded approvals a re-drive of `tape` gives again: at the prompt, and with a
+    resume (`--approve`), in the recording's order; for the grant."""
+    decided = [*tape.prompted.values(), *(d for stop in tape.stops for d in stop.decisions)]
+    return tuple(
+        f"call {d.id}" + (" (and its tool always after)" if d.always else "")
+        for d in sorted(decided, key=lambda d: d.seq)
+        if d.approved
+    )
+
+
 async def rerun_async(agent: Agent, run: str | Path, *, trust: bool = False) -> Rerun:
     """Re-drive `run` (found in `agent`'s store) as a new run built by `agent.derive`.
 
@@ -61,7 +72,7 @@ async def rerun_async(agent: Agent, run: str | Path, *, trust: bool = False) -> 
     tape = cassette.tape
     problem = agent.trust_problem(ref.path)
     if problem is not None and not trust:
-        grant = grant_of(tape.final.settings)
+        grant = grant_of(tape.final.settings, replayed=replayed_approvals(tape))
         raise UntrustedRun(tape.first.run_id, problem, grant, verb="rerun")
     settings = evolve(
         tape.first.settings,

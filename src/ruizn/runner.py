@@ -205,6 +205,7 @@ class AgentRunner:
             max_cost=plan.max_cost,
             max_context=plan.max_context,
             torn_bytes=torn_bytes,
+            reask=plan.reask,
         )
         for call in interrupted:
             self._emit(ToolCallFinished, id=call.id, result=interrupted_result(call))

@@ -78,7 +78,7 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
     RunSettings: ("max_cost", "max_context", "context_window"),
     Usage: ("cache_creation_1h_input_tokens",),
     LlmResponse: ("cost", "priced_by"),
-    RunResumed: ("max_cost", "max_context"),
+    RunResumed: ("max_cost", "max_context", "reask"),
     RunFinished: ("cost",),
 }
 

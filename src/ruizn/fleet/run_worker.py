@@ -223,11 +223,25 @@ def resume_db(db: str, run: str, request: Resume) -> int:
     fleet/resume.py). Nothing is written or queued when it cannot. Of the request, the
     limits, the read timeout and the decisions apply: a worker has its own workspace, MCP
     header values and trust."""
+    from ruizn.fleet.resume import NothingToQueue
+
     key = _key()
     store = open_store(db)
+    if run == "last":
+        from ruizn.fleet.runstore import DbRunStore
+        from ruizn.store import RunNotFound
+
+        try:
+            run = DbRunStore(store, Path(".")).find(run).run_id
+        except RunNotFound as exc:
+            store.close()
+            fail(str(exc))
     client = _client(db, store)
     try:
         checked = _queue_resume(store, client, run, request, where=_safe(db), key=key)
+    except NothingToQueue as done:  # as a local resume: said, exit 0
+        print(shown(str(done)), flush=True)
+        return 0
     finally:
         client.destroy()
         store.close()
@@ -263,6 +277,7 @@ def _queue_resume(
     from ruizn.fleet.resume import (
         RESUME_WORKFLOW,
         FleetResumeRefused,
+        NothingToQueue,
         RunNotStored,
         Workflow,
         check_resume,
@@ -308,6 +323,8 @@ def _queue_resume(
         )
     except RunNotStored:
         fail(f"no run {run!r} in the database {where}")
+    except NothingToQueue:
+        raise
     except FleetResumeRefused as exc:
         fail(str(exc))
     assert state is not None  # check_resume refuses a run with no events

@@ -256,7 +256,7 @@ def show_run(store: RunStore, run: str) -> int:
         f"{name} x{count}" + (f" ({tally.errors[name]} failed)" if tally.errors[name] else "")
         for name, count in tally.calls.most_common()
     )
-    grant = grant_of(state.settings)
+    grant = grant_of(state.settings, state)
     step_lines, total, priced_now = _step_costs(state.settings.model, tally.responses)
     lines = [
         ("run", state.run_id),
@@ -270,6 +270,8 @@ def show_run(store: RunStore, run: str) -> int:
         ),
         *(("tool code", module) for module in grant.tool_modules),
         *(("mcp", server) for server in grant.mcp_servers),
+        *(("approved", call) for call in grant.preapproved),
+        *(("always", f"tool {name}") for name in grant.always_tools),
         ("status", _status_word(found) + (f" · {state.error}" if state.error else "")),
         ("steps", f"{state.step} of {state.settings.max_steps}"),
         ("time", human_seconds(state.elapsed)),
@@ -309,7 +311,9 @@ def show_run(store: RunStore, run: str) -> int:
     pending = found.pending_approval
     if pending:
         print(f"{'awaiting:':<11}{len(pending)} tool call{'s' if len(pending) > 1 else ''}", end="")
-        print(f" (ruizn resume {visible(state.run_id)} --approve ID|all / --deny ID|all)")
+        target = getattr(store, "resume_target", None)
+        run_args = target(state.run_id) if callable(target) else state.run_id
+        print(f" (ruizn resume {visible(run_args)} --approve ID|all / --deny ID|all)")
         for call in pending:
             print(f"{'':<11}{describe_call(call)}")
     return EXIT_OK

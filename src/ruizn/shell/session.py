@@ -131,7 +131,16 @@ def resume_run(agent: Agent, run: str, request: Resume) -> int:
             fail(str(untrusted))
         if not _accepted(untrusted):
             fail(f"run {untrusted.run_id} was not resumed: its grant was not accepted")
-    return resume_run(agent, run, evolve(request, trust=True))
+        keep = False
+        grant = untrusted.grant
+        if grant.preapproved or grant.always_tools:
+            count = len(grant.preapproved) + len(grant.always_tools)
+            echo_err(
+                f"apply all {count} approval{'s' if count > 1 else ''} the log records, as"
+                " listed above? (no: each call is asked again, one by one) [y/N] "
+            )
+            keep = sys.stdin.readline().strip().lower() in ("y", "yes")
+        return resume_run(agent, run, evolve(request, trust=True, keep_approvals=keep))
 
 
 def fork_run(agent: Agent, run: str, *, at: int, trust: bool) -> int:
@@ -208,6 +217,8 @@ def _accepted(untrusted: UntrustedRun, verb: str = "resume") -> bool:
         echo_err(f"  {visible(line)}")
     if untrusted.grant.approval == "always":
         echo_err("  (an `always` approval from a log is not applied: calls will be asked)")
+    if untrusted.grant.preapproved or untrusted.grant.always_tools:
+        echo_err("  (the log's approvals are asked again, call by call, unless you accept them)")
     echo_err(f"{verb} it with this? [y/N] ")
     answer = sys.stdin.readline().strip().lower()
     return answer in ("y", "yes")
