@@ -55,7 +55,7 @@ from ruizn.effects.trust import NOT_STARTED_HERE, TrustStore
 from ruizn.events import Event, Parent, RunStarted
 from ruizn.grant import Grant, grant_of
 from ruizn.lineage import fork_prefix
-from ruizn.redact import Redactor
+from ruizn.redact import Redactor, secrets_from_env
 from ruizn.redact import api_key_problem as key_whitespace_problem
 from ruizn.reducers import reasked, reduce
 from ruizn.reducers import replay as reducer_replay
@@ -666,7 +666,14 @@ class Agent:
                     )
                 else:
                     registry = ToolRegistry(self._unchanged(settings, registry, mcp_tools))
-                redactor = Redactor.from_env(self._environ)
+                # The environment's secrets, and the values given for the MCP servers
+                # (--mcp-header, --mcp-env), wherever they would reach the log.
+                redactor = Redactor(
+                    secrets=(
+                        *secrets_from_env(self._environ),
+                        *(value for server in servers for value in server.secret_values()),
+                    )
+                )
                 runner = AgentRunner(
                     provider=provider,
                     registry=registry,

@@ -175,9 +175,16 @@ class AgentRunner:
             parent=parent,
         )
         state = start(event)  # checked before it is written, like every other event
-        self._publish(event)
+        # The log's copy has every secret ruizn knows redacted (the goal, the system prompt,
+        # an MCP command); this session's state keeps what it was given, so the model gets
+        # the text as typed. Replay (and a resume) rebuild the request from the log's copy.
+        written = self._redact(event)
+        assert isinstance(written, RunStarted)
+        if written is not event:
+            start(written)
+        self._publish(written)
         self._state = state
-        return event
+        return written
 
     def resume(
         self,

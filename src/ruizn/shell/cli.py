@@ -578,6 +578,9 @@ _register_fleet(cli)
 
 
 def main() -> None:
+    from ruizn.shell.sdklog import install
+
+    install()  # before anything can import the MCP SDK (a run, a worker's thread)
     try:
         code = cli.main(standalone_mode=False, prog_name="ruizn")
     except click.UsageError as exc:

@@ -163,6 +163,14 @@ def settings_options(f: Any) -> Any:
         ),
         mcp_header_option,
         click.option(
+            "--mcp-env",
+            "mcp_envs",
+            multiple=True,
+            metavar="NAME:KEY",
+            help="Environment variable KEY for stdio MCP server NAME, its value read from"
+            " $RUIZN_MCP_ENV_<NAME>_<KEY> (never recorded or shown). Repeatable.",
+        ),
+        click.option(
             "--allow-secret-files",
             is_flag=True,
             help="Let the file tools read .env, *.pem, id_rsa and other secret files.",
@@ -240,6 +248,7 @@ def settings_from_cli(
     no_plugins: bool,
     mcp: tuple[str, ...],
     mcp_headers: tuple[str, ...],
+    mcp_envs: tuple[str, ...] = (),
     **options: Any,
 ) -> tuple[RunSettings, tuple[MCPServer, ...]]:
     """The settings `settings_options` (and `workspace`) give, and the MCP servers with their
@@ -247,13 +256,16 @@ def settings_from_cli(
     from ruizn.config import ConfigError, settings_from
 
     servers: tuple[MCPServer, ...] = ()
-    if mcp or mcp_headers:
+    if mcp or mcp_headers or mcp_envs:
         from ruizn.effects.mcp_config import McpConfigError, parse_cli
+        from ruizn.shell.sdklog import install
 
         try:
-            servers = parse_cli(mcp, mcp_headers)
+            servers = parse_cli(mcp, mcp_headers, env_specs=mcp_envs)
         except McpConfigError as exc:
             raise UsageFailure(str(exc)) from None
+        # Their values are secrets too in what the SDK logs.
+        install(value for server in servers for value in server.secret_values())
     try:
         settings = settings_from(
             retry_base_delay=retry_base_delay(),

@@ -312,13 +312,11 @@ _STEP_ENDS = (RunStarted, RunResumed, LlmResponse, ToolCallFinished)
 
 @contextlib.contextmanager
 def _sdk_notices() -> Iterator[None]:
-    """The MCP SDK's own log lines, as notices (only once the SDK is loaded by a run)."""
-    if "mcp" not in sys.modules and "ruizn.effects.mcp_tools" not in sys.modules:
-        yield
-        return
-    from ruizn.effects.mcp_tools import sdk_logs_as_notices
+    """The MCP SDK's own log lines, as notices, redacted (shell/sdklog.py: installed before
+    the SDK is imported, which a run does lazily)."""
+    from ruizn.shell.sdklog import lines_to
 
-    with sdk_logs_as_notices(lambda text: notice(f"mcp: {text}")):
+    with lines_to(echo_err):
         yield
 
 
