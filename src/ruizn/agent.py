@@ -284,6 +284,7 @@ class Agent:
         self._log_dir = log_dir
         self._subscribers = tuple(subscribers)
         self._notice: Notice = on_notice or (lambda _text: None)
+        self._trust_warned = False
         self._environ: Mapping[str, str] = os.environ if environ is None else environ
         self._trust = trust_store if trust_store is not None else TrustStore.from_env(self._environ)
         self._pricer: Pricer = pricer if pricer is not None else default_pricer()
@@ -475,6 +476,7 @@ class Agent:
                 if log_path is not None:
                     # This user's ruizn started the run: it may resume it as recorded.
                     self._trust.opened(first, log_path)
+                    self._trust_failure()
                     trust = (self._trust, first)
                 yield Session(runner, run_id, log_path, trust=trust)
         finally:
@@ -555,6 +557,13 @@ class Agent:
             self._check_budget(settings.model, plan.max_cost)
             if not _is_folder(settings.workspace):
                 raise ResumeRefused(f"the run's workspace {settings.workspace} no longer exists")
+            here = str(_resolved(self.settings.workspace))
+            if str(_resolved(settings.workspace)) != here:
+                # A copy of a project resumes into the folder the run was started in: say so.
+                self._notice(
+                    f"run {state.run_id} works in its own workspace {settings.workspace},"
+                    f" not {here}"
+                )
             if request.read_timeout is not None:  # this session's stream timeout only
                 settings = evolve(settings, read_timeout=request.read_timeout)
             root = ref.path.parent.parent
@@ -574,6 +583,7 @@ class Agent:
                     trust = None  # the store vouches for its runs (a fleet's database)
                 else:
                     self._trust.opened(first, ref.path)
+                    self._trust_failure()
                     trust = (self._trust, first)
                 for subscriber in self._subscribers:
                     # A transcript printer goes on from the replayed state (which call a
@@ -590,6 +600,16 @@ class Agent:
                 yield Session(runner, ref.run_id, ref.path, trust=trust)
         finally:
             writer.close()
+
+    def _trust_failure(self) -> None:
+        """One line when the trust record cannot be written (the run goes on)."""
+        failure = getattr(self._trust, "failure", None)
+        if failure is not None and not self._trust_warned:
+            self._trust_warned = True
+            self._notice(
+                f"warning: {failure}; the run goes on, but is not recorded as this user's:"
+                " resuming it will ask"
+            )
 
     def _check_budget(self, model: str, max_cost: float | None) -> None:
         """A budget needs a price: a model the price list does not know is refused."""

@@ -40,7 +40,7 @@ from ruizn.events import (
 from ruizn.format import human_bytes, human_seconds, tokens, usd
 from ruizn.media import image_line, images, text_of
 from ruizn.state import ExecutionContext, JsonObject, ToolResult, ToolUseBlock
-from ruizn.terminal import visible
+from ruizn.terminal import revealed, visible
 
 _DIM, _RED, _GREEN, _RESET = "\x1b[2m", "\x1b[31m", "\x1b[32m", "\x1b[0m"
 _MAX_INPUT_SHOWN = 200
@@ -95,7 +95,7 @@ class StdoutPrinter:
                 self._calls.setdefault(call_id, name)
                 self._line(
                     self._paint(_DIM, "[approval]")
-                    + f" needed · {visible(call_id)} · {visible(name)} {_input(tool_input)}"
+                    + f" needed · {revealed(call_id)} · {revealed(name)} {_input(tool_input)}"
                 )
             case ToolApprovalDecided() as decided:
                 self._line(self._paint(_DIM, "[approval]") + " " + self._decision(decided))
@@ -148,11 +148,12 @@ class StdoutPrinter:
 
     def _label(self, call_id: str) -> str:
         name = self._calls.get(call_id)
+        # Tool calls are what a person approves: invisible characters show as escapes.
         if name is None:  # a call no event of this transcript named
-            return visible(call_id)
+            return revealed(call_id)
         if name in self._twice:
-            return f"{visible(name)} ({visible(call_id)})"
-        return visible(name)
+            return f"{revealed(name)} ({revealed(call_id)})"
+        return revealed(name)
 
     def _finished(self, call_id: str, result: ToolResult) -> None:
         tag = self._paint(_DIM, "[tool]")
@@ -228,4 +229,4 @@ def _input(tool_input: object) -> str:
     shown = json.dumps(tool_input, ensure_ascii=False)
     if len(shown) > _MAX_INPUT_SHOWN:
         shown = shown[:_MAX_INPUT_SHOWN] + "…"
-    return visible(shown)
+    return revealed(shown)

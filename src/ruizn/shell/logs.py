@@ -7,11 +7,12 @@ here goes through `ruizn.terminal.visible` first, like the live transcript.
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import shutil
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ruizn.context import context_limit
@@ -35,7 +36,7 @@ from ruizn.shell.approval import describe_call
 from ruizn.shell.exits import EXIT_ERROR, EXIT_OK, fail
 from ruizn.state import ExecutionContext, ToolUseBlock
 from ruizn.store import RunInfo, RunNotFound, RunRef, RunStore, settled
-from ruizn.terminal import visible
+from ruizn.terminal import revealed, visible
 
 if TYPE_CHECKING:
     from ruizn.diff import Difference, Item, Summary
@@ -326,24 +327,38 @@ def diff_runs(store: RunStore, run_a: str, run_b: str) -> int:
 
     loaded = [_diffed(store, run) for run in (run_a, run_b)]
     (state_a, events_a), (state_b, events_b) = loaded
-    difference = first_difference(items(events_a), items(events_b))
+    counted = [0]
+
+    def count(events: Iterable[Event]) -> Iterator[Event]:
+        for event in events:
+            counted[0] += 1
+            yield event
+
+    difference = first_difference(items(count(events_a)), items(events_b))
     if difference is None:
-        print(f"no difference ({len(events_a)} events)")
+        print(f"no difference ({counted[0]} events)")
         return EXIT_OK
     for line in diff_report(difference, summary(state_a), summary(state_b)):
-        print(visible(line))
+        print(revealed(line))
     return EXIT_ERROR
 
 
-def _diffed(store: RunStore, run: str) -> tuple[ExecutionContext, list[Event]]:
+def _diffed(store: RunStore, run: str) -> tuple[ExecutionContext, Iterable[Event]]:
+    """The run's final state, and its events to compare: read again from its log file as
+    they are compared (memory bounded like replay's), or, from a database, kept."""
+    from ruizn.effects.logfile import iter_events
     from ruizn.effects.writer import RunLocked
 
     events: list[Event] = []
+    from_file = not hasattr(store, "events")  # a fleet's database has no file to read again
     try:
-        _, found = settled(store, run, on_event=events.append)
+        ref, found = settled(store, run, on_event=None if from_file else events.append)
     except (RunNotFound, RunLocked, LogError) as exc:
         fail(visible(str(exc)))
     assert found.replayed is not None
+    if from_file:
+        count = found.replayed.events
+        return found.replayed.state, itertools.islice(iter_events(ref.path), count)
     return found.replayed.state, events
 
 

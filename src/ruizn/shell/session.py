@@ -210,11 +210,11 @@ def _can_ask() -> bool:
 
 def _accepted(untrusted: UntrustedRun, verb: str = "resume") -> bool:
     """Show what the log would grant, and ask."""
-    from ruizn.terminal import visible
+    from ruizn.terminal import revealed, visible
 
     echo_err(f"ruizn: run {visible(untrusted.run_id)} {untrusted.reason}. Its log would grant:")
     for line in untrusted.grant.lines():
-        echo_err(f"  {visible(line)}")
+        echo_err(f"  {revealed(line)}")
     if untrusted.grant.approval == "always":
         echo_err("  (an `always` approval from a log is not applied: calls will be asked)")
     if untrusted.grant.preapproved or untrusted.grant.always_tools:
