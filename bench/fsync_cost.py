@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ruizn.effects.writer import EventWriter
+from ruizn.effects.runlog.writer import EventWriter
 from ruizn.events import LlmCallStarted, LlmResponse, LlmToken, ToolCallFinished, ToolCallStarted
 from ruizn.state import TextBlock, ToolResult, ToolUseBlock
 

@@ -37,8 +37,8 @@ sys.path.insert(0, os.environ.get("RUIZN_BENCH_SRC", str(ROOT / "src")))
 import anthropic  # noqa: E402
 from attrs import evolve  # noqa: E402
 
-from ruizn.effects.anthropic_provider import AnthropicProvider  # noqa: E402
-from ruizn.effects.provider import ModelReply  # noqa: E402
+from ruizn.effects.models.anthropic import AnthropicProvider  # noqa: E402
+from ruizn.effects.models.provider import ModelReply  # noqa: E402
 from ruizn.request import build_request  # noqa: E402
 
 try:

@@ -16,9 +16,9 @@ import random
 import timeit
 
 from ruizn.effects import printer as printer_module
-from ruizn.effects.printer import StdoutPrinter
 from ruizn.events import LlmToken
 from ruizn.redact import Redactor
+from ruizn.shell.cli.printer import StdoutPrinter
 from ruizn.terminal import _TABLE, visible
 
 N = 20_000

@@ -41,7 +41,7 @@ TARGET_MS = 2000
 
 def make_run(steps: int, folder: Path) -> Path:
     import ruizn
-    from ruizn.effects.provider import ModelReply
+    from ruizn.effects.models.provider import ModelReply
     from ruizn.state import TextBlock, ToolUseBlock, Usage
 
     @ruizn.tool(read_only=True)

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from ruizn.config import RunSettings
 from ruizn.decide import (
     AnswerDenied,
     AskApproval,
@@ -38,6 +37,7 @@ from ruizn.events import (
 )
 from ruizn.reducers import InvalidTransition, reduce, start
 from ruizn.rules import NEVER_APPROVED, ApprovalDecision
+from ruizn.settings import RunSettings
 from ruizn.state import ExecutionContext, JsonObject, Status, ToolResult, ToolUseBlock
 
 WRITE = {"path": "a.txt", "content": "x"}

@@ -14,11 +14,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ruizn.bounds import MAX_DEPTH, MAX_LINE_DEPTH, deeper_than, text_deeper_than
-from ruizn.config import RunSettings
 from ruizn.events import LlmCallStarted, LlmResponse, RunStarted
 from ruizn.reducers import InvalidTransition, reduce, start
 from ruizn.rules import reply_problem
 from ruizn.serde import DecodeError, decode, encode
+from ruizn.settings import RunSettings
 from ruizn.state import TextBlock, ToolUseBlock, Usage
 from tests.properties.runs import runs_settings
 

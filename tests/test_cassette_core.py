@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 from attrs import evolve
 
+from ruizn.cassette.diff import first_difference, items
+from ruizn.cassette.recording import compare_requests, tape_of
 from ruizn.decide import ResumeRefused, plan_continue
-from ruizn.diff import first_difference, items
 from ruizn.events import (
     Event,
     LlmCallFailed,
@@ -24,7 +25,6 @@ from ruizn.events import (
 from ruizn.reducers import InvalidTransition
 from ruizn.request import plan_request
 from ruizn.state import ErrorType, Phase, Status, TextBlock, ToolResult, ToolUseBlock, Usage
-from ruizn.tape import compare_requests, tape_of
 from tests.test_transitions import FIRST, STARTED, TEXT_TURN, TOOL_TURN, _after, _next
 
 DONE = (RunFinished, {"status": Status.SUCCESS, "steps": 1, "elapsed": 0.0})

@@ -11,8 +11,6 @@ from attrs import evolve
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ruizn.config import RunSettings
-from ruizn.context import added_tokens, plan_clearing
 from ruizn.decide import ClearContext, Finish, ResumeRefused, next_action, plan_resume
 from ruizn.events import (
     BudgetSpent,
@@ -27,6 +25,7 @@ from ruizn.events import (
 )
 from ruizn.reducers import InvalidTransition, reduce, replay
 from ruizn.rules import CONTEXT_EXCEEDED
+from ruizn.settings import RunSettings
 from ruizn.state import (
     ExecutionContext,
     Status,
@@ -36,6 +35,7 @@ from ruizn.state import (
     ToolUseBlock,
     Usage,
 )
+from ruizn.window import added_tokens, plan_clearing
 
 PRICED = "fixed prices"
 

@@ -13,7 +13,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ruizn.config import RunSettings
 from ruizn.decide import AnswerStale, next_action
 from ruizn.events import (
     Event,
@@ -37,6 +36,7 @@ from ruizn.media import (
 )
 from ruizn.reducers import InvalidTransition, reduce, replay
 from ruizn.request import plan_request
+from ruizn.settings import RunSettings
 from ruizn.state import (
     ErrorType,
     ImageBlock,

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ruizn.effects.tool_loader import load_tool_spec
-from ruizn.effects.tools import ToolRegistry, invoke_tool
+from ruizn.effects.tools.base import ToolRegistry, invoke_tool
+from ruizn.effects.tools.loader import load_tool_spec
 from ruizn.state import ErrorType, ToolCall, ToolResult
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,7 +99,7 @@ async def test_the_class_example_counts_words_and_refuses_empty_text(examples: P
 
 
 def test_the_plugin_example_declares_the_entry_point_group_ruizn_loads() -> None:
-    from ruizn.effects.tool_loader import ENTRY_POINT_GROUP
+    from ruizn.effects.tools.loader import ENTRY_POINT_GROUP
 
     declared = tomllib.loads(_block("toml", "ruizn.tools"))
     assert declared["project"]["entry-points"][ENTRY_POINT_GROUP] == {

@@ -11,14 +11,14 @@ from typing import Any
 import anyio
 import pytest
 
-from ruizn.config import RunSettings
-from ruizn.effects.function_model import FunctionModel
-from ruizn.effects.provider import ModelReply, ProviderError
-from ruizn.effects.sink import LogLost, LogWriteError, MemorySink
-from ruizn.effects.tools import ToolRegistry
+from ruizn.effects.models.function import FunctionModel
+from ruizn.effects.models.provider import ModelReply, ProviderError
+from ruizn.effects.runlog.sink import LogLost, LogWriteError, MemorySink
+from ruizn.effects.tools.base import ToolRegistry
 from ruizn.events import Event, LlmCallFailed, RunFinished
 from ruizn.reducers import replay
-from ruizn.runner import AgentRunner
+from ruizn.settings import RunSettings
+from ruizn.shell.runner import AgentRunner
 from ruizn.state import Status, TextBlock, Usage
 
 

@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ruizn.effects.printer import StdoutPrinter
 from ruizn.events import (
     LlmCallFailed,
     LlmToken,
@@ -17,6 +16,7 @@ from ruizn.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from ruizn.shell.cli.printer import StdoutPrinter
 from ruizn.state import ErrorType, Status, ToolResult
 from ruizn.terminal import UNSAFE, visible
 

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from attrs import evolve
 
-from ruizn.config import ConfigError, RunSettings
 from ruizn.events import (
     Event,
     LlmCallFailed,
@@ -26,6 +25,7 @@ from ruizn.events import (
 )
 from ruizn.reducers import InvalidTransition, add_tokens, reduce, replay, reply_problem
 from ruizn.serde import DecodeError, decode, encode
+from ruizn.settings import ConfigError, RunSettings
 from ruizn.state import (
     ExecutionContext,
     Phase,

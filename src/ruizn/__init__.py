@@ -9,38 +9,165 @@
 
     result = ruizn.Agent(model="test", tools=[add]).run("What is 2 + 3?")
 
-The public names are listed once, in `__init__.pyi` (what type checkers read); each is
-imported on first use, so `ruizn --help` pays for none of anyio, anthropic or pydantic.
+Each public name below is imported on first use, so `ruizn --help` pays for none of anyio,
+anthropic or pydantic. `__init__.pyi` states the same names for type checkers; a test holds
+the two equal.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 from typing import Any
 
 from ruizn.version import __version__ as __version__
 
+# The face: each public name and the module that holds it.
+_HOMES: dict[str, str] = {
+    "ForkRefused": "ruizn.cassette.fork",
+    "Cassette": "ruizn.cassette.model",
+    "Divergence": "ruizn.cassette.recording",
+    "RecordingError": "ruizn.cassette.recording",
+    "ResumeRefused": "ruizn.decide",
+    "MCPServer": "ruizn.effects.mcp.config",
+    "FunctionModel": "ruizn.effects.models.function",
+    "FixedPrices": "ruizn.effects.models.pricing",
+    "GenaiPrices": "ruizn.effects.models.pricing",
+    "Pricer": "ruizn.effects.models.pricing",
+    "ModelReply": "ruizn.effects.models.provider",
+    "Provider": "ruizn.effects.models.provider",
+    "ProviderError": "ruizn.effects.models.provider",
+    "ReplayDiverged": "ruizn.effects.models.provider",
+    "Answer": "ruizn.effects.person.approval",
+    "Approver": "ruizn.effects.person.approval",
+    "FileStore": "ruizn.effects.runlog.store",
+    "LogError": "ruizn.effects.runlog.store",
+    "RunInfo": "ruizn.effects.runlog.store",
+    "RunNotFound": "ruizn.effects.runlog.store",
+    "RunStore": "ruizn.effects.runlog.store",
+    "iter_runs": "ruizn.effects.runlog.store",
+    "replay": "ruizn.effects.runlog.store",
+    "replay_events": "ruizn.effects.runlog.store",
+    "RunLocked": "ruizn.effects.runlog.writer",
+    "BaseTool": "ruizn.effects.tools.base",
+    "BlockingTool": "ruizn.effects.tools.base",
+    "ToolInputError": "ruizn.effects.tools.base",
+    "FunctionTool": "ruizn.effects.tools.function",
+    "tool": "ruizn.effects.tools.function",
+    "BudgetSpent": "ruizn.events",
+    "ContextCleared": "ruizn.events",
+    "Event": "ruizn.events",
+    "LlmCallFailed": "ruizn.events",
+    "LlmCallStarted": "ruizn.events",
+    "LlmResponse": "ruizn.events",
+    "LlmToken": "ruizn.events",
+    "RunFinished": "ruizn.events",
+    "RunResumed": "ruizn.events",
+    "RunStarted": "ruizn.events",
+    "ToolApprovalDecided": "ruizn.events",
+    "ToolApprovalRequested": "ruizn.events",
+    "ToolCallFinished": "ruizn.events",
+    "ToolCallStarted": "ruizn.events",
+    "ToolsChanged": "ruizn.events",
+    "UserMessage": "ruizn.events",
+    "Image": "ruizn.media",
+    "ConfigError": "ruizn.settings",
+    "RunSettings": "ruizn.settings",
+    "Agent": "ruizn.shell.agent",
+    "NothingToResume": "ruizn.shell.agent",
+    "Resume": "ruizn.shell.agent",
+    "RunResult": "ruizn.shell.agent",
+    "Session": "ruizn.shell.agent",
+    "UntrustedRun": "ruizn.shell.agent",
+    "run": "ruizn.shell.agent",
+    "Subscriber": "ruizn.shell.runner",
+    "ErrorType": "ruizn.state",
+    "ExecutionContext": "ruizn.state",
+    "Status": "ruizn.state",
+    "TextBlock": "ruizn.state",
+    "ToolCall": "ruizn.state",
+    "ToolResult": "ruizn.state",
+    "ToolUseBlock": "ruizn.state",
+    "Usage": "ruizn.state",
+}
 
-def _face() -> dict[str, str]:
-    """name -> the module that holds it, from the stub's `from M import N as N` lines."""
-    found: dict[str, str] = {}
-    with open(os.path.join(os.path.dirname(__file__), "__init__.pyi"), encoding="utf-8") as stub:
-        for line in stub:
-            words = line.split()
-            if len(words) == 6 and words[0] == "from" and words[2] == "import":
-                found[words[5]] = words[1]
-    return found
-
-
-_PUBLIC = _face()
-__all__ = sorted(_PUBLIC)  # noqa: PLE0605 - the names come from the stub, listed once there
+__all__ = [
+    "Agent",
+    "Answer",
+    "Approver",
+    "BaseTool",
+    "BlockingTool",
+    "BudgetSpent",
+    "Cassette",
+    "ConfigError",
+    "ContextCleared",
+    "Divergence",
+    "ErrorType",
+    "Event",
+    "ExecutionContext",
+    "FileStore",
+    "FixedPrices",
+    "ForkRefused",
+    "FunctionModel",
+    "FunctionTool",
+    "GenaiPrices",
+    "Image",
+    "LlmCallFailed",
+    "LlmCallStarted",
+    "LlmResponse",
+    "LlmToken",
+    "LogError",
+    "MCPServer",
+    "ModelReply",
+    "NothingToResume",
+    "Pricer",
+    "Provider",
+    "ProviderError",
+    "RecordingError",
+    "ReplayDiverged",
+    "Resume",
+    "ResumeRefused",
+    "RunFinished",
+    "RunInfo",
+    "RunLocked",
+    "RunNotFound",
+    "RunResult",
+    "RunResumed",
+    "RunSettings",
+    "RunStarted",
+    "RunStore",
+    "Session",
+    "Status",
+    "Subscriber",
+    "TextBlock",
+    "ToolApprovalDecided",
+    "ToolApprovalRequested",
+    "ToolCall",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "ToolInputError",
+    "ToolResult",
+    "ToolUseBlock",
+    "ToolsChanged",
+    "UntrustedRun",
+    "Usage",
+    "UserMessage",
+    "__version__",
+    "iter_runs",
+    "replay",
+    "replay_events",
+    "run",
+    "tool",
+]
 
 
 def __getattr__(name: str) -> Any:
-    module = _PUBLIC.get(name)
-    if module is None:
+    home = _HOMES.get(name)
+    if home is None:
         raise AttributeError(f"module 'ruizn' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module(home), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

@@ -15,8 +15,6 @@ from collections.abc import Callable
 
 from attrs import field, frozen
 
-from ruizn.config import ApprovalMode
-from ruizn.context import context_limit, over_limit, plan_clearing
 from ruizn.events import ClearedResult
 from ruizn.rules import (
     ApprovalDecision,
@@ -25,6 +23,7 @@ from ruizn.rules import (
     rule_decision,
     turn_stop,
 )
+from ruizn.settings import ApprovalMode
 from ruizn.state import (
     Approval,
     ContentBlock,
@@ -36,6 +35,7 @@ from ruizn.state import (
     ToolCall,
     ToolResult,
 )
+from ruizn.window import context_limit, over_limit, plan_clearing
 
 
 @frozen(kw_only=True)
@@ -47,7 +47,7 @@ class CallModel:
 
 @frozen(kw_only=True)
 class ClearContext:
-    """Log a clearing of these tool results before the next model call (see ruizn.context)."""
+    """Log a clearing of these tool results before the next model call (see ruizn.window)."""
 
     results: tuple[ClearedResult, ...]
     limit: int

@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal
 
 from attrs import field, frozen
 
-from ruizn.config import ApprovalMode, RunSettings
+from ruizn.settings import ApprovalMode, RunSettings
 from ruizn.state import (
     ContentBlock,
     DecidedBy,

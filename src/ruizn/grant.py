@@ -111,6 +111,21 @@ def _preapproved(state: ExecutionContext) -> tuple[str, ...]:
     )
 
 
+def _shell(settings: RunSettings) -> str | None:
+    if not settings.shell:
+        return None
+    if not settings.sandbox:
+        text = "bash commands UNCONFINED (--sandbox off)"
+    else:
+        network = "with" if settings.shell_network else "without"
+        text = f"bash commands in bubblewrap, {network} network"
+        if settings.shell_allow_read:
+            text += ", also reading " + ", ".join(settings.shell_allow_read)
+    if settings.allow_commands:
+        text += "; approved without asking: " + ", ".join(settings.allow_commands)
+    return text
+
+
 def _server(record: JsonObject) -> str:
     name = str(record.get("name", "?"))
     if record.get("transport") == "http":

@@ -42,7 +42,6 @@ from typing import assert_never
 from attrs import evolve
 
 from ruizn.bounds import deeper_than, too_deep
-from ruizn.context import added_tokens, cleared_tokens, last_turn_start, over_limit
 from ruizn.events import (
     BudgetSpent,
     ContextCleared,
@@ -90,6 +89,7 @@ from ruizn.state import (
     TurnResults,
 )
 from ruizn.toolsource import SourceKind, ToolSource
+from ruizn.window import added_tokens, cleared_tokens, last_turn_start, over_limit
 
 
 class InvalidTransition(ValueError):

@@ -12,11 +12,12 @@ Pure functions of the state; no I/O.
 
 from __future__ import annotations
 
+import re
+
 from attrs import frozen
 
 from ruizn.bounds import deeper_than, too_deep
-from ruizn.config import JsonObject, RunSettings
-from ruizn.context import context_limit, plan_clearing
+from ruizn.settings import JsonObject, RunSettings
 from ruizn.state import (
     ContentBlock,
     DecidedBy,
@@ -28,6 +29,7 @@ from ruizn.state import (
     ToolUseBlock,
 )
 from ruizn.toolsource import ToolSource
+from ruizn.window import context_limit, plan_clearing
 
 
 def changed_tools(
@@ -153,7 +155,45 @@ def rule_decision(state: ExecutionContext, call: ToolCall) -> ApprovalDecision |
         return ApprovalDecision(id=call.id, approved=False, by="policy", reason=NEVER_APPROVED)
     if call.name in state.always_approved:
         return ApprovalDecision(id=call.id, approved=True, by="always-rule")
+    command = call.input.get("command") if call.name == SHELL_TOOL else None
+    if isinstance(command, str):
+        pattern = command_allowed(command, state.settings.allow_commands)
+        if pattern is not None:
+            return ApprovalDecision(
+                id=call.id,
+                approved=True,
+                by="policy",
+                reason=f"the command matches --allow-command {pattern!r}",
+            )
     return None
+
+
+SHELL_TOOL = "bash"
+# What chains, pipes, substitutes, groups or redirects commands, and line breaks. A wildcard
+# never matches one of these: a command holding one matches only a pattern that spells it
+# out, so `git status *` never approves `git status; rm -rf ~` or `git status $(curl ...)`.
+SHELL_CONTROL = ";&|`()<>\n\r"
+
+
+def command_allowed(command: str, patterns: tuple[str, ...]) -> str | None:
+    """The first of `patterns` the whole of `command` matches, or None.
+
+    A pattern is matched against the whole command, character for character, except that `*`
+    stands for any run of characters and `?` for any one character, neither ever standing
+    for a SHELL_CONTROL character. Nothing else is special (no [...], no quoting rules):
+    `pytest *` approves `pytest -q tests/x.py`, not `pytest -q | sh`, not `pytest`, and not
+    ` pytest -q` (a leading space).
+    """
+    for pattern in patterns:
+        if _pattern_regex(pattern).fullmatch(command):
+            return pattern
+    return None
+
+
+def _pattern_regex(pattern: str) -> re.Pattern[str]:
+    free = "[^" + re.escape(SHELL_CONTROL) + "]"
+    parts = [free + "*" if ch == "*" else free if ch == "?" else re.escape(ch) for ch in pattern]
+    return re.compile("".join(parts), re.DOTALL)
 
 
 def phase_after_turn(state: ExecutionContext) -> Phase:

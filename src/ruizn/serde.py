@@ -18,7 +18,6 @@ from cattrs.gen import make_dict_unstructure_fn, override
 from cattrs.v import format_exception
 
 from ruizn.bounds import MAX_LINE_DEPTH, deeper_than, few_brackets, text_deeper_than, too_deep
-from ruizn.config import ConfigError, RunSettings
 from ruizn.events import (
     EVENT_TYPES,
     SCHEMA_VERSION,
@@ -30,6 +29,7 @@ from ruizn.events import (
     RunStarted,
 )
 from ruizn.media import tally_of_run
+from ruizn.settings import ConfigError, RunSettings
 from ruizn.state import (
     ContentBlock,
     ExecutionContext,
@@ -76,7 +76,18 @@ assert len(_EVENT_BY_TAG) == len(EVENT_TYPES), "two events share a tag"
 # wrote before they existed, byte for byte, and an older log is still canonical. A reader
 # takes a missing field as its default.
 _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
-    RunSettings: ("max_cost", "max_context", "context_window"),
+    RunSettings: (
+        "max_cost",
+        "max_context",
+        "context_window",
+        # the shell (#29): a run without one writes what it wrote before
+        "shell",
+        "sandbox",
+        "shell_network",
+        "shell_allow_read",
+        "allow_commands",
+        "shell_timeout",
+    ),
     Usage: ("cache_creation_1h_input_tokens",),
     LlmResponse: ("cost", "priced_by"),
     RunResumed: ("max_cost", "max_context", "reask"),

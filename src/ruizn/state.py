@@ -12,8 +12,8 @@ from typing import Literal
 
 from attrs import field, frozen
 
-from ruizn.config import JsonObject as JsonObject  # noqa: PLC0414 - re-exported for the records
-from ruizn.config import RunSettings
+from ruizn.settings import JsonObject as JsonObject  # noqa: PLC0414 - re-exported for the records
+from ruizn.settings import RunSettings
 
 
 class Status(enum.StrEnum):
@@ -308,7 +308,7 @@ class ExecutionContext:
     # A budget shared with other runs (a fleet's batch) that is spent: no more model calls.
     budget_spent: str | None = None
     # The estimated input tokens of the next request: the last response's whole prompt and
-    # answer, plus what was added since, less what was cleared (see ruizn.context).
+    # answer, plus what was added since, less what was cleared (see ruizn.window).
     context_tokens: int = 0
     # tool_use ids whose results were cleared from the history (context_cleared).
     cleared: tuple[str, ...] = ()

@@ -1,7 +1,7 @@
 """Where a run's tool came from, recorded so a resumed run can load the same tool again.
 
 A pure record (no I/O here): it belongs in `RunStarted`, and the loader that turns it back
-into a tool lives in `ruizn.effects.tool_loader`.
+into a tool lives in `ruizn.effects.tools.loader`.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ruizn.effects.logfile import replay_file
+from ruizn.effects.runlog.reader import replay_file
 from tests.cli.approval_helpers import events, of_type, tool_results, turns_model, write
 from tests.cli.conftest import cli_env, ruizn_command, run_cli
 from tests.fakeapi import ToolUse

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from ruizn.effects.anthropic_provider import AnthropicProvider
-from ruizn.effects.provider import ModelReply, ProviderError
+from ruizn.effects.models.anthropic import AnthropicProvider
+from ruizn.effects.models.provider import ModelReply, ProviderError
 from ruizn.state import RedactedThinkingBlock, TextBlock, ThinkingBlock, ToolUseBlock, Usage
 from tests.cli.conftest import API_KEY, RECORDINGS
 from tests.fakeapi import Recording

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ruizn.effects.logfile import replay_file
+from ruizn.effects.runlog.reader import replay_file
 from tests.cli.conftest import cli_env, ruizn_command, run_cli
 from tests.fakeapi import HttpError, Reply, Stream, Text, ToolUse, tool_loop
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from ruizn.effects.logfile import MAX_LINE_BYTES
+from ruizn.effects.runlog.reader import MAX_LINE_BYTES
 from tests.cli.conftest import Result, cli_env, ruizn_command, run_cli
 from tests.cli.test_durability import _start, _wait_for_tokens
 from tests.conftest import PRECIOUS
@@ -54,7 +54,7 @@ def _snapshot(folder: Path) -> dict[str, bytes | str]:
     return seen
 
 
-def _one_line(result: Result) -> str:
+def one_line(result: Result) -> str:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert "Traceback" not in result.stderr
@@ -78,7 +78,7 @@ def _refused_resume(run: Path, workspace: Path, server: Any, *words: str) -> Non
         timeout=PROMPT,
     )
     assert result.code == 2, result.stderr
-    line = _one_line(result)
+    line = one_line(result)
     for word in words:
         assert word in line, line
     assert len(server.requests) == asked
@@ -123,7 +123,7 @@ def test_a_log_that_is_a_link_is_neither_written_nor_read_through(
     for command in (["replay", run.name], ["show", run.name]):
         shown = run_cli(command, workspace=workspace, timeout=PROMPT)
         assert shown.code == 2, shown.stderr
-        assert "symbolic link" in _one_line(shown)
+        assert "symbolic link" in one_line(shown)
     listed = _row(run_cli(["runs"], workspace=workspace, timeout=PROMPT), run.name)
     assert "unreadable" in listed
     assert "symbolic link" in listed
@@ -143,7 +143,7 @@ def test_a_run_folder_that_is_a_link_is_refused_and_nothing_lands_behind_it(
     for command in (["replay", run.name], ["show", run.name]):
         shown = run_cli(command, workspace=workspace, timeout=PROMPT)
         assert shown.code == 2, shown.stderr
-        assert "symbolic link" in _one_line(shown)
+        assert "symbolic link" in one_line(shown)
     listed = _row(run_cli(["runs"], workspace=workspace, timeout=PROMPT), run.name)
     assert "unreadable" in listed
     assert "symbolic link" in listed
@@ -196,12 +196,12 @@ def test_a_fifo_in_a_run_folder_hangs_no_command_and_the_others_are_listed(
     assert "max_steps" in _row(listing, other.name)
     shown = run_cli(["show", run.name], workspace=workspace, timeout=PROMPT)
     assert shown.code == 2, shown.stderr
-    assert "FIFO" in _one_line(shown)
+    assert "FIFO" in one_line(shown)
     _refused_resume(run, workspace, server, name, "FIFO")
     if name == "events.jsonl":
         replayed = run_cli(["replay", run.name], workspace=workspace, timeout=PROMPT)
         assert replayed.code == 2, replayed.stderr
-        assert "FIFO" in _one_line(replayed)
+        assert "FIFO" in one_line(replayed)
     assert (run / name).is_fifo()
 
 
@@ -253,7 +253,7 @@ def test_a_2gb_last_line_is_refused_in_bounded_memory_and_nothing_is_cut(
     for command in commands:
         result, peak = _measured(command, workspace, server)
         assert result.code == 2, result.stderr
-        line = _one_line(result)
+        line = one_line(result)
         assert f"line {lines + 1}" in line, line
         assert cap in line, line
         assert peak < MAX_LINE_BYTES + (160 << 20), f"{command[0]}: peak RSS {peak >> 20} MiB"
@@ -288,7 +288,7 @@ def test_a_whole_bad_last_line_is_an_error_naming_it_and_is_never_cut(
     before = log.read_bytes()
     replayed = run_cli(["replay", run.name], workspace=workspace)
     assert replayed.code == 2, replayed.stderr
-    line = _one_line(replayed)
+    line = one_line(replayed)
     assert f"line {lines + 1}" in line
     assert "torn" not in line
     _refused_resume(run, workspace, server, f"line {lines + 1}")

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from ruizn.effects.runlog.store import replay
 from ruizn.serde import state_from_json
-from ruizn.store import replay
 from tests.cli.conftest import run_cli
 from tests.effects.test_mcp import start_http_demo, stop_http_demo
 from tests.fakeapi import Stream, Text, ToolUse, free_port

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from ruizn.config import RunSettings
-from ruizn.effects.anthropic_provider import AnthropicProvider
-from ruizn.effects.logfile import replay_file
-from ruizn.effects.read_file import ReadFileTool
-from ruizn.effects.tools import ToolRegistry
-from ruizn.effects.writer import EventWriter
-from ruizn.runner import AgentRunner
+from ruizn.effects.models.anthropic import AnthropicProvider
+from ruizn.effects.runlog.reader import replay_file
+from ruizn.effects.runlog.writer import EventWriter
+from ruizn.effects.tools.base import ToolRegistry
+from ruizn.effects.tools.read import ReadFileTool
+from ruizn.settings import RunSettings
+from ruizn.shell.runner import AgentRunner
 from ruizn.state import Status
 from tests.cli.conftest import API_KEY
 from tests.fakeapi import Stream, Text, Thinking, ToolUse, tool_loop

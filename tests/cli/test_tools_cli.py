@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ruizn.effects.tool_loader import BUILTINS
+from ruizn.effects.tools.loader import BUILTINS
 from tests.cli.conftest import cli_env, run_cli
 from tests.fakeapi import Stream, Text, ToolUse
 

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from attrs import evolve
 
-from ruizn.config import RunSettings
 from ruizn.events import (
     Event,
     LlmCallStarted,
@@ -21,6 +20,7 @@ from ruizn.events import (
     ToolCallFinished,
 )
 from ruizn.serde import encode
+from ruizn.settings import RunSettings
 from ruizn.state import Status, TextBlock, ToolResult, ToolUseBlock
 from ruizn.toolsource import SourceKind, ToolSource
 from tests.cli.approval_helpers import events, of_type, turns_model, write

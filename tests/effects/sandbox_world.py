@@ -8,11 +8,11 @@ from typing import Any
 
 import anyio
 
-from ruizn.effects.file_tools import GlobTool, GrepTool, ListDirTool
-from ruizn.effects.read_file import ReadFileTool
-from ruizn.effects.sandbox import Sandbox
-from ruizn.effects.tools import BaseTool, ToolRegistry, invoke_tool
-from ruizn.effects.write_tools import EditFileTool, WriteFileTool
+from ruizn.effects.tools.base import BaseTool, ToolRegistry, invoke_tool
+from ruizn.effects.tools.read import ReadFileTool
+from ruizn.effects.tools.search import GlobTool, GrepTool, ListDirTool
+from ruizn.effects.tools.workspace import Sandbox
+from ruizn.effects.tools.write import EditFileTool, WriteFileTool
 from ruizn.state import ToolCall, ToolResult
 
 SECRET = "top secret, outside the workspace"

@@ -20,13 +20,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ruizn.bounds import MAX_DEPTH, MAX_LINE_DEPTH
-from ruizn.config import RunSettings
 from ruizn.decide import CallModel, next_action
-from ruizn.effects.anthropic_provider import AnthropicProvider, BodyEncoder
-from ruizn.effects.provider import ModelReply, ProviderConfigError, ProviderError
+from ruizn.effects.models.anthropic import AnthropicProvider, BodyEncoder
+from ruizn.effects.models.provider import ModelReply, ProviderConfigError, ProviderError
 from ruizn.events import LlmResponse
 from ruizn.request import build_request, plan_request
 from ruizn.serde import decode, encode
+from ruizn.settings import RunSettings
 from ruizn.state import (
     ExecutionContext,
     Message,

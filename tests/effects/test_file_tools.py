@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from ruizn.effects import file_tools
-from ruizn.effects.file_tools import GlobTool, GrepTool, ListDirTool, builtin_read_only_tools
-from ruizn.effects.sandbox import Sandbox
+from ruizn.effects.tools.search import GlobTool, GrepTool, ListDirTool, builtin_read_only_tools
+from ruizn.effects.tools.workspace import Sandbox
 from ruizn.state import ToolResult
 from tests.effects.sandbox_world import SECRET, build, call, leaks
 

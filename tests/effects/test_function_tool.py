@@ -15,9 +15,9 @@ import anyio.lowlevel
 import pydantic
 import pytest
 
-from ruizn.effects.function_tool import FunctionTool, ToolDefinitionError, tool
-from ruizn.effects.read_file import ReadFileTool
-from ruizn.effects.tools import ToolInputError, ToolRegistry, invoke_tool
+from ruizn.effects.tools.base import ToolInputError, ToolRegistry, invoke_tool
+from ruizn.effects.tools.function import FunctionTool, ToolDefinitionError, tool
+from ruizn.effects.tools.read import ReadFileTool
 from ruizn.state import ErrorType, ToolCall, ToolResult
 
 pytestmark = pytest.mark.anyio

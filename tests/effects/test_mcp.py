@@ -16,9 +16,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from ruizn.effects.mcp_config import MCPServer
-from ruizn.effects.mcp_tools import McpStartupError, McpTool, McpToolset
-from ruizn.effects.tools import ToolRegistry, invoke_tool
+from ruizn.effects.mcp.config import MCPServer
+from ruizn.effects.mcp.connection import McpTool
+from ruizn.effects.mcp.names import McpStartupError
+from ruizn.effects.mcp.toolset import McpToolset
+from ruizn.effects.tools.base import ToolRegistry, invoke_tool
 from ruizn.state import (
     ErrorType,
     ImageBlock,

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from ruizn.effects.mcp_config import MCPServer
-from ruizn.effects.mcp_tools import McpToolset, mcp_tool_changes
+from ruizn.effects.mcp.config import MCPServer
+from ruizn.effects.mcp.toolset import McpToolset, mcp_tool_changes
 from ruizn.state import JsonObject
 from ruizn.toolsource import SourceKind, ToolSource
 from tests.effects.test_mcp import SERVERS

@@ -7,7 +7,7 @@ import base64
 import mcp.types as mt
 import pytest
 
-from ruizn.effects.mcp_config import (
+from ruizn.effects.mcp.config import (
     McpConfigError,
     MCPServer,
     header_env_name,
@@ -15,7 +15,8 @@ from ruizn.effects.mcp_config import (
     servers_from_records,
     url_env_name,
 )
-from ruizn.effects.mcp_tools import McpStartupError, _api_names, _render, _schema_problem
+from ruizn.effects.mcp.names import McpStartupError, api_names, schema_problem
+from ruizn.effects.mcp.results import _render
 from ruizn.media import content_of, fit
 from ruizn.redact import redact_url, url_secrets
 from ruizn.state import MediaTally
@@ -146,14 +147,14 @@ def test_tool_names_fit_the_api_whatever_order_they_are_listed_in() -> None:
         ("server", "x" * 200),
         ("server", "x" * 199),
     ]
-    names = _api_names(listed)
+    names = api_names(listed)
     assert names["fs", "read_file"] == "mcp__fs__read_file"
     assert names["fs", "files.read"] == "mcp__fs__files_read"
     long, longer = names["server", "x" * 199], names["server", "x" * 200]
     assert len(long) == len(longer) == 64
     assert long != longer
     # A name depends on the tool alone, never on its place in the list.
-    assert _api_names(listed[::-1]) == names
+    assert api_names(listed[::-1]) == names
 
 
 @pytest.mark.parametrize(
@@ -178,7 +179,7 @@ def test_tools_whose_names_meet_are_refused_naming_both(
 ) -> None:
     for order in (listed, listed[::-1]):
         with pytest.raises(McpStartupError) as caught:
-            _api_names(order)
+            api_names(order)
         assert str(caught.value) == message
 
 
@@ -199,9 +200,9 @@ def test_results_without_text_are_described() -> None:
 
 
 def test_a_tool_whose_schema_the_api_would_refuse_is_found_out() -> None:
-    assert _schema_problem({"type": "object", "properties": {"a": {"type": "string"}}}) is None
-    assert _schema_problem({"type": "object", "properties": {"a": {"type": "nope"}}})
-    assert _schema_problem({"type": "string"}) == "its type is not 'object'"
+    assert schema_problem({"type": "object", "properties": {"a": {"type": "string"}}}) is None
+    assert schema_problem({"type": "object", "properties": {"a": {"type": "nope"}}})
+    assert schema_problem({"type": "string"}) == "its type is not 'object'"
 
 
 # -- URLs with secrets in them ---------------------------------------------------------------

@@ -12,8 +12,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from ruizn.effects.mcp_config import MCPServer
-from ruizn.effects.mcp_tools import STDERR_KEEP, McpStartupError, _StderrFile
+from ruizn.effects.mcp.config import MCPServer
+from ruizn.effects.mcp.names import McpStartupError
+from ruizn.effects.mcp.stderr import STDERR_KEEP, StderrFile
 from ruizn.state import ToolResult
 from tests.effects.test_mcp import SERVERS, gone, pids_in, toolset
 
@@ -99,7 +100,7 @@ async def test_a_stderr_file_planted_as_a_fifo_is_refused_without_hanging(tmp_pa
 def cut_file(tmp_path: Path, keep: int, *chunks: bytes) -> bytes:
     path = tmp_path / "cut.stderr"
     path.write_bytes(b"old run\n")
-    sink = _StderrFile(os.open(path, os.O_RDWR), keep=keep)
+    sink = StderrFile(os.open(path, os.O_RDWR), keep=keep)
     for chunk in chunks:
         sink.write(chunk)
     sink.close()
@@ -118,7 +119,7 @@ async def test_the_cut_keeps_whole_lines_and_counts_every_byte_it_drops(tmp_path
 
 
 async def test_a_full_disk_ends_the_files_writing_and_nothing_else() -> None:
-    sink = _StderrFile(os.open("/dev/full", os.O_RDWR), keep=4)
+    sink = StderrFile(os.open("/dev/full", os.O_RDWR), keep=4)
     sink.write(b"hello\nworld\n")  # ENOSPC: no exception reaches the pump or the server
     sink.write(b"more\n")
     sink.close()

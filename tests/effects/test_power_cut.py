@@ -19,13 +19,12 @@ from typing import Any, ClassVar
 
 import anyio
 
-from ruizn.config import RunSettings
 from ruizn.decide import ResumePlan, plan_resume
-from ruizn.effects.function_model import FunctionModel
-from ruizn.effects.provider import ModelReply
-from ruizn.effects.sink import MemorySink
-from ruizn.effects.tools import BaseTool, ToolRegistry
-from ruizn.effects.writer import EventWriter
+from ruizn.effects.models.function import FunctionModel
+from ruizn.effects.models.provider import ModelReply
+from ruizn.effects.runlog.sink import MemorySink
+from ruizn.effects.runlog.writer import EventWriter
+from ruizn.effects.tools.base import BaseTool, ToolRegistry
 from ruizn.events import (
     Event,
     LlmCallStarted,
@@ -35,8 +34,9 @@ from ruizn.events import (
     ToolCallStarted,
 )
 from ruizn.reducers import replay
-from ruizn.runner import AgentRunner
 from ruizn.serde import decode
+from ruizn.settings import RunSettings
+from ruizn.shell.runner import AgentRunner
 from ruizn.state import (
     ExecutionContext,
     JsonObject,

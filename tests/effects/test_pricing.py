@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ruizn.effects.pricing import GenaiPrices, _Rates, fast_cost, library_cost
+from ruizn.effects.models.pricing import GenaiPrices, _Rates, fast_cost, library_cost
 from ruizn.state import Usage
 
 PRICES = GenaiPrices()
@@ -91,7 +91,8 @@ def test_the_price_list_is_the_pinned_genai_prices_and_knows_the_windows() -> No
 
 def test_the_offline_model_never_loads_the_price_list() -> None:
     code = (
-        "import sys; from ruizn.effects.pricing import GenaiPrices; from ruizn.state import Usage;"
+        "import sys; from ruizn.effects.models.pricing import GenaiPrices;"
+        " from ruizn.state import Usage;"
         " p = GenaiPrices(); assert p.cost('test', Usage()) is None;"
         " assert p.context_window('test') is None; print('genai_prices' in sys.modules)"
     )

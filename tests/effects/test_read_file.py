@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ruizn.effects.read_file import MAX_BYTES, TRUNCATED, ReadFileTool
-from ruizn.effects.tools import ToolRegistry, invoke_tool
+from ruizn.effects.tools.base import ToolRegistry, invoke_tool
+from ruizn.effects.tools.read import MAX_BYTES, TRUNCATED, ReadFileTool
 from ruizn.state import JsonObject, ToolCall, ToolResult
 
 pytestmark = pytest.mark.anyio

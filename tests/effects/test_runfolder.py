@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from attrs import evolve
 
-from ruizn.effects.logfile import MAX_LINE_BYTES, LogError, replay_file
-from ruizn.effects.runfolder import RunFolder, UnsafeRunFile
-from ruizn.effects.sink import LogWriteError
-from ruizn.effects.writer import EventWriter, truncate_log
+from ruizn.effects.runlog.folder import RunFolder, UnsafeRunFile
+from ruizn.effects.runlog.reader import MAX_LINE_BYTES, LogError, replay_file
+from ruizn.effects.runlog.sink import LogWriteError
+from ruizn.effects.runlog.writer import EventWriter, truncate_log
 from ruizn.events import LlmToken
 from ruizn.serde import decode, encode
 from tests.conftest import PRECIOUS

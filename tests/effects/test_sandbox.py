@@ -14,8 +14,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from ruizn.effects.read_file import ReadFileTool
-from ruizn.effects.sandbox import Sandbox
+from ruizn.effects.tools.read import ReadFileTool
+from ruizn.effects.tools.workspace import Sandbox
 from ruizn.state import ToolResult
 from tests.effects.sandbox_world import (
     KEY,

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ruizn.effects.function_tool import FunctionTool
-from ruizn.effects.read_file import ReadFileTool
-from ruizn.effects.tool_loader import (
+from ruizn.effects.tools.base import BaseTool
+from ruizn.effects.tools.function import FunctionTool
+from ruizn.effects.tools.loader import (
     BUILTINS,
     ToolLoadError,
     ToolUnavailable,
@@ -21,7 +21,7 @@ from ruizn.effects.tool_loader import (
     load_sources,
     load_tool_spec,
 )
-from ruizn.effects.tools import BaseTool
+from ruizn.effects.tools.read import ReadFileTool
 from ruizn.serde import converter
 from ruizn.toolsource import SourceKind, ToolSource
 
@@ -29,7 +29,7 @@ TOOLS_PY = '''
 from typing import ClassVar
 
 import ruizn
-from ruizn.effects.tools import BaseTool
+from ruizn.effects.tools.base import BaseTool
 from ruizn.state import JsonObject, ToolResult
 
 

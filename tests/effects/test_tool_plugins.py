@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ruizn.effects.tool_loader import BUILTINS, ToolUnavailable, collect_tools, load_sources
-from ruizn.effects.tools import invoke_tool
+from ruizn.effects.tools.base import invoke_tool
+from ruizn.effects.tools.loader import BUILTINS, ToolUnavailable, collect_tools, load_sources
 from ruizn.state import ToolCall, ToolResult
 from ruizn.toolsource import SourceKind, ToolSource
 

@@ -17,8 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ruizn.effects.read_file import ReadFileTool
-from ruizn.effects.tools import (
+from ruizn.effects.tools.base import (
     DEFAULT_TIMEOUT,
     BaseTool,
     BlockingTool,
@@ -26,6 +25,7 @@ from ruizn.effects.tools import (
     ToolRegistry,
     invoke_tool,
 )
+from ruizn.effects.tools.read import ReadFileTool
 from ruizn.state import ErrorType, JsonObject, ToolCall, ToolResult
 
 pytestmark = pytest.mark.anyio
@@ -257,7 +257,7 @@ def test_an_abandoned_blocking_tool_does_not_keep_the_process_alive() -> None:
     script = textwrap.dedent(
         """
         import time, anyio
-        from ruizn.effects.tools import BlockingTool, ToolRegistry, invoke_tool
+        from ruizn.effects.tools.base import BlockingTool, ToolRegistry, invoke_tool
         from ruizn.state import ToolCall
 
         class Stuck(BlockingTool):

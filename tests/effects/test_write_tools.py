@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ruizn.effects.sandbox import Sandbox
-from ruizn.effects.tools import ToolInputError
-from ruizn.effects.write_tools import EditFileTool, WriteFileTool
+from ruizn.effects.tools.base import ToolInputError
+from ruizn.effects.tools.workspace import Sandbox
+from ruizn.effects.tools.write import EditFileTool, WriteFileTool
 from ruizn.state import ToolResult
 from tests.effects.sandbox_world import LOG_SECRET, build, call, outside_snapshot
 
@@ -152,7 +152,7 @@ _WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from ruizn.effects.write_tools import WriteFileTool
+    from ruizn.effects.tools.write import WriteFileTool
 
     tool = WriteFileTool(Path(sys.argv[1]), max_bytes=64 << 20)
     contents = ["A" * (16 << 20), "B" * (16 << 20)]

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from ruizn.fleet.store import EventStore
+from ruizn.fleet.database import EventStore
 from tests.cli.conftest import (
     cli_env,
     ruizn_command,

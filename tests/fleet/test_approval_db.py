@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from dbos import DBOSClient
 
-from ruizn.fleet.store import EventStore
+from ruizn.fleet.database import EventStore
 from tests.cli.approval_helpers import tool_results, write
 from tests.cli.conftest import cli_env
 from tests.fakeapi import Reply, Stream, Text

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from ruizn.config import RunSettings
 from ruizn.fleet.app import FleetContext, execute
+from ruizn.fleet.database import EventStore
+from ruizn.fleet.dbstore import DbRunStore
 from ruizn.fleet.driver import RunInput
 from ruizn.fleet.resume import Checked, FleetResumeRefused, check_resume
-from ruizn.fleet.runstore import DbRunStore
-from ruizn.fleet.store import EventStore
+from ruizn.settings import RunSettings
 from ruizn.state import ExecutionContext
 from tests.cli.approval_helpers import tool_results, turns_model, write
 from tests.cli.conftest import API_KEY

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from ruizn.effects.logfile import replay_file
-from ruizn.fleet.store import EventStore
+from ruizn.effects.runlog.reader import replay_file
+from ruizn.fleet.database import EventStore
 from ruizn.state import Status
 from tests.cli.conftest import cli_env, ruizn_command
 from tests.fleet.conftest import SUBPROCESS_PATH, batch_db, note_loop, requests_per_goal, wait_for

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from ruizn.fleet.runstore import DbRunStore
-from ruizn.fleet.store import BUDGETS, EventStore
+from ruizn.fleet.database import BUDGETS, EventStore
+from ruizn.fleet.dbstore import DbRunStore
 from tests.fakeapi import Reply, Stream, Text, ToolUse, Usage
 from tests.fleet.conftest import (
     env,

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from ruizn.config import RunSettings
 from ruizn.fleet.driver import RunInput
 from ruizn.fleet.goals import RUN_ID, GoalsError, read_goals
+from ruizn.settings import RunSettings
 from ruizn.terminal import visible
 
 DEFAULTS = RunInput(run_id="", goal="", settings=RunSettings(model="m", system="s", workspace="/w"))

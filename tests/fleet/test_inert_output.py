@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from ruizn.fleet.store import EVENTS, RUNS, EventStore
+from ruizn.fleet.database import EVENTS, RUNS, EventStore
 from ruizn.terminal import UNSAFE
 from tests.cli.conftest import cli_env, ruizn_command
 from tests.fakeapi import Stream, Text

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from dbos import DBOSClient
 
-from ruizn.fleet.store import EventStore
+from ruizn.fleet.database import EventStore
 from tests.cli.conftest import cli_env, ruizn_command
 from tests.fakeapi import HttpError, Reply, Stream, Text, ToolUse
 from tests.fleet.conftest import (

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from ruizn.fleet.store import EventStore
+from ruizn.fleet.database import EventStore
 from tests.cli.conftest import cli_env, ruizn_command
 from tests.conftest import PRECIOUS
 from tests.fakeapi import Stream, Text

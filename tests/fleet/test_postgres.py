@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from ruizn.effects.logfile import replay_file
-from ruizn.fleet.store import EventStore
+from ruizn.effects.runlog.reader import replay_file
+from ruizn.fleet.database import EventStore
 from ruizn.state import Status
 from tests.cli.conftest import cli_env
 from tests.fleet.conftest import (

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from ruizn.config import RunSettings
 from ruizn.events import LlmCallStarted, LlmResponse, RunStarted, ToolCallStarted
 from ruizn.fleet.app import FleetContext, execute
+from ruizn.fleet.database import EventStore
 from ruizn.fleet.driver import RunInput
 from ruizn.fleet.resume import ResumeOrder
-from ruizn.fleet.store import EventStore
 from ruizn.serde import encode
+from ruizn.settings import RunSettings
 from ruizn.state import ToolUseBlock
 from tests.cli.conftest import API_KEY
 from tests.fakeapi import HttpError

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from dbos import DBOSClient
 
-from ruizn.effects.logfile import replay_file
-from ruizn.fleet.runstore import DbRunStore
-from ruizn.fleet.store import EventStore
+from ruizn.effects.runlog.reader import replay_file
+from ruizn.fleet.database import EventStore
+from ruizn.fleet.dbstore import DbRunStore
 from ruizn.state import Status
 from tests.cli.conftest import cli_env
 from tests.fakeapi import HttpError, Reply

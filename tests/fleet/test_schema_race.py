@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from ruizn.fleet.store import EventStore
+from ruizn.fleet.database import EventStore
 from tests.fleet.conftest import SUBPROCESS_PATH, env, start_worker, stop_workers, wait_for
 
 TRIES = 10
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 INITIALISE = """
 import sys
 from ruizn.fleet.app import migrate
-from ruizn.fleet.store import EventStore
+from ruizn.fleet.database import EventStore
 print("ready", flush=True)
 sys.stdin.readline()
 try:

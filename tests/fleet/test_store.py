@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ruizn.fleet.store import AppendConflict, EventStore, StoreUnreachable
+from ruizn.fleet.database import AppendConflict, EventStore, StoreUnreachable
 
 
 @pytest.fixture

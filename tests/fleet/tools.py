@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ruizn.effects.tools import BaseTool, BlockingTool
+from ruizn.effects.tools.base import BaseTool, BlockingTool
 
 NOTES = "notes.txt"
 NAP_SECONDS = 0.3

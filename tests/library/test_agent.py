@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 import ruizn
-from ruizn.effects.provider import ModelReply
+from ruizn.effects.models.provider import ModelReply
 from ruizn.events import ToolCallFinished, ToolCallStarted
 from ruizn.state import TextBlock, ToolUseBlock, Usage
 

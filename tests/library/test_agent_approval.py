@@ -10,7 +10,7 @@ import anyio.lowlevel
 import pytest
 
 import ruizn
-from ruizn.effects.provider import ModelReply
+from ruizn.effects.models.provider import ModelReply
 from ruizn.events import ToolApprovalDecided
 from ruizn.state import ToolUseBlock, Usage
 
@@ -103,7 +103,7 @@ def test_a_bad_approval_mode_is_a_config_error() -> None:
 
 
 def test_only_the_built_ins_that_change_the_workspace_need_approval(tmp_path: Path) -> None:
-    from ruizn.effects.tool_loader import collect_tools
+    from ruizn.effects.tools.loader import collect_tools
 
     tools = [loaded.tool for loaded in collect_tools(tmp_path, plugins=False).tools]
     asking = {tool.name for tool in tools if tool.approval_required({"path": "a"})}

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import ruizn
-from ruizn.effects.provider import ModelReply
+from ruizn.effects.models.provider import ModelReply
 from ruizn.state import ToolUseBlock, Usage
 
 

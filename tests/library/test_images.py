@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import ruizn
-from ruizn.effects.provider import ModelReply
+from ruizn.effects.models.provider import ModelReply
 from ruizn.state import ToolUseBlock, Usage
 from tests.mcp_servers.media import png
 

@@ -30,7 +30,6 @@ from attrs import evolve, frozen
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from ruizn.config import APPROVAL_MODES, RunSettings
 from ruizn.decide import (
     ResumeRefused,
     approval_candidates,
@@ -38,11 +37,11 @@ from ruizn.decide import (
     plan_resume,
     resume_decisions,
 )
-from ruizn.effects.approval import Answer, needs_approval_of
-from ruizn.effects.function_model import FunctionModel
-from ruizn.effects.provider import ModelReply, ProviderError
-from ruizn.effects.sink import MemorySink, SinkError
-from ruizn.effects.tools import BaseTool, ToolRegistry
+from ruizn.effects.models.function import FunctionModel
+from ruizn.effects.models.provider import ModelReply, ProviderError
+from ruizn.effects.person.approval import Answer, needs_approval_of
+from ruizn.effects.runlog.sink import MemorySink, SinkError
+from ruizn.effects.tools.base import BaseTool, ToolRegistry
 from ruizn.events import (
     Event,
     LlmCallStarted,
@@ -52,7 +51,8 @@ from ruizn.events import (
     UserMessage,
 )
 from ruizn.reducers import reduce, replay, start
-from ruizn.runner import AgentRunner
+from ruizn.settings import APPROVAL_MODES, RunSettings
+from ruizn.shell.runner import AgentRunner
 from ruizn.state import (
     ContentBlock,
     ErrorType,

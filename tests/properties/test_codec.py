@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ruizn.config import RunSettings
 from ruizn.events import (
     EVENT_TYPES,
     Event,
@@ -23,6 +22,7 @@ from ruizn.events import (
     ToolApprovalRequested,
 )
 from ruizn.serde import DecodeError, decode, encode
+from ruizn.settings import RunSettings
 from ruizn.state import JsonObject, Status
 from ruizn.toolsource import SourceKind, ToolSource
 from tests.properties.runs import json_objects, json_values, runs_settings, simulate, texts

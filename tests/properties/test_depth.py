@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import ruizn
 from ruizn.bounds import MAX_DEPTH
-from ruizn.effects.provider import ModelReply
+from ruizn.effects.models.provider import ModelReply
 from ruizn.events import LlmCallFailed, ToolCallStarted
 from ruizn.state import ToolUseBlock, Usage
 from tests.properties.runs import runs_settings

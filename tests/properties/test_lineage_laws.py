@@ -20,14 +20,14 @@ from attrs import evolve
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ruizn.cassette.fork import ForkRefused, at_rest, fork_prefix
 from ruizn.decide import ResumeRefused, plan_continue, plan_resume
-from ruizn.effects.function_model import FunctionModel
-from ruizn.effects.sink import MemorySink
-from ruizn.effects.tools import ToolRegistry
+from ruizn.effects.models.function import FunctionModel
+from ruizn.effects.runlog.sink import MemorySink
+from ruizn.effects.tools.base import ToolRegistry
 from ruizn.events import Event, LlmCallStarted, Parent, RunResumed, RunStarted, UserMessage
-from ruizn.lineage import ForkRefused, at_rest, fork_prefix
 from ruizn.reducers import replay
-from ruizn.runner import AgentRunner
+from ruizn.shell.runner import AgentRunner
 from ruizn.state import ExecutionContext, Status, TextBlock
 from tests.properties.runs import _DrawnTool, _Model, runs_settings, simulate, texts
 

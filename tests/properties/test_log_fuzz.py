@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ruizn.effects.logfile import LogError, replay_file
+from ruizn.effects.runlog.reader import LogError, replay_file
 from ruizn.reducers import replay
 from ruizn.serde import encode
 from tests.properties.runs import json_values, runs_settings, simulate

@@ -11,7 +11,6 @@ from attrs import evolve
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ruizn.config import RunSettings
 from ruizn.events import (
     LlmCallFailed,
     LlmToken,
@@ -21,6 +20,7 @@ from ruizn.events import (
     ToolCallStarted,
 )
 from ruizn.reducers import InvalidTransition, reduce, replay, start
+from ruizn.settings import RunSettings
 from ruizn.state import Status, ToolResult, ToolUseBlock
 from tests.properties.runs import runs_settings, simulate, tool_results
 

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ruizn.config import RunSettings
 from ruizn.decide import CallModel, next_action
 from ruizn.request import MAX_BREAKPOINTS, build_request, count_breakpoints
+from ruizn.settings import RunSettings
 from ruizn.state import (
     ContentBlock,
     ExecutionContext,

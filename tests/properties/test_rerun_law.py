@@ -1,4 +1,4 @@
-"""The rerun law: any run, re-driven from its own log (`ruizn.rerun`, a `Cassette` for its
+"""The rerun law: any run, re-driven from its own log (`ruizn.cassette.rerun`, a `Cassette` for its
 model) with tools that answer what they answered then, is identical to the recording: no
 divergence, the same history, status, steps and usage, and its own log rebuilds it.
 
@@ -20,15 +20,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ruizn.agent import Agent
-from ruizn.effects.tools import BaseTool
-from ruizn.effects.trust import TrustStore
+from ruizn.cassette.recording import RecordingError
+from ruizn.cassette.rerun import Rerun, rerun_async
+from ruizn.effects.runlog.store import FileStore, replay
+from ruizn.effects.runlog.trust import TrustStore
+from ruizn.effects.tools.base import BaseTool
 from ruizn.events import Event, LlmResponse, RunStarted, ToolCallFinished, ToolCallStarted
-from ruizn.rerun import Rerun, rerun_async
 from ruizn.serde import encode
+from ruizn.shell.agent import Agent
 from ruizn.state import JsonObject, ToolResult
-from ruizn.store import FileStore, replay
-from ruizn.tape import RecordingError
 from tests.properties.runs import SCALE, simulate
 
 RERUNS = settings(

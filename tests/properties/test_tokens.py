@@ -11,10 +11,10 @@ import json
 import time
 from typing import Any
 
-from ruizn.config import RunSettings
 from ruizn.events import Event, LlmCallStarted, LlmResponse, LlmToken, RunFinished, RunStarted
 from ruizn.reducers import replay
 from ruizn.serde import decode, encode, state_to_json
+from ruizn.settings import RunSettings
 from ruizn.state import ExecutionContext, Status, TextBlock, Usage
 
 TOKEN = "tok "  # every token the same: any concatenation of two would show as "tok tok"

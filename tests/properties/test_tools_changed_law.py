@@ -15,11 +15,10 @@ from hypothesis import event as label
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ruizn.config import RunSettings
-from ruizn.effects.function_model import FunctionModel
-from ruizn.effects.provider import ModelReply
-from ruizn.effects.sink import MemorySink
-from ruizn.effects.tools import BaseTool, ToolRegistry
+from ruizn.effects.models.function import FunctionModel
+from ruizn.effects.models.provider import ModelReply
+from ruizn.effects.runlog.sink import MemorySink
+from ruizn.effects.tools.base import BaseTool, ToolRegistry
 from ruizn.events import (
     LlmCallStarted,
     LlmResponse,
@@ -28,7 +27,8 @@ from ruizn.events import (
     ToolsChanged,
 )
 from ruizn.reducers import replay
-from ruizn.runner import AgentRunner, ToolChange
+from ruizn.settings import RunSettings
+from ruizn.shell.runner import AgentRunner, ToolChange
 from ruizn.state import ErrorType, JsonObject, ToolResult, ToolUseBlock, Usage
 from ruizn.toolsource import SourceKind, ToolSource
 from tests.properties.runs import runs_settings

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from ruizn.spans import span_id, trace_id
+from ruizn.view.spans import span_id, trace_id
 from tests.cli.conftest import cli_env, normalise_log, normalise_stdout, run_cli
 from tests.fakeapi import Stream, Text, ToolUse, Usage
 from tests.view.demo import demo_run, demo_script, make_workspace
@@ -326,13 +326,13 @@ def test_help_and_view_never_import_opentelemetry(tmp_path: Path, server_factory
 
     on_help = imported(["--help"], tmp_path)
     assert "click" in on_help  # the import log was read
-    for module in ("opentelemetry", "ruizn.page", "ruizn.timeline", "ruizn.spans"):
+    for module in ("opentelemetry", "ruizn.view.page", "ruizn.view.timeline", "ruizn.view.spans"):
         assert module not in on_help
-    assert "ruizn.effects.otlp" not in on_help
+    assert "ruizn.effects.telemetry.otlp" not in on_help
     workspace = tmp_path / "ws"
     workspace.mkdir()
     server = server_factory([Stream((Text("hi"),))])
     assert run_cli(["run", "hi"], workspace=workspace, base_url=server.base_url).code == 0
     on_view = imported(["view", "last"], workspace)
-    assert "ruizn.page" in on_view
+    assert "ruizn.view.page" in on_view
     assert not {m for m in on_view if m.split(".")[0] in ("opentelemetry", "anthropic", "anyio")}

@@ -1,4 +1,4 @@
-"""Laws of the two projections of a log (`ruizn.timeline`, `ruizn.spans`) and of the live
+"""Laws of the two projections of a log (`ruizn.view.timeline`, `ruizn.view.spans`) and of the live
 exporter, over runs of the real runner (tests/properties/runs.simulate: drawn replies,
 failures, tool results, approvals, crashes and resumes), in-process."""
 
@@ -13,7 +13,7 @@ from attrs import evolve
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ruizn.effects.otlp import LiveExporter, MemorySender
+from ruizn.effects.telemetry.otlp import LiveExporter, MemorySender
 from ruizn.events import (
     LlmCallStarted,
     LlmResponse,
@@ -23,10 +23,10 @@ from ruizn.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from ruizn.page import page_data, script_json
-from ruizn.spans import SpanBuilder, project_spans, trace_id
 from ruizn.state import ToolUseBlock
-from ruizn.timeline import project
+from ruizn.view.page import page_data, script_json
+from ruizn.view.spans import SpanBuilder, project_spans, trace_id
+from ruizn.view.timeline import project
 from tests.properties.runs import json_values, runs_settings, simulate, texts
 
 RUNS = runs_settings(60)
@@ -207,8 +207,8 @@ def test_the_live_exporter_sends_exactly_the_spans_of_the_log(
 
 
 def test_a_collector_that_hangs_or_fails_never_holds_the_run() -> None:
-    from ruizn.config import RunSettings
     from ruizn.events import LlmToken
+    from ruizn.settings import RunSettings
     from ruizn.state import Status, TextBlock, Usage
 
     events = [

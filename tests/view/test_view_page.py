@@ -282,7 +282,7 @@ def test_view_db_draws_a_fleet_run_like_the_local_one(tmp_path: Path, server_fac
     run_id = run.log_path.parent.name
     # A fleet's database holds the log's lines as they are (what `ruizn batch` and the
     # workers write); put this run's there.
-    from ruizn.fleet.store import EventStore
+    from ruizn.fleet.database import EventStore
 
     db = f"sqlite:///{tmp_path / 'fleet.sqlite'}"
     store = EventStore(db)

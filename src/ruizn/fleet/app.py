@@ -27,7 +27,9 @@ from typing import Any
 from attrs import frozen
 from dbos import DBOS, DBOSConfig, WorkflowSerializationFormat
 
-from ruizn.agent import Resume
+from ruizn.effects.runlog.store import RunNotFound
+from ruizn.fleet.database import EventStore
+from ruizn.fleet.dbstore import DbRunStore
 from ruizn.fleet.driver import (
     RunInput,
     ToolsFactory,
@@ -44,7 +46,6 @@ from ruizn.fleet.signing import SIGNATURE, FleetKey
 from ruizn.fleet.store import EventStore
 from ruizn.grant import grant_of
 from ruizn.state import Status
-from ruizn.store import RunNotFound
 
 QUEUE = "ruizn"
 WORKFLOW = "ruizn.run"

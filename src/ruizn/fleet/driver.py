@@ -14,14 +14,14 @@ from typing import Any
 import anyio
 from attrs import evolve, frozen
 
-from ruizn.agent import Agent, Resume
-from ruizn.config import RunSettings
-from ruizn.effects.tool_loader import describe_error
-from ruizn.effects.tools import BaseTool
-from ruizn.fleet.store import EventStore
+from ruizn.effects.runlog.store import RunStore
+from ruizn.effects.tools.base import BaseTool
+from ruizn.effects.tools.loader import describe_error
+from ruizn.fleet.database import EventStore
 from ruizn.serde import converter
+from ruizn.settings import RunSettings
+from ruizn.shell.agent import Agent, Resume
 from ruizn.state import ExecutionContext
-from ruizn.store import RunStore
 
 ToolsFactory = Callable[[Path], Sequence[BaseTool]]
 

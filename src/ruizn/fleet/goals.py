@@ -20,8 +20,8 @@ from typing import Any
 
 from attrs import asdict, evolve
 
-from ruizn.config import SETTINGS_FIELDS, ConfigError, JsonObject, settings_from
 from ruizn.fleet.driver import RunInput
+from ruizn.settings import SETTINGS_FIELDS, ConfigError, JsonObject, settings_from
 
 # Filled in when a run starts, never asked for.
 _FILLED = frozenset({"tools", "tool_sources"})
@@ -146,7 +146,7 @@ def _server(where: str, entry: object) -> JsonObject:
     """One `mcp_servers` entry as the record a run keeps; checked now, so that a bad server
     is an error naming the line, not a run that fails on a worker. Values of headers and
     env variables are the workers' own: only the names are checked here."""
-    from ruizn.effects.mcp_config import McpConfigError
+    from ruizn.effects.mcp.config import McpConfigError
 
     try:
         return _server_record(entry)
@@ -155,7 +155,7 @@ def _server(where: str, entry: object) -> JsonObject:
 
 
 def _server_record(entry: object) -> JsonObject:
-    from ruizn.effects.mcp_config import McpConfigError, MCPServer, parse_cli
+    from ruizn.effects.mcp.config import McpConfigError, MCPServer, parse_cli
 
     if isinstance(entry, str):
         (server,) = parse_cli([entry])

@@ -33,9 +33,9 @@ from typing import Any
 
 from attrs import evolve, frozen
 
-from ruizn.agent import Resume
 from ruizn.decide import ResumePlan, ResumeRefused, plan_resume, resume_decisions
 from ruizn.fleet.driver import RunInput, input_from_json, input_to_json
+from ruizn.shell.agent import Resume
 from ruizn.state import ExecutionContext, JsonObject, Status
 
 RESUME_WORKFLOW = "ruizn.resume"

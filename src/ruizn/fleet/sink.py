@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ruizn.effects.writer import EventWriter
+from ruizn.effects.runlog.writer import EventWriter
 from ruizn.events import Event, LlmResponse, LlmToken
-from ruizn.fleet.store import EventStore
+from ruizn.fleet.database import EventStore
 from ruizn.serde import encode
 
 TOKEN_BATCH = 64

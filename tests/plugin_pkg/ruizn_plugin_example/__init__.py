@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 import ruizn
-from ruizn.effects.tools import BaseTool
+from ruizn.effects.tools.base import BaseTool
 from ruizn.state import JsonObject, ToolResult
 
 

@@ -1,0 +1,1 @@
+"""The cassette: a run's recording replayed, forked, compared and driven again."""

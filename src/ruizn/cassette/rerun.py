@@ -1,0 +1,159 @@
+"""`ruizn rerun RUN`: a recorded run driven again, as a new run, with its model a `Cassette`.
+
+The new run is a normal run of today's ruizn in today's workspace: it starts with the
+recording's goal and settings (its tool specs, plug-ins and MCP servers loaded by today's
+code), its tools run for real, and the model's replies come from the recording (no network,
+no key). Each request is compared with the recorded one before it is answered; where the
+recording's sessions stopped and went on (max_steps then `resume`, awaiting_approval then
+`resume --approve/--deny`, `continue` with a message), the re-drive stops and goes on the same
+way, and its stop is compared too (status, steps, the last turn's results). The first
+difference ends the re-drive: `Rerun.divergence` says where.
+
+A recording is data like any log: its tool modules are imported, its MCP commands started and
+its answers at the prompt replayed only when this user's ruizn recorded it here (or a person
+accepts it: `trust=True`); an `always` approval from a recording nobody vouches for becomes
+`ask`. Interrupted sessions (Ctrl-C, a crash) cannot be stopped again where they were: the
+re-drive goes through them, and what the interruption changed (a call answered
+`interrupted`) shows as a difference.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from attrs import evolve, frozen
+
+from ruizn.cassette.model import Cassette, RecordedApprover
+from ruizn.cassette.recording import Divergence, Stop, compare_stop
+from ruizn.effects.models.provider import ReplayDiverged
+from ruizn.effects.runlog.reader import iter_events
+from ruizn.effects.runlog.store import settled
+from ruizn.events import Parent
+from ruizn.grant import grant_of
+from ruizn.settings import ApprovalMode
+from ruizn.shell.agent import Agent, Resume, Session, UntrustedRun
+from ruizn.state import ExecutionContext, Status, ToolResultBlock
+from ruizn.store import settled
+from ruizn.tape import Divergence, Stop, Tape, compare_stop
+
+
+@frozen(kw_only=True)
+class Rerun:
+    """What a re-drive came to."""
+
+    recording: str  # the recorded run's id
+    run_id: str  # the new run's id
+    log_path: Path | None
+    divergence: Divergence | None  # None: identical to the recording
+    calls: int  # recorded model call attempts served
+    results: int  # tool results the re-drive produced
+    state: ExecutionContext  # the new run's state where it stopped
+
+
+def replayed_approvals(tape: Tape) -> tuple[str, ...]:
+    """The recorded approvals a re-drive of `tape` gives again: at the prompt, and with a
+    resume (`--approve`), in the recording's order; for the grant."""
+    decided = [*tape.prompted.values(), *(d for stop in tape.stops for d in stop.decisions)]
+    return tuple(
+        f"call {d.id}" + (" (and its tool always after)" if d.always else "")
+        for d in sorted(decided, key=lambda d: d.seq)
+        if d.approved
+    )
+
+
+async def rerun_async(agent: Agent, run: str | Path, *, trust: bool = False) -> Rerun:
+    """Re-drive `run` (found in `agent`'s store) as a new run built by `agent.derive`.
+
+    Raises, before anything is written or imported: `RunNotFound`, `LogError`, `RunLocked`
+    (the recording is being written), `RecordingError` (it holds no model reply),
+    `UntrustedRun` (not recorded here, and no `trust`), `ToolLoadError` (a tool it names is
+    not in this workspace), `ConfigError` (the workspace is not a folder)."""
+    ref, _ = settled(agent.store(), str(run))
+    cassette = Cassette(events=iter_events(ref.path))
+    tape = cassette.tape
+    problem = agent.trust_problem(ref.path)
+    if problem is not None and not trust:
+        grant = grant_of(tape.final.settings, replayed=replayed_approvals(tape))
+        raise UntrustedRun(tape.first.run_id, problem, grant, verb="rerun")
+    settings = evolve(
+        tape.first.settings,
+        workspace=agent.settings.workspace,  # today's checkout, never the recorded path
+        approval=_approval(tape.first.settings.approval, vouched=problem is None),
+        tools=(),
+        tool_sources=(),
+        # A recording made with no context limit (an unknown model, an older log) is
+        # re-driven with none: `start` would otherwise look the window up today.
+        max_context=0
+        if context_limit(tape.first.settings) is None
+        else tape.first.settings.max_context,
+    )
+    driver = agent.derive(cassette, settings=settings, approver=RecordedApprover(tape))
+    lineage = Parent(run_id=tape.first.run_id, seq=tape.final.last_seq, kind="rerun")
+    async with driver.start(tape.first.goal, parent=lineage) as session:
+        state, divergence = await _drive(session)
+    run_id, log_path = session.run_id, session.log_path
+    for stop in tape.stops:
+        if divergence is not None:
+            break
+        if stop.resumed is not None and not _reproducible(stop):
+            continue  # the re-drive went through where the recording was interrupted
+        divergence = compare_stop(tape, stop, state)
+        if divergence is not None or stop.resumed is None:
+            break
+        request = _resume_of(stop, state, vouched=problem is None)
+        async with driver.start_resume(run_id, request) as session:
+            state, divergence = await _drive(session)
+    return Rerun(
+        recording=tape.first.run_id,
+        run_id=run_id,
+        log_path=log_path,
+        divergence=divergence,
+        calls=cassette.served,
+        results=_results(state),
+        state=state,
+    )
+
+
+async def _drive(session: Session) -> tuple[ExecutionContext, Divergence | None]:
+    try:
+        return (await session.drive()).state, None
+    except ReplayDiverged as left:
+        return session.state, left.divergence
+
+
+def _reproducible(stop: Stop) -> bool:
+    """A stop the re-drive makes too: one the run's own rules gave (not Ctrl-C, not a crash)."""
+    return stop.finished is not None and stop.finished.status is not Status.CANCELLED
+
+
+def _approval(mode: ApprovalMode, *, vouched: bool) -> ApprovalMode:
+    return "ask" if mode == "always" and not vouched else mode
+
+
+def _resume_of(stop: Stop, state: ExecutionContext, *, vouched: bool) -> Resume:
+    """The resume the recording made after `stop`, for the re-driven run."""
+    resumed = stop.resumed
+    assert resumed is not None
+    approve = tuple(d.id for d in stop.decisions if d.approved)
+    deny = tuple(d.id for d in stop.decisions if not d.approved)
+    reasons = [d.reason for d in stop.decisions if not d.approved and d.reason]
+    max_steps = resumed.max_steps
+    if stop.message is not None:  # continue's --max-steps is the budget for the message
+        max_steps -= state.step
+    approval = None if resumed.approval is None else _approval(resumed.approval, vouched=vouched)
+    return Resume(
+        max_steps=max_steps,
+        max_tokens=resumed.max_tokens,
+        max_cost=resumed.max_cost,
+        max_context=resumed.max_context,
+        approve=approve,
+        deny=deny,
+        reason=reasons[0] if reasons else None,
+        approval=approval,
+        message=stop.message,
+    )
+
+
+def _results(state: ExecutionContext) -> int:
+    blocks = (block for message in state.messages for block in message.content)
+    return sum(isinstance(block, ToolResultBlock) for block in blocks)

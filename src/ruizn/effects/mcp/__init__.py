@@ -1,0 +1,1 @@
+"""MCP servers' tools, through the official `mcp` SDK."""

@@ -1,0 +1,1 @@
+"""The model boundary: the provider protocol and its implementations, and prices."""

@@ -1,0 +1,699 @@
+"""The real model: the Messages API through `anthropic.AsyncAnthropic`, read event by event.
+
+Imported only by `ruizn run`/`resume`: the SDK takes a while to import, and replay, runs and
+show must stay fast.
+
+What we use of the SDK: its client (auth, headers, base URL, typed HTTP errors) through the
+public `client.post(..., content=<bytes>, stream=True)`, and its SSE decoder
+(`AsyncStream.raw_events`). What we do not: `messages.stream`. That helper deep-copies and
+re-encodes the whole history on every request and folds each event into pydantic models;
+ruizn's history is immutable, so each message is encoded once and reused (see `BodyEncoder`),
+and the reply is folded straight into ruizn's own blocks, checked as it goes (`_Reply`).
+
+The SDK does not retry (max_retries=0): every failure comes out as one `ProviderError` saying
+whether a retry can help and how long the server asked us to wait; the core's retry policy
+decides. A reply that does not follow the protocol (bad types or ranges, a stream that ends
+early, a 200 that is not an event stream, undecodable bytes) is a retryable
+`invalid_response`, never a value the log would later refuse.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import math
+import operator
+import os
+import re
+import time
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+import anthropic
+import anyio
+import httpx2
+
+# The SDK's own SSE decoder (what AsyncStream.raw_events uses), taken directly so the body's
+# end can be marked (see _ended). Pinned by pyproject's anthropic<3.
+from anthropic._streaming import SSEDecoder
+
+from ruizn.bounds import MAX_LINE_DEPTH, deeper_than, text_deeper_than, too_deep
+from ruizn.effects.models.provider import ModelReply, ProviderConfigError, ProviderError
+from ruizn.request import MessagesRequest, head_json, message_json
+from ruizn.state import (
+    ContentBlock,
+    JsonObject,
+    Message,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+    Usage,
+)
+
+DEFAULT_READ_TIMEOUT = 60.0
+# No single call reads or writes a billion tokens; a count past this is a broken reply.
+MAX_TOKEN_COUNT = 10**9
+_USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+)
+_ONE_HOUR = "cache_creation_1h_input_tokens"
+# Error types (HTTP bodies and `event: error`) that the same request cannot get past.
+_FINAL_ERROR_TYPES = frozenset(
+    {
+        "invalid_request_error",
+        "authentication_error",
+        "permission_error",
+        "not_found_error",
+        "request_too_large",
+        "billing_error",
+    }
+)
+# What the SDK would send: compact, UTF-8, no NaN (anthropic._utils._json.openapi_dumps).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _usage_of(counts: dict[str, int]) -> Usage:
+    # The 1-hour writes are a part of all writes; a reply that says more is read as all.
+    one_hour = min(counts.get(_ONE_HOUR, 0), counts["cache_creation_input_tokens"])
+    return Usage(**{**counts, _ONE_HOUR: one_hour})
+
+
+def _dumps(value: Any) -> bytes:
+    return _ENCODER.encode(value).encode("utf-8")
+
+
+class AnthropicProvider:
+    def __init__(
+        self,
+        *,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        max_retries: int = 0,
+    ) -> None:
+        """`max_retries` is the SDK's own retry count. Leave it 0: the core retries, and a
+        retry it cannot see is one it cannot log, count or pace."""
+        key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
+        key = _checked_key(key)
+        url = base_url if base_url is not None else os.environ.get("ANTHROPIC_BASE_URL")
+        # Unset or blank: the SDK's default, the real API.
+        url = _checked_base_url(url) if url is not None and url.strip() else None
+        self._key = key
+        self._encoder = BodyEncoder()
+        try:
+            # follow_redirects=False: the API never redirects, and following a POST there
+            # silently turns it into a GET somewhere else. A 3xx is reported instead.
+            http_client = anthropic.DefaultAsyncHttpxClient(follow_redirects=False)
+            self._client = anthropic.AsyncAnthropic(
+                api_key=key,
+                max_retries=max_retries,
+                timeout=httpx2.Timeout(read_timeout, connect=min(read_timeout, 10.0)),
+                http_client=http_client,
+                base_url=url,
+            )
+        except anthropic.AnthropicError as exc:
+            raise ProviderConfigError(_one_line(str(exc), key)) from None
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def stream(
+        self, request: JsonObject | MessagesRequest
+    ) -> AsyncIterator[str | ModelReply]:
+        body = self._encoder.encode(request)
+        model = request.model if isinstance(request, MessagesRequest) else request.get("model")
+        response: httpx2.Response | None = None
+        request_id: str | None = None
+        try:
+            response = cast(
+                httpx2.Response,
+                await self._client.post(
+                    "/v1/messages",
+                    cast_to=httpx2.Response,  # the raw response: we read the events ourselves
+                    content=body,
+                    stream=True,
+                    stream_cls=anthropic.AsyncStream[Any],  # unused for a raw response
+                ),
+            )
+            request_id = response.headers.get("request-id")
+            content_type = response.headers.get("content-type", "")
+            if not content_type.startswith("text/event-stream"):
+                raise _invalid(
+                    f"HTTP {response.status_code} with content-type {content_type!r},"
+                    " not an event stream",
+                    request_id,
+                )
+            reply = _Reply(request_id)
+            feed = reply.feed
+            async for sse in SSEDecoder().aiter_bytes(_ended(response)):
+                text = feed(sse.event, sse.data)
+                if text is not None:
+                    yield text
+            result = reply.finish()
+        except anthropic.APIStatusError as exc:
+            raise self._status_error(exc, model) from None
+        except anthropic.APITimeoutError:
+            raise ProviderError(
+                "timeout: no response within the read timeout",
+                error_type="timeout",
+                retryable=True,
+            ) from None
+        except anthropic.APIConnectionError as exc:
+            raise ProviderError(
+                _one_line(f"connection error: {exc.__cause__ or exc}", self._key),
+                error_type="connection_error",
+                retryable=True,
+            ) from None
+        except httpx2.TimeoutException:
+            raise ProviderError(
+                "the stream stalled: no data within the read timeout",
+                error_type="stream_timeout",
+                retryable=True,
+                request_id=request_id,
+            ) from None
+        except (httpx2.TransportError, httpx2.StreamError) as exc:
+            raise ProviderError(
+                _one_line(
+                    f"the connection broke mid-stream: {type(exc).__name__}: {exc}", self._key
+                ),
+                error_type="connection_error",
+                retryable=True,
+                request_id=request_id,
+            ) from None
+        except UnicodeDecodeError:
+            raise _invalid("the stream is not valid UTF-8", request_id) from None
+        finally:
+            if response is not None:
+                # Shielded: a cancelled call still hands its connection back closed; the
+                # cancellation itself goes on as soon as this returns.
+                with anyio.CancelScope(shield=True):
+                    await response.aclose()
+        yield result
+
+    def _status_error(self, exc: anthropic.APIStatusError, model: object) -> ProviderError:
+        status = exc.status_code
+        headers = exc.response.headers
+        request_id = headers.get("request-id") or _body_request_id(exc.body)
+        error_type, message = _api_error(exc, status)
+        should_retry = headers.get("x-should-retry")
+        if should_retry in ("true", "false"):  # the API says so: obey, as the SDK does
+            retryable = should_retry == "true"
+        else:
+            retryable = status in (408, 409, 429) or status >= 500
+        if 300 <= status < 400:
+            location = headers.get("location")
+            where = f" to {location}" if location else ""
+            text = (
+                f"HTTP {status} redirect{where}: the API does not redirect;"
+                " check ANTHROPIC_BASE_URL"
+            )
+            error_type, retryable = "redirect", False
+        elif status in (401, 403):
+            text = "authentication failed: check ANTHROPIC_API_KEY"
+        elif status == 404 and error_type == "not_found_error" and "model" in message:
+            text = f"model not found: {model!r} ({message})"
+        elif status == 404:
+            text = f"HTTP 404 {error_type}: {message}; check ANTHROPIC_BASE_URL"
+        elif status == 400:
+            text = f"invalid request: {message}"
+        else:
+            text = f"HTTP {status} {error_type}: {message}"
+        if request_id:
+            text += f" (request-id {request_id})"
+        return ProviderError(
+            _one_line(text, self._key),
+            error_type=error_type,
+            retryable=retryable,
+            status_code=status,
+            request_id=request_id,
+            retry_after=retry_after(headers) if retryable else None,
+        )
+
+
+async def _ended(response: httpx2.Response) -> AsyncIterator[bytes]:
+    """The body's bytes, then a blank line once it has ended cleanly.
+
+    An SSE event is dispatched at the blank line after it. Some real replies end their last
+    event (message_stop) at the end of the body without one (recording 18); the SDK's stream
+    helper accepted them, and so do we. A body cut mid-transfer raises before this point.
+    """
+    async for chunk in response.aiter_bytes():
+        yield chunk
+    yield b"\n\n"
+
+
+class BodyEncoder:
+    """The request body as bytes, each message encoded once.
+
+    A `Message` is immutable, so its JSON never changes. The history only grows, and every
+    message before the oldest rolling cache breakpoint is unmarked now and in every later
+    request: that prefix is kept joined, in a buffer extended in place by the messages that
+    enter it. The few messages from the breakpoint on are encoded fresh, and the head
+    (model, system, tools) once a run. The prefix is matched by identity (`is`), never by
+    equality: equal records can have different JSON (1 and 1.0, true and 1). So each step
+    costs the new messages plus one copy of the bytes into the body (at 2,000 steps the
+    body is 2 MB: the five copies a naive concatenation makes took 1.4 ms a step), not a
+    walk over the whole history. The bytes are exactly `_dumps({**to_json(), "stream":
+    true})`: the tests hold this encoder to that.
+    """
+
+    def __init__(self) -> None:
+        self._prefix: tuple[Message, ...] = ()
+        # The prefix's messages, joined with ",". Only this encoder holds it; it grows in
+        # place (amortised O(new bytes)), and a history that is not the prefix's starts anew.
+        self._prefix_bytes = bytearray()
+        # The head (model, max_tokens, system, tools) is the same every step of a run: its
+        # bytes are kept with what they were made from (system and tools by identity).
+        self._head: tuple[str, int, str, tuple[JsonObject, ...], bytes] | None = None
+
+    def encode(self, request: JsonObject | MessagesRequest) -> bytes:
+        if not isinstance(request, MessagesRequest):
+            return _dumps({**request, "stream": True})
+        messages, marked = request.messages, request.marked
+        first = min(marked) if marked else len(messages)
+        prefix, joined = self._prefix, self._prefix_bytes
+        done = len(prefix)
+        if done > first or not all(map(operator.is_, prefix, messages)):
+            done, joined = 0, bytearray()
+            self._prefix, self._prefix_bytes = (), joined
+        if done < first:
+            for message in messages[done:first]:
+                if joined:
+                    joined += b","
+                joined += _dumps(message_json(message, marked=False))
+            self._prefix = messages[:first]
+        tail = b",".join(
+            _dumps(message_json(message, marked=index in marked))
+            for index, message in enumerate(messages[first:], start=first)
+        )
+        comma = b"," if joined and tail else b""
+        return b"".join(
+            (self._head_bytes(request), b',"messages":[', joined, comma, tail, b'],"stream":true}')
+        )
+
+    def _head_bytes(self, request: MessagesRequest) -> bytes:
+        """`_dumps(head_json(request))` without its closing brace, encoded once a run."""
+        cached = self._head
+        if (
+            cached is not None
+            and cached[0] == request.model
+            and cached[1] == request.max_tokens
+            and cached[2] is request.system
+            and cached[3] is request.tools
+        ):
+            return cached[4]
+        head = _dumps(head_json(request))[:-1]
+        self._head = (request.model, request.max_tokens, request.system, request.tools, head)
+        return head
+
+
+class _Block:
+    """A content block being streamed. `parts` collects text, thinking or tool JSON."""
+
+    __slots__ = ("closed", "data", "id", "input", "kind", "name", "parts", "signature")
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.parts: list[str] = []
+        self.closed = False
+        self.id = ""
+        self.name = ""
+        self.input: JsonObject = {}
+        self.signature = ""
+        self.data = ""
+
+
+class _Reply:
+    """Folds the Messages API events into ruizn's blocks, checking each field on the way in.
+
+    Anything off-protocol raises a retryable `invalid_response`: a reply that fails here
+    never becomes an event.
+    """
+
+    def __init__(self, request_id: str | None) -> None:
+        self.request_id = request_id
+        self.started = False
+        self.stopped = False
+        self.blocks: list[_Block] = []
+        self.counts = dict.fromkeys(_USAGE_FIELDS, 0)
+        self.stop_reason: str | None = None
+
+    def feed(self, event: str | None, data: str) -> str | None:
+        """Take one event; return the text it adds, if it is a text delta."""
+        if event == "content_block_delta":  # the common case first
+            payload = self._json(data)
+            block = self._open_block(payload, event)
+            delta = payload.get("delta")
+            if not isinstance(delta, dict):
+                raise self._bad("content_block_delta without a delta object")
+            kind = delta.get("type")
+            if kind == "text_delta" and block.kind == "text":
+                text = _string(delta.get("text"), "text_delta.text", self.request_id)
+                block.parts.append(text)
+                return text
+            if kind == "input_json_delta" and block.kind == "tool_use":
+                block.parts.append(
+                    _string(delta.get("partial_json"), "partial_json", self.request_id)
+                )
+            elif kind == "thinking_delta" and block.kind == "thinking":
+                block.parts.append(
+                    _string(delta.get("thinking"), "thinking_delta.thinking", self.request_id)
+                )
+            elif kind == "signature_delta" and block.kind == "thinking":
+                block.signature = _string(
+                    delta.get("signature"), "signature_delta.signature", self.request_id
+                )
+            elif kind in _KNOWN_DELTAS and block.kind in _KNOWN_BLOCKS:
+                raise self._bad(f"a {kind} for a {block.kind} block")
+            # Other deltas (citations, server tools' blocks) carry nothing ruizn keeps.
+            return None
+        if event == "ping" or event is None:
+            return None
+        if event == "error":
+            raise self._stream_error(data)
+        if event not in _KNOWN_EVENTS:
+            return None  # the API may add event types; the versioning policy says ignore them
+        if self.stopped:
+            raise self._bad(f"{event} after message_stop")
+        payload = self._json(data)
+        if event == "message_start":
+            if self.started:
+                raise self._bad("a second message_start")
+            message = payload.get("message")
+            if not isinstance(message, dict):
+                raise self._bad("message_start without a message object")
+            self.started = True
+            self._usage(message.get("usage"))
+            return None
+        if not self.started:
+            raise self._bad(f"{event} before message_start")
+        if event == "content_block_start":
+            self._start_block(payload)
+        elif event == "content_block_stop":
+            self._open_block(payload, event).closed = True
+        elif event == "message_delta":
+            delta = payload.get("delta")
+            if delta is not None and not isinstance(delta, dict):
+                raise self._bad("message_delta.delta is not an object")
+            if delta and "stop_reason" in delta:
+                reason = delta["stop_reason"]
+                if reason is not None and not isinstance(reason, str):
+                    raise self._bad("stop_reason is not a string")
+                self.stop_reason = reason
+            self._usage(payload.get("usage"))
+        else:  # message_stop
+            self.stopped = True
+        return None
+
+    def finish(self) -> ModelReply:
+        if not self.started:
+            raise self._bad("the stream ended before any message (no message_start)")
+        if not self.stopped:
+            raise self._bad("the stream ended without message_stop")
+        content: list[ContentBlock] = []
+        dropped: list[str] = []
+        for index, block in enumerate(self.blocks):
+            # A reply cut by max_tokens may end inside a block; anything else must close it.
+            if not block.closed and self.stop_reason != "max_tokens":
+                raise self._bad(f"content block {index} never stopped")
+            match block.kind:
+                case "text":
+                    content.append(TextBlock(text="".join(block.parts)))
+                case "tool_use":
+                    content.append(
+                        ToolUseBlock(id=block.id, name=block.name, input=self._tool_input(block))
+                    )
+                case "thinking":
+                    content.append(
+                        ThinkingBlock(thinking="".join(block.parts), signature=block.signature)
+                    )
+                case "redacted_thinking":
+                    content.append(RedactedThinkingBlock(data=block.data))
+                case other:
+                    # Server tools (web search...) are not offered by ruizn; nothing to keep.
+                    dropped.append(other)
+        return ModelReply(
+            content=tuple(content),
+            stop_reason=self.stop_reason,
+            usage=_usage_of(self.counts),
+            request_id=self.request_id,
+            dropped_blocks=tuple(dropped),
+        )
+
+    def _start_block(self, payload: JsonObject) -> None:
+        index = payload.get("index")
+        if type(index) is not int or index != len(self.blocks):
+            raise self._bad(f"content_block_start index {index!r}, expected {len(self.blocks)}")
+        raw = payload.get("content_block")
+        if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+            raise self._bad("content_block_start without a typed content_block")
+        block = _Block(raw["type"])
+        rid = self.request_id
+        match block.kind:
+            case "text":
+                block.parts.append(_string(raw.get("text", ""), "text", rid))
+            case "tool_use":
+                block.id = _string(raw.get("id"), "tool_use.id", rid)
+                if not block.id:
+                    raise self._bad("tool_use with an empty id")
+                block.name = _string(raw.get("name"), "tool_use.name", rid)
+                start_input = raw.get("input", {})
+                if not isinstance(start_input, dict):
+                    raise self._bad("tool_use.input is not an object")
+                block.input = start_input
+            case "thinking":
+                block.parts.append(_string(raw.get("thinking", ""), "thinking", rid))
+                block.signature = _string(raw.get("signature", ""), "signature", rid)
+            case "redacted_thinking":
+                block.data = _string(raw.get("data"), "redacted_thinking.data", rid)
+        self.blocks.append(block)
+
+    def _open_block(self, payload: JsonObject, event: str) -> _Block:
+        index = payload.get("index")
+        if type(index) is not int or not 0 <= index < len(self.blocks):
+            raise self._bad(f"{event} for block {index!r}, which never started")
+        block = self.blocks[index]
+        if block.closed:
+            raise self._bad(f"{event} for block {index}, which already stopped")
+        return block
+
+    def _tool_input(self, block: _Block) -> JsonObject:
+        raw = "".join(block.parts)
+        # Depth is checked before json (or anything after it) walks the input recursively:
+        # one refusal at every depth past the limit, never a RecursionError.
+        if not raw:
+            value: object = block.input  # no deltas: the start event held it whole (or {})
+            if deeper_than(value):
+                raise self._bad(too_deep(f"tool_use {block.id!r} input"))
+        elif text_deeper_than(raw):
+            if not block.closed:  # cut by max_tokens, as below: the core will not run it
+                return {}
+            raise self._bad(too_deep(f"tool_use {block.id!r} input"))
+        else:
+            try:
+                value = json.loads(raw, parse_constant=_no_constant)
+            except ValueError:
+                if not block.closed:  # cut by max_tokens mid-JSON: the core will not run it
+                    return {}
+                raise self._bad(f"tool_use {block.id!r} input is not valid JSON") from None
+        if not isinstance(value, dict):
+            raise self._bad(f"tool_use {block.id!r} input is not a JSON object")
+        try:
+            _ENCODER.encode(value).encode("utf-8")  # no lone surrogates: it must go back out
+        except UnicodeEncodeError:
+            raise self._bad(f"tool_use {block.id!r} input is not valid Unicode") from None
+        return value
+
+    def _usage(self, usage: object) -> None:
+        if usage is None:
+            return  # missing usage is zero usage
+        if not isinstance(usage, dict):
+            raise self._bad("usage is not an object")
+        counts = self.counts
+        for name in _USAGE_FIELDS:
+            value = usage.get(name)
+            if value is None:
+                continue
+            if type(value) is not int or not 0 <= value <= MAX_TOKEN_COUNT:
+                raise self._bad(f"usage.{name} is {_short(value)}, not a token count")
+            counts[name] = value
+        # Cache writes by TTL (`cache_creation`): the 1-hour ones are billed higher.
+        by_ttl = usage.get("cache_creation")
+        if isinstance(by_ttl, dict):
+            value = by_ttl.get("ephemeral_1h_input_tokens")
+            if value is not None:
+                if type(value) is not int or not 0 <= value <= MAX_TOKEN_COUNT:
+                    raise self._bad(
+                        f"usage.cache_creation.ephemeral_1h_input_tokens is {_short(value)},"
+                        " not a token count"
+                    )
+                counts[_ONE_HOUR] = value
+
+    def _json(self, data: str) -> JsonObject:
+        if text_deeper_than(data, MAX_LINE_DEPTH):
+            raise self._bad(too_deep("an event's data", MAX_LINE_DEPTH))
+        try:
+            payload = json.loads(data, parse_constant=_no_constant)
+        except ValueError:
+            raise self._bad(f"an event whose data is not JSON: {_short(data)}") from None
+        if not isinstance(payload, dict):
+            raise self._bad(f"an event whose data is not a JSON object: {_short(data)}")
+        return payload
+
+    def _stream_error(self, data: str) -> ProviderError:
+        error_type, message, request_id = "api_error", _short(data), self.request_id
+        try:
+            body = None if text_deeper_than(data, MAX_LINE_DEPTH) else json.loads(data)
+        except ValueError:
+            body = None
+        if isinstance(body, dict):
+            error = body.get("error")
+            if isinstance(error, dict):
+                error_type = str(error.get("type") or "api_error")
+                message = str(error.get("message") or "")
+            if isinstance(body.get("request_id"), str):
+                request_id = body["request_id"]
+        return ProviderError(
+            _one_line(f"{error_type} mid-stream: {message}", None),
+            error_type=error_type,
+            retryable=error_type not in _FINAL_ERROR_TYPES,
+            request_id=request_id,
+        )
+
+    def _bad(self, what: str) -> ProviderError:
+        return _invalid(what, self.request_id)
+
+
+_KNOWN_DELTAS = frozenset({"text_delta", "input_json_delta", "thinking_delta", "signature_delta"})
+_KNOWN_BLOCKS = frozenset({"text", "tool_use", "thinking", "redacted_thinking"})
+_KNOWN_EVENTS = frozenset(
+    {
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    }
+)
+
+
+def _invalid(what: str, request_id: str | None) -> ProviderError:
+    return ProviderError(
+        _one_line(f"invalid response from the API: {what}", None),
+        error_type="invalid_response",
+        retryable=True,
+        request_id=request_id,
+    )
+
+
+def _string(value: object, what: str, request_id: str | None) -> str:
+    if not isinstance(value, str):
+        raise _invalid(f"{what} is {_short(value)}, not a string", request_id)
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (\ud800): the log could not hold it
+            raise _invalid(f"{what} is not valid Unicode", request_id) from None
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def retry_after(headers: httpx2.Headers) -> float | None:
+    """Seconds the server asked us to wait: `retry-after-ms`, else `retry-after` as seconds
+    or as an HTTP date. None when absent or unreadable."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        seconds = _finite(millis)
+        if seconds is not None:
+            return seconds / 1000
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    seconds = _finite(value)
+    if seconds is not None:
+        return seconds
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _finite(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def _api_error(exc: anthropic.APIStatusError, status: int) -> tuple[str, str]:
+    body = exc.body
+    # The SDK parsed the body already; one too deep to print is shown as text, like HTML.
+    if isinstance(body, dict) and not deeper_than(body, MAX_LINE_DEPTH):
+        error = body.get("error")
+        if isinstance(error, dict):
+            return str(error.get("type") or f"http_{status}"), str(error.get("message") or "")
+    # Not the API's JSON (a proxy's HTML page...): say what came, briefly.
+    try:
+        text = exc.response.text
+    except httpx2.ResponseNotRead:
+        text = ""
+    return f"http_{status}", _short(text or exc.message, 160)
+
+
+def _body_request_id(body: object) -> str | None:
+    if isinstance(body, dict) and isinstance(body.get("request_id"), str):
+        return str(body["request_id"])
+    return None
+
+
+def _short(value: object, limit: int = 80) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+_SPACE = re.compile(r"\s+")
+
+
+def _one_line(text: str, key: str | None) -> str:
+    """Error text fit for one terminal line and the log: no newlines, and never the key."""
+    if key:
+        text = text.replace(key, "[API key]")
+    return _SPACE.sub(" ", text).strip()
+
+
+def _checked_key(key: str | None) -> str | None:
+    if key is None:
+        return None
+    stripped = key.strip()  # a key read from a CRLF file ends in "\r\n"
+    if not stripped or not stripped.isascii() or not stripped.isprintable() or " " in stripped:
+        raise ProviderConfigError(
+            "ANTHROPIC_API_KEY is malformed: it holds spaces, control or non-ASCII characters"
+        )
+    return stripped
+
+
+def _checked_base_url(url: str) -> str:
+    problem = None
+    try:
+        parsed = httpx2.URL(url.strip())
+    except Exception:  # httpx raises several types for a bad URL; all mean the same here
+        parsed = None
+        problem = "it cannot be parsed"
+    if parsed is not None:
+        if parsed.scheme not in ("http", "https"):
+            problem = "it must start with http:// or https://"
+        elif not parsed.host:
+            problem = "it names no host"
+    if problem is not None:
+        raise ProviderConfigError(f"invalid ANTHROPIC_BASE_URL {_short(url)!r}: {problem}")
+    return url.strip()

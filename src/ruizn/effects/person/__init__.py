@@ -1,0 +1,1 @@
+"""The person at the keyboard: who answers when a tool call needs approval."""

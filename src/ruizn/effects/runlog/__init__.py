@@ -1,0 +1,1 @@
+"""Run logs on disk: the writer, the reader, run folders, the store and the trust record."""

@@ -1,0 +1,1 @@
+"""Telemetry: a run's spans sent to an OpenTelemetry collector."""

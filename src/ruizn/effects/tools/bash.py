@@ -1,0 +1,399 @@
+"""The shell tools: `bash` (a command, in the foreground or the background), `bash_output`
+and `bash_kill`, over one `ShellJobs` table per run.
+
+- Each command is `bash -c COMMAND`, inside bubblewrap (ruizn.effects.tools.bwrap) unless the user
+  turned the sandbox off, in a process group and session of its own, with ruizn's secrets
+  removed from its environment and stdin at /dev/null.
+- stdout and stderr share one pipe, so the output interleaves as a terminal would show it.
+  It is kept capped (the first and the last bytes, with a line saying how much was cut),
+  so a command that prints gigabytes costs a bounded amount of memory.
+- A foreground call ends when the command does, or at its timeout (the call's own, up to
+  `MAX_TIMEOUT`; default the run's `shell_timeout`), when its whole process group is killed;
+  Ctrl-C (cancellation) kills it too before the run stops.
+- A background call returns an id at once; `bash_output(id)` returns what it printed since
+  the last read, `bash_kill(id)` ends it. `ShellJobs.close()` kills every process the run
+  started when the run ends, however it ends; a kill -9 of ruizn takes them too
+  (bubblewrap's --die-with-parent; unsandboxed, PR_SET_PDEATHSIG on the shell).
+- `bash` is not read-only: a call a crash interrupted is never run again on resume
+  (decide.interrupted_calls). Each call needs approval unless the run's rules approve it
+  (rules.rule_decision: `--allow-command`, `--approval always`).
+
+Processes are started on the event loop's thread (never a worker thread that may exit: the
+parent-death signal is tied to the thread that forked).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import math
+import os
+import secrets
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import ClassVar
+
+import anyio
+from attrs import frozen
+
+from ruizn.effects.tools.base import BaseTool, ToolInputError, run_blocking
+from ruizn.effects.tools.bwrap import Confinement, bwrap_argv
+from ruizn.state import ErrorType, JsonObject, ToolResult
+
+DEFAULT_SHELL_TIMEOUT = 120.0
+MAX_TIMEOUT = 600.0
+# What the model reads of a command's output: the head and the tail, the middle cut.
+HEAD_BYTES = 8 * 1024
+TAIL_BYTES = 24 * 1024
+# After the command exits, how long its output pipe may stay open (a straggler holding it).
+_DRAIN_SECONDS = 2.0
+_PR_SET_PDEATHSIG = 1
+
+
+class CappedOutput:
+    """Bytes a process printed, keeping the first HEAD_BYTES and the last TAIL_BYTES."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        with self._lock:
+            self.total += len(chunk)
+            room = HEAD_BYTES - len(self.head)
+            if room > 0:
+                self.head += chunk[:room]
+                chunk = chunk[room:]
+            if chunk:
+                self.tail += chunk
+                if len(self.tail) > TAIL_BYTES:
+                    del self.tail[: len(self.tail) - TAIL_BYTES]
+
+    def take(self) -> str:
+        """The text so far (capped), and start again."""
+        with self._lock:
+            text = render(bytes(self.head), bytes(self.tail), self.total)
+            self._reset()
+            return text
+
+
+def render(head: bytes, tail: bytes, total: int) -> str:
+    cut = total - len(head) - len(tail)
+    if cut <= 0:
+        return (head + tail).decode("utf-8", "replace")
+    return (
+        head.decode("utf-8", "replace")
+        + f"\n[... {cut:,} bytes of output cut: {total:,} in all; the first {len(head):,} and"
+        f" the last {len(tail):,} are shown ...]\n" + tail.decode("utf-8", "replace")
+    )
+
+
+class Job:
+    """One command: its process, its output, and whether it has finished."""
+
+    def __init__(self, job_id: str, command: str, proc: subprocess.Popen[bytes]) -> None:
+        self.id = job_id
+        self.command = command
+        self.proc = proc
+        self.output = CappedOutput()
+        self.began = time.monotonic()
+        self.finished = threading.Event()
+        self.killed_by: str | None = None
+        self._eof = threading.Event()
+        threading.Thread(target=self._read, name=f"ruizn-bash-{job_id}", daemon=True).start()
+        threading.Thread(target=self._wait, name=f"ruizn-bash-wait-{job_id}", daemon=True).start()
+
+    def _read(self) -> None:
+        stream = self.proc.stdout
+        assert stream is not None
+        try:
+            while chunk := os.read(stream.fileno(), 65536):
+                self.output.add(chunk)
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._eof.set()
+
+    def _wait(self) -> None:
+        self.proc.wait()
+        # Anything still holding the pipe is a straggler of the command's group.
+        if not self._eof.wait(_DRAIN_SECONDS):
+            self.kill(None)
+            self._eof.wait(_DRAIN_SECONDS)
+        self.finished.set()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.proc.returncode
+
+    def kill(self, why: str | None) -> None:
+        """SIGKILL the command's process group (bubblewrap takes the sandbox with it)."""
+        if why is not None and self.killed_by is None and self.proc.returncode is None:
+            self.killed_by = why
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def status(self) -> str:
+        code = self.proc.returncode
+        if code is None:
+            return "running"
+        if self.killed_by is not None:
+            return f"killed ({self.killed_by})"
+        return f"exited with code {code}" if code >= 0 else f"killed by signal {-code}"
+
+
+@frozen(kw_only=True)
+class ShellConfig:
+    """How the run's commands are started."""
+
+    workspace: Path
+    confinement: Confinement | None  # None: --sandbox off
+    bwrap: str | None
+    environ: Mapping[str, str]
+    shell: str = "/bin/bash"
+    timeout: float = DEFAULT_SHELL_TIMEOUT
+
+
+class ShellJobs:
+    """The processes a run started; `close()` kills every one still alive."""
+
+    def __init__(self, config: ShellConfig) -> None:
+        self.config = config
+        self.jobs: dict[str, Job] = {}
+        self._closed = False
+
+    def start(self, command: str, *, background: bool) -> Job:
+        if self._closed:
+            raise RuntimeError("the run has ended: no more commands")
+        config = self.config
+        argv = [config.shell, "-c", command]
+        box = config.confinement
+        if box is not None:
+            assert config.bwrap is not None
+            argv = bwrap_argv(config.bwrap, box, argv)
+        job_id = ("bg_" if background else "fg_") + secrets.token_hex(4)
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=dict(config.environ),
+            cwd=str(config.workspace),
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=None if box is not None else _die_with_parent,  # noqa: PLW1509
+        )
+        job = Job(job_id, command, proc)
+        self.jobs[job_id] = job
+        return job
+
+    def background(self) -> list[Job]:
+        return [job for job in self.jobs.values() if job.id.startswith("bg_")]
+
+    def close(self) -> None:
+        """Kill every process the run started (the run is ending)."""
+        self._closed = True
+        for job in self.jobs.values():
+            if job.proc.returncode is None:
+                job.kill("the run ended")
+        for job in self.jobs.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                job.proc.wait(timeout=5)
+
+
+def _die_with_parent() -> None:
+    """In the unsandboxed child, before exec: SIGKILL it when ruizn dies."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.1f}s" if value < 10 else f"{math.floor(value)}s"
+
+
+class BashTool(BaseTool):
+    name = "bash"
+    description = (
+        "Run a bash command in the workspace folder and return its output (stdout and stderr"
+        " together) and exit code. Confined unless the user turned the sandbox off: only the"
+        " workspace is writable, /tmp is private, the home folder is hidden and there is no"
+        " network unless the user allowed it. Long output keeps its start and end. `timeout`"
+        f" is in seconds (at most {int(MAX_TIMEOUT)}). `background: true` starts a long-running"
+        " command (a server, a watcher) and returns its id at once: read what it prints with"
+        " bash_output, stop it with bash_kill; it is killed when the run ends."
+    )
+    input_schema: ClassVar[JsonObject] = {
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "The bash command line."},
+            "timeout": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": int(MAX_TIMEOUT),
+                "description": "Seconds before the command is killed (foreground only).",
+            },
+            "background": {
+                "type": "boolean",
+                "description": "Start it in the background and return its id at once.",
+            },
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    }
+    read_only = False
+    needs_approval = True
+    # What the log says of a call the run's cancellation (Ctrl-C) cut short: invoke kills
+    # the command's whole process group before the cancellation goes on (see the runner).
+    stopped_on_cancel = (
+        "the command was killed (its whole process group) because the run was cancelled"
+        " (Ctrl-C) while it ran; what it did before that stands, the rest did not happen"
+    )
+
+    def __init__(self, jobs: ShellJobs) -> None:
+        # invoke_tool's own deadline must not cut a command before its timeout does.
+        super().__init__(timeout=MAX_TIMEOUT + 30)
+        self.jobs = jobs
+
+    async def invoke(self, input: JsonObject) -> ToolResult | str:
+        command = input["command"]
+        if not command.strip():
+            raise ToolInputError("command is empty")
+        if "\0" in command:
+            raise ToolInputError("command holds a NUL character")
+        if input.get("background"):
+            job = self.jobs.start(command, background=True)
+            return (
+                f"started in the background as {job.id} (pid {job.pid}); read its output with"
+                f" bash_output(id={job.id!r}), stop it with bash_kill(id={job.id!r})"
+            )
+        limit = float(input.get("timeout") or self.jobs.config.timeout)
+        limit = min(limit, MAX_TIMEOUT)
+        job = self.jobs.start(command, background=False)
+        try:
+            with anyio.move_on_after(limit) as scope:
+                await run_blocking(job.finished.wait, name="ruizn-bash-wait")
+        except BaseException:
+            job.kill("ruizn was interrupted (Ctrl-C)")
+            raise
+        if scope.cancelled_caught:
+            job.kill(f"timed out after {_seconds(limit)}")
+            with anyio.CancelScope(shield=True):
+                await run_blocking(lambda: job.finished.wait(10), name="ruizn-bash-wait")
+        took = time.monotonic() - job.began
+        text = job.output.take()
+        if text and not text.endswith("\n"):
+            text += "\n"
+        if job.killed_by is not None:
+            return ToolResult.error(
+                ErrorType.TIMEOUT,
+                f"{text}[killed: {job.killed_by}; the whole process group was ended]",
+            )
+        return f"{text}[exit code {job.exit_code} · {_seconds(took)}]"
+
+
+class BashOutputTool(BaseTool):
+    name = "bash_output"
+    description = (
+        "What a background command (started by bash with background: true) printed since the"
+        " last read, and whether it is still running."
+    )
+    input_schema: ClassVar[JsonObject] = {
+        "type": "object",
+        "properties": {"id": {"type": "string", "description": "The background job's id."}},
+        "required": ["id"],
+        "additionalProperties": False,
+    }
+    read_only = True
+
+    def __init__(self, jobs: ShellJobs) -> None:
+        super().__init__()
+        self.jobs = jobs
+
+    async def invoke(self, input: JsonObject) -> ToolResult | str:
+        job = _background(self.jobs, input["id"])
+        text = job.output.take()
+        if text and not text.endswith("\n"):
+            text += "\n"
+        return f"{text}[{job.id}: {job.status()}]"
+
+
+class BashKillTool(BaseTool):
+    name = "bash_kill"
+    description = "Stop a background command started by bash (its whole process group)."
+    input_schema: ClassVar[JsonObject] = {
+        "type": "object",
+        "properties": {"id": {"type": "string", "description": "The background job's id."}},
+        "required": ["id"],
+        "additionalProperties": False,
+    }
+    read_only = False
+
+    def __init__(self, jobs: ShellJobs) -> None:
+        super().__init__()
+        self.jobs = jobs
+
+    async def invoke(self, input: JsonObject) -> ToolResult | str:
+        job = _background(self.jobs, input["id"])
+        if job.proc.returncode is None:
+            job.kill("bash_kill")
+            await run_blocking(lambda: job.finished.wait(5), name="ruizn-bash-wait")
+        return f"{job.id}: {job.status()}"
+
+
+def _background(jobs: ShellJobs, job_id: object) -> Job:
+    job = jobs.jobs.get(str(job_id))
+    if job is None or not job.id.startswith("bg_"):
+        known = ", ".join(j.id for j in jobs.background()) or "none"
+        raise ToolInputError(
+            f"no background command of this run has the id {str(job_id)[:40]!r} (they are:"
+            f" {known}); commands of an earlier session were killed when it ended"
+        )
+    return job
+
+
+def shell_tools(jobs: ShellJobs) -> tuple[BaseTool, ...]:
+    return (BashTool(jobs), BashOutputTool(jobs), BashKillTool(jobs))
+
+
+SHELL_TOOL_NAMES = ("bash", "bash_output", "bash_kill")
+
+
+def shell_config(
+    *,
+    workspace: Path,
+    hidden: Sequence[Path],
+    allow_read: Sequence[Path],
+    network: bool,
+    sandbox: bool,
+    bwrap: str | None,
+    environ: Mapping[str, str],
+    timeout: float,
+) -> ShellConfig:
+    home = environ.get("HOME")
+    box = (
+        Confinement(
+            workspace=workspace,
+            hidden=tuple(hidden),
+            allow_read=tuple(allow_read),
+            network=network,
+            home=Path(home) if home else None,
+        )
+        if sandbox
+        else None
+    )
+    return ShellConfig(
+        workspace=workspace, confinement=box, bwrap=bwrap, environ=environ, timeout=timeout
+    )

@@ -1,0 +1,125 @@
+"""Bubblewrap: the command line that confines a shell command, and the check that it works.
+
+What a sandboxed command gets (see docs/shell.md):
+- the whole file system read-only (`--ro-bind / /`), a fresh /dev and /proc, a private
+  /tmp (tmpfs), the home folder hidden (a tmpfs over it) except the folders the user lets it
+  read (`--shell-allow-read`, bound read-only again on top);
+- the workspace read-write, bound last so it is writable even inside /tmp or the home
+  folder; the run-log folder under it hidden again (a tmpfs), so a command can neither read
+  nor rewrite the log that is the run's truth; `.git/hooks` and `.git/config` read-only;
+- every namespace of its own (`--unshare-all`: user, pid, ipc, uts, cgroup and network);
+  `--share-net` gives the host's network back when the user asks (`--shell-network on`);
+- a session of its own (`--new-session`: no TIOCSTI into ruizn's terminal), and
+  `--die-with-parent`: bubblewrap's parent is ruizn itself, which lives as long as the run,
+  so a background server outlives the call that started it but never ruizn (a kill -9 of
+  ruizn takes the sandbox's pid 1, and with it every process in it).
+
+Fail closed: `probe` runs `true` with exactly these flags; a run that offers bash does not
+start when it fails, and the error quotes bubblewrap's own words. No silent fallback.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from attrs import frozen
+
+PROBE_TIMEOUT = 10.0
+_GIT_CODE = ("hooks", "config")
+# Variables whose values are secrets by their name: never passed to a command.
+_SECRET_NAME = re.compile(
+    r"(^ANTHROPIC_)|(^RUIZN_MCP_)|(_(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$)",
+    re.IGNORECASE,
+)
+
+
+class SandboxUnavailable(Exception):
+    """Bubblewrap cannot confine commands here; the message is one line: why, and what to do."""
+
+
+@frozen(kw_only=True)
+class Confinement:
+    """Where a sandboxed command may read and write."""
+
+    workspace: Path
+    # Folders hidden under a tmpfs even inside the workspace (the run logs).
+    hidden: tuple[Path, ...] = ()
+    # Folders under the hidden home that stay readable (--shell-allow-read).
+    allow_read: tuple[Path, ...] = ()
+    network: bool = False
+    home: Path | None = None
+
+
+def find_bwrap(environ: Mapping[str, str]) -> str | None:
+    return shutil.which("bwrap", path=environ.get("PATH", os.defpath))
+
+
+def bwrap_argv(bwrap: str, box: Confinement, argv: Sequence[str]) -> list[str]:
+    """`argv` run inside bubblewrap as `box` says (see the module docstring)."""
+    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    home = box.home
+    if home is not None and home != Path("/") and home.is_dir():
+        args += ["--tmpfs", str(home)]
+    for path in box.allow_read:
+        args += ["--ro-bind-try", str(path), str(path)]
+    args += ["--bind", str(box.workspace), str(box.workspace)]
+    for name in _GIT_CODE:
+        # Hooks and config would run a command's code outside the sandbox at the user's
+        # next `git commit`: read-only (git itself still commits: objects, index, refs).
+        path = box.workspace / ".git" / name
+        if path.exists():
+            args += ["--ro-bind", str(path), str(path)]
+    for path in box.hidden:
+        if path.is_dir():
+            args += ["--tmpfs", str(path)]
+    args += ["--unshare-all"]
+    if box.network:
+        args += ["--share-net"]
+    args += ["--new-session", "--die-with-parent", "--chdir", str(box.workspace), "--", *argv]
+    return args
+
+
+def probe(bwrap: str | None, box: Confinement, environ: Mapping[str, str]) -> None:
+    """Raise SandboxUnavailable unless `true` runs inside bubblewrap with `box`'s flags."""
+    fix = "install bubblewrap (apt-get install bubblewrap) and allow unprivileged user namespaces"
+    off = "or pass --sandbox off to run commands unconfined"
+    if bwrap is None:
+        raise SandboxUnavailable(
+            f"the shell's sandbox cannot start: bwrap is not on PATH; {fix}, {off}"
+        )
+    try:
+        done = subprocess.run(
+            bwrap_argv(bwrap, box, ["true"]),
+            env=dict(environ),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=PROBE_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise SandboxUnavailable(
+            f"the shell's sandbox cannot start: {bwrap}: {exc}; {fix}, {off}"
+        ) from None
+    if done.returncode != 0:
+        said = " ".join(done.stderr.decode("utf-8", "replace").split()) or (
+            f"exit status {done.returncode}"
+        )
+        raise SandboxUnavailable(
+            f"the shell's sandbox cannot start: bubblewrap says: {said[:300]}; {fix}, {off}"
+        )
+
+
+def shell_environment(environ: Mapping[str, str], drop: Iterable[str] = ()) -> dict[str, str]:
+    """ruizn's environment without its secrets: the API key, every *_TOKEN/*_KEY/*_SECRET
+    variable, the MCP header and URL variables, and the names in `drop` (MCP `env`)."""
+    dropped = set(drop)
+    return {
+        name: value
+        for name, value in environ.items()
+        if name not in dropped and not _SECRET_NAME.search(name)
+    }

@@ -1,0 +1,428 @@
+"""The fleet's truth: every event of every run, as ruizn log lines, in the system database.
+
+One row per event: (run_id, seq, line), `line` being exactly the JSON line the run's
+events.jsonl holds (ruizn's codec, `ruizn.serde.encode`; never pickle). Events, not states:
+a long history is stored once, whatever the number of steps.
+
+The append is idempotent so that a recovered workflow can write again what it wrote before
+the crash: a seq already stored with the same bytes is skipped; a different line at a stored
+seq, or a seq past the next one, is refused with `AppendConflict`. The refusal also fences a
+second executor that wrongly runs the same run: its first diverging line is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import sqlalchemy as sa
+from attrs import frozen
+from sqlalchemy.schema import CreateTable
+
+from ruizn.effects.runlog.folder import RunFolder
+
+_META = sa.MetaData()
+
+EVENTS = sa.Table(
+    "ruizn_events",
+    _META,
+    sa.Column("run_id", sa.String(200), primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("line", sa.Text, nullable=False),
+)
+
+# One row per run the fleet knows: who ran it last and how it ended (the events say the rest).
+RUNS = sa.Table(
+    "ruizn_runs",
+    _META,
+    sa.Column("run_id", sa.String(200), primary_key=True),
+    sa.Column("goal", sa.Text, nullable=False),
+    sa.Column("worker", sa.String(200), nullable=True),
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("submitted", sa.Float, nullable=False),
+    sa.Column("updated", sa.Float, nullable=False),
+)
+
+# A budget the runs of a batch (`ruizn batch/submit --max-cost`) share: every worker adds its
+# runs' costs to `spent` in the transaction that stores the priced llm_response, and reads it
+# before each model call and before starting a run.
+BUDGETS = sa.Table(
+    "ruizn_budgets",
+    _META,
+    sa.Column("budget_id", sa.String(200), primary_key=True),
+    sa.Column("max_cost", sa.Float, nullable=False),
+    sa.Column("spent", sa.Float, nullable=False),
+)
+
+# Which budget a run draws on (at most one).
+BUDGET_RUNS = sa.Table(
+    "ruizn_budget_runs",
+    _META,
+    sa.Column("run_id", sa.String(200), primary_key=True),
+    sa.Column("budget_id", sa.String(200), nullable=False),
+)
+
+WORKERS = sa.Table(
+    "ruizn_workers",
+    _META,
+    sa.Column("worker_id", sa.String(200), primary_key=True),
+    sa.Column("heartbeat", sa.Float, nullable=False),
+    sa.Column("started", sa.Float, nullable=False),
+)
+
+
+# Held while the fleet's schema is created or migrated (these tables here, DBOS's in
+# app.migrate): any fixed 64-bit number, the same in every ruizn ("ruiznsch" in ASCII).
+SCHEMA_LOCK = int.from_bytes(b"ruiznsch", "big")
+# How long a process waits for another to finish creating or migrating the schema.
+SCHEMA_LOCK_WAIT = 300.0
+
+
+class AppendConflict(RuntimeError):
+    """The line does not extend the run stored in the database."""
+
+
+class StoreUnreachable(RuntimeError):
+    """The database could not be opened or reached; the message says which and why."""
+
+
+@frozen(kw_only=True)
+class RunRow:
+    run_id: str
+    goal: str
+    worker: str | None
+    status: str
+    submitted: float
+    updated: float
+
+
+def safe_url(url: str) -> str:
+    """The URL without its password, for messages."""
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return "<unparsable database URL>"
+
+
+class EventStore:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        try:
+            parsed = sa.make_url(url)
+        except sa.exc.ArgumentError:
+            raise StoreUnreachable(f"not a database URL: {url!r}") from None
+        if parsed.drivername == "postgresql":
+            # DBOS speaks psycopg 3; so do we, whatever driver SQLAlchemy would default to.
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        if parsed.get_backend_name() == "sqlite":
+            # Several worker threads write at once: wait for the lock instead of failing.
+            self.engine = sa.create_engine(
+                parsed, connect_args={"timeout": 30, "check_same_thread": False}
+            )
+            sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+        else:
+            self.engine = sa.create_engine(
+                parsed, pool_pre_ping=True, pool_size=8, connect_args={"connect_timeout": 5}
+            )
+        try:
+            self._create_tables()
+        except StoreUnreachable:
+            self.engine.dispose()
+            raise
+        except sa.exc.SQLAlchemyError as exc:
+            self.engine.dispose()
+            raise StoreUnreachable(
+                f"cannot reach the database {safe_url(url)}: {_first_line(exc)}"
+            ) from None
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @contextlib.contextmanager
+    def schema_lock(self) -> Iterator[None]:
+        """Held by one process at a time while it creates or migrates the fleet's schema.
+
+        On Postgres, two workers started at once on a fresh database both found a table
+        missing and both created it; the loser failed on pg_type's unique index (even
+        `CREATE TABLE IF NOT EXISTS` races that way). A session advisory lock makes the
+        others wait, then find the tables made. A waiter polls with `pg_try_advisory_lock`
+        in autocommit, as DBOS does for its own lock: a statement blocked on the lock would
+        hold a snapshot, and DBOS's `CREATE INDEX CONCURRENTLY`, run by the holder, waits
+        for every older snapshot in the database: each would wait for the other for ever.
+        SQLite needs no lock: its write lock already serialises DDL.
+        """
+        if self.engine.dialect.name != "postgresql":
+            yield
+            return
+        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            deadline = time.monotonic() + SCHEMA_LOCK_WAIT
+            while not conn.execute(sa.select(sa.func.pg_try_advisory_lock(SCHEMA_LOCK))).scalar():
+                if time.monotonic() > deadline:
+                    raise StoreUnreachable(
+                        f"the database {safe_url(self.url)} is being set up by another process"
+                        f" for over {SCHEMA_LOCK_WAIT:g}s; try again once it is done"
+                    )
+                time.sleep(0.1)
+            try:
+                yield
+            finally:
+                conn.execute(sa.select(sa.func.pg_advisory_unlock(SCHEMA_LOCK)))
+
+    def _create_tables(self) -> None:
+        # Checked first, so that a role without CREATE can use tables made by another;
+        # IF NOT EXISTS for SQLite, whose check and create are not under one lock.
+        with self.schema_lock(), self.engine.begin() as conn:
+            inspector = sa.inspect(conn)
+            for table in _META.sorted_tables:
+                if not inspector.has_table(table.name):
+                    conn.execute(CreateTable(table, if_not_exists=True))
+
+    # -- events ----------------------------------------------------------------------------
+
+    def append(self, run_id: str, lines: Sequence[tuple[int, str]], *, charge: float = 0.0) -> int:
+        """Store (seq, line) pairs in one transaction; return how many were new. `charge`
+        (USD, the cost of the last line's model call) is added to the run's budget in the
+        same transaction, if that line is new: a recovered run that writes it again is not
+        charged twice."""
+        if not lines:
+            return 0
+        first, last = lines[0][0], lines[-1][0]
+        with self.engine.begin() as conn:
+            rows = conn.execute(
+                sa.select(EVENTS.c.seq, EVENTS.c.line).where(
+                    EVENTS.c.run_id == run_id, EVENTS.c.seq.between(first, last)
+                )
+            )
+            stored: dict[int, str] = {seq: line for seq, line in rows}
+            top = conn.execute(
+                sa.select(sa.func.max(EVENTS.c.seq)).where(EVENTS.c.run_id == run_id)
+            ).scalar()
+            expected = (top or 0) + 1
+            new: list[dict[str, object]] = []
+            for seq, line in lines:
+                if seq in stored:
+                    if stored[seq] != line:
+                        raise AppendConflict(
+                            f"run {run_id}: seq {seq} is stored with a different line"
+                        )
+                    continue
+                if seq != expected:
+                    raise AppendConflict(
+                        f"run {run_id}: seq {seq} would leave a gap after {expected - 1}"
+                    )
+                new.append({"run_id": run_id, "seq": seq, "line": line})
+                expected += 1
+            if new:
+                conn.execute(sa.insert(EVENTS), new)
+                if charge and new[-1]["seq"] == last:
+                    budget = (
+                        sa.select(BUDGET_RUNS.c.budget_id)
+                        .where(BUDGET_RUNS.c.run_id == run_id)
+                        .scalar_subquery()
+                    )
+                    conn.execute(
+                        sa.update(BUDGETS)
+                        .where(BUDGETS.c.budget_id == budget)
+                        .values(spent=BUDGETS.c.spent + charge)
+                    )
+        return len(new)
+
+    def lines(self, run_id: str) -> Iterator[str]:
+        with self.engine.connect() as conn:
+            result = conn.execution_options(yield_per=2000).execute(
+                sa.select(EVENTS.c.line).where(EVENTS.c.run_id == run_id).order_by(EVENTS.c.seq)
+            )
+            for (line,) in result:
+                yield line
+
+    def has_run(self, run_id: str) -> bool:
+        with self.engine.connect() as conn:
+            found = conn.execute(
+                sa.select(EVENTS.c.seq).where(EVENTS.c.run_id == run_id).limit(1)
+            ).first()
+        return found is not None
+
+    def export(self, run_id: str, path: Path) -> int:
+        """Write the run's events.jsonl from the table, byte for byte; atomically replaces
+        `path`. Returns the number of lines. The run folder is opened like any other
+        (effects/runfolder.py): the file is new, under a random name, and renamed over
+        `path`, so nothing planted in the folder is written through."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        count = 0
+
+        def lines() -> Iterator[bytes]:
+            nonlocal count
+            for line in self.lines(run_id):
+                count += 1
+                yield line.encode() + b"\n"
+
+        with RunFolder.open(path.parent) as folder:
+            folder.replace_file(path.name, lines())
+        return count
+
+    # -- runs ------------------------------------------------------------------------------
+
+    def note_run(self, run_id: str, *, goal: str, status: str, worker: str | None) -> None:
+        now = time.time()
+        with self.engine.begin() as conn:
+            changed = conn.execute(
+                sa.update(RUNS)
+                .where(RUNS.c.run_id == run_id)
+                .values(status=status, updated=now, **({"worker": worker} if worker else {}))
+            ).rowcount
+            if not changed:
+                conn.execute(
+                    sa.insert(RUNS).values(
+                        run_id=run_id,
+                        goal=goal,
+                        worker=worker,
+                        status=status,
+                        submitted=now,
+                        updated=now,
+                    )
+                )
+
+    def note_submitted(self, run_id: str, *, goal: str) -> None:
+        """A row for a run just submitted, unless the fleet knows it already."""
+        now = time.time()
+        with self.engine.begin() as conn:
+            known = conn.execute(sa.select(RUNS.c.run_id).where(RUNS.c.run_id == run_id)).first()
+            if known is None:
+                conn.execute(
+                    sa.insert(RUNS).values(
+                        run_id=run_id,
+                        goal=goal,
+                        worker=None,
+                        status="queued",
+                        submitted=now,
+                        updated=now,
+                    )
+                )
+
+    @contextlib.contextmanager
+    def queueing(self, run_id: str) -> Iterator[sa.Connection]:
+        """A transaction that marks a known run queued again. The caller enqueues the run's
+        workflow in it (the queue lives in the same database), so the mark and the queue
+        entry commit together or not at all, and no worker can take the run in between."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                sa.update(RUNS)
+                .where(RUNS.c.run_id == run_id)
+                .values(status="queued", updated=time.time())
+            )
+            yield conn
+
+    def runs(self) -> list[RunRow]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(RUNS).order_by(RUNS.c.submitted, RUNS.c.run_id))
+            return [RunRow(**row._asdict()) for row in rows]
+
+    # -- budgets ---------------------------------------------------------------------------
+
+    def open_budget(self, budget_id: str, max_cost: float, run_ids: Sequence[str]) -> None:
+        """The budget `budget_id` of `max_cost` USD (a new limit for one that exists: a batch
+        started again with another --max-cost), and its runs."""
+        with self.engine.begin() as conn:
+            changed = conn.execute(
+                sa.update(BUDGETS).where(BUDGETS.c.budget_id == budget_id).values(max_cost=max_cost)
+            ).rowcount
+            if not changed:
+                conn.execute(
+                    sa.insert(BUDGETS).values(budget_id=budget_id, max_cost=max_cost, spent=0.0)
+                )
+            known = set(
+                conn.execute(
+                    sa.select(BUDGET_RUNS.c.run_id).where(BUDGET_RUNS.c.run_id.in_(run_ids))
+                ).scalars()
+            )
+            fresh = [{"run_id": r, "budget_id": budget_id} for r in run_ids if r not in known]
+            if fresh:
+                conn.execute(sa.insert(BUDGET_RUNS), fresh)
+
+    def budget_of(self, run_id: str) -> str | None:
+        with self.engine.connect() as conn:
+            found = conn.execute(
+                sa.select(BUDGET_RUNS.c.budget_id).where(BUDGET_RUNS.c.run_id == run_id)
+            ).scalar()
+        return None if found is None else str(found)
+
+    def budget(self, budget_id: str) -> tuple[float, float] | None:
+        """(max_cost, spent) of the budget, in USD."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(BUDGETS.c.max_cost, BUDGETS.c.spent).where(
+                    BUDGETS.c.budget_id == budget_id
+                )
+            ).first()
+        return None if row is None else (float(row[0]), float(row[1]))
+
+    # -- workers ---------------------------------------------------------------------------
+
+    def heartbeat(self, worker_id: str) -> None:
+        now = time.time()
+        with self.engine.begin() as conn:
+            changed = conn.execute(
+                sa.update(WORKERS).where(WORKERS.c.worker_id == worker_id).values(heartbeat=now)
+            ).rowcount
+            if not changed:
+                conn.execute(
+                    sa.insert(WORKERS).values(worker_id=worker_id, heartbeat=now, started=now)
+                )
+
+    def mark_dead(self, worker_id: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(
+                sa.update(WORKERS).where(WORKERS.c.worker_id == worker_id).values(heartbeat=0.0)
+            )
+
+    def forget_worker(self, worker_id: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(sa.delete(WORKERS).where(WORKERS.c.worker_id == worker_id))
+
+    def claim_dead(self, alive: str, dead_after: float) -> list[str]:
+        """Workers silent for `dead_after` seconds, each claimed by exactly one live worker.
+
+        The claim is a conditional update that refreshes the dead worker's heartbeat: every
+        other live worker then sees it alive and leaves it. The claimant forgets the worker
+        once its runs are back on the queue; if the claimant dies first, the heartbeat goes
+        stale again and another live worker claims it and finishes the job.
+        """
+        now = time.time()
+        cutoff = now - dead_after
+        claimed: list[str] = []
+        with self.engine.connect() as conn:
+            stale = (
+                conn.execute(
+                    sa.select(WORKERS.c.worker_id).where(
+                        WORKERS.c.heartbeat < cutoff, WORKERS.c.worker_id != alive
+                    )
+                )
+                .scalars()
+                .all()
+            )
+        for worker_id in stale:
+            with self.engine.begin() as conn:
+                won = conn.execute(
+                    sa.update(WORKERS)
+                    .where(WORKERS.c.worker_id == worker_id, WORKERS.c.heartbeat < cutoff)
+                    .values(heartbeat=now)
+                ).rowcount
+            if won:
+                claimed.append(worker_id)
+        return claimed
+
+
+def _sqlite_pragmas(dbapi_connection: object, _record: object) -> None:
+    cursor = dbapi_connection.cursor()  # type: ignore[attr-defined]
+    # WAL lets the batch's readers (progress) and writers (runs) work at once.
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    inner = getattr(exc, "orig", None) or exc
+    text = str(inner).strip().splitlines()
+    return text[0] if text else type(inner).__name__

@@ -1,0 +1,379 @@
+"""`ruizn worker`, `ruizn submit`, and the reading commands against the fleet's database."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from attrs import evolve
+
+from ruizn.fleet.errors import fail, need_fleet_extra
+from ruizn.settings import RunSettings
+from ruizn.terminal import visible
+
+if TYPE_CHECKING:  # `runs --db` and `show --db` import this module, not the builder
+    from ruizn.shell.agent import Resume
+
+
+def shown(text: str) -> str:
+    """Text from the database, another worker or a plug-in, as one inert line: run ids,
+    goals and worker names may hold anything a DBOS client or an older ruizn stored."""
+    return visible(" ".join(text.split()))
+
+
+def open_store(db: str) -> Any:
+    need_fleet_extra()
+    from ruizn.fleet.database import EventStore, StoreUnreachable
+
+    try:
+        return EventStore(db)
+    except StoreUnreachable as exc:
+        fail(str(exc))
+
+
+def work(
+    db: str,
+    *,
+    worker_id: str | None,
+    dead_after: float,
+    concurrency: int,
+    workspace: str,
+    log_dir: str | None,
+    tools_from: str | None,
+    trust: bool = False,
+) -> int:
+    key = _key()
+    store = open_store(db)
+    from dbos import DBOS
+
+    from ruizn.effects.runlog.store import default_root
+    from ruizn.fleet.app import QUEUE, launch
+    from ruizn.fleet.database import StoreUnreachable
+    from ruizn.fleet.driver import ToolsFromError, load_tools_factory
+
+    try:
+        tools = load_tools_factory(tools_from)
+    except ToolsFromError as exc:
+        fail(str(exc))
+    name = worker_id or f"{socket.gethostname()}-{os.getpid()}"
+    folder = Path(workspace).resolve()
+    root = default_root(folder, log_dir).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+
+    def say(message: str) -> None:
+        print(shown(f"[worker {name}] {message}"), flush=True)
+
+    stop = threading.Event()
+    launched = threading.Event()
+
+    def take_over(dead: str) -> None:
+        pending = DBOS.list_workflows(
+            status="PENDING", executor_id=dead, load_input=False, load_output=False
+        )
+        for status in pending:
+            # Back on the queue: the first live executor to dequeue it runs it; DBOS's
+            # ENQUEUED -> PENDING dequeue admits exactly one.
+            DBOS.resume_workflow(status.workflow_id, queue_name=QUEUE)
+        store.forget_worker(dead)
+        say(f"worker {dead} is silent for {dead_after:g}s: {len(pending)} runs back on the queue")
+
+    def beat() -> None:
+        interval = max(min(dead_after / 3, 5.0), 0.2)
+        while not stop.wait(interval):
+            try:
+                store.heartbeat(name)
+                if launched.is_set():
+                    for dead in store.claim_dead(name, dead_after):
+                        take_over(dead)
+            except Exception as exc:  # the database may blink; the next beat tries again
+                say(f"heartbeat failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+
+    # Beating before DBOS starts taking work, and all through its start-up (seconds on a
+    # busy machine): a worker that runs anything is never seen silent by the others.
+    store.heartbeat(name)
+    beater = threading.Thread(target=beat, name="ruizn-heartbeat", daemon=True)
+    beater.start()
+    try:
+        launch(
+            db,
+            store=store,
+            log_root=root,
+            worker=name,
+            concurrency=concurrency,
+            tools=tools,
+            workspace=str(folder),
+            polling=0.2,
+            announce=say,
+            key=key,
+            trust=trust,
+        )
+    except StoreUnreachable as exc:  # another process held the schema lock too long
+        fail(str(exc))
+    # Loaded now, not by the first run: a run taken over from a dead worker should not
+    # wait a second more for the SDK's import.
+    import ruizn.effects.models.anthropic  # noqa: F401
+
+    launched.set()
+    say(f"ready · concurrency {concurrency} · logs {root}")
+    signals = [signal.SIGINT, signal.SIGTERM]
+    for sig in signals:
+        signal.signal(sig, lambda *_: stop.set())
+    while not stop.wait(0.5):
+        pass
+    # Hand the runs in flight back at once: a heartbeat of 0 makes this worker dead for
+    # every other one, whose next beat puts its runs back on the queue. The process ends
+    # right after, so no run goes on here while another worker takes it.
+    try:
+        store.mark_dead(name)
+    finally:
+        say("stopped; runs in flight go to the other workers")
+        sys.stdout.flush()
+        os._exit(130)
+
+
+def _key() -> Any:
+    """The user's fleet key (fleet/signing.py), or one line and exit 2."""
+    need_fleet_extra()
+    from ruizn.fleet.signing import FleetKey, FleetKeyError
+
+    try:
+        return FleetKey.of_user(os.environ)
+    except FleetKeyError as exc:
+        fail(str(exc))
+
+
+def submit(
+    db: str,
+    goals: str | None,
+    goal: str | None,
+    *,
+    settings: RunSettings,
+) -> int:
+    if (goals is None) == (goal is None):
+        fail("give GOALS.jsonl or --goal TEXT (one of them)")
+    if goal is not None and not goal.strip():
+        fail("--goal must not be empty")
+    need_fleet_extra()
+    from ruizn.effects.runlog.store import new_run_id
+    from ruizn.fleet.driver import RunInput, input_to_json
+    from ruizn.fleet.goals import GoalsError, read_goals
+
+    key = _key()
+    defaults = RunInput(run_id="", goal=goal or "", settings=settings)
+    submission = new_run_id()
+    if goals is not None:
+        try:
+            # A file submitted twice is two batches: the ids carry the submission's time.
+            specs = read_goals(Path(goals), defaults, id_prefix=submission, local=False)
+        except GoalsError as exc:
+            fail(str(exc))
+    else:
+        specs = [evolve(defaults, run_id=new_run_id())]
+    store = open_store(db)
+    from dbos import WorkflowSerializationFormat
+
+    from ruizn.fleet.app import APP_VERSION, QUEUE, WORKFLOW
+
+    client = _client(db, store)
+    if settings.max_cost is not None:
+        # Each run's budget, and the whole submission's, held in the database for every
+        # worker: before the runs are queued, so none starts without it.
+        store.open_budget(f"submit-{submission}", settings.max_cost, [s.run_id for s in specs])
+    try:
+        for spec in specs:
+            store.note_submitted(spec.run_id, goal=spec.goal)
+            client.enqueue(
+                {
+                    "queue_name": QUEUE,
+                    "workflow_name": WORKFLOW,
+                    "workflow_id": spec.run_id,
+                    "app_version": APP_VERSION,
+                    "serialization_type": WorkflowSerializationFormat.PORTABLE,
+                },
+                key.signed(input_to_json(spec)),
+            )
+            print(spec.run_id, flush=True)
+    finally:
+        client.destroy()
+        store.close()
+    return 0
+
+
+def _client(db: str, store: Any) -> Any:
+    from dbos import DBOSClient
+
+    from ruizn.fleet.app import migrate, quiet_dbos
+
+    quiet_dbos()
+    try:
+        migrate(db, store)  # the queue's tables, if no worker has started yet
+        return DBOSClient(system_database_url=db)
+    except Exception as exc:
+        fail(f"cannot reach the database: {str(exc).splitlines()[0][:200]}")
+
+
+def resume_db(db: str, run: str, request: Resume) -> int:
+    """`ruizn resume --db`: check the run can go on (and the decisions given, against the
+    calls its stored events show waiting), then queue an order for the workers (see
+    fleet/resume.py). Nothing is written or queued when it cannot. Of the request, the
+    limits, the read timeout and the decisions apply: a worker has its own workspace, MCP
+    header values and trust."""
+    from ruizn.fleet.resume import NothingToQueue
+
+    key = _key()
+    store = open_store(db)
+    if run == "last":
+        from ruizn.fleet.runstore import DbRunStore
+        from ruizn.store import RunNotFound
+
+        try:
+            run = DbRunStore(store, Path(".")).find(run).run_id
+        except RunNotFound as exc:
+            store.close()
+            fail(str(exc))
+    client = _client(db, store)
+    try:
+        checked = _queue_resume(store, client, run, request, where=_safe(db), key=key)
+    except NothingToQueue as done:  # as a local resume: said, exit 0
+        print(shown(str(done)), flush=True)
+        return 0
+    finally:
+        client.destroy()
+        store.close()
+    plan = checked.plan
+    limits = f"max_steps {plan.max_steps}"
+    if plan.max_tokens is not None:
+        limits += f", max_tokens {plan.max_tokens}"
+    if plan.max_cost is not None:
+        limits += f", max_cost {plan.max_cost:g}"
+    if plan.max_context is not None:
+        limits += f", max_context {plan.max_context}"
+    if checked.approve:
+        limits += f"; approve {', '.join(checked.approve)}"
+    if checked.deny:
+        limits += f"; deny {', '.join(checked.deny)}"
+    print(shown(f"{run} queued to resume on the fleet ({limits})"), flush=True)
+    return 0
+
+
+def _queue_resume(
+    store: Any, client: Any, run: str, request: Resume, *, where: str, key: Any
+) -> Any:
+    """What was queued (a `resume.Checked`); one line and exit 2 when nothing is. The order
+    is signed with the user's key; a run the key did not queue is refused (its grant said)
+    unless `request.trust`."""
+    from dbos import WorkflowSerializationFormat
+
+    # Not exported by dbos (pinned to 3.4.x in pyproject): raised by the "reject" policy.
+    from dbos._error import DBOSWorkflowIDInUseError
+
+    from ruizn.effects.runlog.reader import LogError
+    from ruizn.fleet.app import APP_VERSION, QUEUE
+    from ruizn.fleet.dbstore import DbRunStore
+    from ruizn.fleet.resume import (
+        RESUME_WORKFLOW,
+        FleetResumeRefused,
+        NothingToQueue,
+        RunNotStored,
+        Workflow,
+        check_resume,
+        input_of_run,
+        next_resume_id,
+        order_to_json,
+        resume_prefix,
+    )
+
+    statuses = [
+        *client.list_workflows(workflow_ids=[run], load_output=False),
+        # A prefix is a LIKE pattern to the database: `_` in a run id matches any character.
+        *(
+            w
+            for w in client.list_workflows(
+                workflow_id_prefix=resume_prefix(run), load_input=False, load_output=False
+            )
+            if w.workflow_id.startswith(resume_prefix(run))
+        ),
+    ]
+    workflows = [
+        Workflow(workflow_id=w.workflow_id, status=w.status, executor=w.executor_id)
+        for w in statuses
+    ]
+    try:
+        runs = DbRunStore(store, Path("."))
+        state = runs.load(runs.find(run)).state if store.has_run(run) else None
+    except LogError as exc:
+        fail(f"run {run}: its events in the database do not replay: {exc}")
+    try:
+        checked = check_resume(
+            run,
+            state,
+            workflows,
+            max_steps=request.max_steps,
+            max_tokens=request.max_tokens,
+            max_cost=request.max_cost,
+            max_context=request.max_context,
+            approve=request.approve,
+            deny=request.deny,
+            reason=request.reason,
+        )
+    except RunNotStored:
+        fail(f"no run {run!r} in the database {where}")
+    except NothingToQueue:
+        raise
+    except FleetResumeRefused as exc:
+        fail(str(exc))
+    assert state is not None  # check_resume refuses a run with no events
+    submitted = next((_submitted_input(w.input) for w in statuses if w.workflow_id == run), None)
+    run_input = input_of_run(state, submitted)
+    if not (submitted is not None and key.verify(submitted)) and not request.trust:
+        from ruizn.grant import grant_of
+
+        grant = grant_of(run_input.settings).summary()
+        fail(
+            shown(
+                f"run {run} in {where} was not queued with your fleet key; resuming it would"
+                f" grant: {grant}; give --trust to resume it so"
+            )
+        )
+    if request.read_timeout is not None:
+        run_input = evolve(
+            run_input, settings=evolve(run_input.settings, read_timeout=request.read_timeout)
+        )
+    order = checked.order(run_input, after_seq=state.last_seq)
+    workflow_id = next_resume_id(run, (w.workflow_id for w in workflows))
+    try:
+        with store.queueing(run) as conn:
+            client.enqueue_in_transaction(
+                conn,
+                {
+                    "queue_name": QUEUE,
+                    "workflow_name": RESUME_WORKFLOW,
+                    "workflow_id": workflow_id,
+                    "workflow_id_reuse_policy": "reject",
+                    "app_version": APP_VERSION,
+                    "serialization_type": WorkflowSerializationFormat.PORTABLE,
+                },
+                key.signed(order_to_json(order)),
+            )
+    except DBOSWorkflowIDInUseError:
+        fail(f"run {run} was queued to resume by another command just now ({workflow_id})")
+    return checked
+
+
+def _submitted_input(stored: Any) -> dict[str, Any] | None:
+    """The input a run's workflow was enqueued with (DBOS keeps `{"args": [input], ...}`)."""
+    args = stored.get("args") if isinstance(stored, dict) else None
+    if args and isinstance(args[0], dict) and "settings" in args[0]:
+        return dict(args[0])
+    return None
+
+
+def _safe(db: str) -> str:
+    from ruizn.fleet.database import safe_url
+
+    return safe_url(db)

@@ -1,0 +1,271 @@
+"""A run's settings, as one record, and the one home of every default.
+
+`RunSettings` is what a run is: its model, limits, prompt, workspace, tools and where they
+came from, MCP servers, approval mode and retry policy. The same record is what a user asks
+for (`ruizn.Agent(...)`, `ruizn run` options, a goals-file line, the fleet's run input) and,
+filled in when the run starts (the workspace resolved, the tools' schemas and sources, the
+MCP servers' records), what `run_started` carries whole and the state keeps. Nothing copies
+a run's options field by field. Pure data: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, Literal
+
+from attrs import field, fields, frozen
+
+from ruizn.toolsource import ToolSource
+
+JsonObject = dict[str, Any]
+Validator = Callable[[Any, Any, Any], None]
+
+DEFAULT_MODEL = "claude-sonnet-4-5"
+TEST_MODEL = "test"
+DEFAULT_SYSTEM = (
+    "You are ruizn, a careful assistant working in the user's workspace. Use the tools to"
+    " look at files instead of guessing, and answer concisely in the language of the request."
+)
+DEFAULT_MAX_STEPS = 20
+DEFAULT_MAX_TOKENS = 4096
+DEFAULT_READ_TIMEOUT = 60.0
+DEFAULT_MAX_RETRIES = 4
+DEFAULT_RETRY_BASE_DELAY = 0.5
+DEFAULT_TOOL_TIMEOUT = 10.0
+DEFAULT_TOOL_CONCURRENCY = 8
+# The bash tool's timeout for a command that gives none (a call may ask for up to 600 s).
+DEFAULT_SHELL_TIMEOUT = 120.0
+# How a run treats tool calls that need approval: ask a person (or stop and wait for one),
+# approve every call, or deny every call. Defined here, not in state, so the CLI's start-up
+# (`--help`) does not pay for importing the state records.
+ApprovalMode = Literal["ask", "always", "never"]
+APPROVAL_MODES: tuple[ApprovalMode, ...] = ("ask", "always", "never")
+DEFAULT_APPROVAL: ApprovalMode = "ask"
+
+
+class ConfigError(ValueError):
+    """A setting that cannot work; the message is one line naming the setting."""
+
+
+def _positive_int(name: str) -> Validator:
+    def check(_: object, __: object, value: Any) -> None:
+        if type(value) is not int or value < 1:
+            raise ConfigError(f"{name} must be a whole number >= 1, not {value!r}")
+
+    return check
+
+
+def _whole(name: str) -> Validator:
+    def check(_: object, __: object, value: Any) -> None:
+        if type(value) is not int or value < 0:
+            raise ConfigError(f"{name} must be a whole number >= 0, not {value!r}")
+
+    return check
+
+
+def _seconds(name: str, *, minimum: float) -> Validator:
+    def check(_: object, __: object, value: Any) -> None:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value < minimum
+        ):
+            raise ConfigError(f"{name} must be a finite number >= {minimum}, not {value!r}")
+
+    return check
+
+
+def _text(name: str, *, empty_ok: bool = False) -> Validator:
+    def check(_: object, __: object, value: Any) -> None:
+        if not isinstance(value, str):
+            raise ConfigError(f"{name} must be text, not {type(value).__name__}")
+        if not empty_ok and not value.strip():
+            raise ConfigError(f"{name} must not be empty")
+        # Lone surrogates are what Python makes of argv bytes that are not UTF-8; they
+        # cannot be written to a UTF-8 log, so they are refused before anything is created.
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(f"{name} is not valid UTF-8") from None
+
+    return check
+
+
+def _flag(name: str) -> Validator:
+    def check(_: object, __: object, value: Any) -> None:
+        if type(value) is not bool:
+            raise ConfigError(f"{name} must be true or false, not {value!r}")
+
+    return check
+
+
+def _budget(_: object, __: object, value: Any) -> None:
+    if value is None:
+        return
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ConfigError(f"max_cost must be a number of US dollars > 0, not {value!r}")
+
+
+def _optional_count(name: str, *, minimum: int) -> Validator:
+    def check(_: object, __: object, value: Any) -> None:
+        if value is not None and (type(value) is not int or value < minimum):
+            raise ConfigError(f"{name} must be a whole number >= {minimum}, not {value!r}")
+
+    return check
+
+
+def _money(value: Any) -> Any:
+    """A whole number of dollars is kept as the float the log and the state hold."""
+    return float(value) if type(value) is int else value
+
+
+def _approval(_: object, __: object, value: Any) -> None:
+    if value not in APPROVAL_MODES:
+        raise ConfigError(f"approval must be one of {', '.join(APPROVAL_MODES)}, not {value!r}")
+
+
+def _path_text(value: Any) -> Any:
+    """A path given as a Path (or any os.PathLike) is kept as its text."""
+    return value.__fspath__() if hasattr(value, "__fspath__") else value
+
+
+def _tuple(value: Any) -> Any:
+    """Lists (JSON, a caller's list) become the tuples a frozen record holds."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+@frozen(kw_only=True)
+class RunSettings:
+    """Everything that shapes a run, recorded whole in `run_started`.
+
+    A resume may change only the limits (`max_steps`, `max_tokens`, `max_cost`,
+    `max_context`) and, for a run accepted
+    with `--trust`, the workspace and the approval mode; each change is in `run_resumed`.
+    """
+
+    model: str = field(default=DEFAULT_MODEL, validator=_text("model"))
+    """Claude model id; `test` is the built-in offline model."""
+
+    max_steps: int = field(default=DEFAULT_MAX_STEPS, validator=_positive_int("max_steps"))
+    """The most model calls in the run."""
+
+    max_tokens: int = field(default=DEFAULT_MAX_TOKENS, validator=_positive_int("max_tokens"))
+    """`max_tokens` of each model call."""
+
+    system: str = field(default=DEFAULT_SYSTEM, validator=_text("system", empty_ok=True))
+    """The system prompt (empty: none)."""
+
+    workspace: str = field(default=".", converter=_path_text, validator=_text("workspace"))
+    """The folder the tools may use; the run records it resolved (an absolute path)."""
+
+    read_timeout: float = field(
+        default=DEFAULT_READ_TIMEOUT, validator=_seconds("read_timeout", minimum=0.1)
+    )
+    """Seconds a model stream may stay silent before the call fails (and is retried)."""
+
+    tool_timeout: float = field(
+        default=DEFAULT_TOOL_TIMEOUT, validator=_seconds("tool_timeout", minimum=0.001)
+    )
+    """Seconds a tool call may take before it is answered `timeout`."""
+
+    max_retries: int = field(default=DEFAULT_MAX_RETRIES, validator=_whole("max_retries"))
+    """Retries of a failed model call (429, 5xx, overloaded, broken or invalid stream)."""
+
+    retry_base_delay: float = field(
+        default=DEFAULT_RETRY_BASE_DELAY, validator=_seconds("retry_base_delay", minimum=0.0)
+    )
+    """The first back-off between retries; it doubles each time (a retry-after wins)."""
+
+    max_cost: float | None = field(default=None, converter=_money, validator=_budget)
+    """A budget in US dollars for the whole run, every session of it: once the cost of its
+    model calls reaches it, the run stops before the next call with status `max_cost`.
+    None: no budget. (A model with no known price cannot have one.)"""
+
+    max_context: int | None = field(
+        default=None, validator=_optional_count("max_context", minimum=0)
+    )
+    """The most input tokens a request may hold: before a call that would pass it, the oldest
+    tool results are cleared (see ruizn.window). None: the model's context window less
+    `max_tokens`; 0: off (the history is sent whole, however long)."""
+
+    context_window: int | None = field(
+        default=None, validator=_optional_count("context_window", minimum=1)
+    )
+    """The model's context window in tokens; None: from the table of known windows, filled
+    when the run starts (still None for a model the table does not know)."""
+
+    tool_concurrency: int = field(
+        default=DEFAULT_TOOL_CONCURRENCY, validator=_positive_int("tool_concurrency")
+    )
+    """The most tool calls of one turn that run at once (1: one at a time, in order)."""
+
+    allow_secret_files: bool = field(default=False, validator=_flag("allow_secret_files"))
+    """Let the file tools read well-known secret files (.env, *.pem, id_rsa...)."""
+
+    shell: bool = field(default=False, validator=_flag("shell"))
+    """Offer the `bash`, `bash_output` and `bash_kill` tools (docs/shell.md)."""
+
+    sandbox: bool = field(default=True, validator=_flag("sandbox"))
+    """Run the shell's commands in bubblewrap (the run does not start if it cannot work
+    here). False (`--sandbox off`) runs them unconfined, and the run says so at start."""
+
+    shell_network: bool = field(default=False, validator=_flag("shell_network"))
+    """Let sandboxed commands use the network (off: a network namespace of their own)."""
+
+    shell_allow_read: tuple[str, ...] = field(default=(), converter=_tuple)
+    """Folders under the (hidden) home folder that sandboxed commands may read."""
+
+    allow_commands: tuple[str, ...] = field(default=(), converter=_tuple)
+    """Patterns of bash commands approved without asking (rules.command_allowed)."""
+
+    shell_timeout: float = field(
+        default=DEFAULT_SHELL_TIMEOUT, validator=_seconds("shell_timeout", minimum=1)
+    )
+    """Seconds a command may run when its call gives no timeout; then its group is killed."""
+
+    approval: ApprovalMode = field(default=DEFAULT_APPROVAL, validator=_approval)
+    """Tool calls that need approval (write_file, edit_file, `needs_approval` tools): "ask" a
+    person (a terminal, `Agent(approve=...)`; with neither the run stops awaiting_approval),
+    approve them "always", or deny them ("never")."""
+
+    tool_specs: tuple[str, ...] = field(default=(), converter=_tuple)
+    """Extra tools asked for, as `MODULE:ATTR` specs (a module or a .py file)."""
+
+    plugins: bool = field(default=False, validator=_flag("plugins"))
+    """Load the tools of installed plug-ins (entry point group `ruizn.tools`); the CLI turns
+    it on unless `--no-plugins`."""
+
+    mcp_servers: tuple[JsonObject, ...] = field(default=(), converter=_tuple, hash=False)
+    """The MCP servers (`MCPServer.describe()`: name, command or URL, header and env names;
+    never a secret value)."""
+
+    tools: tuple[JsonObject, ...] = field(default=(), converter=_tuple, hash=False)
+    """Filled when the run starts: the tools offered to the model, as API schemas."""
+
+    tool_sources: tuple[ToolSource, ...] = field(default=(), converter=_tuple)
+    """Filled when the run starts: where each tool came from, so a resume loads the same."""
+
+
+# The fields a resume may set (run_resumed): everything else stays as the run started.
+RESUMABLE = frozenset(
+    {"max_steps", "max_tokens", "max_cost", "max_context", "workspace", "approval"}
+)
+SETTINGS_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RunSettings))
+
+
+def settings_from(**options: Any) -> RunSettings:
+    """A RunSettings from keyword options; an unknown name is a ConfigError naming it."""
+    unknown = sorted(set(options) - set(SETTINGS_FIELDS))
+    if unknown:
+        raise ConfigError(f"unknown setting {unknown[0]!r} (known: {', '.join(SETTINGS_FIELDS)})")
+    try:
+        return RunSettings(**options)
+    except TypeError as exc:  # a wrong type that no validator names (a list for a string...)
+        raise ConfigError(str(exc)) from None

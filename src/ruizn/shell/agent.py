@@ -1,0 +1,1069 @@
+"""`ruizn.Agent`: the one place where a run is built.
+
+    agent = ruizn.Agent(model="claude-sonnet-4-5", tools=[add], workspace=".")
+    result = agent.run("What is 2 + 3?")
+    result = agent.resume(result.run_id, max_steps=40)
+
+Every run is built here, whoever asks for it (`ruizn run` and `ruizn resume`, a fleet worker,
+a library call): its `RunSettings` become a provider, a tool registry (built-ins, `--tool`
+specs, plug-ins, the caller's tools, MCP servers), a redactor, the store's writer and an
+`AgentRunner`. Read `_open` from top to bottom to see how. The CLI and the fleet choose the
+options, add what only they have (a printer, a terminal to ask, a database store) and map the
+typed exceptions raised here to exit codes; nothing here prints or exits the process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+from attrs import asdict, evolve, field, frozen
+
+from ruizn.bounds import deeper_than, too_deep
+from ruizn.cassette.fork import fork_prefix
+from ruizn.decide import (
+    ResumePlan,
+    ResumeRefused,
+    plan_continue,
+    plan_resume,
+    resume_decisions,
+)
+from ruizn.effects.mcp.config import MCPServer
+from ruizn.effects.models.function import FunctionModel, ReplyFunction
+from ruizn.effects.models.pricing import Pricer, SharedBudget, default_pricer
+from ruizn.effects.models.provider import Provider, ProviderConfigError
+from ruizn.effects.person.approval import ApproveFunction, Approver, CallbackApprover
+from ruizn.effects.runlog.reader import LOG_NAME, iter_events
+from ruizn.effects.runlog.sink import EventSink, MemorySink
+from ruizn.effects.runlog.store import FileStore, RunStore, new_run_id, settled
+from ruizn.effects.runlog.trust import NOT_STARTED_HERE, TrustStore
+from ruizn.effects.tools.base import BaseTool, ToolRegistry
+from ruizn.effects.tools.bash import ShellJobs, shell_config, shell_tools
+from ruizn.effects.tools.bwrap import find_bwrap, probe, shell_environment
+from ruizn.effects.tools.loader import Toolbox
+from ruizn.effects.tools.workspace import workspace_sandbox
+from ruizn.events import Event, Parent, RunStarted
+from ruizn.grant import Grant, grant_of
+from ruizn.lineage import fork_prefix
+from ruizn.redact import Redactor, secrets_from_env
+from ruizn.redact import api_key_problem as key_whitespace_problem
+from ruizn.reducers import reasked, reduce
+from ruizn.reducers import replay as reducer_replay
+from ruizn.reducers import start as start_state
+from ruizn.settings import (
+    TEST_MODEL,
+    ApprovalMode,
+    ConfigError,
+    JsonObject,
+    RunSettings,
+    settings_from,
+)
+from ruizn.shell.runner import AgentRunner, Subscriber, ToolChange, ToolWatch
+from ruizn.state import ErrorType, ExecutionContext, Status, TextBlock, ToolResult, Usage
+from ruizn.store import FileStore, RunStore, fleet_owner, new_run_id, settled
+from ruizn.toolsource import SourceKind, ToolSource
+from ruizn.version import __version__
+
+if TYPE_CHECKING:  # imported at run time only with servers (see _mcp_toolset)
+    from ruizn.effects.mcp.toolset import McpToolset
+
+ToolLike = BaseTool | Callable[..., Any] | type[BaseTool]
+Notice = Callable[[str], None]
+
+
+@frozen(kw_only=True)
+class RunResult:
+    status: Status
+    """success, max_steps, error, cancelled or awaiting_approval (a call needs a decision
+    and nobody could be asked: `agent.resume(run, approve=...)` goes on)."""
+    output: str
+    """The text of the model's last answer."""
+    run_id: str
+    log_path: Path | None
+    """The run's events.jsonl (None when the agent keeps no log)."""
+    usage: Usage
+    cost: float | None
+    """What the run's model calls cost in USD, every session of it (None: unknown, a model
+    with no known price)."""
+    error: str | None
+    state: ExecutionContext
+    """The final state; `ruizn.replay(log_path)` rebuilds exactly this."""
+
+
+def _ids(ids: Iterable[str]) -> tuple[str, ...]:
+    return tuple(ids)
+
+
+@frozen(kw_only=True)
+class Resume:
+    """How a stopped run goes on (`Agent.resume`, `ruizn resume`)."""
+
+    max_steps: int | None = None
+    """The run's new step total (None: another batch as big as the first after max_steps,
+    else the run's own)."""
+    max_tokens: int | None = None
+    """A new per-call limit (lets an answer cut at max_tokens go on)."""
+    max_cost: float | None = None
+    """The run's new budget in USD, a total for the whole run (None: the run's own; a run
+    stopped by its budget needs a new one above what it has spent)."""
+    max_context: int | None = None
+    """A new context limit in tokens (0: off; None: the run's own)."""
+    approve: tuple[str, ...] = field(default=(), converter=_ids)
+    """Waiting tool calls to approve, by id, or "all"."""
+    deny: tuple[str, ...] = field(default=(), converter=_ids)
+    """Waiting tool calls to deny, by id, or "all"."""
+    reason: str | None = None
+    """Why the calls are denied (the model is told)."""
+    approval: ApprovalMode | None = None
+    """A new approval mode for the rest of the run (None: the run's own)."""
+    trust: bool = False
+    """Accept the grant of a run ruizn did not start here (or whose log changed). The
+    approvals its log records (calls approved and not run yet, "always" rules) are not
+    accepted with it: each such call is asked again, unless `keep_approvals`."""
+    keep_approvals: bool = False
+    """With `trust`: apply the approvals the log records too (a person saw them listed in
+    the grant and accepted them all)."""
+    read_timeout: float | None = None
+    """This session's stream timeout (None: the run's own)."""
+    vouched: bool = False
+    """The store vouches for the run (a fleet's database): no trust record is needed."""
+    message: str | None = None
+    """A person's new message (`continue_run`, `ruizn continue`): the run goes on with it
+    after its whole history, and `max_steps` is the budget for this message (the run's new
+    total is the steps it has taken plus that many; None: the run's own limit)."""
+
+
+class NothingToResume(ResumeRefused):
+    """The run finished with success: there is nothing to go on with."""
+
+    def __init__(self, state: ExecutionContext) -> None:
+        super().__init__(
+            f"run {state.run_id} already finished with {state.status.value}; nothing to resume"
+        )
+        self.state = state
+
+
+class UntrustedRun(Exception):
+    """A run ruizn did not start on this machine (or whose log changed since it last wrote
+    it): its log is not obeyed until a person accepts what it would grant (`trust=True`)."""
+
+    def __init__(self, run_id: str, reason: str, grant: Grant, *, verb: str = "resume") -> None:
+        super().__init__(
+            f"run {run_id} {reason}: its log would grant {grant.summary()};"
+            f" check it, then {verb} with --trust"
+        )
+        self.run_id = run_id
+        self.reason = reason
+        self.grant = grant
+
+
+class Session:
+    """One run, built and begun (or resumed), not yet driven. `await drive()` runs it to its
+    end; `state` is where it stands at any moment (after a cancellation too)."""
+
+    def __init__(
+        self,
+        runner: AgentRunner,
+        run_id: str,
+        log_path: Path | None,
+        *,
+        trust: tuple[TrustStore, RunStarted] | None = None,
+    ) -> None:
+        self.runner = runner
+        self.run_id = run_id
+        self.log_path = log_path
+        self._trust = trust
+
+    @property
+    def state(self) -> ExecutionContext:
+        return self.runner.state
+
+    async def drive(self) -> RunResult:
+        try:
+            return self.result(await self.runner.drive())
+        finally:
+            # The log stands as this session left it (finished, or cancelled and closed).
+            if self._trust is not None and self.log_path is not None:
+                store, first = self._trust
+                with contextlib.suppress(OSError):
+                    store.closed(first, self.log_path)
+
+    @staticmethod
+    def of(state: ExecutionContext, run_id: str, log_path: Path | None) -> RunResult:
+        """The result a run that stands at `state` gives."""
+        return RunResult(
+            status=state.status,
+            output=_output(state),
+            run_id=run_id,
+            log_path=log_path,
+            usage=state.usage,
+            cost=state.total_cost,
+            error=state.error,
+            state=state,
+        )
+
+    def result(self, state: ExecutionContext | None = None) -> RunResult:
+        state = self.state if state is None else state
+        return Session.of(state, self.run_id, self.log_path)
+
+
+class Agent:
+    def __init__(
+        self,
+        model: str | ReplyFunction | Provider | None = None,
+        *,
+        tools: Iterable[ToolLike] = (),
+        builtins: bool = True,
+        mcp: Iterable[MCPServer] = (),
+        mcp_headers: Sequence[str] = (),
+        approve: ApproveFunction | None = None,
+        approver: Approver | None = None,
+        settings: RunSettings | None = None,
+        store: RunStore | None = None,
+        log: bool = True,
+        log_dir: str | Path | None = None,
+        subscribers: Iterable[Subscriber] = (),
+        on_notice: Notice | None = None,
+        environ: Mapping[str, str] | None = None,
+        trust_store: TrustStore | None = None,
+        pricer: Pricer | None = None,
+        budget: SharedBudget | None = None,
+        **options: Any,
+    ) -> None:
+        """`options` are `RunSettings`' fields (system, workspace, max_steps, max_tokens,
+        max_retries, retry_base_delay, read_timeout, tool_timeout, tool_concurrency,
+        allow_secret_files, approval, tool_specs, plugins, max_cost, max_context,
+        context_window); `settings` gives them all at once.
+        `model` is a model id, `"test"`, a function (request -> reply, see FunctionModel) or a
+        Provider; None keeps the settings' model (a resume: the run's own).
+
+        `tools` are `@ruizn.tool` functions, plain functions, `BaseTool` classes or instances;
+        `builtins=False` leaves out the built-in file tools. `mcp` are MCP servers
+        (`ruizn.MCPServer.stdio(...)` / `.http(...)`), started around each run and stopped
+        after it, their tools offered as `mcp__NAME__TOOL`; `mcp_headers` (`NAME:KEY=VALUE`)
+        give header values again when a run's recorded servers are reconnected.
+
+        `approve` decides the tool calls that need approval in `approval="ask"` mode: a
+        function, sync or async, of the `ToolCall`, returning True/False, `(approved, reason)`
+        or an `Answer`; `approver` is the lower-level `Approver` (the CLI's terminal prompt).
+        Without either, such a call stops the run with status awaiting_approval.
+
+        `store` is where runs live (default: `log_dir`, else WORKSPACE/.ruizn/runs);
+        `log=False` keeps a run's events in memory only. `subscribers` see every event after
+        it is logged (the CLI's printer; one with a `replayed(state)` method is first told
+        the state a resumed run was replayed to); `on_notice` gets one-line notices (a plug-in left
+        out, an MCP server restarted). `trust_store` is the record of the runs this user's
+        ruizn started (default: under the user's state directory; see `resume`).
+
+        `pricer` prices each model call, its cost logged with it, and knows the models'
+        context windows (default: the installed genai-prices); `budget` is one the runs share
+        with others (a fleet's batch), asked before each model call."""
+        base = settings if settings is not None else RunSettings()
+        if isinstance(model, str):
+            options["model"] = model
+        elif model is not None:
+            # A provider may name the model it stands for (a Cassette: the recorded one).
+            named = getattr(model, "model_id", None)
+            options.setdefault("model", named if isinstance(named, str) else "function")
+        servers = tuple(mcp)
+        if servers:
+            options["mcp_servers"] = tuple(server.describe() for server in servers)
+        self.settings = settings_from(**{**asdict(base, recurse=False), **options})
+        self._model = model
+        self._tools = tuple(tools)
+        self._builtins = builtins
+        self._servers = servers
+        self._mcp_headers = tuple(mcp_headers)
+        if approve is not None and approver is not None:
+            raise ConfigError("give approve or approver, not both")
+        self._approver = CallbackApprover(approve) if approve is not None else approver
+        self._store = store
+        self._log = log
+        self._log_dir = log_dir
+        self._subscribers = tuple(subscribers)
+        self._notice: Notice = on_notice or (lambda _text: None)
+        self._trust_warned = False
+        self._environ: Mapping[str, str] = os.environ if environ is None else environ
+        self._trust = trust_store if trust_store is not None else TrustStore.from_env(self._environ)
+        self._pricer: Pricer = pricer if pricer is not None else default_pricer()
+        self._budget = budget
+
+    # -- the public face ----------------------------------------------------------------------
+
+    def run(self, goal: str) -> RunResult:
+        """Run to the end (blocking). Inside an event loop, use `await run_async(goal)`."""
+        return anyio.run(self.run_async, goal)
+
+    async def run_async(self, goal: str) -> RunResult:
+        async with self.start(goal) as session:
+            return await session.drive()
+
+    async def stream(self, goal: str) -> AsyncIterator[Event]:
+        """The run's events as they happen (the objects the log holds), in order."""
+        async for event in self._streamed(lambda: self.start(goal)):
+            yield event
+
+    def resume(self, run: str | Path, **options: Any) -> RunResult:
+        """Continue a stopped run in the same log (blocking); `options` are `Resume`'s
+        fields. See `resume_async`."""
+        return anyio.run(lambda: self.resume_async(run, **options))
+
+    async def resume_async(self, run: str | Path, **options: Any) -> RunResult:
+        """Continue `run` (an id, `last`, a run folder or an events.jsonl) where it stopped,
+        with the same tools and MCP servers, appending to its log. `options` are `Resume`'s
+        fields (the new limits, decisions for the calls it waits on, `trust`...).
+
+        Raises `UntrustedRun` for a run ruizn did not start on this machine (or whose log
+        changed since) unless `trust=True`, `NothingToResume` for a run that succeeded,
+        `ResumeRefused` for limits or decisions that cannot apply, `RunLocked` while another
+        process writes it. Nothing is written, imported or started before those checks."""
+        async with self.start_resume(run, Resume(**options)) as session:
+            return await session.drive()
+
+    def continue_run(self, run: str | Path, message: str, **options: Any) -> RunResult:
+        """Add `message` to a run that ended and go on in the same log (blocking); see
+        `continue_async`."""
+        return anyio.run(lambda: self.continue_async(run, message, **options))
+
+    async def continue_async(self, run: str | Path, message: str, **options: Any) -> RunResult:
+        """`ruizn continue`: a resume that adds a person's message. The model sees the whole
+        conversation, then `message`. `options` are `Resume`'s fields; `max_steps` is the
+        budget for this message (the run's new total is its steps plus that many).
+
+        Works on a run that ended in success, max_steps or error (an answer cut at max_tokens
+        too). A run that stopped inside a model call or with tool calls unanswered (awaiting
+        approval) raises `ResumeRefused`: `resume` it first. Trust, locking and errors are
+        `resume_async`'s."""
+        request = Resume(**options, message=message)
+        async with self.start_resume(run, request) as session:
+            return await session.drive()
+
+    def fork(self, run: str | Path, *, at: int, trust: bool = False) -> RunResult:
+        """`ruizn fork RUN --at SEQ`: a new run whose log holds `run`'s events up to `at`
+        under a run_started of its own (a new id, the parent's id and `at` recorded), so the
+        new log alone rebuilds the parent's state at `at`. The parent is never touched.
+        Returns the fork as it stands (not driven): go on with `resume` or `continue_run`.
+
+        `at` must be a point between steps (`lineage.at_rest`); inside a model call or a tool
+        turn raises `ForkRefused` naming the nearest points. The fork acts on nothing, but it
+        is recorded as this user's run only when the parent is (or with `trust=True`, which
+        accepts the parent's grant as `resume --trust` does): so a fork of a planted log is
+        as untrusted as the log. `RunLocked` while another process writes the parent.
+        """
+        if not self._log:
+            raise ConfigError("an agent with log=False keeps no runs to fork")
+        store = self.store()
+        ref, _ = settled(store, str(run))
+        events = fork_prefix(iter_events(ref.path), at)
+        first = events[0]
+        assert isinstance(first, RunStarted)
+        vouched = self._trust.problem(first, ref.path) is None
+        if not vouched and trust:
+            self._accepted_fork(reducer_replay(events))
+            vouched = True
+        run_id = new_run_id()
+        head = evolve(
+            first,
+            run_id=run_id,
+            ts=time.time(),
+            ruizn_version=__version__,
+            parent=Parent(run_id=first.run_id, seq=at),
+        )
+        sink = store.new_writer(run_id)
+        try:
+            state = start_state(head)  # checked before it is written, as a runner does
+            sink(head)
+            for event in events[1:]:
+                state = reduce(state, event)
+                sink(event)
+            sink.sync()
+        finally:
+            sink.close()
+        log_path = store.root / run_id / LOG_NAME
+        if vouched:
+            self._trust.closed(head, log_path)
+        return Session.of(state, run_id, log_path)
+
+    def trust_problem(self, run: str | Path) -> str | None:
+        """Why ruizn may not act on `run`'s log as recorded, or None: this user's ruizn
+        started it here (or a person accepted it) and the log is as ruizn last left it."""
+        ref = self.store().find(str(run))
+        first = next(iter_events(ref.path), None)
+        if not isinstance(first, RunStarted):
+            return NOT_STARTED_HERE
+        return self._trust.problem(first, ref.path)
+
+    def derive(
+        self,
+        model: str | ReplyFunction | Provider | None,
+        *,
+        settings: RunSettings,
+        approver: Approver | None = None,
+    ) -> Agent:
+        """This agent with another model, settings and approver, and everything else its own
+        (store, tools, subscribers, notices, environment, trust record): how a rerun builds
+        the run it drives."""
+        return Agent(
+            model,
+            tools=self._tools,
+            builtins=self._builtins,
+            mcp=self._servers,
+            mcp_headers=self._mcp_headers,
+            approver=approver,
+            settings=settings,
+            store=self.store() if self._log else None,
+            log=self._log,
+            subscribers=self._subscribers,
+            on_notice=self._notice,
+            environ=self._environ,
+            trust_store=self._trust,
+        )
+
+    def _accepted_fork(self, state: ExecutionContext) -> None:
+        """What `trust=True` may vouch for in a fork, as `resume --trust` accepts a run: the
+        workspace must be the one this agent works in; an `always` approval read from a log
+        is never vouched for (a resume of the fork, asked first, turns it into `ask`)."""
+        here = str(_resolved(self.settings.workspace))
+        if here != str(_resolved(state.settings.workspace)):
+            raise ResumeRefused(
+                f"run {state.run_id} names the workspace {state.settings.workspace}, not"
+                f" {here}: fork from there, or give --workspace {state.settings.workspace}"
+            )
+        if state.settings.approval == "always":
+            raise ResumeRefused(
+                f"run {state.run_id} approves every tool call (approval always) and was not"
+                " started here: fork it without --trust, then `ruizn resume NEW` asks"
+            )
+
+    def store(self) -> RunStore:
+        """Where this agent's runs live."""
+        if self._store is None:
+            workspace = Path(self.settings.workspace)
+            self._store = FileStore.at(workspace, self._log_dir)
+        return self._store
+
+    # -- building a run -----------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def start(
+        self, goal: str, *, run_id: str | None = None, parent: Parent | None = None
+    ) -> AsyncIterator[Session]:
+        """A new run, built and begun (its first line written), held open around the drive:
+        its MCP servers and its provider live as long as the `async with`. `parent` names the
+        run it comes from (a rerun's recording)."""
+        if not isinstance(goal, str) or not goal.strip():
+            raise ConfigError("the goal must not be empty")
+        settings = self.settings
+        if not _is_folder(settings.workspace):
+            raise ConfigError(f"the workspace {settings.workspace} is not a folder")
+        workspace = _resolved(settings.workspace)
+        settings = evolve(settings, workspace=str(workspace))
+        self._check_budget(settings.model, settings.max_cost)
+        if settings.context_window is None:
+            # Recorded with the run: its context limit does not move when the table does.
+            settings = evolve(settings, context_window=self._pricer.context_window(settings.model))
+        store = self.store() if self._log else None
+        root = store.root if store is not None else workspace / ".ruizn" / "runs"
+        run_id = run_id or new_run_id()
+        sink: EventSink = store.new_writer(run_id) if store is not None else MemorySink()
+        log_path = root / run_id / "events.jsonl" if store is not None else None
+        try:
+            async with self._open(settings, root, run_id, sink, None) as (runner, settings):
+                first = runner.begin(run_id=run_id, goal=goal, settings=settings, parent=parent)
+                trust = None
+                if log_path is not None:
+                    # This user's ruizn started the run: it may resume it as recorded.
+                    self._trust.opened(first, log_path)
+                    self._trust_failure()
+                    trust = (self._trust, first)
+                yield Session(runner, run_id, log_path, trust=trust)
+        finally:
+            sink.close()  # the runner closed it if it ran; a run that never began has none
+
+    @contextlib.asynccontextmanager
+    async def start_resume(
+        self, run: str | Path, request: Resume | None = None
+    ) -> AsyncIterator[Session]:
+        """A stopped run, replayed and resumed (its run_resumed written), held open around
+        the drive. Everything is checked before a line is written."""
+        request = Resume() if request is None else request
+        if not self._log:
+            raise ConfigError("an agent with log=False keeps no runs to resume")
+        store = self.store()
+        ref = store.find(str(run))
+        if not request.vouched:
+            owner = fleet_owner(ref.path)
+            if owner is not None:
+                # One truth per fleet run: a second copy resumed here would run its calls
+                # again and be overwritten by the database's on the fleet's next resume.
+                raise ResumeRefused(
+                    f"run {ref.run_id} belongs to the fleet database {owner}: resume it there,"
+                    f" with `ruizn resume --db {owner} {ref.run_id}`"
+                )
+        # The lock first: nobody may append while we read the log and decide.
+        writer = store.append_writer(ref)
+        try:
+            seen: list[Event] = []
+            replayed = store.load(
+                ref,
+                on_event=lambda e: None if seen else seen.append(e),
+                torn=lambda tail: self._notice(
+                    f"warning: {tail.describe(ref.path)}; cutting it before resuming"
+                ),
+            )
+            state = replayed.state
+            first = seen[0]
+            assert isinstance(first, RunStarted)
+            if request.message is not None:
+                if request.approve or request.deny:
+                    raise ResumeRefused("--approve/--deny go with resume, not with a message")
+                plan: ResumePlan | None = evolve(
+                    plan_continue(
+                        state,
+                        request.message,
+                        max_steps=request.max_steps,
+                        max_tokens=request.max_tokens,
+                    ),
+                    max_cost=request.max_cost,
+                    max_context=request.max_context,
+                )
+            else:
+                plan = plan_resume(
+                    state,
+                    max_steps=request.max_steps,
+                    max_tokens=request.max_tokens,
+                    max_cost=request.max_cost,
+                    max_context=request.max_context,
+                )
+            if plan is None:
+                if request.approve or request.deny:  # a decision for a run that waits for none
+                    raise ResumeRefused(
+                        f"run {state.run_id} finished with {state.status.value}:"
+                        " no call awaits approval"
+                    )
+                raise NothingToResume(state)
+            plan = self._trusted_plan(state, first, ref.path, plan, request)
+            settings = evolve(
+                state.settings,
+                workspace=plan.workspace or state.settings.workspace,
+                approval=plan.approval or state.settings.approval,
+            )
+            if isinstance(self._model, str) and self._model != settings.model:
+                raise ConfigError(
+                    f"run {state.run_id} uses model {settings.model}, not {self._model}"
+                )
+            self._check_budget(settings.model, plan.max_cost)
+            if not _is_folder(settings.workspace):
+                raise ResumeRefused(f"the run's workspace {settings.workspace} no longer exists")
+            here = str(_resolved(self.settings.workspace))
+            if str(_resolved(settings.workspace)) != here:
+                # A copy of a project resumes into the folder the run was started in: say so.
+                self._notice(
+                    f"run {state.run_id} works in its own workspace {settings.workspace},"
+                    f" not {here}"
+                )
+            if request.read_timeout is not None:  # this session's stream timeout only
+                settings = evolve(settings, read_timeout=request.read_timeout)
+            root = ref.path.parent.parent
+            async with self._open(settings, root, ref.run_id, writer, state) as (runner, _):
+                decisions = resume_decisions(
+                    reasked(state) if plan.reask else state,
+                    runner.needs_approval,
+                    approve=request.approve,
+                    deny=request.deny,
+                    reason=request.reason,
+                )
+                if replayed.torn is not None:
+                    # Only the unfinished last write is cut; every whole line stays.
+                    store.cut(ref, replayed.torn.offset)
+                trust = None
+                if request.vouched:
+                    trust = None  # the store vouches for its runs (a fleet's database)
+                else:
+                    self._trust.opened(first, ref.path)
+                    self._trust_failure()
+                    trust = (self._trust, first)
+                for subscriber in self._subscribers:
+                    # A transcript printer goes on from the replayed state (which call a
+                    # result answers), so its lines are those `ruizn replay` prints.
+                    told = getattr(subscriber, "replayed", None)
+                    if callable(told):
+                        told(state)
+                runner.resume(
+                    plan,
+                    torn_bytes=_torn(replayed),
+                    decisions=decisions,
+                    message=request.message,
+                )
+                yield Session(runner, ref.run_id, ref.path, trust=trust)
+        finally:
+            writer.close()
+
+    def _trust_failure(self) -> None:
+        """One line when the trust record cannot be written (the run goes on)."""
+        failure = getattr(self._trust, "failure", None)
+        if failure is not None and not self._trust_warned:
+            self._trust_warned = True
+            self._notice(
+                f"warning: {failure}; the run goes on, but is not recorded as this user's:"
+                " resuming it will ask"
+            )
+
+    def _check_budget(self, model: str, max_cost: float | None) -> None:
+        """A budget needs a price: a model the price list does not know is refused."""
+        if max_cost is not None and self._pricer.cost(model, Usage()) is None:
+            raise ConfigError(
+                f"no known price for model {model} ({self._pricer.name}): a --max-cost budget"
+                " cannot be kept for it"
+            )
+
+    def _trusted_plan(
+        self,
+        state: ExecutionContext,
+        first: RunStarted,
+        log: Path,
+        plan: ResumePlan,
+        request: Resume,
+    ) -> ResumePlan:
+        """The plan with what trust decides. A run this user's ruizn started (its record
+        matches the log) goes on as recorded, with what the command line overrides. Any other
+        goes on only if a person accepted its grant (`trust`), and then in the folder that
+        person names, and never with an `always` approval they did not give now."""
+        approval = request.approval
+        if request.vouched or self._trust.problem(first, log) is None:
+            return evolve(plan, approval=approval)
+        if not request.trust:
+            reason = self._trust.problem(first, log) or NOT_STARTED_HERE
+            verb = "resume" if request.message is None else "continue"
+            raise UntrustedRun(state.run_id, reason, grant_of(state.settings, state), verb=verb)
+        here = str(_resolved(self.settings.workspace))
+        if here != str(_resolved(state.settings.workspace)):
+            raise ResumeRefused(
+                f"run {state.run_id} names the workspace {state.settings.workspace}, not"
+                f" {here}: run from there, or give --workspace {state.settings.workspace}"
+            )
+        if approval is None and state.settings.approval == "always":
+            approval = "ask"  # an `always` read from a log is never applied silently
+        # Nor are the log's approvals (a call approved and not run, an "always" rule):
+        # asked again, unless the person accepted them all, seeing them in the grant.
+        reask = not request.keep_approvals and _holds_approvals(state)
+        return evolve(plan, workspace=here, approval=approval, reask=reask)
+
+    @contextlib.asynccontextmanager
+    async def _open(
+        self,
+        settings: RunSettings,
+        root: Path,
+        run_id: str,
+        sink: EventSink,
+        state: ExecutionContext | None,
+    ) -> AsyncIterator[tuple[AgentRunner, RunSettings]]:
+        """The provider, the tools and the runner for `settings`; for a new run (`state` is
+        None) the settings come back filled in (tools, sources, servers)."""
+        provider = self._provider(settings)
+        jobs = None
+        try:
+            jobs = self._shell_jobs(settings, root)
+            shell = shell_tools(jobs) if jobs is not None else ()
+            registry, sources = self._local_tools(settings, root, state, shell)
+            servers = self._mcp_servers(settings)
+            async with _mcp_toolset(
+                servers,
+                Path(settings.workspace),
+                root / ".mcp" / run_id,
+                lambda text: self._notice(f"mcp: {text}"),
+                self._environ,
+            ) as (mcp_tools, mcp_records, watch):
+                registry = ToolRegistry([*registry, *mcp_tools])
+                for schema in registry.tool_schemas():
+                    if state is None and deeper_than(schema):
+                        raise ConfigError(too_deep(f"the schema of tool {schema['name']!r}"))
+                if state is None:
+                    sources = (*sources, *(_mcp_source(tool) for tool in mcp_tools))
+                    settings = evolve(
+                        settings,
+                        tool_sources=_with_flags(sources, registry),
+                        mcp_servers=mcp_records,
+                    )
+                else:
+                    registry = ToolRegistry(self._unchanged(settings, registry, mcp_tools))
+                # The environment's secrets, and the values given for the MCP servers
+                # (--mcp-header, --mcp-env), wherever they would reach the log.
+                redactor = Redactor(
+                    secrets=(
+                        *secrets_from_env(self._environ),
+                        *(value for server in servers for value in server.secret_values()),
+                    )
+                )
+                runner = AgentRunner(
+                    provider=provider,
+                    registry=registry,
+                    sink=sink,
+                    subscribers=self._subscribers,
+                    clock=time.time,
+                    timer=time.monotonic,
+                    state=state,
+                    redact=redactor.redact_event if redactor else None,
+                    approver=self._approver,
+                    watch=watch,
+                    pricer=self._pricer,
+                    budget=self._budget,
+                )
+                yield runner, settings
+        finally:
+            if jobs is not None:
+                jobs.close()  # every process the run started ends with it
+            await _aclose(provider)
+
+    def _shell_jobs(self, settings: RunSettings, root: Path) -> ShellJobs | None:
+        """The run's process table when it offers the shell, after checking that bubblewrap
+        confines commands here (fail closed: SandboxUnavailable, before any request)."""
+        if not settings.shell:
+            return None
+        workspace = Path(settings.workspace).resolve()
+        logs = root.resolve()
+        mcp_env = [str(k) for record in settings.mcp_servers for k in record.get("env", ())]
+        environ = shell_environment(self._environ, drop=mcp_env)
+        bwrap = find_bwrap(self._environ)
+        config = shell_config(
+            workspace=workspace,
+            # Hidden unless hiding them would hide the workspace too (--log-dir . or above).
+            hidden=(logs,) if logs != workspace and logs not in workspace.parents else (),
+            allow_read=tuple(Path(p).expanduser().resolve() for p in settings.shell_allow_read),
+            network=settings.shell_network,
+            sandbox=settings.sandbox,
+            bwrap=bwrap,
+            environ=environ,
+            timeout=settings.shell_timeout,
+        )
+        if config.confinement is not None:
+            probe(bwrap, config.confinement, environ)
+        else:
+            self._notice(
+                "warning: --sandbox off: bash commands run unconfined, with your user's access"
+                " to every file and the network"
+            )
+        return ShellJobs(config)
+
+    def _provider(self, settings: RunSettings) -> Provider:
+        model = self._model
+        if model is None or isinstance(model, str):
+            if settings.model == TEST_MODEL:
+                from ruizn.effects.models.offline import TestModelProvider
+
+                return TestModelProvider(Path(settings.workspace))
+            problem = self._key_problem()
+            if problem is not None:
+                raise ProviderConfigError(problem)
+            from ruizn.effects.models.anthropic import AnthropicProvider
+
+            return AnthropicProvider(read_timeout=settings.read_timeout)
+        if hasattr(model, "stream") and not inspect.isfunction(model):
+            return model  # type: ignore[return-value]
+        return FunctionModel(model)
+
+    def _key_problem(self) -> str | None:
+        if not self._environ.get("ANTHROPIC_API_KEY"):
+            return "ANTHROPIC_API_KEY is not set: set it, or try --model test (offline)"
+        # A key read from a CRLF file keeps its \r; the HTTP client would put the key itself
+        # into its error text. Refuse it before anything is sent or logged.
+        return key_whitespace_problem(self._environ)
+
+    def _local_tools(
+        self,
+        settings: RunSettings,
+        root: Path,
+        state: ExecutionContext | None,
+        shell: tuple[BaseTool, ...] = (),
+    ) -> tuple[ToolRegistry, tuple[ToolSource, ...]]:
+        """A new run's tools: the built-ins, its specs and plug-ins, then the caller's. A
+        resumed run's: the ones it started with, loaded again from where they came from."""
+        from ruizn.effects.tools.function import tool as as_tool
+        from ruizn.effects.tools.loader import collect_tools, load_sources
+
+        sandbox = workspace_sandbox(
+            Path(settings.workspace), root, allow_secret_files=settings.allow_secret_files
+        )
+        if state is not None:
+            recorded = tuple(s for s in settings.tool_sources if s.kind is not SourceKind.MCP)
+            given = {made.name: made for made in (_as_tool(t, as_tool) for t in self._tools)}
+            given |= {made.name: made for made in shell}
+            if not settings.tool_sources:  # a run from before sources were recorded
+                return collect_tools(sandbox, plugins=False).registry(), ()
+            loadable = tuple(s for s in recorded if s.tool not in given)
+            loaded = load_sources(loadable, sandbox, timeout=settings.tool_timeout)
+            by_name = {tool.name: tool for tool in loaded} | given
+            return ToolRegistry(by_name[s.tool] for s in recorded), recorded
+        toolbox = self.toolbox(settings, root)
+        tools = [*(loaded.tool for loaded in toolbox.tools), *shell]
+        sources = list(toolbox.sources)
+        sources += [ToolSource(tool=t.name, kind=SourceKind.BUILTIN, ref=t.name) for t in shell]
+        for item in self._tools:
+            made = _as_tool(item, as_tool)
+            tools.append(made)
+            sources.append(_source(made))
+        return ToolRegistry(tools), tuple(sources)
+
+    def toolbox(self, settings: RunSettings | None = None, root: Path | None = None) -> Toolbox:
+        """The tools a new run gets before the caller's and the MCP servers': the built-ins,
+        the `tool_specs` and the plug-ins, each with where it came from (`ruizn tools`).
+        Raises ToolLoadError for a spec that cannot load; a plug-in that cannot is a notice."""
+        from ruizn.effects.tools.loader import collect_tools
+
+        settings = self.settings if settings is None else settings
+        root = self.store().root if root is None else root
+        sandbox = workspace_sandbox(
+            Path(settings.workspace).resolve(), root, allow_secret_files=settings.allow_secret_files
+        )
+        toolbox = collect_tools(
+            sandbox,
+            settings.tool_specs,
+            plugins=settings.plugins,
+            builtins=None if self._builtins else (),
+            timeout=settings.tool_timeout,
+        )
+        for warning in toolbox.warnings:
+            self._notice(f"warning: {warning}")
+        return toolbox
+
+    async def mcp_tools(self) -> tuple[BaseTool, ...]:
+        """The tools this agent's MCP servers offer now, as a run would get them (`ruizn
+        tools --mcp`): the servers are started, listed and stopped. Each tool's `source()`
+        says where it comes from and whether it only reads. Raises McpStartupError (one line,
+        naming the server) when a server cannot start or list its tools."""
+        settings = self.settings
+        async with _mcp_toolset(
+            self._servers,
+            _resolved(settings.workspace),
+            None,
+            lambda text: self._notice(f"mcp: {text}"),
+            self._environ,
+        ) as (tools, _, _):
+            return tools
+
+    def _unchanged(
+        self, settings: RunSettings, registry: ToolRegistry, mcp_tools: tuple[BaseTool, ...]
+    ) -> list[BaseTool]:
+        """A resumed run's registry, with each MCP tool the servers now list otherwise than
+        the run recorded replaced by one that refuses its calls (a notice says which)."""
+        from ruizn.effects.mcp.toolset import mcp_tool_changes
+
+        changed = mcp_tool_changes(
+            recorded_sources=settings.tool_sources,
+            recorded_tools=settings.tools,
+            current_sources=[_mcp_source(tool) for tool in mcp_tools],
+            current_tools=[tool.schema() for tool in mcp_tools],
+        )
+        if not changed:
+            return list(registry)
+        recorded = {str(schema.get("name")): schema for schema in settings.tools}
+        kept = [tool for tool in registry if tool.name not in changed]
+        for name, reason in changed.items():
+            self._notice(f"mcp: {reason}: its calls are refused, not run")
+            kept.append(_ChangedTool.of(name, recorded.get(name, {"name": name}), reason))
+        return kept
+
+    def _mcp_servers(self, settings: RunSettings) -> tuple[MCPServer, ...]:
+        if self._servers:
+            return self._servers
+        if not settings.mcp_servers:
+            return ()
+        from ruizn.effects.mcp.config import servers_from_records
+
+        return servers_from_records(settings.mcp_servers, self._mcp_headers, environ=self._environ)
+
+    async def _streamed(
+        self, opening: Callable[[], contextlib.AbstractAsyncContextManager[Session]]
+    ) -> AsyncIterator[Event]:
+        send, receive = anyio.create_memory_object_stream[Event](max_buffer_size=1 << 16)
+        self._subscribers = (*self._subscribers, send.send_nowait)
+        try:
+            async with opening() as session:
+
+                async def drive() -> None:
+                    try:
+                        await session.drive()
+                    finally:
+                        send.close()
+
+                async with anyio.create_task_group() as group:
+                    group.start_soon(drive)
+                    async with receive:
+                        async for event in receive:
+                            yield event
+        finally:
+            self._subscribers = self._subscribers[:-1]
+
+
+def _torn(replayed: Any) -> int:
+    return 0 if replayed.torn is None else int(replayed.torn.size)
+
+
+def _is_folder(path: str) -> bool:
+    return Path(path).is_dir()
+
+
+def _holds_approvals(state: ExecutionContext) -> bool:
+    grant = grant_of(state.settings, state)
+    return bool(grant.preapproved or grant.always_tools)
+
+
+def _resolved(path: str) -> Path:
+    return Path(path).resolve()
+
+
+async def _aclose(provider: Provider) -> None:
+    close = getattr(provider, "aclose", None)
+    if close is not None:
+        await close()
+
+
+@contextlib.asynccontextmanager
+async def _mcp_toolset(
+    servers: tuple[MCPServer, ...],
+    workspace: Path,
+    stderr_dir: Path | None,
+    notice: Notice,
+    environ: Mapping[str, str],
+) -> AsyncIterator[tuple[tuple[BaseTool, ...], tuple[JsonObject, ...], ToolWatch | None]]:
+    """The servers' tools, held open around the whole run (the SDK's sessions must be closed
+    by the task that opened them), and the watch that follows their tool lists; nothing is
+    imported without servers."""
+    if not servers:
+        yield (), (), None
+        return
+    from ruizn.effects.mcp.toolset import McpToolset
+
+    toolset = McpToolset(
+        servers, cwd=workspace, stderr_dir=stderr_dir, on_notice=notice, environ=environ
+    )
+    async with toolset as tools:
+        yield tuple(tools), toolset.describe(), _McpWatch(toolset, notice)
+
+
+class _McpWatch:
+    """The runner's ToolWatch over MCP servers: a server that says its tool list changed is
+    listed again, checked as at start, and its tools take the place of the ones the run
+    recorded for it."""
+
+    def __init__(self, toolset: McpToolset, notice: Notice) -> None:
+        self._toolset = toolset
+        self._notice = notice
+
+    def pending(self) -> bool:
+        return self._toolset.list_changed
+
+    async def refresh(self, settings: RunSettings) -> ToolChange | None:
+        from ruizn.effects.mcp.names import McpStartupError
+
+        try:
+            relisted = await self._toolset.relist()
+        except McpStartupError as exc:
+            self._notice(f"{exc}; the run goes on with the tools it had")
+            return None
+        if relisted is None:
+            return None
+        servers = set(relisted.servers)
+        return ToolChange(
+            servers=relisted.servers,
+            tools=relisted.tools,
+            sources=tuple(tool.source() for tool in relisted.tools),
+            replaces=frozenset(
+                source.tool
+                for source in settings.tool_sources
+                if source.kind is SourceKind.MCP and source.ref.partition("/")[0] in servers
+            ),
+        )
+
+    def refused(self, reason: str) -> None:
+        self._notice(f"a changed tool list was not taken ({reason}); the run goes on as it was")
+
+
+def _mcp_source(tool: BaseTool) -> ToolSource:
+    source: ToolSource = tool.source()  # type: ignore[attr-defined]  # an McpTool's
+    return source
+
+
+class _ChangedTool(BaseTool):
+    """An MCP tool whose server now lists it otherwise than the run recorded (another
+    schema, another read-only flag, another tool behind the name, or gone): its calls are
+    answered with the change, never run, whatever was approved."""
+
+    read_only = False
+    reason = ""
+
+    @classmethod
+    def of(cls, name: str, schema: JsonObject, reason: str) -> _ChangedTool:
+        # A tool's name, description and schema are class attributes: one class per tool.
+        made = type(
+            f"ChangedTool[{name}]",
+            (cls,),
+            {
+                "name": name,
+                "description": str(schema.get("description", "")),
+                "input_schema": dict(schema.get("input_schema") or {"type": "object"}),
+                "reason": reason,
+            },
+        )
+        return cast(type[_ChangedTool], made)()
+
+    def approval_required(self, input: JsonObject) -> bool:
+        return False  # it runs nothing: nobody is asked about it
+
+    async def invoke(self, input: JsonObject) -> ToolResult:
+        return ToolResult.error(ErrorType.RUNTIME_ERROR, f"not run: {self.reason}")
+
+
+def _with_flags(sources: Iterable[ToolSource], registry: ToolRegistry) -> tuple[ToolSource, ...]:
+    """Each source with what its tool says of itself now (recorded for resume)."""
+    flagged = []
+    for source in sources:
+        tool = registry.get(source.tool)
+        flagged.append(evolve(source, read_only=bool(tool is not None and tool.read_only)))
+    return tuple(flagged)
+
+
+def _as_tool(item: ToolLike, as_tool: Callable[[Any], BaseTool]) -> BaseTool:
+    if isinstance(item, BaseTool):
+        return item
+    if isinstance(item, type) and issubclass(item, BaseTool):
+        return item()
+    return as_tool(item)
+
+
+def _source(made: BaseTool) -> ToolSource:
+    """Where a library tool came from, so `ruizn resume` can import it again (if it can)."""
+    origin = getattr(made, "origin", None)
+    ref = (
+        origin if isinstance(origin, str) else f"{type(made).__module__}:{type(made).__qualname__}"
+    )
+    return ToolSource(tool=made.name, kind=SourceKind.SPEC, ref=ref)
+
+
+def _output(state: ExecutionContext) -> str:
+    for message in reversed(state.messages):
+        if message.role == "assistant":
+            return "".join(b.text for b in message.content if isinstance(b, TextBlock))
+    return ""
+
+
+def run(goal: str, **options: Any) -> RunResult:
+    """`Agent(**options).run(goal)`, for one-off runs."""
+    return Agent(**options).run(goal)
+
+
+__all__: Sequence[str] = (
+    "Agent",
+    "NothingToResume",
+    "Resume",
+    "RunResult",
+    "Session",
+    "UntrustedRun",
+    "run",
+)

@@ -1,0 +1,330 @@
+"""The options every command shares, declared once: where runs are, and the options that
+make a run's settings (`ruizn run`, `batch` and `submit` take the same list)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ruizn.settings import (
+    APPROVAL_MODES,
+    DEFAULT_APPROVAL,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_MAX_STEPS,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_MODEL,
+    DEFAULT_READ_TIMEOUT,
+    DEFAULT_RETRY_BASE_DELAY,
+    DEFAULT_SHELL_TIMEOUT,
+    DEFAULT_SYSTEM,
+    DEFAULT_TOOL_CONCURRENCY,
+    TEST_MODEL,
+)
+from ruizn.shell.cli.exits import fail
+
+if TYPE_CHECKING:  # `--help` must not import the state records or the MCP settings
+    from ruizn.effects.mcp.config import MCPServer
+    from ruizn.settings import RunSettings
+
+
+class UsageFailure(click.UsageError):
+    """A bad argument found after parsing (e.g. an empty goal)."""
+
+
+class ContextLimit(click.ParamType):  # type: ignore[type-arg]
+    """--max-context: a number of tokens, or `off` (0)."""
+
+    name = "TOKENS|off"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        elif str(value).strip().lower() == "off":
+            return 0
+        else:
+            try:
+                number = int(str(value).replace("_", "").replace(",", ""))
+            except ValueError:
+                self.fail(f"{value!r} is not a number of tokens or 'off'", param, ctx)
+        if number < 0:
+            self.fail(f"{value!r} is below 0 (0 or 'off' turns the limit off)", param, ctx)
+        return number
+
+
+def _on_off(ctx: click.Context, param: click.Parameter, value: str) -> bool:
+    return value == "on"
+
+
+def max_cost_option(help_text: str) -> Callable[[Any], Any]:
+    return click.option(
+        "--max-cost",
+        type=click.FloatRange(min=0, min_open=True, max=1e12),
+        default=None,
+        metavar="USD",
+        help=help_text,
+    )
+
+
+def max_context_option(help_text: str) -> Callable[[Any], Any]:
+    return click.option("--max-context", type=ContextLimit(), default=None, help=help_text)
+
+
+def where_options(f: Any) -> Any:
+    """--workspace and --log-dir: where runs are. Every command that reads or writes runs
+    takes both, and looks where `ruizn run` with the same options writes."""
+    f = click.option(
+        "--log-dir",
+        type=click.Path(file_okay=False),
+        default=None,
+        help="Root of the run logs (default: WORKSPACE/.ruizn/runs).",
+    )(f)
+    return click.option(
+        "--workspace",
+        type=click.Path(file_okay=False),
+        default=".",
+        help="The workspace folder (default: the current directory).",
+    )(f)
+
+
+def mcp_header_option(f: Any) -> Any:
+    # A function, not a shared decorator object: click's decorators are made for one use.
+    return click.option(
+        "--mcp-header",
+        "mcp_headers",
+        multiple=True,
+        metavar="NAME:KEY[=VALUE]",
+        help="A header for MCP server NAME; without =VALUE it is read from"
+        " $RUIZN_MCP_HEADER_<NAME>_<KEY>. Repeatable.",
+    )(f)
+
+
+def settings_options(f: Any) -> Any:
+    """The options that make a run's settings (RunSettings), shared by `run`, `batch` and
+    `submit`: one list, so the fleet takes every option a single run does."""
+    options: list[Callable[[Any], Any]] = [
+        click.option(
+            "--model",
+            envvar="RUIZN_MODEL",
+            default=DEFAULT_MODEL,
+            show_default=True,
+            help=f"Claude model id (env RUIZN_MODEL); '{TEST_MODEL}' is the offline model.",
+        ),
+        click.option(
+            "--max-steps",
+            type=click.IntRange(min=1),
+            default=DEFAULT_MAX_STEPS,
+            show_default=True,
+            help="Most model calls in the run.",
+        ),
+        click.option(
+            "--max-tokens",
+            type=click.IntRange(min=1),
+            default=DEFAULT_MAX_TOKENS,
+            show_default=True,
+            help="max_tokens of each model call.",
+        ),
+        max_cost_option(
+            "A budget in US dollars for the run (all its sessions): it stops before the next"
+            " model call once its calls cost this much, exit 3. With batch/submit, also the"
+            " budget of the whole batch."
+        ),
+        max_context_option(
+            "The most input tokens a request may hold; the oldest tool results are cleared"
+            " to stay under it (default: the model's context window less --max-tokens;"
+            " 'off': never clear)."
+        ),
+        click.option("--system", default=DEFAULT_SYSTEM, help="System prompt."),
+        click.option(
+            "--read-timeout",
+            type=float,
+            default=DEFAULT_READ_TIMEOUT,
+            show_default=True,
+            help="Seconds a model stream may stay silent before the call is retried.",
+        ),
+        click.option(
+            "--max-retries",
+            type=click.IntRange(min=0),
+            default=DEFAULT_MAX_RETRIES,
+            show_default=True,
+            help="Retries of a failed model call (429, 5xx, overloaded, broken stream).",
+        ),
+        click.option(
+            "--tool-concurrency",
+            type=click.IntRange(min=1),
+            default=DEFAULT_TOOL_CONCURRENCY,
+            show_default=True,
+            help="Most tool calls of one turn run at once (1: one at a time, in order).",
+        ),
+        click.option(
+            "--mcp",
+            "mcp",
+            multiple=True,
+            metavar="NAME=COMMAND|URL",
+            help="An MCP server: NAME='COMMAND ARGS...' (stdio) or NAME=https://... (Streamable"
+            " HTTP). Its tools are mcp__NAME__TOOL. Repeatable.",
+        ),
+        mcp_header_option,
+        click.option(
+            "--mcp-env",
+            "mcp_envs",
+            multiple=True,
+            metavar="NAME:KEY",
+            help="Environment variable KEY for stdio MCP server NAME, its value read from"
+            " $RUIZN_MCP_ENV_<NAME>_<KEY> (never recorded or shown). Repeatable.",
+        ),
+        click.option(
+            "--allow-secret-files",
+            is_flag=True,
+            help="Let the file tools read .env, *.pem, id_rsa and other secret files.",
+        ),
+        click.option(
+            "--shell",
+            is_flag=True,
+            help="Offer the model a bash tool (with bash_output, bash_kill), sandboxed in"
+            " bubblewrap: see docs/shell.md. Each command is asked at --approval ask.",
+        ),
+        click.option(
+            "--sandbox",
+            type=click.Choice(("on", "off")),
+            default="on",
+            show_default=True,
+            callback=_on_off,
+            help="off: run --shell commands unconfined (said at start). on: in bubblewrap; a"
+            " run whose sandbox cannot start here ends before its first request (exit 2).",
+        ),
+        click.option(
+            "--shell-network",
+            type=click.Choice(("on", "off")),
+            default="off",
+            show_default=True,
+            callback=_on_off,
+            help="Let sandboxed commands use the network.",
+        ),
+        click.option(
+            "--shell-allow-read",
+            multiple=True,
+            metavar="PATH",
+            help="A folder in your (otherwise hidden) home that commands may read. Repeatable.",
+        ),
+        click.option(
+            "--allow-command",
+            "allow_commands",
+            multiple=True,
+            metavar="PATTERN",
+            help="Approve bash commands matching PATTERN without asking: the whole command,"
+            " '*' any text and '?' one character, never ; & | ` ( ) < > or a line break"
+            " (docs/shell.md). Repeatable.",
+        ),
+        click.option(
+            "--shell-timeout",
+            type=click.FloatRange(min=1),
+            default=DEFAULT_SHELL_TIMEOUT,
+            show_default=True,
+            help="Seconds a bash command may run when its call gives no timeout (a call may"
+            " ask for up to 600); then its whole process group is killed.",
+        ),
+        click.option(
+            "--approval",
+            type=click.Choice(APPROVAL_MODES),
+            default=DEFAULT_APPROVAL,
+            show_default=True,
+            help="Tool calls that need approval (write_file, edit_file, MCP tools): ask at the"
+            " terminal (with no terminal the run stops, exit 4, for `resume --approve`),"
+            " approve them always, or never.",
+        ),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return tool_options(f)
+
+
+def run_options(f: Any) -> Any:
+    f = settings_options(where_options(f))
+    return click.option("--goal", help="What ruizn should do (or give it as an argument).")(f)
+
+
+def new_approval_option(f: Any) -> Any:
+    """--approval for a run that goes on (resume, continue): a change, or the run's own."""
+    return click.option(
+        "--approval",
+        type=click.Choice(APPROVAL_MODES),
+        default=None,
+        help="A new approval mode for the rest of the run (default: the run's own).",
+    )(f)
+
+
+def db_option(f: Any) -> Any:
+    return click.option(
+        "--db", envvar="RUIZN_DB", default=None, help="A fleet's database (env RUIZN_DB)."
+    )(f)
+
+
+def tool_options(f: Any) -> Any:
+    """--tool / --no-plugins, shared by `run` and `tools`."""
+    f = click.option("--no-plugins", is_flag=True, help="Load no plug-in tools.")(f)
+    return click.option(
+        "--tool",
+        "tools",
+        multiple=True,
+        metavar="MODULE:ATTR",
+        help="Add the tools MODULE:ATTR names (a module or a .py file; repeatable).",
+    )(f)
+
+
+def checked_text(name: str, value: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageFailure(f"{name} is not valid UTF-8") from None
+    return value
+
+
+def retry_base_delay() -> float:
+    # Tests set this to keep retry back-offs short; users keep the default.
+    raw = os.environ.get("RUIZN_RETRY_BASE_DELAY")
+    if raw is None:
+        return DEFAULT_RETRY_BASE_DELAY
+    try:
+        return float(raw)
+    except ValueError:
+        fail(f"RUIZN_RETRY_BASE_DELAY must be a number of seconds, not {raw!r}")
+
+
+def settings_from_cli(
+    *,
+    tools: tuple[str, ...],
+    no_plugins: bool,
+    mcp: tuple[str, ...],
+    mcp_headers: tuple[str, ...],
+    mcp_envs: tuple[str, ...] = (),
+    **options: Any,
+) -> tuple[RunSettings, tuple[MCPServer, ...]]:
+    """The settings `settings_options` (and `workspace`) give, and the MCP servers with their
+    header values (which are never part of the settings)."""
+    from ruizn.settings import ConfigError, settings_from
+
+    servers: tuple[MCPServer, ...] = ()
+    if mcp or mcp_headers or mcp_envs:
+        from ruizn.effects.mcp_config import McpConfigError, parse_cli
+        from ruizn.shell.sdklog import install
+
+        try:
+            servers = parse_cli(mcp, mcp_headers, env_specs=mcp_envs)
+        except McpConfigError as exc:
+            raise UsageFailure(str(exc)) from None
+        # Their values are secrets too in what the SDK logs.
+        install(value for server in servers for value in server.secret_values())
+    try:
+        settings = settings_from(
+            retry_base_delay=retry_base_delay(),
+            tool_specs=tools,
+            plugins=not no_plugins,
+            mcp_servers=tuple(server.describe() for server in servers),
+            **options,
+        )
+    except ConfigError as exc:
+        fail(str(exc))
+    return settings, servers

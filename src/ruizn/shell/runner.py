@@ -1,0 +1,586 @@
+"""The Observe→Act loop: ask the core what to do, do it, record what happened.
+
+Every change of state goes through `_emit`, in h11's order: the event is stamped (seq, ts)
+and *reduced first*; an event the reducer refuses is never written. Then it goes to the
+sink (the log), then to the subscribers (the printer), and only then is the new state
+committed. So the log is never behind the state, and replaying it gives exactly the state
+this loop ended with. Every decision (retry, give up, refuse, finish) comes from
+`ruizn.decide`; this module only carries them out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, TypeVar
+
+import anyio
+from attrs import evolve, frozen
+
+from ruizn.decide import (
+    AnswerDenied,
+    AnswerStale,
+    AskApproval,
+    CallModel,
+    ClearContext,
+    DecideApprovals,
+    Finish,
+    Finished,
+    RefuseTools,
+    RequestApproval,
+    ResumePlan,
+    RunTools,
+    after_failure,
+    approvals_to_request,
+    interrupted_calls,
+    interrupted_result,
+    next_action,
+    reply_refusal,
+    stale_result,
+)
+from ruizn.effects.models.pricing import Pricer, SharedBudget
+from ruizn.effects.models.provider import ModelReply, Provider, ProviderError, ReplayDiverged
+from ruizn.effects.person.approval import Approver, needs_approval_of
+from ruizn.effects.runlog.sink import EventSink, LogLost, SinkError
+from ruizn.effects.tools.base import BaseTool, ToolRegistry, invoke_tool
+from ruizn.events import (
+    BudgetSpent,
+    ContextCleared,
+    Event,
+    LlmCallFailed,
+    LlmCallStarted,
+    LlmResponse,
+    LlmToken,
+    Parent,
+    RunFinished,
+    RunResumed,
+    RunStarted,
+    ToolApprovalDecided,
+    ToolApprovalRequested,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolsChanged,
+    UserMessage,
+)
+from ruizn.media import fit as fit_media
+from ruizn.reducers import InvalidTransition, add_tokens, reduce, start
+from ruizn.request import MessagesRequest, plan_request
+from ruizn.rules import ApprovalDecision
+from ruizn.settings import RunSettings
+from ruizn.state import ErrorType, ExecutionContext, Phase, Status, ToolCall, ToolResult
+from ruizn.toolsource import ToolSource
+from ruizn.version import __version__
+
+E = TypeVar("E", bound=Event)
+Subscriber = Callable[[Event], None]
+
+
+@frozen(kw_only=True)
+class ToolChange:
+    """Tools a run's tool source changed (an MCP server's list): `tools`, with their
+    `sources` in the same order, take the place of the run's tools named in `replaces`."""
+
+    servers: tuple[str, ...]
+    tools: tuple[BaseTool, ...]
+    sources: tuple[ToolSource, ...]
+    replaces: frozenset[str]
+
+
+class ToolWatch(Protocol):
+    """Tools that may change while a run goes on (MCP servers' notifications/tools/
+    list_changed). The runner asks `pending` before each action and, between steps or
+    between a turn's calls, takes the change as a `tools_changed` event."""
+
+    def pending(self) -> bool:
+        """Whether a change may be waiting (cheap)."""
+        ...
+
+    async def refresh(self, settings: RunSettings) -> ToolChange | None:
+        """The change, against the run's tools as `settings` record them; None when there
+        is none, or it was refused (the watch says why)."""
+        ...
+
+    def refused(self, reason: str) -> None:
+        """The run could not take the change (its log refused it)."""
+        ...
+
+
+class AgentRunner:
+    def __init__(
+        self,
+        *,
+        provider: Provider,
+        registry: ToolRegistry,
+        sink: EventSink,
+        subscribers: Iterable[Subscriber] = (),
+        clock: Callable[[], float],
+        timer: Callable[[], float],
+        state: ExecutionContext | None = None,
+        redact: Callable[[Event], Event] | None = None,
+        approver: Approver | None = None,
+        watch: ToolWatch | None = None,
+        pricer: Pricer | None = None,
+        budget: SharedBudget | None = None,
+    ) -> None:
+        self._provider = provider
+        self._registry = registry
+        self._sink = sink
+        self._subscribers = tuple(subscribers)
+        self._clock = clock
+        self._timer = timer
+        self._state = state
+        # Scrubs secrets (the API key...) from each event before anything sees it, so a key
+        # never reaches the log, the terminal or the next request (see ruizn.redact).
+        self._redact = redact if redact is not None else _unchanged
+        # Tokens written and shown but not yet reduced: they are applied in one update
+        # (reducers.add_tokens, equal to reducing them one by one) the moment anything reads
+        # the state, so a long answer does not copy the state once per token. The log is
+        # never behind the state.
+        self._tokens = 0
+        self._started_at = timer()
+        self._request: tuple[int, MessagesRequest] | None = None
+        self.lost: LogLost | None = None
+        # Who answers for calls that need approval in `ask` mode (a terminal, a callback);
+        # None, or an approver that could not answer, stops the run awaiting_approval.
+        self._approver = approver
+        self._can_ask = approver is not None
+        self.needs_approval = needs_approval_of(registry)
+        self._watch = watch
+        # Prices each response as it comes (its cost is logged with it); None: calls are
+        # logged unpriced. `budget`: one this run shares with others, asked before each step.
+        self._pricer = pricer
+        self._budget = budget
+
+    @property
+    def state(self) -> ExecutionContext:
+        assert self._state is not None, "begin() or a replayed state first"
+        if self._tokens:
+            self._state = add_tokens(self._state, self._tokens)
+            self._tokens = 0
+        return self._state
+
+    def begin(
+        self, *, run_id: str, goal: str, settings: RunSettings, parent: Parent | None = None
+    ) -> RunStarted:
+        """Start a new run with `settings` as the builder filled them in (the workspace
+        resolved, the tools' sources): its first event is checked, then written. The tools it
+        records are the ones this runner offers."""
+        event = RunStarted(
+            seq=1,
+            ts=self._clock(),
+            run_id=run_id,
+            goal=goal,
+            settings=evolve(settings, tools=self._registry.tool_schemas()),
+            ruizn_version=__version__,
+            parent=parent,
+        )
+        state = start(event)  # checked before it is written, like every other event
+        # The log's copy has every secret ruizn knows redacted (the goal, the system prompt,
+        # an MCP command); this session's state keeps what it was given, so the model gets
+        # the text as typed. Replay (and a resume) rebuild the request from the log's copy.
+        written = self._redact(event)
+        assert isinstance(written, RunStarted)
+        if written is not event:
+            start(written)
+        self._publish(written)
+        self._state = state
+        return written
+
+    def resume(
+        self,
+        plan: ResumePlan,
+        *,
+        torn_bytes: int = 0,
+        decisions: Sequence[ApprovalDecision] = (),
+        message: str | None = None,
+    ) -> None:
+        """Continue a replayed run. A tool call the stop interrupted is run again only if the
+        tool says that is safe (read-only); otherwise the model is told it was cut off, so
+        every tool_use is answered and the next request is valid (decide.interrupted_calls).
+
+        `decisions` are a person's answers given with the resume (`--approve/--deny`), for
+        calls in `decide.approval_candidates` (the caller checks that first): any approval
+        request still missing is logged, then each decision. `message` is a person's new
+        message (`ruizn continue`, planned by `decide.plan_continue`), logged last."""
+        interrupted = interrupted_calls(self.state, self._read_only)
+        self._emit(
+            RunResumed,
+            max_steps=plan.max_steps,
+            max_tokens=plan.max_tokens,
+            workspace=plan.workspace,
+            approval=plan.approval,
+            max_cost=plan.max_cost,
+            max_context=plan.max_context,
+            torn_bytes=torn_bytes,
+            reask=plan.reask,
+        )
+        for call in interrupted:
+            self._emit(ToolCallFinished, id=call.id, result=interrupted_result(call))
+        if decisions:
+            self._request_approvals(approvals_to_request(self.state, self.needs_approval))
+            for decision in decisions:
+                self._decide(decision)
+        if message is not None:
+            self._emit(UserMessage, text=message)
+
+    def _read_only(self, name: str) -> bool:
+        tool = self._registry.get(name)
+        return tool is not None and tool.read_only
+
+    async def drive(self) -> ExecutionContext:
+        """Run until the core says finish. Ends the log with RunFinished whenever it can.
+
+        Raises `SinkError` when the log cannot be written (the state is what the log holds),
+        `LogLost` when the log was deleted or replaced (its events are recovered beside it)
+        and `ReplayDiverged` when a recorded model cannot answer (the run is finished error).
+        Cancellation is never swallowed: the run is finished `cancelled`, then it goes on.
+        """
+        self._started_at = self._timer()
+        try:
+            await self._loop()
+        except anyio.get_cancelled_exc_class():
+            self._finish_quietly(Status.CANCELLED, None)
+            self._sink.close()
+            raise
+        except KeyboardInterrupt:
+            self._finish_quietly(Status.CANCELLED, None)
+            self._sink.close()
+            raise
+        except LogLost as lost:
+            self.lost = lost
+            self._finish_quietly(Status.ERROR, str(lost))
+            self._sink.close()
+            raise
+        except SinkError:
+            self._sink.close()
+            raise
+        except ReplayDiverged as left:  # a recorded model has no answer: end, and say where
+            self._finish(Status.ERROR, str(left))
+            self._sink.close()
+            raise
+        except Exception as exc:  # a bug in ruizn or a tool: end the run, keep the log whole
+            self._finish(Status.ERROR, f"internal error: {type(exc).__name__}: {exc}")
+        finally:
+            self._sink.close()
+        return self.state
+
+    async def _loop(self) -> None:
+        while True:
+            await self._take_tool_changes()
+            match next_action(self.state, self.needs_approval, can_ask=self._can_ask):
+                case CallModel(step=step, attempt=attempt, delay=delay):
+                    if attempt == 1 and self._shared_budget_spent():
+                        continue  # logged: the core now finishes the run max_cost
+                    await self._call_model(step, attempt, delay)
+                case ClearContext(results=results, limit=limit):
+                    self._emit(ContextCleared, results=results, limit=limit)
+                case RunTools(calls=calls):
+                    await self._run_tools(calls)
+                case RefuseTools(calls=calls, reason=reason):
+                    for call in calls:
+                        refusal = ToolResult.error(ErrorType.INVALID_INPUT, reason)
+                        self._emit(ToolCallFinished, id=call.id, result=refusal)
+                case RequestApproval(calls=calls):
+                    self._request_approvals(calls)
+                case DecideApprovals(decisions=decisions):
+                    for decision in decisions:
+                        self._decide(decision)
+                case AskApproval(call=call):
+                    await self._ask(call)
+                case AnswerDenied(answers=answers) | AnswerStale(answers=answers):
+                    for call, result in answers:
+                        self._emit(ToolCallFinished, id=call.id, result=result)
+                case Finish(status=status, error=error):
+                    self._finish(status, error)
+                    return
+                case Finished():
+                    return
+
+    def _shared_budget_spent(self) -> bool:
+        if self._budget is None:
+            return False
+        spent = self._budget.spent()
+        if spent is None:
+            return False
+        name, limit, total = spent
+        self._emit(BudgetSpent, budget=name, limit=limit, spent=total)
+        return True
+
+    async def _call_model(self, step: int, attempt: int, delay: float) -> None:
+        if delay > 0:
+            await anyio.sleep(delay)
+        # The request of a step is built once; retries send the same body.
+        if self._request is None or self._request[0] != step:
+            self._request = (step, plan_request(self.state))
+        request = self._request[1]
+        self._emit(LlmCallStarted, step=step, attempt=attempt)
+        try:
+            reply = await self._stream(request)
+        except ProviderError as exc:
+            self._failed(
+                exc.error_type,
+                exc.message,
+                retryable=exc.retryable,
+                retry_after=exc.retry_after,
+                status_code=exc.status_code,
+                request_id=exc.request_id,
+            )
+            return
+        refusal = reply_refusal(reply.content)
+        if refusal is not None:
+            self._failed(
+                ErrorType.INVALID_RESPONSE.value,
+                refusal,
+                retryable=True,
+                request_id=reply.request_id,
+            )
+            return
+        pricer = self._pricer
+        self._emit(
+            LlmResponse,
+            content=reply.content,
+            stop_reason=reply.stop_reason,
+            usage=reply.usage,
+            request_id=reply.request_id,
+            cost=None if pricer is None else pricer.cost(request.model, reply.usage),
+            priced_by=None if pricer is None else pricer.name,
+        )
+
+    def _failed(
+        self,
+        error_type: str,
+        message: str,
+        *,
+        retryable: bool,
+        retry_after: float | None = None,
+        status_code: int | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        state = self.state
+        decision = after_failure(state, retryable=retryable, retry_after=retry_after)
+        self._emit(
+            LlmCallFailed,
+            error_type=error_type,
+            message=message,
+            attempt=state.attempt,
+            will_retry=decision.will_retry,
+            retry_in=decision.retry_in,
+            status_code=status_code,
+            request_id=request_id,
+            retry_after=retry_after,
+        )
+
+    async def _stream(self, request: MessagesRequest) -> ModelReply:
+        reply: ModelReply | None = None
+        publish, clock = self._publish, self._clock
+        async for item in self._provider.stream(request):
+            if isinstance(item, str):
+                # Tokens are legal in the streaming phase, which _call_model just entered;
+                # they are reduced in bulk (see `state`).
+                assert self._state is not None
+                seq = self._state.last_seq + self._tokens + 1
+                publish(self._redact(LlmToken(seq=seq, ts=clock(), text=item)))
+                self._tokens += 1
+            else:
+                reply = item
+        if reply is None:
+            raise ProviderError(
+                "the model stream ended without a message",
+                error_type=ErrorType.INVALID_RESPONSE.value,
+                retryable=True,
+            )
+        return reply
+
+    async def _run_tools(self, calls: Sequence[ToolCall]) -> None:
+        """Run a turn's calls, up to `tool_concurrency` at once. A tool marked `sequential`
+        runs alone, as a barrier, in the order the model asked. Events are logged in the
+        order things happen; the reducer merges the results in tool_use order."""
+        batch: list[ToolCall] = []
+        for call in calls:
+            tool = self._registry.get(call.name)
+            if tool is not None and getattr(tool, "sequential", False):
+                await self._run_batch(batch)
+                batch = []
+                await self._run_tool(call)
+            else:
+                batch.append(call)
+        await self._run_batch(batch)
+
+    async def _run_batch(self, calls: Sequence[ToolCall]) -> None:
+        concurrency = self.state.settings.tool_concurrency
+        if len(calls) <= 1 or concurrency == 1:
+            for call in calls:
+                await self._take_tool_changes()  # one call may change the next one's tool
+                await self._run_tool(call)
+            return
+        limiter = anyio.CapacityLimiter(concurrency)
+
+        async def one(call: ToolCall) -> None:
+            async with limiter:
+                await self._run_tool(call)
+
+        try:
+            async with anyio.create_task_group() as group:
+                for call in calls:
+                    group.start_soon(one, call)
+        except BaseExceptionGroup as failed:
+            # invoke_tool never raises, so this is the log failing (or a bug): the first such
+            # error ends the run as it would in the sequential path, not wrapped in a group.
+            raise first_error(failed) from None
+
+    async def _take_tool_changes(self) -> None:
+        """Between steps, or between the calls of a turn, take a change of the run's tools:
+        logged as `tools_changed` (the next request offers exactly its tools, on replay and
+        resume too) and the registry swapped. A call of the turn whose tool is gone or
+        changed is then answered with why (the reducer marks it, decide answers it)."""
+        watch = self._watch
+        if watch is None or not watch.pending():
+            return
+        state = self.state
+        if state.status is not Status.RUNNING or state.phase not in (Phase.READY, Phase.TOOLS):
+            return
+        change = await watch.refresh(state.settings)
+        if change is None:
+            return
+        state = self.state
+        settings = state.settings
+        tools = (
+            *(t for t in settings.tools if t.get("name") not in change.replaces),
+            *(tool.schema() for tool in change.tools),
+        )
+        sources = (
+            *(s for s in settings.tool_sources if s.tool not in change.replaces),
+            *change.sources,
+        )
+        try:
+            registry = ToolRegistry(
+                [*(t for t in self._registry if t.name not in change.replaces), *change.tools]
+            )
+        except ValueError as exc:  # a name both the change and the run's other tools hold
+            watch.refused(str(exc))
+            return
+        if tools != settings.tools or sources != settings.tool_sources:
+            try:
+                self._emit(ToolsChanged, servers=change.servers, tools=tools, tool_sources=sources)
+            except InvalidTransition as exc:  # not written: the run goes on as it was
+                watch.refused(str(exc))
+                return
+        self._registry = registry
+        self.needs_approval = needs_approval_of(registry)
+
+    async def _run_tool(self, call: ToolCall) -> None:
+        if call.id in self.state.turn_stale:  # its tool changed since this batch was planned
+            self._emit(ToolCallFinished, id=call.id, result=stale_result(self.state, call))
+            return
+        self._emit(ToolCallStarted, id=call.id, name=call.name, input=call.input)
+        if not self._read_only(call.name):
+            # On disk before the tool acts: after a power cut, resume must find the call
+            # started and answer it `interrupted`, never run it a second time.
+            self._sink.sync()  # a SinkError ends the run as a failed write does
+        began = self._timer()
+        try:
+            result = await invoke_tool(self._registry, call)
+        except anyio.get_cancelled_exc_class():
+            # A tool that ends its work when cancelled (bash kills the command's process
+            # group) says so in the log, so resume need not answer "effects unknown".
+            stopped = getattr(self._registry.get(call.name), "stopped_on_cancel", None)
+            if isinstance(stopped, str):
+                result = ToolResult.error(ErrorType.INTERRUPTED, stopped)
+                with contextlib.suppress(SinkError):
+                    self._emit(
+                        ToolCallFinished, id=call.id, result=result, duration=self._timer() - began
+                    )
+            raise
+        if not isinstance(result.content, str):
+            # Its images, checked against what the run's requests hold already: an image the
+            # API would refuse becomes a line saying why (ruizn.media). No await between
+            # this and the emit, so calls finishing in parallel are counted one by one.
+            content, _ = fit_media(result.content, self.state.media)
+            result = evolve(result, content=content)
+        self._emit(ToolCallFinished, id=call.id, result=result, duration=self._timer() - began)
+
+    def _request_approvals(self, calls: Sequence[ToolCall]) -> None:
+        for call in calls:
+            self._emit(ToolApprovalRequested, id=call.id, name=call.name, input=call.input)
+
+    def _decide(self, decision: ApprovalDecision, *, always: bool = False) -> None:
+        self._emit(
+            ToolApprovalDecided,
+            id=decision.id,
+            approved=decision.approved,
+            by=decision.by,
+            reason=decision.reason,
+            always=always,
+        )
+
+    async def _ask(self, call: ToolCall) -> None:
+        """Put one call to the approver; no answer (no one there) stops the asking, and the
+        run then finishes awaiting_approval with the call still waiting."""
+        assert self._approver is not None  # decide asks only when one can answer
+        answer = await self._approver(call, self._registry.get(call.name))
+        if answer is None:
+            self._can_ask = False
+            return
+        self._decide(
+            ApprovalDecision(id=call.id, approved=answer.approved, by="user", reason=answer.reason),
+            always=answer.always and answer.approved,
+        )
+
+    def _finish(self, status: Status, error: str | None) -> None:
+        if self._state is None or self.state.status is not Status.RUNNING:
+            return
+        self._emit(
+            RunFinished,
+            status=status,
+            steps=self.state.step,
+            elapsed=round(self._timer() - self._started_at, 3),
+            error=error,
+            usage=self.state.usage,
+            cost=self.state.total_cost,
+        )
+
+    def _finish_quietly(self, status: Status, error: str | None) -> None:
+        """Finish on the way out of an interruption; a sink that fails now changes nothing."""
+        with contextlib.suppress(SinkError):
+            self._finish(status, error)
+
+    def _publish(self, event: Event) -> None:
+        # The sink first: when it returns, the line is on disk; only then is it shown.
+        try:
+            self._sink(event)
+        except SinkError as exc:
+            if exc.written:  # on disk all the same (a lost log still holds it): show it
+                self._show(event)
+            raise
+        self._show(event)
+
+    def _show(self, event: Event) -> None:
+        for subscriber in self._subscribers:
+            subscriber(event)
+
+    def _emit(self, cls: type[E], **fields: Any) -> None:
+        state = self.state
+        event = self._redact(cls(seq=state.last_seq + 1, ts=self._clock(), **fields))
+        new_state = reduce(state, event)  # refused events are never written
+        try:
+            self._publish(event)
+        except SinkError as exc:
+            if exc.written:
+                self._state = new_state
+            raise
+        self._state = new_state
+
+
+def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The error a task group's failure stands for: the first sink error, else the first."""
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            return first_error(exc)
+        if isinstance(exc, SinkError):
+            return exc
+    first = group.exceptions[0]
+    return first_error(first) if isinstance(first, BaseExceptionGroup) else first
+
+
+def _unchanged(event: Event) -> Event:
+    return event

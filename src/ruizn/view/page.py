@@ -1,0 +1,226 @@
+"""`ruizn view`'s page: one self-contained HTML file (inline CSS and JS, no outside request).
+
+The run reaches the page only as data: `page_data` turns a `ruizn.view.timeline.Timeline` into
+plain JSON values, `render` embeds them in a `<script type="application/json">` with every
+`<`, `>`, `&`, U+2028 and U+2029 escaped (so no text from the log can close the element or
+open markup), and the page's script builds the view with `textContent` and never parses
+log text as HTML. A Content-Security-Policy that admits only the page's own script (by its
+hash) and no network is a second wall behind the first.
+
+Texts are cut (`LIMITS`) so a run with huge tool results still makes a page a browser opens
+at once; the page says how much of each it holds.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from ruizn.format import human_seconds
+from ruizn.media import image_line, images, text_of
+from ruizn.state import RedactedThinkingBlock, TextBlock, ThinkingBlock, Usage
+from ruizn.terminal import visible
+from ruizn.version import __version__
+from ruizn.view.timeline import Attempt, Session, Step, Timeline, ToolRun
+
+__all__ = ["LIMITS", "page_data", "render", "script_json"]
+
+# Characters of each text the page holds (the log holds all of it).
+LIMITS = {"text": 20_000, "goal": 20_000, "system": 20_000, "tool": 4_000, "thinking": 4_000}
+
+
+def _text(value: str, kind: str) -> dict[str, Any]:
+    """A text as the page holds it: `t` the shown part (control characters made visible),
+    `n` the length of the whole in the log."""
+    limit = LIMITS[kind]
+    return {"t": visible(value[:limit]), "n": len(value)}
+
+
+def _rel(ts: float | None, t0: float) -> float | None:
+    return None if ts is None else round(ts - t0, 6)
+
+
+def _usage(usage: Usage | None) -> dict[str, int] | None:
+    if usage is None:
+        return None
+    return {
+        "in": usage.input_tokens,
+        "out": usage.output_tokens,
+        "cr": usage.cache_read_input_tokens,
+        "cw": usage.cache_creation_input_tokens,
+    }
+
+
+def _attempt(a: Attempt, t0: float) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "a": a.attempt,
+        "start": _rel(a.start, t0),
+        "end": _rel(a.end, t0),
+        "outcome": a.outcome,
+        "ttft": None if a.first_token is None else round(a.first_token - a.start, 6),
+        "usage": _usage(a.usage),
+        "cost": a.cost,
+        "stop": None if a.stop_reason is None else visible(a.stop_reason),
+    }
+    if a.outcome == "failed":
+        data.update(
+            etype=visible(a.error_type or "?"),
+            message=_text(a.message or "", "tool"),
+            code=a.status_code,
+            retry=a.will_retry,
+            retry_in=a.retry_in,
+        )
+    return data
+
+
+def _tool(tool: ToolRun, t0: float) -> dict[str, Any]:
+    call_input = json.dumps(tool.input, ensure_ascii=False, indent=2, default=str)
+    data: dict[str, Any] = {
+        "id": visible(tool.id),
+        "name": visible(tool.name),
+        "lane": tool.lane,
+        "start": _rel(tool.start, t0),
+        "end": _rel(tool.end, t0),
+        "dur": tool.duration,
+        "input": _text(call_input, "tool"),
+        "result": None,
+    }
+    command = tool.input.get("command") if tool.name == "bash" else None
+    if isinstance(command, str):  # the shell's command is shown as such, its output folded
+        data["cmd"] = _text(command, "tool")
+    if tool.result is not None:
+        # An image is one line, as the transcript shows it; the page never holds its bytes.
+        content = tool.result.content
+        lines = [text_of(content), *(f"[image: {image_line(i)}]" for i in images(content))]
+        data["result"] = _text("\n".join(line for line in lines if line), "tool")
+        data["err"] = tool.result.is_error
+        data["etype"] = None if tool.result.error_type is None else visible(tool.result.error_type)
+    if tool.approval is not None:
+        approval = tool.approval
+        data["approval"] = {
+            "req": _rel(approval.requested, t0),
+            "dec": _rel(approval.decided, t0),
+            "ok": approval.approved,
+            "by": approval.by,
+            "reason": None if approval.reason is None else _text(approval.reason, "tool"),
+            "always": approval.always,
+        }
+    return data
+
+
+def _block(block: TextBlock | ThinkingBlock | RedactedThinkingBlock) -> dict[str, Any]:
+    match block:
+        case TextBlock():
+            return {"k": "text", **_text(block.text, "text")}
+        case ThinkingBlock():
+            return {"k": "thinking", **_text(block.thinking, "thinking")}
+        case RedactedThinkingBlock():
+            return {"k": "redacted", "t": "", "n": len(block.data)}
+
+
+def _step(step: Step, t0: float) -> dict[str, Any]:
+    return {
+        "n": step.number,
+        "start": _rel(step.start, t0),
+        "end": _rel(step.end, t0),
+        "attempts": [_attempt(a, t0) for a in step.attempts],
+        "blocks": [_block(b) for b in step.content],
+        "tools": [_tool(t, t0) for t in step.tools],
+    }
+
+
+def _session(session: Session, t0: float) -> dict[str, Any]:
+    return {
+        "seq": session.seq,
+        "start": _rel(session.start, t0),
+        "end": _rel(session.end, t0),
+        "resumed": session.resumed,
+        "max_steps": session.max_steps,
+        "torn": session.torn_bytes,
+        "approval": session.approval,
+        "status": session.status,
+        "error": None if session.error is None else _text(session.error, "tool"),
+        "steps": session.steps,
+        "elapsed": session.elapsed,
+    }
+
+
+def page_data(timeline: Timeline, *, live: bool = False, source: str = "") -> dict[str, Any]:
+    """The run as the page's script reads it: times in seconds from the run's start."""
+    t0 = timeline.start
+    answer = timeline.answer
+    status = timeline.status
+    if status == "running" and not live:
+        status = "interrupted"
+    return {
+        "version": __version__,
+        "run": {
+            "id": visible(timeline.run_id),
+            "goal": _text(timeline.goal, "goal"),
+            "model": visible(timeline.model),
+            "system": _text(timeline.system, "system"),
+            "tools": [visible(name) for name in timeline.tool_names],
+            "approval": timeline.approval_mode,
+            "status": status,
+            "error": None if timeline.error is None else _text(timeline.error, "tool"),
+            "start": t0,
+            "duration": round(timeline.end - t0, 6),
+            "usage": _usage(timeline.usage),
+            "cost": timeline.cost,
+            "answer": None if answer is None else _text(answer, "text"),
+            "events": timeline.events,
+            "source": visible(source),
+            "elapsed": human_seconds(max(0.0, timeline.end - t0)),
+        },
+        "sessions": [_session(s, t0) for s in timeline.sessions],
+        "steps": [_step(s, t0) for s in timeline.steps],
+    }
+
+
+_SCRIPT_ESCAPES = {
+    ord("<"): "\\u003c",
+    ord(">"): "\\u003e",
+    ord("&"): "\\u0026",
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
+
+
+def script_json(data: Any) -> str:
+    """JSON that is safe inside a <script> element: pure ASCII, with no `<`, `>` or `&`, so
+    neither `</script>` nor `<!--` can appear in it, whatever the data holds."""
+    text = json.dumps(data, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+    return text.translate(_SCRIPT_ESCAPES)
+
+
+@cache
+def _asset(name: str) -> str:
+    return resources.files("ruizn.view").joinpath(name).read_text(encoding="utf-8")
+
+
+def _csp(script: str) -> str:
+    digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+    # Nothing may load from anywhere; only this page's own script runs (not even inline
+    # handlers); styles are inline; the page cannot be framed into a form post.
+    return (
+        "default-src 'none'; "
+        f"script-src 'sha256-{digest}'; "
+        "style-src 'unsafe-inline'; img-src data:; "
+        "base-uri 'none'; form-action 'none'"
+    )
+
+
+def render(timeline: Timeline, *, live: bool = False, source: str = "") -> str:
+    """The whole page for a run, as one string."""
+    script = _asset("view.js")
+    data = script_json(page_data(timeline, live=live, source=source))
+    return _asset("view.html").format(
+        csp=_csp(script),
+        css=_asset("view.css"),
+        data=data,
+        script=script,
+    )

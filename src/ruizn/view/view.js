@@ -1,0 +1,256 @@
+"use strict";
+// Draws the run held in #run-data. Every text from the log is put in the page with
+// textContent (el() below): nothing from the log is ever parsed as HTML.
+(function () {
+  const data = JSON.parse(document.getElementById("run-data").textContent);
+  const run = data.run;
+
+  function el(tag, cls, text) {
+    const node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+  function add(parent, ...children) {
+    for (const child of children) if (child) parent.appendChild(child);
+    return parent;
+  }
+  // One formatter for every number: toLocaleString builds a new one per call (10x slower).
+  const numbers = new Intl.NumberFormat("en-US");
+  const num = (n) => numbers.format(Number(n || 0));
+  function dur(s) {
+    if (s === null || s === undefined) return "?";
+    if (s < 1) return Math.round(s * 1000) + " ms";
+    if (s < 60) return s.toFixed(1) + " s";
+    const m = Math.floor(s / 60);
+    return m + "m" + String(Math.round(s - m * 60)).padStart(2, "0") + "s";
+  }
+  function clock(rel) {
+    if (rel === null || rel === undefined) return "";
+    const d = new Date((run.start + rel) * 1000);
+    const two = (n) => String(n).padStart(2, "0");
+    return two(d.getHours()) + ":" + two(d.getMinutes()) + ":" + two(d.getSeconds()) + "." + String(d.getMilliseconds()).padStart(3, "0");
+  }
+  function cost(value) {
+    // Unknown is never $0.00.
+    return value === null || value === undefined ? "cost unknown" : "$" + value.toFixed(4);
+  }
+  function usageText(u, c) {
+    if (!u) return "";
+    return "in " + num(u.in + u.cr + u.cw) + " · out " + num(u.out) + " · cache read " + num(u.cr) +
+      (u.cw ? " · cache write " + num(u.cw) : "") + " · " + cost(c);
+  }
+  // A text the page holds maybe cut: the shown part, then what was left out.
+  function textBlock(tag, cls, t) {
+    const node = el(tag, cls, t.t);
+    return node;
+  }
+  function cutNote(t) {
+    if (t.n <= t.t.length) return null;
+    return el("div", "cut", "showing " + num(t.t.length) + " of " + num(t.n) + " characters (all of it is in the log)");
+  }
+  function firstLine(t, max) {
+    const line = t.split("\n", 1)[0];
+    return line.length > max ? line.slice(0, max) + "…" : line;
+  }
+  function collapsible(label, t, open) {
+    const d = el("details");
+    if (open) d.open = true;
+    add(d, el("summary", null, label), textBlock("pre", null, t), cutNote(t));
+    return d;
+  }
+
+  // -- header ---------------------------------------------------------------------------
+  document.title = "ruizn · " + run.id;
+  const head = document.getElementById("head");
+  const h1 = add(el("h1"), el("span", "mono", run.id), el("span", "badge " + run.status, run.status.replace("_", " ")), el("span", "mono", run.model));
+  const calls = data.steps.reduce((n, s) => n + s.attempts.length, 0);
+  const tools = data.steps.reduce((n, s) => n + s.tools.length, 0);
+  const stats = el("div", "stats");
+  for (const s of [
+    num(data.steps.length) + " steps", num(calls) + " model calls", num(tools) + " tool calls", run.elapsed,
+    run.usage ? usageText(run.usage, run.cost) : "",
+    data.sessions.length > 1 ? data.sessions.length + " sessions" : "",
+    num(run.events) + " events",
+  ]) if (s) stats.appendChild(el("span", null, s));
+  add(head, h1, textBlock("div", "goal", run.goal), stats);
+  if (run.answer) add(head, textBlock("div", "answer", run.answer));
+  if (run.error) add(head, textBlock("div", "error", run.error));
+
+  // -- timeline (left) and transcript (right) ------------------------------------------
+  const timeline = document.createDocumentFragment();
+  const transcript = document.createDocumentFragment();
+  const LANE = 15;
+
+  function bar(cls, from, to, span, text, title) {
+    const b = el("div", "bar " + cls, text);
+    const start = span.len > 0 ? (from - span.t0) / span.len : 0;
+    const width = span.len > 0 ? (Math.max(to, from) - from) / span.len : 1;
+    b.style.left = (100 * Math.min(Math.max(start, 0), 1)).toFixed(3) + "%";
+    b.style.width = (100 * Math.min(Math.max(width, 0), 1)).toFixed(3) + "%";
+    if (title) b.title = title;
+    return b;
+  }
+
+  function toolStatus(t) {
+    if (t.approval && t.approval.ok === false) return ["denied", "denied by " + t.approval.by];
+    if (!t.result) return ["open", t.start === null ? "not run" : "running (no result in the log)"];
+    if (t.err) return ["err", "error: " + (t.etype || "?") + " · " + num(t.result.n) + " chars"];
+    return ["ok", "ok · " + num(t.result.n) + " chars"];
+  }
+
+  function stepRow(s) {
+    const row = el("div", "row");
+    row.dataset.step = String(s.n);
+    const last = s.attempts[s.attempts.length - 1];
+    add(row, add(el("div", "label"), el("strong", null, "step " + s.n), el("div", null, dur(s.end - s.start))));
+    const right = el("div");
+    const track = el("div", "track");
+    const span = { t0: s.start, len: s.end - s.start };
+    let lanes = 1;
+    for (const a of s.attempts) {
+      const cls = "call " + (a.outcome === "failed" ? "failed" : a.outcome === "open" ? "open" : "");
+      const end = a.end === null ? s.end : a.end;
+      const what = a.outcome === "failed" ? "attempt " + a.a + " failed: " + a.etype : "model " + dur(end - a.start);
+      const b = bar(cls, a.start, end, span, what, what);
+      b.style.top = "0px";
+      track.appendChild(b);
+    }
+    for (const t of s.tools) {
+      const top = 1 + t.lane;
+      lanes = Math.max(lanes, top + 1);
+      if (t.approval && t.approval.req !== null) {
+        const decided = t.approval.dec === null ? s.end : t.approval.dec;
+        const w = bar("wait", t.approval.req, decided, span, "approval", "waiting for approval " + dur(decided - t.approval.req));
+        w.style.top = top * LANE + "px";
+        track.appendChild(w);
+      }
+      const [kind, text] = toolStatus(t);
+      const from = t.start === null ? (t.end === null ? s.end : t.end) : t.start;
+      const to = t.end === null ? s.end : t.end;
+      const b = bar("tool " + kind, from, to, span, t.name, t.name + " · " + text + (t.start !== null ? " · " + dur(to - from) : ""));
+      b.style.top = top * LANE + "px";
+      track.appendChild(b);
+    }
+    track.style.height = lanes * LANE + "px";
+    add(right, track);
+    if (last) {
+      const m = last.usage ? dur(last.end - last.start) + " · " + usageText(last.usage, last.cost) : last.outcome === "open" ? "in flight when the log ends" : "failed";
+      const retries = s.attempts.length > 1 ? " · " + (s.attempts.length - 1) + " retr" + (s.attempts.length > 2 ? "ies" : "y") : "";
+      add(right, el("div", "metrics", m + retries + (s.tools.length ? " · " + s.tools.length + " tool call" + (s.tools.length > 1 ? "s" : "") : "")));
+    }
+    row.appendChild(right);
+    return row;
+  }
+
+  function stepSection(s) {
+    const sec = el("section", "step");
+    sec.id = "step-" + s.n;
+    add(sec, add(el("h3"), el("span", null, "Step " + s.n), el("span", "when", clock(s.start) + " · " + dur(s.end - s.start))));
+    for (const a of s.attempts) {
+      if (a.outcome === "failed") {
+        const code = a.code ? " (" + a.code + ")" : "";
+        const next = a.retry ? " · retried in " + dur(a.retry_in) : " · not retried";
+        add(sec, el("div", "note fail", "attempt " + a.a + " failed after " + dur(a.end - a.start) + ": " + a.etype + code + ": " + a.message.t + next));
+      } else if (a.outcome === "open") {
+        add(sec, el("div", "note warn", "attempt " + a.a + " was in flight when the log ends"));
+      } else {
+        const ttft = a.ttft !== null ? " · first token " + dur(a.ttft) : "";
+        add(sec, el("div", "note", "model call " + dur(a.end - a.start) + ttft + " · " + usageText(a.usage, a.cost) + (a.stop ? " · stop: " + a.stop : "")));
+        if (a.stop === "refusal") add(sec, el("div", "note fail", "the model refused to answer"));
+      }
+    }
+    for (const b of s.blocks) {
+      if (b.k === "text") add(sec, textBlock("div", "text", b), cutNote(b));
+      else if (b.k === "thinking") add(sec, collapsible("thinking · " + num(b.n) + " chars", b, false));
+      else add(sec, el("div", "note", "redacted thinking · " + num(b.n) + " bytes"));
+    }
+    for (const t of s.tools) {
+      const box = el("div", "toolbox");
+      box.id = "tool-" + t.id;
+      const [kind, text] = toolStatus(t);
+      const timing = t.start !== null && t.end !== null ? " · " + dur(t.end - t.start) : "";
+      add(box, add(el("div"), el("span", "name", t.name), el("span", "status " + kind, "  " + text + timing), el("span", "note mono", "  " + t.id)));
+      if (t.approval) {
+        const a = t.approval;
+        let line = "approval asked " + clock(a.req);
+        if (a.ok === null) line += " · no decision in the log";
+        else line += " · " + (a.ok ? "approved" : "denied") + " by " + a.by + " at " + clock(a.dec) + " (after " + dur(a.dec - a.req) + ")" + (a.always ? " · always for this tool" : "");
+        add(box, el("div", "note " + (a.ok === false ? "fail" : "ok"), line));
+        if (a.reason) add(box, el("div", "note", "reason: " + a.reason.t));
+      }
+      if (t.cmd) add(box, textBlock("pre", "cmd", { t: "$ " + t.cmd.t, n: t.cmd.n + 2 }), cutNote(t.cmd));
+      add(box, collapsible("input · " + firstLine(t.input.t.replace(/\s+/g, " "), 100), t.input, false));
+      if (t.result && t.cmd) add(box, collapsible("output · " + num(t.result.n) + " chars · " + firstLine(t.result.t.split("\n").filter((l) => l).pop() || "", 100), t.result, false));
+      else if (t.result) add(box, collapsible("result · " + num(t.result.n) + " chars · " + firstLine(t.result.t, 100), t.result, false));
+      sec.appendChild(box);
+    }
+    return sec;
+  }
+
+  function sessionStart(se) {
+    const text = se.resumed
+      ? "resumed at " + clock(se.start) + " · max steps " + se.max_steps + (se.approval ? " · approval " + se.approval : "") + (se.torn ? " · cut a torn last line of " + se.torn + " bytes" : "")
+      : "started at " + clock(se.start) + " · max steps " + se.max_steps + " · approval " + run.approval;
+    timeline.appendChild(el("div", "row marker", text));
+    const box = el("div", "session", text);
+    if (!se.resumed) {
+      add(box, collapsible("system prompt · " + num(run.system.n) + " chars", run.system, false));
+      add(box, el("div", "note", "tools: " + (run.tools.length ? run.tools.join(", ") : "none")));
+    }
+    transcript.appendChild(box);
+  }
+  function sessionEnd(se) {
+    if (se.status === null) return;
+    const text = "finished: " + se.status.replace("_", " ") + " · " + se.steps + " steps · " + dur(se.elapsed) + (se.error ? " · " + se.error.t : "");
+    timeline.appendChild(el("div", "row marker end", text));
+    transcript.appendChild(el("div", "session", text));
+  }
+
+  // Sessions and steps in time order: a session's steps lie between its start and the next.
+  const sessions = data.sessions.slice();
+  let si = 0;
+  const goal = el("div", "session");
+  add(goal, el("div", "note", "goal"), textBlock("div", "text", run.goal), cutNote(run.goal));
+  transcript.appendChild(goal);
+  for (const s of data.steps) {
+    while (si < sessions.length && sessions[si].start <= s.start) {
+      if (si > 0) sessionEnd(sessions[si - 1]);
+      sessionStart(sessions[si]);
+      si += 1;
+    }
+    timeline.appendChild(stepRow(s));
+    transcript.appendChild(stepSection(s));
+  }
+  while (si < sessions.length) {
+    if (si > 0) sessionEnd(sessions[si - 1]);
+    sessionStart(sessions[si]);
+    si += 1;
+  }
+  if (sessions.length) sessionEnd(sessions[sessions.length - 1]);
+  if (run.status === "running" || run.status === "interrupted") {
+    const text = run.status === "running" ? "the run is still going: view it again for the rest" : "interrupted: the log ends without run_finished (resume it with ruizn resume " + run.id + ")";
+    timeline.appendChild(el("div", "row marker end", text));
+    transcript.appendChild(el("div", "session", text));
+  }
+  document.getElementById("timeline").appendChild(timeline);
+  document.getElementById("transcript").appendChild(transcript);
+
+  // A click on a step of the timeline shows that step of the transcript.
+  let current = [];
+  document.getElementById("timeline").addEventListener("click", (ev) => {
+    const row = ev.target.closest(".row[data-step]");
+    if (!row) return;
+    for (const node of current) node.classList.remove("current");
+    const sec = document.getElementById("step-" + row.dataset.step);
+    current = [row, sec].filter(Boolean);
+    for (const node of current) node.classList.add("current");
+    if (sec) sec.scrollIntoView({ block: "start" });
+  });
+
+  // The page is drawn: a marker for tests and the benchmark (ms since navigation start,
+  // after a forced layout).
+  document.body.getBoundingClientRect();
+  document.documentElement.dataset.readyMs = String(Math.round(performance.now()));
+  document.documentElement.dataset.ready = "1";
+})();
