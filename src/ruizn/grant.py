@@ -13,7 +13,7 @@ import json
 
 from attrs import frozen
 
-from ruizn.config import ApprovalMode, JsonObject, RunSettings
+from ruizn.settings import ApprovalMode, JsonObject, RunSettings
 from ruizn.state import ExecutionContext
 from ruizn.toolsource import SourceKind
 
@@ -27,6 +27,8 @@ class Grant:
     tool_modules: tuple[str, ...]
     # Programs it would start and servers it would reach: `NAME: COMMAND ARGS` or `NAME: URL`.
     mcp_servers: tuple[str, ...]
+    # The shell it would offer (bash), and how confined: None when it offers none.
+    shell: str | None = None
     # Decisions the log would apply: calls it approved that have not run (`NAME ID: input`),
     # tools it approves "always", and approvals a rerun replays.
     preapproved: tuple[str, ...] = ()
@@ -50,6 +52,8 @@ class Grant:
             out.append("secret files: the file tools may read .env, keys and tokens")
         out.extend(f"tool module: {ref}" for ref in self.tool_modules)
         out.extend(f"MCP server: {server}" for server in self.mcp_servers)
+        if self.shell is not None:
+            out.append(f"shell: {self.shell}")
         out.extend(f"approved by the log, not run yet: {call}" for call in self.preapproved)
         out.extend(f"approved always by the log: tool {name}" for name in self.always_tools)
         out.extend(f"approval the rerun replays: {call}" for call in self.replayed_approvals)
@@ -81,6 +85,7 @@ def grant_of(
         allow_secret_files=settings.allow_secret_files,
         tool_modules=modules,
         mcp_servers=tuple(_server(record) for record in settings.mcp_servers),
+        shell=_shell(settings),
         preapproved=_preapproved(state) if state is not None else (),
         always_tools=tuple(state.always_approved) if state is not None else (),
         replayed_approvals=replayed,

@@ -169,6 +169,6 @@ def statuses(db: str) -> dict[str, tuple[str, str | None]]:
 def batch_db(folder: Path) -> str:
     """The URL of the database `ruizn batch` keeps for `workspace` (in the user's state
     directory, never in the workspace)."""
-    from ruizn.fleet.run_batch import database_of
+    from ruizn.fleet.batch import database_of
 
     return f"sqlite:///{database_of(folder / '.ruizn' / 'runs', os.environ)}"

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ruizn.fleet.run_batch import database_of
+from ruizn.fleet.batch import database_of
 from tests.cli.conftest import cli_env
 from tests.fleet.conftest import SUBPROCESS_PATH, ruizn
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from attrs import evolve, frozen
 
 from ruizn.cassette.model import Cassette, RecordedApprover
-from ruizn.cassette.recording import Divergence, Stop, compare_stop
+from ruizn.cassette.recording import Divergence, Stop, Tape, compare_stop
 from ruizn.effects.models.provider import ReplayDiverged
 from ruizn.effects.runlog.reader import iter_events
 from ruizn.effects.runlog.store import settled
@@ -33,8 +33,7 @@ from ruizn.grant import grant_of
 from ruizn.settings import ApprovalMode
 from ruizn.shell.agent import Agent, Resume, Session, UntrustedRun
 from ruizn.state import ExecutionContext, Status, ToolResultBlock
-from ruizn.store import settled
-from ruizn.tape import Divergence, Stop, Tape, compare_stop
+from ruizn.window import context_limit
 
 
 @frozen(kw_only=True)

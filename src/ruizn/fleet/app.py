@@ -41,10 +41,9 @@ from ruizn.fleet.driver import (
 )
 from ruizn.fleet.goals import RUN_ID
 from ruizn.fleet.resume import RESUME_WORKFLOW, ResumeOrder, order_from_json
-from ruizn.fleet.runstore import DbRunStore
 from ruizn.fleet.signing import SIGNATURE, FleetKey
-from ruizn.fleet.store import EventStore
 from ruizn.grant import grant_of
+from ruizn.shell.agent import Resume
 from ruizn.state import Status
 
 QUEUE = "ruizn"

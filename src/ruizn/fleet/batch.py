@@ -51,8 +51,6 @@ def batch(
     from ruizn.fleet.driver import RunInput, ToolsFromError, input_to_json, load_tools_factory
     from ruizn.fleet.goals import GoalsError, read_goals
     from ruizn.fleet.signing import FleetKey, FleetKeyError
-    from ruizn.fleet.store import EventStore, StoreUnreachable
-    from ruizn.store import default_root
 
     folder = Path(workspace).resolve()
     defaults = RunInput(run_id="", goal="", settings=evolve(settings, workspace=str(folder)))
@@ -140,7 +138,7 @@ def database_of(root: Path, environ: Any) -> Path:
     workspace, one per log root (so one per workspace by default)."""
     import hashlib
 
-    from ruizn.effects.trust import state_dir
+    from ruizn.effects.runlog.trust import state_dir
 
     digest = hashlib.sha256(str(root.resolve()).encode("utf-8", "surrogateescape")).hexdigest()
     return state_dir(environ) / "batch" / digest[:32] / "fleet.sqlite"

@@ -9,15 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from ruizn.effects.logfile import LOG_NAME, LogError, Replayed, TornTail
-from ruizn.effects.runfolder import RunFolder
-from ruizn.effects.sink import EventSink
+from ruizn.effects.runlog.folder import RunFolder
+from ruizn.effects.runlog.reader import LOG_NAME, LogError, Replayed, TornTail
+from ruizn.effects.runlog.sink import EventSink
+from ruizn.effects.runlog.store import FLEET_MARK, LAST, RunInfo, RunNotFound, RunRef
 from ruizn.events import Event
 from ruizn.fleet.database import EventStore, safe_url
 from ruizn.fleet.sink import FleetSink
 from ruizn.reducers import InvalidTransition, replay
 from ruizn.serde import DecodeError, decode
-from ruizn.store import FLEET_MARK, LAST, RunInfo, RunNotFound, RunRef
 
 
 class DbRunStore:

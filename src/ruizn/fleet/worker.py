@@ -228,8 +228,8 @@ def resume_db(db: str, run: str, request: Resume) -> int:
     key = _key()
     store = open_store(db)
     if run == "last":
-        from ruizn.fleet.runstore import DbRunStore
-        from ruizn.store import RunNotFound
+        from ruizn.effects.runlog.store import RunNotFound
+        from ruizn.fleet.dbstore import DbRunStore
 
         try:
             run = DbRunStore(store, Path(".")).find(run).run_id

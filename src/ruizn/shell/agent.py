@@ -41,7 +41,7 @@ from ruizn.effects.models.provider import Provider, ProviderConfigError
 from ruizn.effects.person.approval import ApproveFunction, Approver, CallbackApprover
 from ruizn.effects.runlog.reader import LOG_NAME, iter_events
 from ruizn.effects.runlog.sink import EventSink, MemorySink
-from ruizn.effects.runlog.store import FileStore, RunStore, new_run_id, settled
+from ruizn.effects.runlog.store import FileStore, RunStore, fleet_owner, new_run_id, settled
 from ruizn.effects.runlog.trust import NOT_STARTED_HERE, TrustStore
 from ruizn.effects.tools.base import BaseTool, ToolRegistry
 from ruizn.effects.tools.bash import ShellJobs, shell_config, shell_tools
@@ -50,7 +50,6 @@ from ruizn.effects.tools.loader import Toolbox
 from ruizn.effects.tools.workspace import workspace_sandbox
 from ruizn.events import Event, Parent, RunStarted
 from ruizn.grant import Grant, grant_of
-from ruizn.lineage import fork_prefix
 from ruizn.redact import Redactor, secrets_from_env
 from ruizn.redact import api_key_problem as key_whitespace_problem
 from ruizn.reducers import reasked, reduce
@@ -66,7 +65,6 @@ from ruizn.settings import (
 )
 from ruizn.shell.runner import AgentRunner, Subscriber, ToolChange, ToolWatch
 from ruizn.state import ErrorType, ExecutionContext, Status, TextBlock, ToolResult, Usage
-from ruizn.store import FileStore, RunStore, fleet_owner, new_run_id, settled
 from ruizn.toolsource import SourceKind, ToolSource
 from ruizn.version import __version__
 

@@ -28,7 +28,7 @@ from attrs import frozen
 
 from ruizn.effects.tools.base import BaseTool, ToolRegistry, run_blocking
 from ruizn.state import JsonObject, ToolCall
-from ruizn.terminal import revealed
+from ruizn.terminal import revealed, visible
 
 
 @frozen(kw_only=True)

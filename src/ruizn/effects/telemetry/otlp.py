@@ -25,7 +25,6 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ruizn.events import Event, LlmToken, RunStarted
 from ruizn.redact import Redactor, redact_url, url_secrets
-from ruizn.spans import Span, SpanBuilder
 from ruizn.version import __version__
 from ruizn.view.spans import Span, SpanBuilder
 

@@ -120,7 +120,7 @@ def batch_command(
     Running it again with the same file resumes: finished runs are not run again, and runs
     queued by `ruizn resume --db URL RUN` (the batch prints URL) go on. Exit 0 when every
     run succeeded, 4 when the others await approval, else 1."""
-    from ruizn.fleet.run_batch import batch
+    from ruizn.fleet.batch import batch
 
     settings, headers = _settings(options, workspace)
 

@@ -314,9 +314,9 @@ _STEP_ENDS = (RunStarted, RunResumed, LlmResponse, ToolCallFinished)
 
 @contextlib.contextmanager
 def _sdk_notices() -> Iterator[None]:
-    """The MCP SDK's own log lines, as notices, redacted (shell/sdklog.py: installed before
+    """The MCP SDK's own log lines, as notices, redacted (shell/cli/sdklog.py: installed before
     the SDK is imported, which a run does lazily)."""
-    from ruizn.shell.sdklog import lines_to
+    from ruizn.shell.cli.sdklog import lines_to
 
     with lines_to(echo_err):
         yield

@@ -36,8 +36,8 @@ from ruizn.shell.cli.approval import describe_call
 from ruizn.shell.cli.exits import EXIT_ERROR, EXIT_OK, fail
 from ruizn.shell.cli.printer import StdoutPrinter
 from ruizn.state import ExecutionContext, ToolUseBlock
-from ruizn.store import RunInfo, RunNotFound, RunRef, RunStore, settled
 from ruizn.terminal import revealed, visible
+from ruizn.window import context_limit
 
 if TYPE_CHECKING:
     from ruizn.cassette.diff import Difference, Item, Summary
@@ -286,6 +286,7 @@ def show_run(store: RunStore, run: str) -> int:
         ),
         *(("tool code", module) for module in grant.tool_modules),
         *(("mcp", server) for server in grant.mcp_servers),
+        *((("shell", grant.shell),) if grant.shell is not None else ()),
         *(("approved", call) for call in grant.preapproved),
         *(("always", f"tool {name}") for name in grant.always_tools),
         ("status", _status_word(found) + (f" · {state.error}" if state.error else "")),
@@ -373,8 +374,8 @@ def diff_runs(store: RunStore, run_a: str, run_b: str) -> int:
 def _diffed(store: RunStore, run: str) -> tuple[ExecutionContext, Iterable[Event]]:
     """The run's final state, and its events to compare: read again from its log file as
     they are compared (memory bounded like replay's), or, from a database, kept."""
-    from ruizn.effects.logfile import iter_events
-    from ruizn.effects.writer import RunLocked
+    from ruizn.effects.runlog.reader import iter_events
+    from ruizn.effects.runlog.writer import RunLocked
 
     events: list[Event] = []
     from_file = not hasattr(store, "events")  # a fleet's database has no file to read again

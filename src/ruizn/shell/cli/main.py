@@ -578,7 +578,7 @@ _register_fleet(cli)
 
 
 def main() -> None:
-    from ruizn.shell.sdklog import install
+    from ruizn.shell.cli.sdklog import install
 
     install()  # before anything can import the MCP SDK (a run, a worker's thread)
     try:

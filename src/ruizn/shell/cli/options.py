@@ -308,8 +308,8 @@ def settings_from_cli(
 
     servers: tuple[MCPServer, ...] = ()
     if mcp or mcp_headers or mcp_envs:
-        from ruizn.effects.mcp_config import McpConfigError, parse_cli
-        from ruizn.shell.sdklog import install
+        from ruizn.effects.mcp.config import McpConfigError, parse_cli
+        from ruizn.shell.cli.sdklog import install
 
         try:
             servers = parse_cli(mcp, mcp_headers, env_specs=mcp_envs)
