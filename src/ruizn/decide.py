@@ -419,6 +419,8 @@ class ResumePlan:
     approval: ApprovalMode | None = None
     # The log's approvals are asked again (events.RunResumed.reask).
     reask: bool = False
+    # The time of the session before, which ended with no run_finished (RunResumed.elapsed).
+    lost: float = 0.0
 
 
 def plan_resume(

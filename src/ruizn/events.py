@@ -80,6 +80,10 @@ class RunResumed:
     # write): calls it approved but that have not started wait for a decision again, and its
     # "always approve this tool" rules are forgotten. See reducers.reasked.
     reask: bool = False
+    # Seconds of the session before, when it ended with no run_finished (killed, a fleet
+    # worker taken over): from its first event to its last. Added to the run's elapsed time,
+    # so a run's time is every session's, whoever ran them.
+    elapsed: float = 0.0
 
 
 @frozen(kw_only=True)

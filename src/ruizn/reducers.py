@@ -281,6 +281,8 @@ def _on_run_resumed(state: ExecutionContext, event: RunResumed) -> ExecutionCont
     settings = state.settings
     if event.max_steps < 1 or (event.max_tokens is not None and event.max_tokens < 1):
         raise InvalidTransition("run_resumed with a limit below its minimum")
+    if not 0.0 <= event.elapsed < 1e10:  # False for NaN
+        raise InvalidTransition(f"run_resumed with elapsed {event.elapsed!r}")
     try:
         resumed_settings = evolve(
             settings,
@@ -314,6 +316,7 @@ def _on_run_resumed(state: ExecutionContext, event: RunResumed) -> ExecutionCont
         attempt=0,
         failure=None,
         budget_spent=None,
+        elapsed=state.elapsed + event.elapsed,
         last_seq=event.seq,
     )
 

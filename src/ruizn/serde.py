@@ -90,7 +90,7 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
     ),
     Usage: ("cache_creation_1h_input_tokens",),
     LlmResponse: ("cost", "priced_by"),
-    RunResumed: ("max_cost", "max_context", "reask"),
+    RunResumed: ("max_cost", "max_context", "reask", "elapsed"),
     RunFinished: ("cost",),
 }
 

@@ -93,3 +93,36 @@ def test_invisible_characters_are_escaped_where_a_person_decides(
         assert term.finish() == 0, term.text
     finally:
         term.close()
+
+
+def test_a_session_that_died_counts_in_the_runs_time(workspace: Path, server_factory: Any) -> None:
+    """A session killed before its run_finished (kill -9, a fleet worker taken over) ran
+    from its first event to its last: the resume records that time, and the run's time is
+    every session's."""
+    from ruizn.effects.runlog.reader import replay_file
+    from ruizn.events import LlmCallStarted, LlmResponse, RunStarted
+    from ruizn.serde import encode
+    from ruizn.state import TextBlock, ToolUseBlock
+    from tests.cli.test_trust import RUN, settings
+
+    server = server_factory([Stream((Text("Done."),))])
+    call = ToolUseBlock(id="toolu_r", name="read_file", input={"path": "README.md"})
+    stream = [
+        RunStarted(
+            seq=1, ts=100.0, run_id=RUN, goal="read", settings=settings(workspace, max_steps=3)
+        ),
+        LlmCallStarted(seq=2, ts=101.0, step=1),
+        LlmResponse(
+            seq=3, ts=130.5, content=(TextBlock(text="On it."), call), stop_reason="tool_use"
+        ),
+    ]
+    log = workspace / ".ruizn" / "runs" / RUN / "events.jsonl"
+    log.parent.mkdir(parents=True)
+    log.write_text("".join(encode(e) + "\n" for e in stream))
+    done = run_cli(["resume", "last", "--trust"], workspace=workspace, base_url=server.base_url)
+    assert done.code == 0, done.stderr
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    (resumed,) = [e for e in lines if e["type"] == "run_resumed"]
+    assert resumed["elapsed"] == 30.5
+    finished = lines[-1]
+    assert replay_file(log).state.elapsed == pytest.approx(30.5 + finished["elapsed"])

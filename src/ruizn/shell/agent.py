@@ -48,7 +48,7 @@ from ruizn.effects.tools.bash import ShellJobs, shell_config, shell_tools
 from ruizn.effects.tools.bwrap import find_bwrap, probe, shell_environment
 from ruizn.effects.tools.loader import Toolbox
 from ruizn.effects.tools.workspace import workspace_sandbox
-from ruizn.events import Event, Parent, RunStarted
+from ruizn.events import Event, LlmToken, Parent, RunFinished, RunResumed, RunStarted
 from ruizn.grant import Grant, grant_of
 from ruizn.redact import Redactor, secrets_from_env
 from ruizn.redact import api_key_problem as key_whitespace_problem
@@ -507,16 +507,16 @@ class Agent:
         # The lock first: nobody may append while we read the log and decide.
         writer = store.append_writer(ref)
         try:
-            seen: list[Event] = []
+            sessions = _Sessions()
             replayed = store.load(
                 ref,
-                on_event=lambda e: None if seen else seen.append(e),
+                on_event=sessions,
                 torn=lambda tail: self._notice(
                     f"warning: {tail.describe(ref.path)}; cutting it before resuming"
                 ),
             )
             state = replayed.state
-            first = seen[0]
+            first = sessions.first
             assert isinstance(first, RunStarted)
             if request.message is not None:
                 if request.approve or request.deny:
@@ -594,7 +594,7 @@ class Agent:
                     if callable(told):
                         told(state)
                 runner.resume(
-                    plan,
+                    evolve(plan, lost=sessions.lost()),
                     torn_bytes=_torn(replayed),
                     decisions=decisions,
                     message=request.message,
@@ -905,6 +905,33 @@ def _torn(replayed: Any) -> int:
 
 def _is_folder(path: str) -> bool:
     return Path(path).is_dir()
+
+
+class _Sessions:
+    """Watches a log as it is replayed (cheap: most events are tokens): its first event, and
+    how long its last session ran if it ended with no run_finished (`RunResumed.elapsed`)."""
+
+    def __init__(self) -> None:
+        self.first: Event | None = None
+        self._start = 0.0
+        self._last = 0.0
+        self._open = False
+
+    def __call__(self, event: Event) -> None:
+        self._last = event.ts
+        kind = type(event)
+        if kind is LlmToken:
+            return
+        if kind is RunStarted or kind is RunResumed:
+            if self.first is None:
+                self.first = event
+            self._start = event.ts
+            self._open = True
+        elif kind is RunFinished:
+            self._open = False
+
+    def lost(self) -> float:
+        return round(max(0.0, self._last - self._start), 3) if self._open else 0.0
 
 
 def _holds_approvals(state: ExecutionContext) -> bool:

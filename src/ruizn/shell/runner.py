@@ -213,6 +213,7 @@ class AgentRunner:
             max_context=plan.max_context,
             torn_bytes=torn_bytes,
             reask=plan.reask,
+            elapsed=plan.lost,
         )
         for call in interrupted:
             self._emit(ToolCallFinished, id=call.id, result=interrupted_result(call))
