@@ -74,9 +74,19 @@ def grant_of(
     the decisions it would apply; `replayed`: the approvals a rerun would replay."""
     modules = tuple(
         dict.fromkeys(
-            f"{source.kind.value} {source.ref}"
-            for source in settings.tool_sources
-            if source.kind in (SourceKind.SPEC, SourceKind.PLUGIN)
+            [
+                *(
+                    f"{source.kind.value} {source.ref}"
+                    for source in settings.tool_sources
+                    if source.kind in (SourceKind.SPEC, SourceKind.PLUGIN)
+                ),
+                # A run not started yet (a queued fleet run) has its specs, no sources.
+                *(
+                    f"{SourceKind.SPEC.value} {spec}"
+                    for spec in settings.tool_specs
+                    if not settings.tool_sources
+                ),
+            ]
         )
     )
     return Grant(

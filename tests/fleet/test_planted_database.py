@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ruizn.fleet.batch import database_of
-from tests.cli.conftest import cli_env
-from tests.fleet.conftest import SUBPROCESS_PATH, ruizn
+from tests.cli.conftest import cli_env, ruizn_command
+from tests.fleet.conftest import SUBPROCESS_PATH, ruizn, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -179,3 +182,39 @@ def test_whatever_a_planted_database_holds_batch_runs_only_its_goals(
         if line.startswith("[") and " · success · " in line:
             run_id = line.split("] ", 1)[1].split(" · ")[0]
             assert (repo / ".ruizn" / "runs" / run_id / "events.jsonl").exists(), line
+
+
+@pytest.mark.parametrize("trust", [False, True])
+def test_a_worker_runs_only_runs_its_operators_key_signed(
+    tmp_path: Path, repo: Path, trust: bool
+) -> None:
+    """`ruizn worker --db` on a database someone else queued runs in: nothing of theirs
+    runs (each refused in one line); with --trust, each runs after its grant is shown."""
+    planted = plant(tmp_path, repo, goals=[])
+    url = f"sqlite:///{planted}"
+    environ = person(tmp_path / "operator")
+    args = [*ruizn_command(), "worker", "--db", url, "--id", "op", "--dead-after", "3"]
+    proc = subprocess.Popen(
+        [*args, *(["--trust"] if trust else [])],
+        cwd=repo,
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        if trust:
+            wait_for((repo / "PWNED-tool").exists, 60, "the trusted run")
+        else:
+            time.sleep(8)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    assert "Traceback" not in err, err
+    if trust:
+        assert "was not queued with this operator's fleet key; --trust: it runs with" in out
+        assert "tool module: spec evil_tool.py:noop" in out
+        assert "MCP server: x: sh -c" in out
+    else:
+        nothing_ran(repo)
+        assert out.count("was not queued with this operator's fleet key: not run") == 2, out
