@@ -114,7 +114,7 @@ def batch(
                 DBOS.enqueue_workflow(QUEUE, run_workflow, signed[spec.run_id])
         goals_by_id = {spec.run_id: spec.goal for spec in specs}
         # A workflow already under a run's id counts only if it is what this batch queues.
-        strangers = _not_ours(DBOS, signed)
+        strangers = _not_ours(DBOS, signed, key)
         latest = _latest(DBOS, [r for r in goals_by_id if r not in strangers], key)
         results = _wait(DBOS, goals_by_id, latest, TERMINAL, key, done=strangers)
     except KeyboardInterrupt:
@@ -164,19 +164,29 @@ def _same(stored: Any, signed: dict[str, Any]) -> bool:
         return False
 
 
-def _not_ours(dbos: Any, signed: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Runs whose id holds a workflow this batch did not queue (another goal, or another
-    key's): their results, never waited on or believed."""
+def _not_ours(dbos: Any, signed: dict[str, dict[str, Any]], key: Any) -> dict[str, dict[str, Any]]:
+    """Runs whose id holds a workflow this batch did not queue: another key's (or none), or
+    this user's for another goal. Their results, never waited on or believed. A run this
+    user's key queued for the same goal is this batch's, with the settings it was queued
+    with (a batch started again with other options goes on with each run's own)."""
     strangers: dict[str, dict[str, Any]] = {}
     ids = list(signed)
     for start in range(0, len(ids), _PREFIXES_PER_QUERY):
         chunk = ids[start : start + _PREFIXES_PER_QUERY]
         for status in dbos.list_workflows(workflow_ids=chunk, load_output=False):
-            if not _same(_stored_input(status), signed[status.workflow_id]):
-                strangers[status.workflow_id] = {
-                    "status": "error",
-                    "error": "the batch's database holds another run under this id: not run",
-                }
+            stored = _stored_input(status)
+            mine = signed[status.workflow_id]
+            if _same(stored, mine):
+                continue
+            if (
+                isinstance(stored, dict)
+                and key.verify(stored)
+                and stored.get("run_id") == mine["run_id"]
+                and stored.get("goal") == mine["goal"]
+            ):
+                continue
+            why = "the batch's database holds another run under this id: not run"
+            strangers[status.workflow_id] = {"status": "error", "error": why}
     return strangers
 
 
