@@ -23,7 +23,7 @@ from ruizn.events import (
     RunStarted,
     ToolCallFinished,
 )
-from ruizn.reducers import InvalidTransition, reduce, replay
+from ruizn.reducers import InvalidTransition, rebuild, reduce
 from ruizn.rules import CONTEXT_EXCEEDED
 from ruizn.settings import RunSettings
 from ruizn.state import (
@@ -49,7 +49,7 @@ def run(settings: RunSettings, sizes: list[int], *, cost: float | None = 0.25) -
 
     for step, size in enumerate(sizes, start=1):
         # The prompt as an API would count it: what the run estimates (at least 10 tokens).
-        prompt = max(replay(events).context_tokens, 10)
+        prompt = max(rebuild(events).context_tokens, 10)
         add(LlmCallStarted, step=step)
         call = ToolUseBlock(id=f"t{step}", name="read_file", input={"path": f"f{step}"})
         add(
@@ -61,10 +61,10 @@ def run(settings: RunSettings, sizes: list[int], *, cost: float | None = 0.25) -
             priced_by=PRICED,
         )
         add(ToolCallFinished, id=f"t{step}", result=ToolResult.ok("x" * size))
-        action = next_action(replay(events))
+        action = next_action(rebuild(events))
         if isinstance(action, ClearContext):
             add(ContextCleared, results=action.results, limit=action.limit)
-    return replay(events)
+    return rebuild(events)
 
 
 def step_on(state: ExecutionContext, cls: type[Any], **fields: Any) -> ExecutionContext:
@@ -184,7 +184,22 @@ def test_a_last_turn_that_cannot_fit_ends_the_run_with_the_context_error() -> No
     state = run(RunSettings(model="m", max_steps=50), [20_000])
     limited = evolve(state, settings=evolve(state.settings, max_context=1_000))
     assert not plan_clearing(limited).fits
-    assert next_action(limited) == Finish(status=Status.ERROR, error=CONTEXT_EXCEEDED)
+    # The limit is the user's (--max-context): the fix is resuming with a larger one, sized
+    # for the history, not "a model with a larger window".
+    tokens = limited.context_tokens
+    wanted = -(-tokens * 5 // 4 // 1000) * 1000
+    assert next_action(limited) == Finish(
+        status=Status.ERROR,
+        error=f"the conversation (about {tokens:,} tokens) does not fit this run's"
+        f" --max-context 1,000 even with every older tool result cleared: resume the run"
+        f" with --max-context {wanted} to go on",
+    )
+    # Past the model's own window, a larger limit cannot help: the window error.
+    small_model = evolve(limited, settings=evolve(limited.settings, context_window=tokens))
+    assert next_action(small_model) == Finish(status=Status.ERROR, error=CONTEXT_EXCEEDED)
+    # The model's window (no --max-context given): the window error, as before.
+    default = evolve(state, settings=evolve(state.settings, context_window=1_500))
+    assert next_action(default) == Finish(status=Status.ERROR, error=CONTEXT_EXCEEDED)
 
 
 @settings(max_examples=150, deadline=None)
@@ -199,14 +214,17 @@ def test_every_call_a_run_makes_is_under_its_limit_or_the_run_ends(
     estimate puts under it, or finishes with the context error; the last turn is whole."""
     settings_ = RunSettings(model="m", max_steps=50, max_context=limit)
     events: list[Event] = [RunStarted(seq=1, ts=0.0, run_id="r", goal="g", settings=settings_)]
-    state = replay(events)
+    state = rebuild(events)
     for step, size in enumerate(sizes, start=1):
         action = next_action(state)
         if isinstance(action, ClearContext):
             state = step_on(state, ContextCleared, results=action.results, limit=action.limit)
             action = next_action(state)
         if isinstance(action, Finish):
-            assert action.error == CONTEXT_EXCEEDED
+            assert action.error is not None
+            assert f"--max-context {limit:,} even with every older tool result cleared" in (
+                action.error
+            )
             assert state.context_tokens > limit
             return
         assert state.context_tokens <= limit

@@ -34,7 +34,7 @@ from ruizn.media import (
     inspect,
     problem,
 )
-from ruizn.reducers import InvalidTransition, reduce, replay
+from ruizn.reducers import InvalidTransition, rebuild, reduce
 from ruizn.request import plan_request
 from ruizn.settings import RunSettings
 from ruizn.state import (
@@ -174,7 +174,7 @@ def test_a_gone_tool_is_offered_no_more_and_its_pending_call_answered_with_why()
     events = events_until_tools()
     new_sources = (source("read_file", SourceKind.BUILTIN), source("mcp__m__new"))
     events.append(changed(4, (READ_FILE, NEW), new_sources))
-    state = replay(events)
+    state = rebuild(events)
     assert state.settings.tools == (READ_FILE, NEW)
     assert state.turn_stale == ("toolu_1",)
     action = next_action(state, lambda name, tool_input: False, can_ask=False)
@@ -189,7 +189,7 @@ def test_a_gone_tool_is_offered_no_more_and_its_pending_call_answered_with_why()
         [("toolu_1", result), ("toolu_2", ToolResult.ok("text"))], start=5
     ):
         events.append(ToolCallFinished(seq=seq, ts=0.0, id=call_id, result=answer))
-    request = plan_request(replay(events))
+    request = plan_request(rebuild(events))
     assert [tool["name"] for tool in request.to_json()["tools"]] == ["read_file", "mcp__m__new"]
 
 
@@ -231,14 +231,14 @@ def test_a_gone_tool_is_offered_no_more_and_its_pending_call_answered_with_why()
     ids=["another-server", "a-builtin", "twice", "source-without-tool"],
 )
 def test_the_reducer_refuses_a_tools_changed_that_breaks_the_rules(event: Event, why: str) -> None:
-    state = replay(events_until_tools())
+    state = rebuild(events_until_tools())
     with pytest.raises(InvalidTransition, match=why):
         reduce(state, event)
 
 
 def test_a_result_with_an_image_the_api_would_refuse_is_refused_by_the_reducer() -> None:
     # A planted log cannot make a request the API refuses for its images.
-    state = replay(events_until_tools())
+    state = rebuild(events_until_tools())
     too_wide: ResultContent = (image(png_header(MAX_SIDE + 1, 1)),)
     with pytest.raises(InvalidTransition, match="8000 px a side"):
         reduce(state, ToolCallFinished(seq=4, ts=0.0, id="toolu_1", result=ToolResult.ok(too_wide)))

@@ -23,7 +23,7 @@ from ruizn.events import (
     RunStarted,
     ToolCallStarted,
 )
-from ruizn.reducers import InvalidTransition, add_tokens, reduce, replay, reply_problem
+from ruizn.reducers import InvalidTransition, add_tokens, rebuild, reduce, reply_problem
 from ruizn.serde import DecodeError, decode, encode
 from ruizn.settings import ConfigError, RunSettings
 from ruizn.state import (
@@ -51,7 +51,7 @@ def _after(*events: Any) -> ExecutionContext:
     numbered: list[Event] = [FIRST]
     for i, (cls, fields) in enumerate(events, start=2):
         numbered.append(cls(seq=i, ts=float(i), **fields))
-    return replay(numbered)
+    return rebuild(numbered)
 
 
 STARTED = (LlmCallStarted, {"step": 1, "attempt": 1})

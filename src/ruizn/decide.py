@@ -1,4 +1,4 @@
-"""What the shell must do next, decided from the state alone.
+"""What the runner (shell/runner.py) must do next, decided from the state alone.
 
 Every policy of the loop is here, pure and testable: when to stop and what a stop reason
 means (`next_action`), whether a failed model call is retried and after how long
@@ -16,6 +16,7 @@ from collections.abc import Callable
 from attrs import field, frozen
 
 from ruizn.events import ClearedResult
+from ruizn.format import counted
 from ruizn.rules import (
     ApprovalDecision,
     limit_stop,
@@ -129,7 +130,7 @@ Action = (
     | Finished
 )
 
-# Whether a call needs a person's approval before it runs: the shell's answer from the tool
+# Whether a call needs a person's approval before it runs: the runner's answer from the tool
 # (BaseTool.approval_required), passed in like `read_only` is to interrupted_calls.
 NeedsApproval = Callable[[str, JsonObject], bool]
 
@@ -488,7 +489,7 @@ def _check_budget(state: ExecutionContext, max_cost: float | None) -> None:
     unpriced = state.cost_unknown + state.unpriced_steps
     if unpriced:
         raise ResumeRefused(
-            f"run {state.run_id} has {unpriced} model call{'s' if unpriced > 1 else ''} with no"
+            f"run {state.run_id} has {counted(unpriced, 'model call')} with no"
             " price in its log (no known price for its model, or logged before ruizn priced"
             " calls): a --max-cost budget could not count them"
         )

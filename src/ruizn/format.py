@@ -31,3 +31,11 @@ def usd(amount: float | None) -> str:
     if amount >= 0.0001:
         return f"${amount:.4f}"
     return "<$0.0001"
+
+
+def counted(count: int, noun: str, nouns: str | None = None) -> str:
+    """`1 step`, `2 steps`, `0 steps`: the number and the noun that agrees with it. `nouns`
+    is the plural when it is not noun + "s" ("1 entry", "2 entries")."""
+    if count == 1:
+        return f"1 {noun}"
+    return f"{count:,} {nouns if nouns is not None else noun + 's'}"

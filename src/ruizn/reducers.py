@@ -216,9 +216,10 @@ def reduce(state: ExecutionContext, event: Event) -> ExecutionContext:
     return after if phase is after.phase else evolve(after, phase=phase)
 
 
-def replay(events: Iterable[Event]) -> ExecutionContext:
-    """The fold: the state a run is in after `events` (which must begin with RunStarted).
-    The one replay: a file's log, the fleet's table and a fork all come through here."""
+def rebuild(events: Iterable[Event]) -> ExecutionContext:
+    """The state a run is in after `events` (which must begin with RunStarted): the fold.
+    The one rebuild: a file's log (`ruizn.replay`), the fleet's table and a fork all come
+    through here."""
     iterator = iter(events)
     first = next(iterator, None)
     if not isinstance(first, RunStarted):

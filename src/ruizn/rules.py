@@ -81,7 +81,8 @@ def turn_stop(state: ExecutionContext) -> Stop:
             return Stop(
                 status=Status.ERROR,
                 error=f"the answer was cut off at max_tokens ({state.settings.max_tokens}):"
-                f" resume with a larger --max-tokens to let it go on",
+                f" resume the run with --max-tokens {state.settings.max_tokens * 2} to let it"
+                " go on",
             )
         case "tool_use" if not has_tool_use:
             return Stop(status=Status.ERROR, error="stop_reason tool_use without a tool call")
@@ -107,7 +108,57 @@ def limit_stop(state: ExecutionContext) -> Stop | None:
         return Stop(status=Status.MAX_COST)
     limit = context_limit(settings)
     if limit is not None and state.context_tokens > limit and not plan_clearing(state).fits:
-        return Stop(status=Status.ERROR, error=CONTEXT_EXCEEDED)
+        return Stop(status=Status.ERROR, error=context_error(state, limit))
+    return None
+
+
+def context_error(state: ExecutionContext, limit: int) -> str:
+    """Why the history cannot be sent, and the fix that applies to this run: a limit the
+    user set (--max-context) is raised on resume, up to what the model takes; past the
+    model's own window, only a narrower goal or a larger window helps. (No run id in it: the
+    error is logged, and a rerun or a fork of the run must come to the same words.)"""
+    wanted = context_fix(state)
+    if wanted is None:
+        return CONTEXT_EXCEEDED
+    return (
+        f"the conversation (about {state.context_tokens:,} tokens) does not fit this run's"
+        f" --max-context {limit:,} even with every older tool result cleared: resume the run"
+        f" with --max-context {wanted} to go on"
+    )
+
+
+def context_fix(state: ExecutionContext) -> int | None:
+    """The --max-context a resume needs when the user's own limit is what the history does
+    not fit: the history and a quarter more for the steps to come, in thousands, within
+    the model's window; None when the limit is the model's (or the history is past it)."""
+    settings = state.settings
+    if not settings.max_context:
+        return None
+    wanted = -(-state.context_tokens * 5 // 4 // 1000) * 1000
+    if settings.context_window is not None:
+        model = max(settings.context_window - settings.max_tokens, 1)
+        if state.context_tokens > model:
+            return None
+        wanted = min(wanted, model)
+    return wanted
+
+
+def resume_fix(state: ExecutionContext) -> str | None:
+    """The options of `ruizn resume RUN` that let a run a limit ended in error go on: a
+    larger --max-tokens for an answer cut at max_tokens, a larger --max-context for a history
+    past the user's limit; None for any other end."""
+    if state.status is not Status.ERROR or state.error is None:
+        return None
+    if (
+        state.stop_reason == "max_tokens"
+        and state.messages
+        and state.error == turn_stop(state).error
+    ):
+        return f"--max-tokens {state.settings.max_tokens * 2}"
+    wanted = context_fix(state)
+    limit = context_limit(state.settings)
+    if wanted is not None and limit is not None and state.error == context_error(state, limit):
+        return f"--max-context {wanted}"
     return None
 
 

@@ -268,7 +268,7 @@ class MediaTally:
 
 @frozen(kw_only=True)
 class ToolCall:
-    """A tool_use the model asked for, as the shell must run it."""
+    """A tool_use the model asked for, as the runner must run it."""
 
     id: str
     name: str

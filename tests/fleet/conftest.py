@@ -16,17 +16,17 @@ import pytest
 import sqlalchemy as sa
 
 from ruizn.fleet.database import EventStore
-from tests.cli.conftest import (
+from tests.effects.mcp.test_toolset import http_demo  # noqa: F401 (a shared fixture)
+from tests.fakeapi import Reply, Stream, Text, ToolUse
+from tests.fleet.pg import NoPostgres, postgres_server
+from tests.paths import REPO
+from tests.shell.cli.conftest import (
     cli_env,
     ruizn_command,
     server_factory,  # noqa: F401 (a shared fixture)
     workspace,  # noqa: F401 (a shared fixture)
 )
-from tests.effects.test_mcp import http_demo  # noqa: F401 (a shared fixture)
-from tests.fakeapi import Reply, Stream, Text, ToolUse
-from tests.fleet.pg import NoPostgres, postgres_server
 
-REPO = Path(__file__).resolve().parents[2]
 # For the CLI and workers run as subprocesses: ruizn from this tree's src, whichever
 # checkout an editable install points at, and the tests package (--tools-from) from its root.
 SUBPROCESS_PATH = os.pathsep.join([str(REPO / "src"), str(REPO)])

@@ -14,8 +14,6 @@ import pytest
 from dbos import DBOSClient
 
 from ruizn.fleet.database import EventStore
-from tests.cli.approval_helpers import tool_results, write
-from tests.cli.conftest import cli_env
 from tests.fakeapi import Reply, Stream, Text
 from tests.fleet.conftest import (
     SUBPROCESS_PATH,
@@ -27,6 +25,8 @@ from tests.fleet.conftest import (
     wait_for,
 )
 from tests.fleet.conftest import statuses as stored_statuses
+from tests.shell.cli.approval_helpers import tool_results, write
+from tests.shell.cli.conftest import cli_env
 
 pytestmark = pytest.mark.slow
 
@@ -145,7 +145,7 @@ def test_a_fleet_run_awaiting_approval_is_decided_from_another_machine(
         worker.send_signal(signal.SIGTERM)
         out, err = worker.communicate(timeout=20)
     assert "Traceback" not in err, err
-    assert "[worker w1] approve-me awaiting_approval · 1 steps" in out
+    assert "[worker w1] approve-me awaiting_approval · 1 step" in out
     assert "[worker w1] approve-me success · 2 steps" in out
 
     # The approved write was done once, decided once, by the person, after run_resumed.
@@ -210,7 +210,7 @@ def test_a_batch_whose_runs_await_approval_exits_4_and_runs_their_decisions_next
 
     first = batch()
     assert first.returncode == 4, first.stdout + first.stderr
-    assert "batch: 1 runs: 1 awaiting_approval" in first.stdout
+    assert "batch: 1 run: 1 awaiting_approval" in first.stdout
     db = batch_db(workspace)
     approved = ruizn(["resume", "--db", db, "approve-me", "--approve", "all"], workspace, environ)
     assert (approved.returncode, approved.stderr) == (0, "")
@@ -219,7 +219,7 @@ def test_a_batch_whose_runs_await_approval_exits_4_and_runs_their_decisions_next
     )
     second = batch()
     assert second.returncode == 0, second.stdout + second.stderr
-    assert "batch: 1 runs: 1 success" in second.stdout
+    assert "batch: 1 run: 1 success" in second.stdout
     assert (workspace / "approved.txt").read_text() == "yes"
     log = log_of(db, "approve-me")
     assert [e["id"] for e in of_type(log, "tool_call_started")] == ["toolu_w1"]

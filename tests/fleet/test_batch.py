@@ -16,9 +16,9 @@ import pytest
 from ruizn.effects.runlog.reader import replay_file
 from ruizn.fleet.database import EventStore
 from ruizn.state import Status
-from tests.cli.conftest import cli_env, ruizn_command
 from tests.fleet.conftest import SUBPROCESS_PATH, batch_db, note_loop, requests_per_goal, wait_for
 from tests.fleet.tools import NOTES
+from tests.shell.cli.conftest import cli_env, ruizn_command
 
 RUNS = 20
 TOOL_TURNS = 2

@@ -15,9 +15,9 @@ import sqlalchemy as sa
 
 from ruizn.fleet.database import EVENTS, RUNS, EventStore
 from ruizn.terminal import UNSAFE
-from tests.cli.conftest import cli_env, ruizn_command
 from tests.fakeapi import Stream, Text
 from tests.fleet.conftest import SUBPROCESS_PATH, env, ruizn
+from tests.shell.cli.conftest import cli_env, ruizn_command
 
 pytestmark = pytest.mark.slow
 
@@ -83,7 +83,7 @@ def test_batch_lines_show_a_hostile_goal_inert(workspace: Path, server_factory: 
     goals.write_text(json.dumps({"goal": "clear" + HOSTILE, "id": "g1"}) + "\n")
     proc = _batch(goals, workspace, server.base_url)
     assert proc.returncode == 0, proc.stderr
-    assert "batch: 1 runs: 1 success" in proc.stdout
+    assert "batch: 1 run: 1 success" in proc.stdout
     assert "clear␛]0;pwned␇␛[2J\\x9b31m\\u202eevil" in proc.stdout
     assert _raw_controls(proc.stdout + proc.stderr) == set()
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.cli.conftest import cli_env
 from tests.fleet.conftest import SUBPROCESS_PATH, batch_db, ruizn
 from tests.fleet.test_approval_db import log_of, model, of_type
+from tests.shell.cli.conftest import cli_env
 
 pytestmark = pytest.mark.slow
 

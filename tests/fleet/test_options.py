@@ -19,7 +19,6 @@ import pytest
 from dbos import DBOSClient
 
 from ruizn.fleet.database import EventStore
-from tests.cli.conftest import cli_env, ruizn_command
 from tests.fakeapi import HttpError, Reply, Stream, Text, ToolUse
 from tests.fleet.conftest import (
     SUBPROCESS_PATH,
@@ -31,10 +30,12 @@ from tests.fleet.conftest import (
     statuses,
     wait_for,
 )
+from tests.paths import TESTS
+from tests.shell.cli.conftest import cli_env, ruizn_command
 
 pytestmark = pytest.mark.slow
 
-DEMO = Path(__file__).resolve().parents[1] / "mcp_servers" / "demo.py"
+DEMO = TESTS / "mcp_servers" / "demo.py"
 DEMO_COMMAND = shlex.join([sys.executable, str(DEMO)])
 ENV_TEXT = "DB_PASSWORD=hunter2\n"
 # Named so the redactor leaves its value in the log (a $..._TOKEN value is scrubbed there),
@@ -397,7 +398,7 @@ def test_submit_and_worker_honour_every_run_option(
         worker.send_signal(signal.SIGTERM)
         out, err = worker.communicate(timeout=20)
     assert "Traceback" not in err, err
-    assert "[worker w1] write-ask awaiting_approval · 1 steps" in out
+    assert "[worker w1] write-ask awaiting_approval · 1 step" in out
     check_runs(
         stored_events(fresh_db),
         workspace,

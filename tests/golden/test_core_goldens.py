@@ -23,7 +23,7 @@ import pytest
 
 from ruizn.decide import next_action
 from ruizn.events import Event, RunFinished, RunStarted
-from ruizn.reducers import reduce, replay, start
+from ruizn.reducers import rebuild, reduce, start
 from ruizn.request import build_request
 from ruizn.serde import decode, encode, state_to_json
 from ruizn.state import ExecutionContext
@@ -70,7 +70,7 @@ def test_events_jsonl_is_a_whole_run_written_as_the_writer_writes(case: str) -> 
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert [e.ts for e in events] == sorted(e.ts for e in events)
     assert isinstance(events[-1], RunFinished)
-    final = replay(events)
+    final = rebuild(events)
     assert events[-1].usage == final.usage  # the totals the run_finished line reports
     assert events[-1].steps == final.step
 
@@ -80,7 +80,7 @@ def test_core_golden(case: str, update_goldens: bool) -> None:
     events = _events(case)
     states = _states(events)
     final = states[-1]
-    assert replay(events) == final
+    assert rebuild(events) == final
     before_finish = states[-2]
     k = max(i for i, s in enumerate(states[:-1]) if s.messages[-1].role == "user")
     request_state = states[k]

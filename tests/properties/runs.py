@@ -50,7 +50,7 @@ from ruizn.events import (
     ToolCallFinished,
     UserMessage,
 )
-from ruizn.reducers import reduce, replay, start
+from ruizn.reducers import rebuild, reduce, start
 from ruizn.settings import APPROVAL_MODES, RunSettings
 from ruizn.shell.runner import AgentRunner
 from ruizn.state import (
@@ -390,7 +390,7 @@ def simulate(
             waits += 1  # stopped for a decision: another process resumes with some
         # The process died or stopped: all we have is the log. Replay it and resume, as the
         # CLI does.
-        state = replay(events)
+        state = rebuild(events)
         assert state == runner.state, "the state a stop left equals the replay of its log"
         try:
             plan = plan_resume(state, max_steps=None, max_tokens=None)

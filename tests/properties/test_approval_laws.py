@@ -17,7 +17,7 @@ from ruizn.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from ruizn.reducers import replay
+from ruizn.reducers import rebuild
 from ruizn.state import Status, ToolUseBlock
 from tests.properties.runs import runs_settings, simulate
 
@@ -35,7 +35,7 @@ def test_any_mix_of_decisions_crashes_and_resumes_answers_every_tool_use_once(
     assert [e.seq for e in run.events] == list(range(1, len(run.events) + 1))
     assert sum(isinstance(e, RunResumed) for e in run.events) == run.sessions - 1
     # the log alone rebuilds exactly the state the last session ended with
-    assert replay(run.events) == run.final
+    assert rebuild(run.events) == run.final
     assert run.final.status is not Status.RUNNING
     if run.final.status is Status.AWAITING_APPROVAL:
         assert run.final.awaiting_approval

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ruizn.events import RunResumed, ToolCallFinished, ToolCallStarted
-from ruizn.reducers import replay
+from ruizn.reducers import rebuild
 from ruizn.state import Status, ToolUseBlock
 from tests.properties.runs import runs_settings, simulate
 
@@ -30,7 +30,7 @@ def test_a_crash_at_any_event_then_resume_answers_every_tool_use_exactly_once(
     assert [e.seq for e in run.events] == list(range(1, len(run.events) + 1))
     assert sum(isinstance(e, RunResumed) for e in run.events) == run.sessions - 1
     # the log alone rebuilds exactly the state the last session ended with
-    assert replay(run.events) == run.final
+    assert rebuild(run.events) == run.final
     assert run.final.status is not Status.RUNNING
     # every tool_use the model asked for is answered exactly once
     asked = Counter(

@@ -26,7 +26,7 @@ from ruizn.effects.models.function import FunctionModel
 from ruizn.effects.runlog.sink import MemorySink
 from ruizn.effects.tools.base import ToolRegistry
 from ruizn.events import Event, LlmCallStarted, Parent, RunResumed, RunStarted, UserMessage
-from ruizn.reducers import replay
+from ruizn.reducers import rebuild
 from ruizn.shell.runner import AgentRunner
 from ruizn.state import ExecutionContext, Status, TextBlock
 from tests.properties.runs import _DrawnTool, _Model, runs_settings, simulate, texts
@@ -42,9 +42,9 @@ def test_replay_of_every_prefix_is_the_live_state_across_continues(
 ) -> None:
     run = simulate(data, max_steps=max_steps, errors=errors, approvals=approvals, continues=True)
     assert [e.seq for e in run.events] == list(range(1, len(run.events) + 1))
-    assert replay(run.events) == run.final
+    assert rebuild(run.events) == run.final
     for k in range(1, len(run.events) + 1):
-        assert replay(run.events[:k]) == run.states[k - 1]
+        assert rebuild(run.events[:k]) == run.states[k - 1]
     assert run.final.messages == run.expected_messages
     roles = [m.role for m in run.final.messages]
     assert all(a != b for a, b in itertools.pairwise(roles))
@@ -98,7 +98,7 @@ def test_a_fork_rebuilds_the_parent_at_every_point_between_steps_and_is_refused_
         if k in rest:
             fork = _fork(run.events, k)
             assert fork[1:] == run.events[1:k]
-            assert replay(fork) == evolve(run.states[k - 1], run_id="fork-1")
+            assert rebuild(fork) == evolve(run.states[k - 1], run_id="fork-1")
             continue
         with pytest.raises(ForkRefused) as refused:
             fork_prefix(iter(run.events), k)
@@ -122,7 +122,7 @@ def test_a_fork_driven_on_by_the_runner_is_rebuilt_exactly_by_its_log(
     rest = [k for k in range(1, len(run.events) + 1) if at_rest(run.states[k - 1])]
     at = data.draw(st.sampled_from(rest), label="fork at")
     fork = _fork(run.events, at)
-    state = replay(fork)
+    state = rebuild(fork)
     ran: list[str] = []
     registry = ToolRegistry(
         [
@@ -151,7 +151,7 @@ def test_a_fork_driven_on_by_the_runner_is_rebuilt_exactly_by_its_log(
             return  # calls left waiting: only a resume with decisions goes on from here
     runner.resume(plan, message=message)
     final = anyio.run(runner.drive)
-    assert replay((*fork, *sink.events)) == final
+    assert rebuild((*fork, *sink.events)) == final
     assert final.status is not Status.RUNNING
     assert final.run_id == "fork-1"
     assert _is_prefix(run.states[at - 1], final)

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ruizn.effects.runlog.reader import LogError, replay_file
-from ruizn.reducers import replay
+from ruizn.reducers import rebuild
 from ruizn.serde import encode
 from tests.properties.runs import json_values, runs_settings, simulate
 
@@ -73,4 +73,4 @@ def test_a_random_line_anywhere_is_refused_or_skipped_never_crashes(
         assert outcome.torn is None  # type: ignore[attr-defined]
         assert outcome.state.last_seq >= run.final.last_seq  # type: ignore[attr-defined]
         if at < len(lines):
-            assert outcome.state == replay(run.events)  # type: ignore[attr-defined]
+            assert outcome.state == rebuild(run.events)  # type: ignore[attr-defined]

@@ -19,7 +19,7 @@ from ruizn.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from ruizn.reducers import InvalidTransition, reduce, replay, start
+from ruizn.reducers import InvalidTransition, rebuild, reduce, start
 from ruizn.settings import RunSettings
 from ruizn.state import Status, ToolResult, ToolUseBlock
 from tests.properties.runs import runs_settings, simulate, tool_results
@@ -39,7 +39,7 @@ def test_reduce_refuses_a_gap_in_seq(data: st.DataObject, max_steps: int, gap: i
         reduce(run.states[k - 1], evolve(event, seq=event.seq - gap))  # or going back
     if k < len(run.events) - 1:  # a line lost in the middle of the log
         with pytest.raises(InvalidTransition):
-            replay(run.events[:k] + run.events[k + 1 :])
+            rebuild(run.events[:k] + run.events[k + 1 :])
 
 
 @RUNS
@@ -48,7 +48,7 @@ def test_reduce_refuses_a_duplicated_event(data: st.DataObject, max_steps: int) 
     run = simulate(data, max_steps=max_steps)
     k = data.draw(st.integers(0, len(run.events) - 1), label="k")
     with pytest.raises(InvalidTransition):
-        replay((*run.events[: k + 1], run.events[k], *run.events[k + 1 :]))
+        rebuild((*run.events[: k + 1], run.events[k], *run.events[k + 1 :]))
     with pytest.raises(InvalidTransition):
         reduce(run.states[k], run.events[k])
 
@@ -59,7 +59,7 @@ def test_reduce_refuses_a_second_run_started(data: st.DataObject, max_steps: int
     run = simulate(data, max_steps=max_steps)
     other = simulate(data, max_steps=max_steps)
     with pytest.raises(InvalidTransition):
-        replay(run.events + other.events)  # another run's log appended as is
+        rebuild(run.events + other.events)  # another run's log appended as is
     k = data.draw(st.integers(0, len(run.events) - 1), label="k")
     renumbered = evolve(other.events[0], seq=run.states[k].last_seq + 1)
     with pytest.raises(InvalidTransition, match="second run_started"):
@@ -125,16 +125,16 @@ def test_reduce_refuses_a_token_after_run_finished(event: LlmToken | LlmCallFail
         goal="g",
         settings=RunSettings(model="claude-sonnet-4-5", max_steps=1, max_tokens=1024, system=""),
     )
-    state = replay([first, RunFinished(seq=2, ts=1.0, status=Status.ERROR, steps=0, elapsed=1.0)])
+    state = rebuild([first, RunFinished(seq=2, ts=1.0, status=Status.ERROR, steps=0, elapsed=1.0)])
     with pytest.raises(InvalidTransition):
         reduce(state, event)
 
 
 def test_a_log_must_begin_with_run_started_with_seq_1() -> None:
     with pytest.raises(InvalidTransition):
-        replay([LlmToken(seq=1, ts=0.0, text="x")])
+        rebuild([LlmToken(seq=1, ts=0.0, text="x")])
     with pytest.raises(InvalidTransition):
-        replay([])
+        rebuild([])
     first = RunStarted(
         seq=2,
         ts=0.0,

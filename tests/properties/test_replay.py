@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ruizn.reducers import fold, reduce, replay
+from ruizn.reducers import fold, rebuild, reduce
 from ruizn.serde import decode, encode, state_from_json, state_to_json
 from tests.properties.runs import runs_settings, simulate
 
@@ -19,7 +19,7 @@ def test_replay_of_the_log_is_the_final_state_of_the_loop(
     data: st.DataObject, max_steps: int, errors: bool
 ) -> None:
     run = simulate(data, max_steps=max_steps, errors=errors)
-    assert replay(run.events) == run.final
+    assert rebuild(run.events) == run.final
 
 
 @RUNS
@@ -29,7 +29,7 @@ def test_replay_of_every_prefix_is_the_state_the_loop_had_then(
 ) -> None:
     run = simulate(data, max_steps=max_steps, errors=errors)
     for k in range(1, len(run.events) + 1):
-        assert replay(run.events[:k]) == run.states[k - 1]
+        assert rebuild(run.events[:k]) == run.states[k - 1]
 
 
 @RUNS
@@ -39,12 +39,12 @@ def test_replay_of_a_prefix_then_reducing_the_suffix_is_replay_of_the_whole(
 ) -> None:
     run = simulate(data, max_steps=max_steps, errors=errors)
     cut = data.draw(st.integers(1, len(run.events)), label="cut")
-    state = replay(run.events[:cut])
+    state = rebuild(run.events[:cut])
     for event in run.events[cut:]:
         state = reduce(state, event)
-    assert state == replay(run.events) == run.final
+    assert state == rebuild(run.events) == run.final
     # fold (which batches runs of tokens) is reduce applied one by one
-    assert fold(replay(run.events[:cut]), run.events[cut:]) == run.final
+    assert fold(rebuild(run.events[:cut]), run.events[cut:]) == run.final
 
 
 @RUNS
@@ -54,9 +54,9 @@ def test_replay_of_the_decoded_lines_is_the_state_of_the_original_events(
 ) -> None:
     run = simulate(data, max_steps=max_steps, errors=errors)
     lines = [encode(e) for e in run.events]
-    assert replay(decode(line) for line in lines) == run.final
+    assert rebuild(decode(line) for line in lines) == run.final
     log = "".join(line + "\n" for line in lines).encode("utf-8")
-    assert replay(decode(raw) for raw in log.split(b"\n")[:-1]) == run.final
+    assert rebuild(decode(raw) for raw in log.split(b"\n")[:-1]) == run.final
     # the state's own JSON form (`ruizn replay --json`) reads back to the same state
     for state in run.states:
         assert state_from_json(state_to_json(state)) == state

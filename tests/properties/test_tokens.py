@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from ruizn.events import Event, LlmCallStarted, LlmResponse, LlmToken, RunFinished, RunStarted
-from ruizn.reducers import replay
+from ruizn.reducers import rebuild
 from ruizn.serde import decode, encode, state_to_json
 from ruizn.settings import RunSettings
 from ruizn.state import ExecutionContext, Status, TextBlock, Usage
@@ -68,7 +68,7 @@ def _strings(node: Any) -> list[str]:
 def _timed_replay(lines: list[str]) -> tuple[ExecutionContext, float]:
     gc.collect()
     began = time.perf_counter()
-    state = replay(decode(line) for line in lines)
+    state = rebuild(decode(line) for line in lines)
     return state, time.perf_counter() - began
 
 

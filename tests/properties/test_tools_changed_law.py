@@ -26,7 +26,7 @@ from ruizn.events import (
     ToolCallStarted,
     ToolsChanged,
 )
-from ruizn.reducers import replay
+from ruizn.reducers import rebuild
 from ruizn.settings import RunSettings
 from ruizn.shell.runner import AgentRunner, ToolChange
 from ruizn.state import ErrorType, JsonObject, ToolResult, ToolUseBlock, Usage
@@ -139,12 +139,12 @@ def test_replay_and_requests_follow_a_changing_tool_list(data: st.DataObject) ->
 
     anyio.run(go)
     events = list(sink.events)
-    assert replay(events) == runner.state
+    assert rebuild(events) == runner.state
     # Each request offered the tools the log says the run had when it was made.
     starts = [i for i, e in enumerate(events) if isinstance(e, LlmCallStarted)]
     assert len(starts) == len(offered)
     for at, names in zip(starts, offered, strict=True):
-        assert names == [tool["name"] for tool in replay(events[: at + 1]).settings.tools]
+        assert names == [tool["name"] for tool in rebuild(events[: at + 1]).settings.tools]
     # A call runs only against the tool the model was offered; a stale one is answered why.
     started = {e.id for e in events if isinstance(e, ToolCallStarted)}
     calls = {
@@ -161,7 +161,7 @@ def test_replay_and_requests_follow_a_changing_tool_list(data: st.DataObject) ->
         assert event.result.is_error
         assert event.result.error_type == ErrorType.UNKNOWN_TOOL
         assert "not run: the tool" in str(event.result.content)
-        assert event.id in replay(events[:index]).turn_stale
+        assert event.id in rebuild(events[:index]).turn_stale
         stale.add(event.id)
     # What the examples hold (pytest --hypothesis-show-statistics): most change the list,
     # about half leave a call stale.

@@ -1,6 +1,6 @@
 """The view tests drive the real CLI against the fake API, like tests/cli."""
 
-from tests.cli.conftest import (  # noqa: F401 (shared fixtures)
+from tests.shell.cli.conftest import (  # noqa: F401 (shared fixtures)
     server_factory,
     workspace,
 )

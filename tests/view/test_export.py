@@ -9,6 +9,7 @@ without --otlp.
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -17,13 +18,17 @@ from typing import Any
 
 import pytest
 
+import ruizn
 from ruizn.view.spans import span_id, trace_id
-from tests.cli.conftest import cli_env, normalise_log, normalise_stdout, run_cli
 from tests.fakeapi import Stream, Text, ToolUse, Usage
+from tests.shell.cli.conftest import cli_env, normalise_log, normalise_stdout, run_cli
 from tests.view.demo import demo_run, demo_script, make_workspace
 from tests.view.receiver import HangingPort, OtlpReceiver, attributes, closed_port_url
 
-pytest.importorskip("opentelemetry.proto", reason="the otel extra is part of [test]")
+pytest.importorskip(
+    "opentelemetry.proto",
+    reason="the otel extra is missing: pip install -e '.[test]' in the checkout brings it",
+)
 
 CLIENT, INTERNAL = 3, 1  # opentelemetry.proto.trace.v1.Span.SpanKind
 STATUS_ERROR = 2
@@ -226,8 +231,17 @@ def test_without_the_otel_extra_export_names_the_pip_command(
         result = run_cli(args, workspace=workspace, env=env)
         assert result.code == 2, result.stderr
         assert result.stderr == (
-            "ruizn: error: OpenTelemetry export needs the otel extra: pip install 'ruizn[otel]'\n"
+            f"ruizn: error: OpenTelemetry export needs the otel extra: {_otel_command()}\n"
         )
+
+
+def _otel_command() -> str:
+    """What brings the otel extra to the ruizn these tests run: installed from this checkout
+    (`pip install -e '.[test]'`, as the README sets up), it is that checkout's, with the
+    extra, into the interpreter that runs ruizn."""
+    checkout = Path(ruizn.__file__).resolve().parents[2]
+    assert (checkout / "pyproject.toml").is_file(), "the tests run ruizn from its checkout"
+    return f"{shlex.quote(sys.executable)} -m pip install -e {shlex.quote(f'{checkout}[otel]')}"
 
 
 def _tool_script() -> Any:

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from tests.cli.conftest import cli_env, run_cli
 from tests.fakeapi import Stream, Text, ToolUse, tool_loop
+from tests.shell.cli.conftest import cli_env, run_cli
 from tests.view.chromium import dump_dom, screenshot
 from tests.view.demo import FINAL_ANSWER, demo_run, demo_script, make_workspace
 
@@ -276,7 +276,10 @@ def test_view_errors_are_one_line(tmp_path: Path, server_factory: Any) -> None:
 
 
 def test_view_db_draws_a_fleet_run_like_the_local_one(tmp_path: Path, server_factory: Any) -> None:
-    pytest.importorskip("sqlalchemy", reason="the fleet extra is part of [test]")
+    pytest.importorskip(
+        "sqlalchemy",
+        reason="the fleet extra is missing: pip install -e '.[test]' in the checkout brings it",
+    )
     workspace = make_workspace(tmp_path / "ws")
     run = demo_run(workspace, server_factory(demo_script()))
     run_id = run.log_path.parent.name
@@ -337,7 +340,7 @@ def test_a_stopped_and_resumed_run_shows_both_sessions(tmp_path: Path, server_fa
     dom = Dom(dump_dom(_view(workspace)))
     text = dom.text
     assert "2 sessions" in text
-    assert "finished: max steps · 1 steps" in text
+    assert "finished: max steps · 1 step" in text
     assert "resumed at" in text
     assert "finished: success · 3 steps" in text
     assert "All read." in text

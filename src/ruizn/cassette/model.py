@@ -22,11 +22,11 @@ from pathlib import Path
 
 from ruizn.cassette.recording import (
     Divergence,
+    Recording,
     RecordingError,
-    Tape,
     compare_requests,
     exhausted,
-    tape_of,
+    recording_of,
 )
 from ruizn.effects.models.provider import ModelReply, ProviderError, ReplayDiverged
 from ruizn.effects.person.approval import Answer
@@ -46,14 +46,15 @@ class Cassette:
         where = "the recording" if path is None else str(path)
         try:
             source = iter_events(Path(path)) if path is not None else iter(events)
-            self.tape: Tape = tape_of(source)
+            self.recording: Recording = recording_of(source)
         except InvalidTransition as exc:
             raise LogError(f"{where}: {exc}") from None
         except OSError as exc:
             raise LogError(f"{where}: {exc.strerror or exc}") from None
-        if not self.tape.replies:
+        if not self.recording.replies:
             raise RecordingError(
-                f"run {self.tape.first.run_id} has no model reply to serve: nothing to re-drive"
+                f"run {self.recording.first.run_id} has no model reply to serve:"
+                " nothing to re-drive"
             )
         self._next = 0
         self._responses = 0
@@ -62,17 +63,17 @@ class Cassette:
     @property
     def goal(self) -> str:
         """The recorded run's goal."""
-        return self.tape.first.goal
+        return self.recording.first.goal
 
     @property
     def settings(self) -> RunSettings:
         """The recorded run's settings, as it started."""
-        return self.tape.first.settings
+        return self.recording.first.settings
 
     @property
     def model_id(self) -> str:
         """The model the recording talked to (what a run on this cassette records)."""
-        return self.tape.first.settings.model
+        return self.recording.first.settings.model
 
     @property
     def served(self) -> int:
@@ -86,11 +87,11 @@ class Cassette:
     async def stream(self, request: MessagesRequest) -> AsyncIterator[str | ModelReply]:
         if self.divergence is not None:  # once left, a recording serves nothing more
             raise ReplayDiverged(self.divergence)
-        exchanges = self.tape.exchanges
+        exchanges = self.recording.exchanges
         if self._next >= len(exchanges):
-            self._diverge(exhausted(self.tape, self._responses + 1, request))
+            self._diverge(exhausted(self.recording, self._responses + 1, request))
         exchange = exchanges[self._next]
-        difference = compare_requests(self.tape, exchange, request)
+        difference = compare_requests(self.recording, exchange, request)
         if difference is not None:
             self._diverge(difference)
         self._next += 1
@@ -125,11 +126,11 @@ class RecordedApprover:
     recording; None for any other (the re-drive then stops awaiting_approval where the
     recording did, and a resume gives the decisions the recording's resume gave)."""
 
-    def __init__(self, tape: Tape) -> None:
-        self._tape = tape
+    def __init__(self, recording: Recording) -> None:
+        self._recording = recording
 
     async def __call__(self, call: ToolCall, tool: BaseTool | None) -> Answer | None:
-        decided = self._tape.prompted.get(call.id)
+        decided = self._recording.prompted.get(call.id)
         if decided is None:
             return None
         return Answer(approved=decided.approved, reason=decided.reason, always=decided.always)

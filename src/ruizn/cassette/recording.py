@@ -1,4 +1,4 @@
-"""A recorded run as a tape: what its model was asked and answered, and where each of its
+"""A recorded run as a recording: what its model was asked and answered, and where each of its
 sessions stopped and how the next went on. Pure: built by folding the recording's events.
 
 The log holds states, not requests: the request of each recorded model call is rebuilt with
@@ -68,7 +68,7 @@ class Stop:
 
 
 @frozen(kw_only=True)
-class Tape:
+class Recording:
     first: RunStarted
     exchanges: tuple[Exchange, ...]
     stops: tuple[Stop, ...]  # one per session, in order; the last one ends the recording
@@ -82,8 +82,8 @@ class Tape:
         return sum(isinstance(e.reply, LlmResponse) for e in self.exchanges)
 
 
-def tape_of(events: Iterable[Event]) -> Tape:
-    """The tape of a recording (its events in order, from run_started on)."""
+def recording_of(events: Iterable[Event]) -> Recording:
+    """The recording of a recording (its events in order, from run_started on)."""
     iterator = iter(events)
     first = next(iterator, None)
     if not isinstance(first, RunStarted):
@@ -139,7 +139,7 @@ def tape_of(events: Iterable[Event]) -> Tape:
             and isinstance(event, ToolCallFinished | ToolApprovalRequested | ToolApprovalDecided)
         )
     stops.append(Stop(finished=finished, state=state, resumed=None))
-    return Tape(
+    return Recording(
         first=first,
         exchanges=tuple(exchanges),
         stops=tuple(stops),
@@ -177,25 +177,27 @@ class Divergence:
         return [head, "--- recorded", "+++ now", *shown]
 
 
-def compare_requests(tape: Tape, exchange: Exchange, now: MessagesRequest) -> Divergence | None:
+def compare_requests(
+    recording: Recording, exchange: Exchange, now: MessagesRequest
+) -> Divergence | None:
     """How the request `now` differs from the recorded one of `exchange` (the system prompt,
     the tools, the messages), or None. A changed tool result is named by its call and tool."""
     where = f"the request of step {exchange.step} (recorded seq {exchange.seq})"
     recorded = exchange.request
     if recorded.system != now.system:
         return Divergence(
-            seq=tape.first.seq,
+            seq=recording.first.seq,
             what=f"the system prompt differs in {where}",
             recorded=recorded.system,
             now=now.system,
         )
-    tools = _tools_difference(tape, recorded.tools, now.tools, where)
+    tools = _tools_difference(recording, recorded.tools, now.tools, where)
     if tools is not None:
         return tools
-    return _history_difference(tape, recorded.messages, now.messages, exchange.seq, where)
+    return _history_difference(recording, recorded.messages, now.messages, exchange.seq, where)
 
 
-def compare_stop(tape: Tape, stop: Stop, state: ExecutionContext) -> Divergence | None:
+def compare_stop(recording: Recording, stop: Stop, state: ExecutionContext) -> Divergence | None:
     """How a re-driven session's end differs from the recorded one: its status, steps and
     error, then the history (the last turn's results, which no later request shows)."""
     recorded = stop.state
@@ -207,7 +209,7 @@ def compare_stop(tape: Tape, stop: Stop, state: ExecutionContext) -> Divergence 
             now=_ending(state),
         )
     return _history_difference(
-        tape,
+        recording,
         plan_request(recorded).messages,
         plan_request(state).messages,
         stop.seq,
@@ -215,13 +217,13 @@ def compare_stop(tape: Tape, stop: Stop, state: ExecutionContext) -> Divergence 
     )
 
 
-def exhausted(tape: Tape, step: int, now: MessagesRequest) -> Divergence:
+def exhausted(recording: Recording, step: int, now: MessagesRequest) -> Divergence:
     """The re-drive asks for a model call the recording never made."""
     last = now.messages[-1] if now.messages else None
     return Divergence(
-        seq=tape.final.last_seq,
+        seq=recording.final.last_seq,
         what=f"the recording has no reply left for step {step} (it ends at seq"
-        f" {tape.final.last_seq})",
+        f" {recording.final.last_seq})",
         recorded="(no model call)",
         now="a model call after: " + (_message_text(last) if last is not None else "nothing"),
     )
@@ -233,7 +235,7 @@ def _ending(state: ExecutionContext) -> str:
 
 
 def _tools_difference(
-    tape: Tape,
+    recording: Recording,
     recorded: tuple[dict[str, Any], ...],
     now: tuple[dict[str, Any], ...],
     where: str,
@@ -250,7 +252,7 @@ def _tools_difference(
         else:
             what = f"the tool {name} is described otherwise in {where}"
         return Divergence(
-            seq=tape.first.seq,
+            seq=recording.first.seq,
             what=what,
             recorded=_pretty(before.get(name)),
             now=_pretty(after.get(name)),
@@ -258,7 +260,7 @@ def _tools_difference(
         )
     if [t.get("name") for t in recorded] != [t.get("name") for t in now]:
         return Divergence(
-            seq=tape.first.seq,
+            seq=recording.first.seq,
             what=f"the tools are offered in another order in {where}",
             recorded="\n".join(str(t.get("name")) for t in recorded),
             now="\n".join(str(t.get("name")) for t in now),
@@ -267,7 +269,7 @@ def _tools_difference(
 
 
 def _history_difference(
-    tape: Tape,
+    recording: Recording,
     recorded: tuple[Message, ...],
     now: tuple[Message, ...],
     seq: int,
@@ -282,7 +284,7 @@ def _history_difference(
             continue
         if old_json is not None and new_json is not None:
             found = _result_difference(
-                tape, recorded[:index], old_json, new_json, seen=seq, where=where
+                recording, recorded[:index], old_json, new_json, seen=seq, where=where
             )
             if found is not None:
                 return found
@@ -296,7 +298,7 @@ def _history_difference(
 
 
 def _result_difference(
-    tape: Tape,
+    recording: Recording,
     earlier: tuple[Message, ...],
     old: dict[str, Any],
     new: dict[str, Any],
@@ -316,7 +318,7 @@ def _result_difference(
             return None
         call_id = str(before["tool_use_id"])
         tool = _tool_of(earlier, call_id)
-        seqs = [seq for seq in tape.finished_calls.get(call_id, ()) if seq < seen]
+        seqs = [seq for seq in recording.finished_calls.get(call_id, ()) if seq < seen]
         return Divergence(
             seq=seqs[-1] if seqs else seen,
             what=f"the result of {call_id} ({tool}) differs, seen in {where}",

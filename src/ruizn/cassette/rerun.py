@@ -24,7 +24,7 @@ from pathlib import Path
 from attrs import evolve, frozen
 
 from ruizn.cassette.model import Cassette, RecordedApprover
-from ruizn.cassette.recording import Divergence, Stop, Tape, compare_stop
+from ruizn.cassette.recording import Divergence, Recording, Stop, compare_stop
 from ruizn.effects.models.provider import ReplayDiverged
 from ruizn.effects.runlog.reader import iter_events
 from ruizn.effects.runlog.store import settled
@@ -49,10 +49,13 @@ class Rerun:
     state: ExecutionContext  # the new run's state where it stopped
 
 
-def replayed_approvals(tape: Tape) -> tuple[str, ...]:
-    """The recorded approvals a re-drive of `tape` gives again: at the prompt, and with a
-    resume (`--approve`), in the recording's order; for the grant."""
-    decided = [*tape.prompted.values(), *(d for stop in tape.stops for d in stop.decisions)]
+def replayed_approvals(recording: Recording) -> tuple[str, ...]:
+    """The recorded approvals a re-drive of `recording` gives again: at the prompt, and with
+    a resume (`--approve`), in the recording's order; for the grant."""
+    decided = [
+        *recording.prompted.values(),
+        *(d for stop in recording.stops for d in stop.decisions),
+    ]
     return tuple(
         f"call {d.id}" + (" (and its tool always after)" if d.always else "")
         for d in sorted(decided, key=lambda d: d.seq)
@@ -69,41 +72,41 @@ async def rerun_async(agent: Agent, run: str | Path, *, trust: bool = False) -> 
     not in this workspace), `ConfigError` (the workspace is not a folder)."""
     ref, _ = settled(agent.store(), str(run))
     cassette = Cassette(events=iter_events(ref.path))
-    tape = cassette.tape
+    recording = cassette.recording
     problem = agent.trust_problem(ref.path)
     if problem is not None and not trust:
-        grant = grant_of(tape.final.settings, replayed=replayed_approvals(tape))
-        raise UntrustedRun(tape.first.run_id, problem, grant, verb="rerun")
+        grant = grant_of(recording.final.settings, replayed=replayed_approvals(recording))
+        raise UntrustedRun(recording.first.run_id, problem, grant, verb="rerun")
     settings = evolve(
-        tape.first.settings,
+        recording.first.settings,
         workspace=agent.settings.workspace,  # today's checkout, never the recorded path
-        approval=_approval(tape.first.settings.approval, vouched=problem is None),
+        approval=_approval(recording.first.settings.approval, vouched=problem is None),
         tools=(),
         tool_sources=(),
         # A recording made with no context limit (an unknown model, an older log) is
         # re-driven with none: `start` would otherwise look the window up today.
         max_context=0
-        if context_limit(tape.first.settings) is None
-        else tape.first.settings.max_context,
+        if context_limit(recording.first.settings) is None
+        else recording.first.settings.max_context,
     )
-    driver = agent.derive(cassette, settings=settings, approver=RecordedApprover(tape))
-    lineage = Parent(run_id=tape.first.run_id, seq=tape.final.last_seq, kind="rerun")
-    async with driver.start(tape.first.goal, parent=lineage) as session:
+    driver = agent.derive(cassette, settings=settings, approver=RecordedApprover(recording))
+    lineage = Parent(run_id=recording.first.run_id, seq=recording.final.last_seq, kind="rerun")
+    async with driver.start(recording.first.goal, parent=lineage) as session:
         state, divergence = await _drive(session)
     run_id, log_path = session.run_id, session.log_path
-    for stop in tape.stops:
+    for stop in recording.stops:
         if divergence is not None:
             break
         if stop.resumed is not None and not _reproducible(stop):
             continue  # the re-drive went through where the recording was interrupted
-        divergence = compare_stop(tape, stop, state)
+        divergence = compare_stop(recording, stop, state)
         if divergence is not None or stop.resumed is None:
             break
         request = _resume_of(stop, state, vouched=problem is None)
         async with driver.start_resume(run_id, request) as session:
             state, divergence = await _drive(session)
     return Rerun(
-        recording=tape.first.run_id,
+        recording=recording.first.run_id,
         run_id=run_id,
         log_path=log_path,
         divergence=divergence,

@@ -42,6 +42,7 @@ from ruizn.fleet.driver import (
 from ruizn.fleet.goals import RUN_ID
 from ruizn.fleet.resume import RESUME_WORKFLOW, ResumeOrder, order_from_json
 from ruizn.fleet.signing import SIGNATURE, FleetKey
+from ruizn.format import counted
 from ruizn.grant import grant_of
 from ruizn.shell.agent import Resume
 from ruizn.state import Status
@@ -201,7 +202,7 @@ def execute(
         state = resume_run(run, store, ctx.tools, request, mcp_headers=ctx.mcp_headers)
     ctx.store.note_run(run.run_id, goal=run.goal, status=state.status.value, worker=None)
     if ctx.announce is not None:
-        ctx.announce(f"{run.run_id} {state.status.value} · {state.step} steps")
+        ctx.announce(f"{run.run_id} {state.status.value} · {counted(state.step, 'step')}")
     return {
         "status": state.status.value,
         "steps": state.step,

@@ -12,7 +12,7 @@ from attrs import evolve
 
 from ruizn.fleet.errors import fail, need_fleet_extra
 from ruizn.fleet.worker import shown
-from ruizn.format import human_seconds, tokens, usd
+from ruizn.format import counted, human_seconds, tokens, usd
 from ruizn.settings import RunSettings
 
 # Batch runs belong to one fixed executor id: a batch started again recovers them.
@@ -278,15 +278,22 @@ def _wait(
                 result = {"status": "error", "error": f"{status.status}: {status.error}"}
             done[run_id] = result
             line = f"[{len(done):>{width}}/{total}] {_row(run_id, result)}"
-            print(("\r\x1b[K" if bar else "") + line, flush=True)
+            if bar:  # a line longer than the terminal would wrap, and the bar with it
+                from ruizn.shell.table import clip, terminal_width
+
+                line = "\r\x1b[K" + clip(line, terminal_width() or len(line))
+            print(line, flush=True)
         if bar:
             failed = sum(r.get("status") != "success" for r in done.values())
             used_in = sum(int(r.get("input_tokens") or 0) for r in done.values())
             used_out = sum(int(r.get("output_tokens") or 0) for r in done.values())
-            sys.stdout.write(
-                f"\r\x1b[K{len(done)}/{total} done · {failed} failed · {running} running"
+            from ruizn.shell.table import clip, terminal_width
+
+            progress = (
+                f"{len(done)}/{total} done · {failed} failed · {running} running"
                 f" · in {tokens(used_in)} out {tokens(used_out)} tok"
             )
+            sys.stdout.write("\r\x1b[K" + clip(progress, (terminal_width() or 999) - 1))
             sys.stdout.flush()
         if len(done) < total:
             time.sleep(0.1)
@@ -298,7 +305,7 @@ def _wait(
 def _row(run_id: str, result: dict[str, Any]) -> str:
     parts = [run_id, str(result.get("status"))]
     if "steps" in result:
-        parts.append(f"{result['steps']} steps")
+        parts.append(counted(int(result["steps"]), "step"))
         parts.append(human_seconds(float(result.get("elapsed") or 0.0)))
         parts.append(
             f"in {tokens(int(result.get('input_tokens') or 0))}"
@@ -315,19 +322,34 @@ def _summary(results: dict[str, dict[str, Any]], goals: dict[str, str]) -> None:
     for result in results.values():
         counts[str(result.get("status"))] = counts.get(str(result.get("status")), 0) + 1
     print()
-    print(
-        f"{'RUN':<28} {'STATUS':<10} {'STEPS':>5} {'TIME':>7} {'IN':>8} {'OUT':>7}"
-        f" {'COST':>12}  GOAL"
+    # The same table as `ruizn runs`: it fits the terminal, and piped every row is whole.
+    from ruizn.shell.table import Column, render, terminal_width
+
+    columns = (
+        Column(title="RUN", width=28),
+        Column(title="STATUS", width=10),
+        Column(title="STEPS", right=True, width=5, drop=1),
+        Column(title="TIME", right=True, width=7, drop=3),
+        Column(title="IN", right=True, width=8, drop=5),
+        Column(title="OUT", right=True, width=7, drop=4),
+        Column(title="COST", right=True, width=12, drop=2),
     )
-    for run_id, goal in goals.items():
+    rows = []
+    for run_id in goals:
         r = results[run_id]
-        goal_text = shown(goal)
-        print(
-            f"{shown(run_id):<28} {shown(str(r.get('status'))):<10} {r.get('steps', ''):>5}"
-            f" {human_seconds(float(r.get('elapsed') or 0.0)):>7}"
-            f" {tokens(int(r.get('input_tokens') or 0)):>8}"
-            f" {tokens(int(r.get('output_tokens') or 0)):>7}"
-            f" {usd(_cost(r)) if 'steps' in r else '':>12}  {goal_text[:60]}"
+        rows.append(
+            [
+                shown(run_id),
+                shown(str(r.get("status"))),
+                str(r.get("steps", "")),
+                human_seconds(float(r.get("elapsed") or 0.0)),
+                tokens(int(r.get("input_tokens") or 0)),
+                tokens(int(r.get("output_tokens") or 0)),
+                usd(_cost(r)) if "steps" in r else "",
+            ]
         )
+    lasts = [" ".join(shown(goal).split()) for goal in goals.values()]
+    for line in render(columns, rows, last="GOAL", lasts=lasts, width=terminal_width()):
+        print(line)
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    print(f"\nbatch: {len(results)} runs: {summary}", flush=True)
+    print(f"\nbatch: {counted(len(results), 'run')}: {summary}", flush=True)

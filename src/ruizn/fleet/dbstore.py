@@ -16,7 +16,7 @@ from ruizn.effects.runlog.store import FLEET_MARK, LAST, RunInfo, RunNotFound, R
 from ruizn.events import Event
 from ruizn.fleet.database import EventStore, safe_url
 from ruizn.fleet.sink import FleetSink
-from ruizn.reducers import InvalidTransition, replay
+from ruizn.reducers import InvalidTransition, rebuild
 from ruizn.serde import DecodeError, decode
 
 
@@ -99,7 +99,7 @@ class DbRunStore:
                     on_event(event)
 
         try:
-            state = replay(events())
+            state = rebuild(events())
         except (DecodeError, InvalidTransition) as exc:
             raise LogError(f"run {ref.run_id} in the database, event {count}: {exc}") from None
         return Replayed(state=state, events=count, torn=None, size=0)

@@ -17,4 +17,6 @@ def fail(message: str) -> NoReturn:
 
 def need_fleet_extra() -> None:
     if importlib.util.find_spec("dbos") is None or importlib.util.find_spec("sqlalchemy") is None:
-        fail("fleets need DBOS: pip install 'ruizn[fleet]'")
+        from ruizn.effects.packaging.extras import install_command
+
+        fail(f"fleets need DBOS (the fleet extra): {install_command('fleet')}")

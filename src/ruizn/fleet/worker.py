@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from attrs import evolve
 
 from ruizn.fleet.errors import fail, need_fleet_extra
+from ruizn.format import counted
 from ruizn.settings import RunSettings
 from ruizn.terminal import visible
 
@@ -80,7 +81,10 @@ def work(
             # ENQUEUED -> PENDING dequeue admits exactly one.
             DBOS.resume_workflow(status.workflow_id, queue_name=QUEUE)
         store.forget_worker(dead)
-        say(f"worker {dead} is silent for {dead_after:g}s: {len(pending)} runs back on the queue")
+        say(
+            f"worker {dead} is silent for {dead_after:g}s:"
+            f" {counted(len(pending), 'run')} back on the queue"
+        )
 
     def beat() -> None:
         interval = max(min(dead_after / 3, 5.0), 0.2)

@@ -52,8 +52,7 @@ from ruizn.events import Event, LlmToken, Parent, RunFinished, RunResumed, RunSt
 from ruizn.grant import Grant, grant_of
 from ruizn.redact import Redactor, secrets_from_env
 from ruizn.redact import api_key_problem as key_whitespace_problem
-from ruizn.reducers import reasked, reduce
-from ruizn.reducers import replay as reducer_replay
+from ruizn.reducers import reasked, rebuild, reduce
 from ruizn.reducers import start as start_state
 from ruizn.settings import (
     TEST_MODEL,
@@ -363,7 +362,7 @@ class Agent:
         assert isinstance(first, RunStarted)
         vouched = self._trust.problem(first, ref.path) is None
         if not vouched and trust:
-            self._accepted_fork(reducer_replay(events))
+            self._accepted_fork(rebuild(events))
             vouched = True
         run_id = new_run_id()
         head = evolve(

@@ -14,23 +14,36 @@ at once; the page says how much of each it holds.
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import json
 from functools import cache
 from importlib import resources
 from typing import Any
 
-from ruizn.format import human_seconds
 from ruizn.media import image_line, images, text_of
-from ruizn.state import RedactedThinkingBlock, TextBlock, ThinkingBlock, Usage
+from ruizn.state import ImageBlock, RedactedThinkingBlock, TextBlock, ThinkingBlock, Usage
 from ruizn.terminal import visible
 from ruizn.version import __version__
-from ruizn.view.timeline import Attempt, Session, Step, Timeline, ToolRun
+from ruizn.view.timeline import Attempt, Mark, Sitting, Step, Timeline, ToolRun
 
-__all__ = ["LIMITS", "page_data", "render", "script_json"]
+__all__ = ["LIMITS", "THUMBNAIL_TYPES", "page_data", "render", "script_json", "thumbnail"]
 
 # Characters of each text the page holds (the log holds all of it).
 LIMITS = {"text": 20_000, "goal": 20_000, "system": 20_000, "tool": 4_000, "thinking": 4_000}
+
+# The images the page draws, by the bytes they must begin with: raster formats a browser
+# decodes as pictures and nothing else. Never SVG (a document that may hold script), never
+# a type the log merely claims: the declared type and the bytes must agree.
+THUMBNAIL_TYPES: dict[str, tuple[bytes, ...]] = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+    "image/webp": (b"RIFF",),  # and "WEBP" at offset 8, checked below
+}
+# An image larger than this (base64 characters) is named on the page, not drawn: a page of
+# many screenshots must still open at once. The API's own limit is 5 MB an image.
+THUMBNAIL_MAX = 2_000_000
 
 
 def _text(value: str, kind: str) -> dict[str, Any]:
@@ -97,6 +110,8 @@ def _tool(tool: ToolRun, t0: float) -> dict[str, Any]:
         content = tool.result.content
         lines = [text_of(content), *(f"[image: {image_line(i)}]" for i in images(content))]
         data["result"] = _text("\n".join(line for line in lines if line), "tool")
+        shown = [thumbnail(image) for image in images(content)]
+        data["images"] = [one for one in shown if one is not None]
         data["err"] = tool.result.is_error
         data["etype"] = None if tool.result.error_type is None else visible(tool.result.error_type)
     if tool.approval is not None:
@@ -109,6 +124,49 @@ def _tool(tool: ToolRun, t0: float) -> dict[str, Any]:
             "reason": None if approval.reason is None else _text(approval.reason, "tool"),
             "always": approval.always,
         }
+    return data
+
+
+def thumbnail(block: ImageBlock) -> dict[str, str] | None:
+    """The image as the page draws it (`mt`, `b64`, `line`), or None: not a PNG, JPEG, GIF
+    or WebP whose bytes say so too, not base64, or too large. The base64 is decoded and
+    encoded again, so what reaches the page's data: URL is only the base64 alphabet."""
+    media_type = block.source.media_type
+    magic = THUMBNAIL_TYPES.get(media_type)
+    data = block.source.data
+    if magic is None or len(data) > THUMBNAIL_MAX:
+        return None
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    if not raw.startswith(magic):
+        return None
+    if media_type == "image/webp" and raw[8:12] != b"WEBP":
+        return None
+    return {
+        "mt": media_type,
+        "b64": base64.b64encode(raw).decode("ascii"),
+        "line": visible(image_line(block)),
+    }
+
+
+def _mark(mark: Mark, t0: float) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "kind": mark.kind,
+        "at": _rel(mark.ts, t0),
+        "after": mark.after_step,
+        "limit": mark.limit,
+    }
+    if mark.kind == "context_cleared":
+        data["cleared"] = [
+            {"id": visible(item.tool_use_id), "name": visible(item.name), "size": item.size}
+            for item in mark.cleared
+        ]
+        data["bytes"] = sum(item.size for item in mark.cleared)
+    else:
+        data["budget"] = visible(mark.budget or "")
+        data["spent"] = mark.spent
     return data
 
 
@@ -133,7 +191,7 @@ def _step(step: Step, t0: float) -> dict[str, Any]:
     }
 
 
-def _session(session: Session, t0: float) -> dict[str, Any]:
+def _session(session: Sitting, t0: float) -> dict[str, Any]:
     return {
         "seq": session.seq,
         "start": _rel(session.start, t0),
@@ -174,11 +232,21 @@ def page_data(timeline: Timeline, *, live: bool = False, source: str = "") -> di
             "answer": None if answer is None else _text(answer, "text"),
             "events": timeline.events,
             "source": visible(source),
-            "elapsed": human_seconds(max(0.0, timeline.end - t0)),
+            # The run's time as its last run_finished says it (what the "finished" row and
+            # `ruizn show` give); for a run that has not finished, the log's span so far.
+            "elapsed": _elapsed(timeline),
         },
         "sessions": [_session(s, t0) for s in timeline.sessions],
         "steps": [_step(s, t0) for s in timeline.steps],
+        "marks": [_mark(m, t0) for m in timeline.marks],
     }
+
+
+def _elapsed(timeline: Timeline) -> float:
+    last = timeline.sessions[-1] if timeline.sessions else None
+    if last is not None and last.elapsed is not None:
+        return last.elapsed
+    return round(max(0.0, timeline.end - timeline.start), 6)
 
 
 _SCRIPT_ESCAPES = {

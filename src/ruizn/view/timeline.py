@@ -19,6 +19,9 @@ from typing import Literal
 from attrs import define, evolve, field, frozen
 
 from ruizn.events import (
+    BudgetSpent,
+    ClearedResult,
+    ContextCleared,
     Event,
     LlmCallFailed,
     LlmCallStarted,
@@ -44,9 +47,10 @@ from ruizn.state import (
 )
 
 __all__ = [
-    "Approval",
+    "ApprovalWait",
     "Attempt",
-    "Session",
+    "Mark",
+    "Sitting",
     "Step",
     "Timeline",
     "ToolRun",
@@ -80,7 +84,7 @@ class Attempt:
 
 
 @frozen(kw_only=True)
-class Approval:
+class ApprovalWait:
     requested: float
     decided: float | None = None
     approved: bool | None = None
@@ -100,7 +104,7 @@ class ToolRun:
     end: float | None = None
     duration: float | None = None
     result: ToolResult | None = None
-    approval: Approval | None = None
+    approval: ApprovalWait | None = None
     lane: int = 0  # calls of a step that overlap in time get different lanes
 
 
@@ -126,7 +130,22 @@ class Step:
 
 
 @frozen(kw_only=True)
-class Session:
+class Mark:
+    """Something the run did between steps that is no call: tool results cleared from the
+    history (context_cleared), or a shared budget found spent (budget_spent)."""
+
+    seq: int
+    ts: float
+    after_step: int  # the step it follows (0: before the first)
+    kind: Literal["context_cleared", "budget_spent"]
+    cleared: tuple[ClearedResult, ...] = ()
+    limit: float = 0  # tokens (context) or US dollars (budget)
+    budget: str | None = None
+    spent: float | None = None
+
+
+@frozen(kw_only=True)
+class Sitting:
     """One process's stretch of the run: run_started or run_resumed, to run_finished."""
 
     seq: int
@@ -152,12 +171,13 @@ class Timeline:
     end: float
     tool_names: tuple[str, ...]
     approval_mode: str
-    sessions: tuple[Session, ...]
+    sessions: tuple[Sitting, ...]
     steps: tuple[Step, ...]
     usage: Usage
     status: str  # the last run_finished's, or "running" when the log has none after a start
     error: str | None = None
     events: int = 0
+    marks: tuple[Mark, ...] = ()
 
     @property
     def answer(self) -> str | None:
@@ -210,7 +230,7 @@ class _Tool:
     end: float | None = None
     duration: float | None = None
     result: ToolResult | None = None
-    approval: Approval | None = None
+    approval: ApprovalWait | None = None
 
 
 @define
@@ -224,12 +244,13 @@ class _Step:
 @define
 class _Fold:
     started: RunStarted | None = None
-    sessions: list[Session] = field(factory=list)
+    sessions: list[Sitting] = field(factory=list)
     steps: list[_Step] = field(factory=list)
     by_number: dict[int, _Step] = field(factory=dict)
     tools: dict[str, _Tool] = field(factory=dict)
     open_attempt: _Attempt | None = None
     usage: Usage = field(factory=Usage)
+    marks: list[Mark] = field(factory=list)
     first_ts: float | None = None
     last_ts: float = 0.0
     events: int = 0
@@ -294,11 +315,11 @@ class _Fold:
                 attempt.failed = event
             case ToolApprovalRequested():
                 tool = self.tool(event.id, event.name, event.input)
-                tool.approval = Approval(requested=event.ts)
+                tool.approval = ApprovalWait(requested=event.ts)
             case ToolApprovalDecided():
                 tool = self.tool(event.id)
                 requested = tool.approval.requested if tool.approval else event.ts
-                tool.approval = Approval(
+                tool.approval = ApprovalWait(
                     requested=requested,
                     decided=event.ts,
                     approved=event.approved,
@@ -321,6 +342,29 @@ class _Fold:
                 self.sessions[-1] = evolve(
                     self.sessions[-1], torn_bytes=event.torn_bytes, approval=event.approval
                 )
+            case ContextCleared():
+                self.marks.append(
+                    Mark(
+                        seq=event.seq,
+                        ts=event.ts,
+                        after_step=self._steps_so_far(),
+                        kind="context_cleared",
+                        cleared=event.results,
+                        limit=event.limit,
+                    )
+                )
+            case BudgetSpent():
+                self.marks.append(
+                    Mark(
+                        seq=event.seq,
+                        ts=event.ts,
+                        after_step=self._steps_so_far(),
+                        kind="budget_spent",
+                        limit=event.limit,
+                        budget=event.budget,
+                        spent=event.spent,
+                    )
+                )
             case RunFinished():
                 self.open_attempt = None
                 if not self.sessions:
@@ -334,6 +378,9 @@ class _Fold:
                     elapsed=event.elapsed,
                 )
 
+    def _steps_so_far(self) -> int:
+        return self.steps[-1].number if self.steps else 0
+
     def _close_attempt(self, ts: float, outcome: Outcome) -> _Attempt:
         attempt = self.open_attempt
         if attempt is None:  # a reply with no call started: an attempt of zero length
@@ -346,7 +393,7 @@ class _Fold:
 
     def _open_session(self, seq: int, ts: float, max_steps: int, *, resumed: bool) -> None:
         self.open_attempt = None
-        self.sessions.append(Session(seq=seq, start=ts, resumed=resumed, max_steps=max_steps))
+        self.sessions.append(Sitting(seq=seq, start=ts, resumed=resumed, max_steps=max_steps))
 
 
 def project(events: Iterable[Event]) -> Timeline:
@@ -392,6 +439,7 @@ def _freeze(fold: _Fold) -> Timeline:
         status=status,
         error=last.error if last is not None else None,
         events=fold.events,
+        marks=tuple(fold.marks),
     )
 
 

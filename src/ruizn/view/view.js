@@ -18,6 +18,8 @@
   // One formatter for every number: toLocaleString builds a new one per call (10x slower).
   const numbers = new Intl.NumberFormat("en-US");
   const num = (n) => numbers.format(Number(n || 0));
+  // "1 step", "2 steps": the number and the noun that agrees with it (format.counted).
+  const counted = (n, noun, nouns) => num(n) + " " + (Number(n) === 1 ? noun : (nouns || noun + "s"));
   function dur(s) {
     if (s === null || s === undefined) return "?";
     if (s < 1) return Math.round(s * 1000) + " ms";
@@ -30,6 +32,12 @@
     const d = new Date((run.start + rel) * 1000);
     const two = (n) => String(n).padStart(2, "0");
     return two(d.getHours()) + ":" + two(d.getMinutes()) + ":" + two(d.getSeconds()) + "." + String(d.getMilliseconds()).padStart(3, "0");
+  }
+  function bytes(n) {
+    // As ruizn.format.human_bytes: the same figure the terminal gives.
+    if (n < 1024) return n + " B";
+    if (n < 1024 * 1024) return (n / 1024).toFixed(1) + " KB";
+    return (n / (1024 * 1024)).toFixed(1) + " MB";
   }
   function cost(value) {
     // Unknown is never $0.00.
@@ -47,7 +55,7 @@
   }
   function cutNote(t) {
     if (t.n <= t.t.length) return null;
-    return el("div", "cut", "showing " + num(t.t.length) + " of " + num(t.n) + " characters (all of it is in the log)");
+    return el("div", "cut", "showing " + num(t.t.length) + " of " + counted(t.n, "character") + " (all of it is in the log)");
   }
   function firstLine(t, max) {
     const line = t.split("\n", 1)[0];
@@ -68,10 +76,10 @@
   const tools = data.steps.reduce((n, s) => n + s.tools.length, 0);
   const stats = el("div", "stats");
   for (const s of [
-    num(data.steps.length) + " steps", num(calls) + " model calls", num(tools) + " tool calls", run.elapsed,
+    counted(data.steps.length, "step"), counted(calls, "model call"), counted(tools, "tool call"), dur(run.elapsed),
     run.usage ? usageText(run.usage, run.cost) : "",
-    data.sessions.length > 1 ? data.sessions.length + " sessions" : "",
-    num(run.events) + " events",
+    data.sessions.length > 1 ? counted(data.sessions.length, "session") : "",
+    counted(run.events, "event"),
   ]) if (s) stats.appendChild(el("span", null, s));
   add(head, h1, textBlock("div", "goal", run.goal), stats);
   if (run.answer) add(head, textBlock("div", "answer", run.answer));
@@ -81,22 +89,38 @@
   const timeline = document.createDocumentFragment();
   const transcript = document.createDocumentFragment();
   const LANE = 15;
+  // One time scale for every step (the longest step fills the track), so bars compare
+  // across steps; a click on the scale row gives each step its own scale instead.
+  const longest = data.steps.reduce((m, s) => Math.max(m, s.end - s.start), 0);
+  let shared = true;
 
+  function place(b, len) {
+    const from = Number(b.dataset.from), to = Number(b.dataset.to);
+    const start = len > 0 ? from / len : 0;
+    const width = len > 0 ? (to - from) / len : 1;
+    b.style.left = (100 * Math.min(Math.max(start, 0), 1)).toFixed(3) + "%";
+    b.style.width = (100 * Math.min(Math.max(width, 0), 1 - Math.min(Math.max(start, 0), 1))).toFixed(3) + "%";
+  }
   function bar(cls, from, to, span, text, title) {
     const b = el("div", "bar " + cls, text);
-    const start = span.len > 0 ? (from - span.t0) / span.len : 0;
-    const width = span.len > 0 ? (Math.max(to, from) - from) / span.len : 1;
-    b.style.left = (100 * Math.min(Math.max(start, 0), 1)).toFixed(3) + "%";
-    b.style.width = (100 * Math.min(Math.max(width, 0), 1)).toFixed(3) + "%";
+    b.dataset.from = String(from - span.t0);
+    b.dataset.to = String(Math.max(to, from) - span.t0);
+    place(b, span.len);
     if (title) b.title = title;
     return b;
+  }
+  function rescale() {
+    for (const track of document.querySelectorAll("#timeline .track")) {
+      const len = shared ? longest : Number(track.dataset.own);
+      for (const b of track.children) place(b, len);
+    }
   }
 
   function toolStatus(t) {
     if (t.approval && t.approval.ok === false) return ["denied", "denied by " + t.approval.by];
     if (!t.result) return ["open", t.start === null ? "not run" : "running (no result in the log)"];
-    if (t.err) return ["err", "error: " + (t.etype || "?") + " · " + num(t.result.n) + " chars"];
-    return ["ok", "ok · " + num(t.result.n) + " chars"];
+    if (t.err) return ["err", "error: " + (t.etype || "?") + " · " + counted(t.result.n, "char")];
+    return ["ok", "ok · " + counted(t.result.n, "char")];
   }
 
   function stepRow(s) {
@@ -106,7 +130,8 @@
     add(row, add(el("div", "label"), el("strong", null, "step " + s.n), el("div", null, dur(s.end - s.start))));
     const right = el("div");
     const track = el("div", "track");
-    const span = { t0: s.start, len: s.end - s.start };
+    track.dataset.own = String(s.end - s.start);
+    const span = { t0: s.start, len: shared ? longest : s.end - s.start };
     let lanes = 1;
     for (const a of s.attempts) {
       const cls = "call " + (a.outcome === "failed" ? "failed" : a.outcome === "open" ? "open" : "");
@@ -137,7 +162,7 @@
     if (last) {
       const m = last.usage ? dur(last.end - last.start) + " · " + usageText(last.usage, last.cost) : last.outcome === "open" ? "in flight when the log ends" : "failed";
       const retries = s.attempts.length > 1 ? " · " + (s.attempts.length - 1) + " retr" + (s.attempts.length > 2 ? "ies" : "y") : "";
-      add(right, el("div", "metrics", m + retries + (s.tools.length ? " · " + s.tools.length + " tool call" + (s.tools.length > 1 ? "s" : "") : "")));
+      add(right, el("div", "metrics", m + retries + (s.tools.length ? " · " + counted(s.tools.length, "tool call") : "")));
     }
     row.appendChild(right);
     return row;
@@ -162,7 +187,7 @@
     }
     for (const b of s.blocks) {
       if (b.k === "text") add(sec, textBlock("div", "text", b), cutNote(b));
-      else if (b.k === "thinking") add(sec, collapsible("thinking · " + num(b.n) + " chars", b, false));
+      else if (b.k === "thinking") add(sec, collapsible("thinking · " + counted(b.n, "char"), b, false));
       else add(sec, el("div", "note", "redacted thinking · " + num(b.n) + " bytes"));
     }
     for (const t of s.tools) {
@@ -180,12 +205,56 @@
         if (a.reason) add(box, el("div", "note", "reason: " + a.reason.t));
       }
       if (t.cmd) add(box, textBlock("pre", "cmd", { t: "$ " + t.cmd.t, n: t.cmd.n + 2 }), cutNote(t.cmd));
+      if (t.images && t.images.length) box.appendChild(thumbs(t.images));
       add(box, collapsible("input · " + firstLine(t.input.t.replace(/\s+/g, " "), 100), t.input, false));
-      if (t.result && t.cmd) add(box, collapsible("output · " + num(t.result.n) + " chars · " + firstLine(t.result.t.split("\n").filter((l) => l).pop() || "", 100), t.result, false));
-      else if (t.result) add(box, collapsible("result · " + num(t.result.n) + " chars · " + firstLine(t.result.t, 100), t.result, false));
+      if (t.result && t.cmd) add(box, collapsible("output · " + counted(t.result.n, "char") + " · " + firstLine(t.result.t.split("\n").filter((l) => l).pop() || "", 100), t.result, false));
+      else if (t.result) add(box, collapsible("result · " + counted(t.result.n, "char") + " · " + firstLine(t.result.t, 100), t.result, false));
       sec.appendChild(box);
     }
     return sec;
+  }
+
+  // Images a tool returned, drawn from the log's base64 as data: URLs. The page's data
+  // holds only PNG, JPEG, GIF and WebP whose bytes were checked (ruizn.view.page.thumbnail);
+  // checked again here, so nothing else can become a URL.
+  const PICTURES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
+  const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+  function thumbs(list) {
+    const box = el("div", "thumbs");
+    for (const im of list) {
+      if (!PICTURES.has(im.mt) || !BASE64.test(im.b64)) continue;
+      const fig = el("figure", "thumb");
+      const img = document.createElement("img");
+      img.alt = im.line;
+      img.title = im.line + " · click to enlarge";
+      img.src = "data:" + im.mt + ";base64," + im.b64;
+      img.addEventListener("click", () => fig.classList.toggle("big"));
+      add(fig, img, el("figcaption", null, im.line));
+      box.appendChild(fig);
+    }
+    return box;
+  }
+
+  // Between steps: tool results cleared from the history, a shared budget found spent.
+  function markText(m) {
+    if (m.kind === "context_cleared") {
+      return "context: cleared " + counted(m.cleared.length, "old tool result") + " (" + bytes(m.bytes) + ") to stay under " + num(m.limit) + " tokens";
+    }
+    return "budget " + m.budget + ": " + cost2(m.spent) + " of " + cost2(m.limit) + " spent, no more model calls";
+  }
+  function cost2(v) { return v === null || v === undefined ? "?" : "$" + Number(v).toFixed(2); }
+  function drawMark(m) {
+    const text = markText(m);
+    timeline.appendChild(el("div", "row marker mark " + m.kind, clock(m.at) + " · " + text));
+    const box = el("div", "session mark " + m.kind, text);
+    if (m.kind === "context_cleared" && m.cleared.length) {
+      const d = el("details");
+      add(d, el("summary", null, "which results (the log keeps them whole)"));
+      const list = el("ul");
+      for (const c of m.cleared) list.appendChild(el("li", "mono", c.name + " · " + c.id + " · " + bytes(c.size)));
+      box.appendChild(add(d, list));
+    }
+    transcript.appendChild(box);
   }
 
   function sessionStart(se) {
@@ -195,14 +264,14 @@
     timeline.appendChild(el("div", "row marker", text));
     const box = el("div", "session", text);
     if (!se.resumed) {
-      add(box, collapsible("system prompt · " + num(run.system.n) + " chars", run.system, false));
+      add(box, collapsible("system prompt · " + counted(run.system.n, "char"), run.system, false));
       add(box, el("div", "note", "tools: " + (run.tools.length ? run.tools.join(", ") : "none")));
     }
     transcript.appendChild(box);
   }
   function sessionEnd(se) {
     if (se.status === null) return;
-    const text = "finished: " + se.status.replace("_", " ") + " · " + se.steps + " steps · " + dur(se.elapsed) + (se.error ? " · " + se.error.t : "");
+    const text = "finished: " + se.status.replace("_", " ") + " · " + counted(se.steps, "step") + " · " + dur(se.elapsed) + (se.error ? " · " + se.error.t : "");
     timeline.appendChild(el("div", "row marker end", text));
     transcript.appendChild(el("div", "session", text));
   }
@@ -213,15 +282,28 @@
   const goal = el("div", "session");
   add(goal, el("div", "note", "goal"), textBlock("div", "text", run.goal), cutNote(run.goal));
   transcript.appendChild(goal);
+  const scaleRow = el("div", "row marker scale");
+  const scaleButton = el("button", null, "time scale: one for all steps (click: each step its own)");
+  scaleButton.addEventListener("click", (ev) => {
+    ev.stopPropagation();
+    shared = !shared;
+    scaleButton.textContent = shared ? "time scale: one for all steps (click: each step its own)" : "time scale: each step its own (click: one for all steps)";
+    rescale();
+  });
+  timeline.appendChild(add(scaleRow, scaleButton));
+  const marks = (data.marks || []).slice();
+  let mi = 0;
   for (const s of data.steps) {
     while (si < sessions.length && sessions[si].start <= s.start) {
       if (si > 0) sessionEnd(sessions[si - 1]);
       sessionStart(sessions[si]);
       si += 1;
     }
+    while (mi < marks.length && marks[mi].after < s.n) drawMark(marks[mi++]);
     timeline.appendChild(stepRow(s));
     transcript.appendChild(stepSection(s));
   }
+  while (mi < marks.length) drawMark(marks[mi++]);
   while (si < sessions.length) {
     if (si > 0) sessionEnd(sessions[si - 1]);
     sessionStart(sessions[si]);

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ruizn.effects.models.provider import ModelReply
+from ruizn.format import counted
 from ruizn.request import MessagesRequest
 from ruizn.state import ContentBlock, TextBlock, ToolUseBlock, Usage
 
@@ -88,7 +89,7 @@ def _summary(messages: list[dict[str, Any]], results: list[dict[str, Any]]) -> s
         text_lines = body.splitlines()
         first = next((line.strip() for line in text_lines if line.strip()), "")
         lines.append(
-            f"{path}: {len(body.encode())} bytes, {len(text_lines)} lines;"
+            f"{path}: {counted(len(body.encode()), 'byte')}, {counted(len(text_lines), 'line')};"
             f" it begins with {first[:80]!r}."
         )
     return "Here is what I found.\n" + "\n".join(lines)

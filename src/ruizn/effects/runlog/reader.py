@@ -26,7 +26,7 @@ from attrs import define, frozen
 
 from ruizn.effects.runlog.folder import RunFolder, UnsafeRunFile
 from ruizn.events import Event, RunStarted
-from ruizn.reducers import InvalidTransition, replay
+from ruizn.reducers import InvalidTransition, rebuild
 from ruizn.serde import DecodeError, decode
 from ruizn.state import ExecutionContext
 
@@ -162,7 +162,7 @@ def replay_stream(
         first = next(stream)
         if not isinstance(first, RunStarted):
             raise LogError(f"line 1: not a ruizn run: it begins with {first.TAG}")
-        state = replay(itertools.chain((first,), stream))
+        state = rebuild(itertools.chain((first,), stream))
     except InvalidTransition as exc:
         raise LogError(f"line {count}: {exc}") from None
     except OSError as exc:

@@ -28,7 +28,6 @@ from ruizn.redact import Redactor, redact_url, url_secrets
 from ruizn.version import __version__
 from ruizn.view.spans import Span, SpanBuilder
 
-OTEL_EXTRA = "pip install 'ruizn[otel]'"
 TRACES_PATH = "/v1/traces"
 BATCH = 512  # spans a request: a 2,000-step run is ~6,000 spans
 # A collector's answer is a few bytes of protobuf (or an error text): more is not read, so a
@@ -45,7 +44,9 @@ class OtlpError(Exception):
 
 class OtelMissing(OtlpError):
     def __init__(self) -> None:
-        super().__init__(f"OpenTelemetry export needs the otel extra: {OTEL_EXTRA}")
+        from ruizn.effects.packaging.extras import install_command
+
+        super().__init__(f"OpenTelemetry export needs the otel extra: {install_command('otel')}")
 
 
 def otel_available() -> bool:

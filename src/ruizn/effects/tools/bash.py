@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import math
 import os
 import secrets
+import select
 import signal
 import subprocess
 import threading
@@ -100,7 +102,9 @@ def render(head: bytes, tail: bytes, total: int) -> str:
 class Job:
     """One command: its process, its output, and whether it has finished."""
 
-    def __init__(self, job_id: str, command: str, proc: subprocess.Popen[bytes]) -> None:
+    def __init__(
+        self, job_id: str, command: str, proc: subprocess.Popen[bytes], *, info_fd: int | None
+    ) -> None:
         self.id = job_id
         self.command = command
         self.proc = proc
@@ -109,6 +113,19 @@ class Job:
         self.finished = threading.Event()
         self.killed_by: str | None = None
         self._eof = threading.Event()
+        # The sandbox's pid 1 (a pidfd): once it has exited, so has every process in it.
+        self._sandbox: int | None = None
+        self._sandbox_known = threading.Event()
+        self._gone = threading.Event()
+        if info_fd is None:
+            self._sandbox_known.set()
+        else:
+            threading.Thread(
+                target=self._learn_sandbox,
+                args=(info_fd,),
+                name=f"ruizn-bash-info-{job_id}",
+                daemon=True,
+            ).start()
         threading.Thread(target=self._read, name=f"ruizn-bash-{job_id}", daemon=True).start()
         threading.Thread(target=self._wait, name=f"ruizn-bash-wait-{job_id}", daemon=True).start()
 
@@ -121,7 +138,23 @@ class Job:
         except (OSError, ValueError):
             pass
         finally:
+            stream.close()
             self._eof.set()
+
+    def _learn_sandbox(self, fd: int) -> None:
+        try:
+            with os.fdopen(fd, "rb") as info:
+                pid = json.loads(info.read() or b"{}").get("child-pid")
+            if isinstance(pid, int):
+                self._sandbox = os.pidfd_open(pid)
+        except (OSError, ValueError):
+            pass  # bubblewrap failed before it made the sandbox: nothing to wait for
+        finally:
+            self._sandbox_known.set()
+
+    def wait_gone(self, timeout: float) -> None:
+        """Wait (at most `timeout` s) until the sandbox's pid 1, and so all of it, has exited."""
+        self._gone.wait(timeout)
 
     def _wait(self) -> None:
         self.proc.wait()
@@ -130,6 +163,15 @@ class Job:
             self.kill(None)
             self._eof.wait(_DRAIN_SECONDS)
         self.finished.set()
+        # bubblewrap has exited; its sandbox's pid 1 follows (--die-with-parent), and the
+        # kernel ends every process in the sandbox before pid 1 is gone.
+        self._sandbox_known.wait(_DRAIN_SECONDS)
+        pidfd = self._sandbox
+        if pidfd is not None:
+            with contextlib.suppress(OSError, ValueError):
+                select.select([pidfd], [], [], 5.0)
+            os.close(pidfd)
+        self._gone.set()
 
     @property
     def pid(self) -> int:
@@ -181,22 +223,34 @@ class ShellJobs:
         config = self.config
         argv = [config.shell, "-c", command]
         box = config.confinement
+        info_read: int | None = None
+        info_write: int | None = None
         if box is not None:
             assert config.bwrap is not None
-            argv = bwrap_argv(config.bwrap, box, argv)
+            info_read, info_write = os.pipe()
+            argv = bwrap_argv(config.bwrap, box, argv, info_fd=info_write)
         job_id = ("bg_" if background else "fg_") + secrets.token_hex(4)
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=dict(config.environ),
-            cwd=str(config.workspace),
-            start_new_session=True,
-            close_fds=True,
-            preexec_fn=None if box is not None else _die_with_parent,  # noqa: PLW1509
-        )
-        job = Job(job_id, command, proc)
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=dict(config.environ),
+                cwd=str(config.workspace),
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=() if info_write is None else (info_write,),
+                preexec_fn=None if box is not None else _die_with_parent,  # noqa: PLW1509
+            )
+        except BaseException:
+            if info_read is not None:
+                os.close(info_read)
+            raise
+        finally:
+            if info_write is not None:
+                os.close(info_write)
+        job = Job(job_id, command, proc, info_fd=info_read)
         self.jobs[job_id] = job
         return job
 
@@ -212,6 +266,7 @@ class ShellJobs:
         for job in self.jobs.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 job.proc.wait(timeout=5)
+            job.wait_gone(5)
 
 
 def _die_with_parent() -> None:
@@ -350,6 +405,7 @@ class BashKillTool(BaseTool):
         if job.proc.returncode is None:
             job.kill("bash_kill")
             await run_blocking(lambda: job.finished.wait(5), name="ruizn-bash-wait")
+            await run_blocking(lambda: job.wait_gone(5), name="ruizn-bash-wait")
         return f"{job.id}: {job.status()}"
 
 

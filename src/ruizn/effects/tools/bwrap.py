@@ -2,8 +2,9 @@
 
 What a sandboxed command gets (see docs/shell.md):
 - the whole file system read-only (`--ro-bind / /`), a fresh /dev and /proc, a private
-  /tmp (tmpfs), the home folder hidden (a tmpfs over it) except the folders the user lets it
-  read (`--shell-allow-read`, bound read-only again on top);
+  /tmp (tmpfs), /run hidden (the host's Unix sockets), the home folder hidden (a tmpfs
+  over it) except the folders the user lets it read (`--shell-allow-read`, bound read-only
+  again on top);
 - the workspace read-write, bound last so it is writable even inside /tmp or the home
   folder; the run-log folder under it hidden again (a tmpfs), so a command can neither read
   nor rewrite the log that is the run's truth; `.git/hooks` and `.git/config` read-only;
@@ -59,9 +60,19 @@ def find_bwrap(environ: Mapping[str, str]) -> str | None:
     return shutil.which("bwrap", path=environ.get("PATH", os.defpath))
 
 
-def bwrap_argv(bwrap: str, box: Confinement, argv: Sequence[str]) -> list[str]:
-    """`argv` run inside bubblewrap as `box` says (see the module docstring)."""
+def bwrap_argv(
+    bwrap: str, box: Confinement, argv: Sequence[str], *, info_fd: int | None = None
+) -> list[str]:
+    """`argv` run inside bubblewrap as `box` says (see the module docstring). `info_fd`:
+    where bubblewrap writes the sandbox's pid 1 (`--info-fd`), so its end can be awaited."""
     args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    # /run holds the host's Unix sockets (docker, dbus, postgres, ssh and gpg agents): a
+    # read-only mount does not stop connect(), and --unshare-net does not cover them.
+    args += ["--tmpfs", "/run"]
+    resolv = Path("/etc/resolv.conf")
+    if resolv.is_symlink() and Path("/run") in resolv.resolve().parents:
+        target = str(resolv.resolve())  # systemd-resolved's file: DNS for --shell-network on
+        args += ["--ro-bind-try", target, target]
     home = box.home
     if home is not None and home != Path("/") and home.is_dir():
         args += ["--tmpfs", str(home)]
@@ -80,6 +91,8 @@ def bwrap_argv(bwrap: str, box: Confinement, argv: Sequence[str]) -> list[str]:
     args += ["--unshare-all"]
     if box.network:
         args += ["--share-net"]
+    if info_fd is not None:
+        args += ["--info-fd", str(info_fd)]
     args += ["--new-session", "--die-with-parent", "--chdir", str(box.workspace), "--", *argv]
     return args
 

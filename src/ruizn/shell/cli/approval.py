@@ -21,15 +21,36 @@ _MAX_INPUT_LISTED = 120
 
 
 def terminal_approver() -> Approver | None:
-    """A prompt at the terminal when stdin and stdout are both terminals (asked only in `ask`
-    mode); otherwise nobody can be asked, and a call that needs a decision stops the run
+    """Who is asked about a call that needs a decision (in `ask` mode).
+
+    The person at the terminal: on stdin and stdout when both are the terminal; else, when
+    the run is shown at a terminal (stdout or stderr is one) but stdin is not (`echo GOAL |
+    ruizn run`), on the process's terminal itself, /dev/tty, as git, ssh and sudo ask.
+    Otherwise nobody can be asked, and a call that needs a decision stops the run
     awaiting_approval (exit 4) for `ruizn resume --approve/--deny`."""
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+    color = not os.environ.get("NO_COLOR")
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        from ruizn.effects.person.approval import TerminalApprover
+
+        return TerminalApprover(sys.stdout, in_fd=sys.stdin.fileno(), color=color)
+    if not (sys.stdout.isatty() or sys.stderr.isatty()):
+        return None  # nobody is watching: a run in the background, a test, a pipeline
+    tty = _controlling_terminal()
+    if tty is None:
         return None
     from ruizn.effects.person.approval import TerminalApprover
 
-    color = not os.environ.get("NO_COLOR")
-    return TerminalApprover(sys.stdout, in_fd=sys.stdin.fileno(), color=color)
+    out = open(tty, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+    return TerminalApprover(out, in_fd=tty, color=color)
+
+
+def _controlling_terminal() -> int | None:
+    """A descriptor of /dev/tty, open for the rest of the process; None when the process
+    has no terminal (opening /dev/tty fails with ENXIO)."""
+    try:
+        return os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+    except OSError:
+        return None
 
 
 def describe_call(call: ToolCall) -> str:

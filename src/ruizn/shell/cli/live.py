@@ -33,6 +33,8 @@ from ruizn.effects.runlog.writer import RunLocked
 from ruizn.effects.tools.bwrap import SandboxUnavailable
 from ruizn.effects.tools.loader import Toolbox, ToolLoadError
 from ruizn.events import Event, LlmResponse, RunResumed, RunStarted, ToolCallFinished
+from ruizn.format import counted
+from ruizn.rules import resume_fix
 from ruizn.settings import ConfigError, RunSettings
 from ruizn.shell.agent import Agent, NothingToResume, Resume, RunResult, Session, UntrustedRun
 from ruizn.shell.cli.approval import awaiting_report, terminal_approver
@@ -195,7 +197,7 @@ def rerun_run(agent: Agent, run: str, *, trust: bool) -> int:
         return EXIT_CODES["cancelled"]
     head = f"rerun {done.run_id} of {done.recording}"
     if done.divergence is None:
-        calls = f"{done.calls} model call" + ("" if done.calls == 1 else "s")
+        calls = counted(done.calls, "model call")
         results = f"{done.results} tool result" + ("" if done.results == 1 else "s")
         print(f"identical: {head} ({calls}, {results}, status {done.state.status.value})")
         return EXIT_OK
@@ -290,6 +292,8 @@ def _report(result: RunResult) -> int:
         echo_err(f"continue with: ruizn resume {state.run_id}")
     elif state.status is Status.MAX_COST:
         echo_err(f"continue with: ruizn resume {state.run_id}{_next_budget(state)}")
+    elif (fix := resume_fix(state)) is not None:  # a limit of this run ended it in error
+        echo_err(f"continue with: ruizn resume {state.run_id} {fix}")
     return EXIT_CODES[state.status]
 
 

@@ -10,7 +10,6 @@ import gc
 import itertools
 import json
 import re
-import shutil
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -28,13 +27,14 @@ from ruizn.events import (
     ToolCallStarted,
     ToolsChanged,
 )
-from ruizn.format import human_bytes, human_seconds, tokens, usd
+from ruizn.format import counted, human_bytes, human_seconds, tokens, usd
 from ruizn.grant import grant_of
 from ruizn.media import image_line, images
 from ruizn.serde import state_to_json
 from ruizn.shell.cli.approval import describe_call
 from ruizn.shell.cli.exits import EXIT_ERROR, EXIT_OK, fail
 from ruizn.shell.cli.printer import StdoutPrinter
+from ruizn.shell.table import cells, clip, terminal_width
 from ruizn.state import ExecutionContext, ToolUseBlock
 from ruizn.terminal import revealed, visible
 from ruizn.window import context_limit
@@ -166,7 +166,7 @@ def _step_costs(model: str, responses: list[LlmResponse]) -> tuple[list[str], fl
         hidden = len(lines) - 2 * half
         lines = [
             *lines[:half],
-            f"{'':>5}  … {hidden} more steps (ruizn replay --json)",
+            f"{'':>5}  … {counted(hidden, 'more step')} (ruizn replay --json)",
             *lines[-half:],
         ]
     return lines, total, priced_now
@@ -185,44 +185,65 @@ def _status_word(run: RunInfo) -> str:
 
 
 def list_runs(store: RunStore) -> int:
-    # A goal is cut to the terminal's width; piped (grep, a file), every row is whole.
-    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    # At a terminal the table fits its width, the goal taking what is left; piped (grep, a
+    # file), every row is whole.
+    from ruizn.shell.table import Column, render
+
     try:
         runs = list(store.runs())
     except RunNotFound as exc:
         fail(visible(str(exc)))
-    idw = max([22, *(len(run.run_id) for run in runs)])
-    header = (
-        f"{'RUN':<{idw}} {'STATUS':<17} {'STEPS':>5} {'TIME':>7} {'IN':>9} {'OUT':>7}"
-        f" {'COST':>9}  GOAL"
+    columns = (
+        Column(title="RUN", width=22),
+        Column(title="STATUS", width=17),
+        Column(title="STEPS", right=True, width=5, drop=1),
+        Column(title="TIME", right=True, width=7, drop=3),
+        Column(title="IN", right=True, width=9, drop=5),
+        Column(title="OUT", right=True, width=7, drop=4),
+        Column(title="COST", right=True, width=9, drop=2),
     )
-    print(header)
+    rows: list[list[str]] = []
+    goals: list[str] = []
+    whole: list[bool] = []
     for run in runs:
         run_id = visible(run.run_id)
         if run.replayed is None:
             # The reason in full, not cut to the width: it names the file and why (a
             # fleet's run not started yet shows its goal).
             word = visible(" ".join(run.status.split()))
-            reason = " ".join(str(run.reason or run.goal or "").split())
-            print(visible(f"{run_id:<{idw}} {word:<17} {reason}"))
+            rows.append([run_id, word, "", "", "", "", ""])
+            goals.append(visible(" ".join(str(run.reason or run.goal or "").split())))
+            whole.append(True)
             continue
         state = run.replayed.state
-        row = (
-            f"{run_id:<{idw}} {_status_word(run):<17} {state.step:>5}"
-            f" {human_seconds(state.elapsed):>7} {tokens(state.usage.total_input_tokens):>9}"
-            f" {tokens(state.usage.output_tokens):>7} {_cost_cell(state.total_cost):>9}  "
+        rows.append(
+            [
+                run_id,
+                visible(_status_word(run)),
+                str(state.step),
+                human_seconds(state.elapsed),
+                tokens(state.usage.total_input_tokens),
+                tokens(state.usage.output_tokens),
+                _cost_cell(state.total_cost),
+            ]
         )
-        goal = visible(" ".join(state.goal.split()))
-        room = max(width - len(row), 10) if width is not None else len(goal)
-        print(row + (goal if len(goal) <= room else goal[: room - 1] + "…"))
+        goals.append(visible(" ".join(state.goal.split())))
+        whole.append(False)
+    width = terminal_width()
+    for line in render(columns, rows, last="GOAL", lasts=goals, width=width, whole=whole):
+        print(line)
     return EXIT_OK
+
+
+def _times(count: int) -> str:
+    return {1: "once", 2: "twice"}.get(count, f"{count} times")
 
 
 def _lineage(parent: Parent | None) -> list[tuple[str, str]]:
     if parent is None:
         return []
     if parent.kind == "rerun":
-        return [("rerun of", f"{parent.run_id} (its {parent.seq} events re-driven)")]
+        return [("rerun of", f"{parent.run_id} (its {counted(parent.seq, 'event')} re-driven)")]
     return [("forked", f"from {parent.run_id} at seq {parent.seq}")]
 
 
@@ -236,7 +257,7 @@ def _cost_line(state: ExecutionContext, total: float | None, priced_now: int) ->
     budget = state.settings.max_cost
     text = "unknown (no known price for the model)" if total is None else usd(total)
     if priced_now and total is not None:
-        text += f" (* {priced_now} calls logged unpriced, priced now at today's prices)"
+        text += f" (* {counted(priced_now, 'call')} logged unpriced, priced now at today's prices)"
     if budget is not None:
         text += f" · budget {usd(budget)}"
     if state.budget_spent is not None:
@@ -248,8 +269,33 @@ def _context_line(state: ExecutionContext, tally: _Tally) -> str:
     limit = context_limit(state.settings)
     text = "no limit" if limit is None else f"limit {tokens(limit)} tokens"
     if tally.cleared:
-        text += f" · {tally.cleared} tool results cleared ({human_bytes(tally.cleared_bytes)})"
+        text += f" · {counted(tally.cleared, 'tool result')} cleared"
+        text += f" ({human_bytes(tally.cleared_bytes)})"
     return text
+
+
+class _Say:
+    """`show`'s lines: `key:` in a column of 11, then the value. At a terminal a long value
+    wraps under itself (the goal to at most two lines, then "…"), so every line fits; piped,
+    each value is one whole line."""
+
+    def __init__(self, width: int | None) -> None:
+        self.width = width
+
+    def __call__(self, key: str, value: str, *, most: int | None = None) -> None:
+        head = f"{key + ':' if key else '':<11}"
+        if self.width is None or cells(head + value) <= self.width:
+            print(head + value)
+            return
+        import textwrap
+
+        room = max(self.width - 11, 10)
+        parts = textwrap.wrap(value, room, break_on_hyphens=False) or [""]
+        if most is not None and len(parts) > most:
+            parts = [*parts[: most - 1], clip(" ".join(parts[most - 1 :]), room)]
+        for part in parts:
+            print(head + clip(part, room))
+            head = " " * 11
 
 
 def show_run(store: RunStore, run: str) -> int:
@@ -309,22 +355,23 @@ def show_run(store: RunStore, run: str) -> int:
     if tally.tools_changed:
         lines.insert(
             lines.index(("tools", tools or "none")) + 1,
-            ("tool list", f"changed {tally.tools_changed} times by MCP servers (tools_changed)"),
+            ("tool list", f"changed {_times(tally.tools_changed)} by MCP servers (tools_changed)"),
         )
+    say = _Say(terminal_width())
     for key, value in lines:
-        print(f"{key + ':':<11}{visible(value)}")
+        say(key, visible(value), most=2 if key == "goal" else None)
     if tally.images:
-        count = len(tally.images)
-        print(
-            f"{'images:':<11}{count} image{'s' if count > 1 else ''},"
-            f" {human_bytes(tally.image_text)} of base64 in the log"
+        say(
+            "images",
+            f"{counted(len(tally.images), 'image')}, {human_bytes(tally.image_text)}"
+            " of base64 in the log",
         )
         for line in tally.images:
-            print(f"{'':<11}{visible(line)}")
+            say("", visible(line))
     if step_lines:
-        print(f"{'per step:':<11}{'STEP':>5}  {'COST':>14}  TOKENS")
+        say("per step", f"{'STEP':>5}  {'COST':>14}  TOKENS")
         for line in step_lines:
-            print(f"{'':<11}{line}")
+            say("", line)
     if tally.background:
         # Every one ends with its session (ruizn kills them), so only a live run has any left.
         for call_id, (command, job) in tally.background.items():
@@ -336,15 +383,18 @@ def show_run(store: RunStore, run: str) -> int:
                 fate = "running, or ended"
             else:
                 fate = "killed when its session ended, if still running"
-            print(f"{'background:':<11}{visible(f'{job or call_id} · {fate} · $ {command}')}")
+            say("background", visible(f"{job or call_id} · {fate} · $ {command}"))
     pending = found.pending_approval
     if pending:
-        print(f"{'awaiting:':<11}{len(pending)} tool call{'s' if len(pending) > 1 else ''}", end="")
         target = getattr(store, "resume_target", None)
         run_args = target(state.run_id) if callable(target) else state.run_id
-        print(f" (ruizn resume {visible(run_args)} --approve ID|all / --deny ID|all)")
+        say(
+            "awaiting",
+            f"{counted(len(pending), 'tool call')} (ruizn resume {visible(run_args)}"
+            " --approve ID|all / --deny ID|all)",
+        )
         for call in pending:
-            print(f"{'':<11}{describe_call(call)}")
+            say("", describe_call(call))
     return EXIT_OK
 
 
@@ -355,16 +405,16 @@ def diff_runs(store: RunStore, run_a: str, run_b: str) -> int:
 
     loaded = [_diffed(store, run) for run in (run_a, run_b)]
     (state_a, events_a), (state_b, events_b) = loaded
-    counted = [0]
+    seen = [0]
 
     def count(events: Iterable[Event]) -> Iterator[Event]:
         for event in events:
-            counted[0] += 1
+            seen[0] += 1
             yield event
 
     difference = first_difference(items(count(events_a)), items(events_b))
     if difference is None:
-        print(f"no difference ({counted[0]} events)")
+        print(f"no difference ({counted(seen[0], 'event')})")
         return EXIT_OK
     for line in diff_report(difference, summary(state_a), summary(state_b)):
         print(revealed(line))

@@ -17,6 +17,7 @@ import click
 from ruizn.settings import DEFAULT_READ_TIMEOUT
 from ruizn.shell.cli.exits import EXIT_CANCELLED, EXIT_OK, EXIT_USAGE, Exit, echo_error, fail
 from ruizn.shell.cli.options import (
+    TopGroup,
     UsageFailure,
     checked_text,
     db_option,
@@ -45,7 +46,11 @@ def _otlp_option(f: Any) -> Any:
     )(f)
 
 
-@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=TopGroup,
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.version_option(__version__, prog_name="ruizn")
 @run_options
 @_otlp_option
@@ -53,7 +58,8 @@ def _otlp_option(f: Any) -> Any:
 def cli(ctx: click.Context, /, goal: str | None, **options: Any) -> None:
     """ruizn: stream Claude, run the tools it asks for, log every event.
 
-    `ruizn --goal TEXT` is `ruizn run --goal TEXT`.
+    `ruizn --goal TEXT` is `ruizn run --goal TEXT`. An option given before a command goes
+    on to it (`ruizn --mcp x=cmd tools`), or is refused if the command does not take it.
     """
     if ctx.invoked_subcommand is not None:
         return

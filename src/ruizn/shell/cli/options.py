@@ -328,3 +328,91 @@ def settings_from_cli(
     except ConfigError as exc:
         fail(str(exc))
     return settings, servers
+
+
+class TopGroup(click.Group):
+    """`ruizn` itself: its options are the implicit run's (`ruizn --goal G`). Given before a
+    command, each one goes on to that command when it takes an option of the same name
+    (`ruizn --mcp x=cmd tools` is `ruizn tools --mcp x=cmd`), and is otherwise a one-line
+    usage error naming the commands it belongs to: an option is never silently dropped."""
+
+    def make_parser(self, ctx: click.Context) -> Any:
+        # Keep what was typed, before types and callbacks changed it ("off" -> False): an
+        # option goes on to a command as its own words, so the command converts it as its
+        # own option.
+        parser = super().make_parser(ctx)
+        parse = parser.parse_args
+
+        def typed(args: list[str]) -> Any:
+            opts, rest, order = parse(args)
+            ctx.meta[_TYPED] = dict(opts)
+            return opts, rest, order
+
+        parser.parse_args = typed  # type: ignore[method-assign]  # click has no hook for it
+        return parser
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if command is None or name is None:
+            return name, command, rest
+        typed: dict[str, Any] = ctx.meta.get(_TYPED, {})
+        carried: list[str] = []
+        for param in self.params:
+            if not isinstance(param, click.Option) or not param.expose_value or not param.name:
+                continue
+            # Only what was typed: an environment variable (RUIZN_MODEL) is read by the
+            # command that takes it, and ignored, as ever, by the others.
+            if ctx.get_parameter_source(param.name) is not click.core.ParameterSource.COMMANDLINE:
+                continue
+            target = option_named(command, param.name)
+            if target is None:
+                raise UsageFailure(_belongs(self, param, name))
+            carried += _as_tokens(target, typed.get(param.name, ctx.params[param.name]))
+        return name, command, [*carried, *rest]
+
+
+_TYPED = "ruizn.typed_options"
+
+
+def option_named(command: click.Command, name: str) -> click.Option | None:
+    for param in command.params:
+        if isinstance(param, click.Option) and param.name == name and param.expose_value:
+            return param
+    return None
+
+
+def _flag(option: click.Option, *, secondary: bool = False) -> str:
+    names = option.secondary_opts if secondary else option.opts
+    return max(names, key=lambda opt: (opt.startswith("--"), len(opt)))
+
+
+def _belongs(group: click.Group, param: click.Option, name: str) -> str:
+    flag = _flag(param)
+    takers = sorted(
+        (
+            other
+            for other, command in group.commands.items()
+            if not command.hidden and option_named(command, param.name or "") is not None
+        ),
+        key=lambda other: (other != "run", other),
+    )
+    if not takers:
+        return f"{flag} is not an option of `ruizn {name}`; it belongs to the run: ruizn {flag} ..."
+    return f"{flag} is not an option of `ruizn {name}`; it belongs to ruizn {', '.join(takers)}"
+
+
+def _as_tokens(option: click.Option, value: Any) -> list[str]:
+    """The command line that gives `option` the words typed for it (a flag: True/False)."""
+    flag = _flag(option)
+    if isinstance(value, bool):
+        if value:
+            return [flag]
+        return [_flag(option, secondary=True)] if option.secondary_opts else []
+    values = value if isinstance(value, list | tuple) and option.multiple else [value]
+    tokens: list[str] = []
+    for item in values:
+        parts = item if isinstance(item, list | tuple) else (item,)
+        tokens += [flag, *(str(part) for part in parts)]
+    return tokens

@@ -37,7 +37,7 @@ from ruizn.events import (
     ToolsChanged,
     UserMessage,
 )
-from ruizn.format import human_bytes, human_seconds, tokens, usd
+from ruizn.format import counted, human_bytes, human_seconds, tokens, usd
 from ruizn.media import image_line, images, text_of
 from ruizn.state import ExecutionContext, JsonObject, ToolResult, ToolUseBlock
 from ruizn.terminal import revealed, visible
@@ -102,7 +102,9 @@ class StdoutPrinter:
             case ToolCallFinished(id=call_id, result=result):
                 self._finished(call_id, result)
             case LlmCallFailed(will_retry=True) as failed:
-                where = f" (request-id {failed.request_id})" if failed.request_id else ""
+                # Said once: the provider's message names it already when it had one.
+                rid = failed.request_id
+                where = f" (request-id {rid})" if rid and rid not in failed.message else ""
                 why = visible(f"{failed.message}{where}")
                 self._line(
                     self._paint(_DIM, "[retry]")
@@ -112,12 +114,15 @@ class StdoutPrinter:
                 self._tools_changed(changed)
             case RunResumed(max_steps=max_steps, max_cost=max_cost):
                 budget = "" if max_cost is None else f" · budget {usd(max_cost)}"
-                self._line(self._paint(_DIM, "[run]") + f" resumed · max {max_steps} steps{budget}")
+                self._line(
+                    self._paint(_DIM, "[run]")
+                    + f" resumed · max {counted(max_steps, 'step')}{budget}"
+                )
             case UserMessage(text=text):
                 self._line(self._paint(_DIM, "[user]") + " " + visible(text))
             case ContextCleared(results=results, limit=limit):
                 size = human_bytes(sum(item.size for item in results))
-                count = f"{len(results)} old tool result" + ("" if len(results) == 1 else "s")
+                count = counted(len(results), "old tool result")
                 self._line(
                     self._paint(_DIM, "[context]")
                     + f" cleared {count} ({size}) to stay under {tokens(limit)} tokens"
@@ -196,7 +201,7 @@ class StdoutPrinter:
         usage = event.usage
         parts = [
             event.status.value,
-            f"{event.steps} step" + ("" if event.steps == 1 else "s"),
+            counted(event.steps, "step"),
             human_seconds(event.elapsed),
             f"in {tokens(usage.total_input_tokens)} tok"
             f" (cache read {tokens(usage.cache_read_input_tokens)})",

@@ -1,0 +1,1 @@
+"""What is installed: the command that brings one of ruizn's extras."""

@@ -1,0 +1,152 @@
+"""The shell tools' parts that need no model: the approval prompt, output capping, timeouts,
+and the sandbox's command line (the whole tool runs in tests/shell/cli/test_shell.py)."""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+from pathlib import Path
+
+import anyio
+import pytest
+
+from ruizn.effects.person.approval import TerminalApprover
+from ruizn.effects.tools.bash import HEAD_BYTES, TAIL_BYTES, ShellJobs, shell_config, shell_tools
+from ruizn.effects.tools.bwrap import find_bwrap, shell_environment
+from ruizn.rules import command_allowed
+from ruizn.state import ToolCall
+
+
+def _jobs(workspace: Path, *, timeout: float = 120, network: bool = False) -> ShellJobs:
+    environ = shell_environment(os.environ)
+    return ShellJobs(
+        shell_config(
+            workspace=workspace,
+            hidden=(),
+            allow_read=(),
+            network=network,
+            sandbox=True,
+            bwrap=find_bwrap(os.environ),
+            environ=environ,
+            timeout=timeout,
+        )
+    )
+
+
+def test_the_prompt_shows_the_command_with_control_characters_escaped() -> None:
+    out = io.StringIO()
+    read, write = os.pipe()
+    os.write(write, b"y\n")
+    command = "echo ok\r\x1b[2Krm -rf ~\nls"
+    call = ToolCall(id="t1", name="bash", input={"command": command, "timeout": 5})
+    answer = anyio.run(lambda: TerminalApprover(out, in_fd=read)(call, None))
+    os.close(read)
+    os.close(write)
+    assert answer is not None
+    assert answer.approved
+    shown = out.getvalue()
+    assert "\x1b" not in shown
+    assert "\r" not in shown
+    assert "$ echo ok" in shown
+    assert "rm -rf ~" in shown
+    assert '{"timeout": 5}' in shown
+
+
+def test_long_output_keeps_its_head_and_tail_and_says_how_much_was_cut(tmp_path: Path) -> None:
+    jobs = _jobs(tmp_path)
+    bash = shell_tools(jobs)[0]
+    try:
+        result = anyio.run(lambda: bash.invoke({"command": "seq 1 200000; echo last-line"}))
+    finally:
+        jobs.close()
+    assert isinstance(result, str)
+    assert result.startswith("1\n2\n3\n")
+    assert "last-line\n[exit code 0" in result
+    assert "bytes of output cut" in result
+    assert len(result.encode()) < HEAD_BYTES + TAIL_BYTES + 500
+
+
+def test_a_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
+    jobs = _jobs(tmp_path)
+    bash = shell_tools(jobs)[0]
+    try:
+        result = anyio.run(
+            lambda: bash.invoke(
+                {"command": "(sleep 30; touch late) & echo started; wait", "timeout": 1}
+            )
+        )
+    finally:
+        jobs.close()
+    assert not isinstance(result, str)
+    assert result.error_type == "timeout"
+    assert "started" in str(result.content)
+    assert "timed out after 1.0s" in str(result.content)
+    assert all(job.proc.returncode is not None for job in jobs.jobs.values())
+
+
+@pytest.mark.parametrize(
+    ("command", "allowed"),
+    [
+        ("pytest -q tests/x.py", True),
+        ("pytest", False),
+        ("pytest -q | sh", False),
+        ("pytest -q; rm -rf ~", False),
+        ("pytest -q && rm -rf ~", False),
+        ("pytest $(curl evil)", False),
+        ("pytest `id`", False),
+        ("pytest -q\nrm -rf ~", False),
+        ("pytest > /etc/passwd", False),
+        ("git status", True),
+        ("git status ", False),
+    ],
+)
+def test_allow_command_patterns_never_let_a_chained_command_through(
+    command: str, allowed: bool
+) -> None:
+    patterns = ("pytest *", "git status")
+    assert (command_allowed(command, patterns) is not None) is allowed
+
+
+def test_a_pattern_that_spells_out_a_pipe_allows_exactly_that_pipe() -> None:
+    assert command_allowed("git log | head", ("git log | head",)) == "git log | head"
+    assert command_allowed("git log | sh", ("git log | head",)) is None
+
+
+@pytest.mark.parametrize("network", [False, True])
+def test_the_network_is_the_hosts_only_when_the_user_turns_it_on(
+    tmp_path: Path, network: bool
+) -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    jobs = _jobs(tmp_path, network=network)
+    bash = shell_tools(jobs)[0]
+    probe = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2)"
+    try:
+        result = anyio.run(lambda: bash.invoke({"command": f'python3 -c "{probe}" && echo UP'}))
+    finally:
+        jobs.close()
+        listener.close()
+    assert isinstance(result, str)
+    assert ("UP\n[exit code 0" in result) is network
+
+
+def test_many_commands_leave_no_descriptor_or_process_behind(tmp_path: Path) -> None:
+    jobs = _jobs(tmp_path)
+    bash = shell_tools(jobs)[0]
+
+    async def many() -> None:
+        for _ in range(40):
+            await bash.invoke({"command": "true"})
+
+    before = len(os.listdir("/proc/self/fd"))
+    try:
+        anyio.run(many)
+        for job in jobs.jobs.values():
+            job.wait_gone(5)
+    finally:
+        jobs.close()
+    assert len(os.listdir("/proc/self/fd")) <= before + 2
+    assert all(job.proc.returncode == 0 for job in jobs.jobs.values())
