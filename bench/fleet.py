@@ -1,6 +1,6 @@
 """Fleet throughput: `ruizn batch` at concurrency 1/4/16 (SQLite) and 2 workers on Postgres,
-against the zero-latency fake API (tests/fakeapi, its own process); and the takeover time
-after a worker is killed with -9.
+against the zero-latency fake API (tests/fakeapi, its own process); the takeover time after
+a worker is killed with -9; and, for scale, single `ruizn run`s of the same goal.
 
     python bench/fleet.py [--runs N] [--smoke]
 
@@ -8,7 +8,11 @@ Runs/s and steps/s count from the first `run_started` to the last `run_finished`
 logs, so DBOS's start-up (about 2-3 s a process) is left out; "per-run overhead" is that
 span times the concurrency, divided by the runs, minus the mean `elapsed` of a run (the
 loop's own time): what the queue, the checkpoints and the export add to each run.
-Not a test: it prints figures, nothing passes or fails.
+"ms/step" is that span times the concurrency over the steps: what one step costs a slot of
+the batch, its run's share of the queue included. A single run's ms/step is its own span
+(run_started to run_finished) over its steps, the median of a few `ruizn run`s.
+`bench/run.py` takes its fleet rows from here (`--only fleet`). Not a test: it prints
+figures, nothing passes or fails.
 """
 
 from __future__ import annotations
@@ -17,10 +21,12 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,13 +46,17 @@ def start_server(*args: str) -> tuple[subprocess.Popen[str], str]:
     return proc, proc.stdout.readline().strip()
 
 
-def env_for(url: str, **extra: str) -> dict[str, str]:
+# RUIZN_BENCH_SRC: another checkout's src/ (e.g. main before a change) runs instead.
+SRC = os.environ.get("RUIZN_BENCH_SRC") or None
+
+
+def env_for(url: str, *, src: str | None = SRC, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "RUIZN_"))}
     env.update(
         ANTHROPIC_API_KEY="sk-ant-bench",
         ANTHROPIC_BASE_URL=url,
         NO_COLOR="1",
-        PYTHONPATH=str(ROOT),
+        PYTHONPATH=os.pathsep.join([*([src] if src else []), str(ROOT)]),
         **extra,
     )
     return env
@@ -70,37 +80,106 @@ def span(logs: list[Path]) -> tuple[float, int, float]:
     return last - first, steps, sum(elapsed) / len(elapsed)
 
 
+@dataclass
+class Batch:
+    label: str
+    runs: int
+    concurrency: int
+    seconds: float  # first run_started to last run_finished
+    steps: int
+    mean_elapsed: float  # a run's own loop time, mean
+    wall: float  # the whole command, DBOS's start-up included
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.steps / self.seconds
+
+    @property
+    def ms_per_step(self) -> float:
+        """What a step costs one of the batch's slots, its share of the queue included."""
+        return self.seconds * min(self.concurrency, self.runs) / self.steps * 1000
+
+    @property
+    def overhead_ms(self) -> float:
+        return (
+            self.seconds * min(self.concurrency, self.runs) / self.runs - self.mean_elapsed
+        ) * 1000
+
+    def row(self) -> str:
+        return (
+            f"| {self.label} | {self.runs} | {self.seconds:.2f} | {self.runs / self.seconds:.1f}"
+            f" | {self.steps_per_s:.1f} | {self.ms_per_step:.1f} | {self.overhead_ms:.0f} ms |"
+        )
+
+
 def row(label: str, runs: int, seconds: float, steps: int, *, concurrency: int, mean: float) -> str:
-    overhead = seconds * min(concurrency, runs) / runs - mean
-    return (
-        f"| {label} | {runs} | {seconds:.2f} | {runs / seconds:.1f} | {steps / seconds:.1f}"
-        f" | {overhead * 1000:.0f} ms |"
-    )
+    return Batch(label, runs, concurrency, seconds, steps, mean, 0.0).row()
 
 
-def bench_batch(url: str, runs: int, concurrency: int) -> str:
+def workspace(tmp: str) -> Path:
+    ws = Path(tmp)
+    (ws / "README.md").write_text("# bench\n")
+    return ws
+
+
+def measure_batch(url: str, runs: int, concurrency: int, *, src: str | None = SRC) -> Batch:
     with tempfile.TemporaryDirectory(prefix="ruizn-bench-") as tmp:
-        ws = Path(tmp)
-        (ws / "README.md").write_text("# bench\n")
+        ws = workspace(tmp)
         goals = goals_file(ws, runs)
+        logs = ws / "logs"
         began = time.perf_counter()
         subprocess.run(
-            [PY, "-m", "ruizn", "batch", str(goals), "--concurrency", str(concurrency)],
+            [
+                PY,
+                "-m",
+                "ruizn",
+                "batch",
+                str(goals),
+                "--concurrency",
+                str(concurrency),
+                "--log-dir",
+                str(logs),
+            ],
             cwd=ws,
-            env=env_for(url),
+            env=env_for(url, src=src, XDG_STATE_HOME=str(ws / "state")),
             check=True,
             stdout=subprocess.DEVNULL,
         )
         wall = time.perf_counter() - began
-        seconds, steps, mean = span(sorted((ws / ".ruizn" / "runs").glob("*/events.jsonl")))
-        return row(
+        seconds, steps, mean = span(sorted(logs.glob("*/events.jsonl")))
+        return Batch(
             f"batch, SQLite, concurrency {concurrency} (wall {wall:.1f}s)",
             runs,
+            concurrency,
             seconds,
             steps,
-            concurrency=concurrency,
-            mean=mean,
+            mean,
+            wall,
         )
+
+
+def bench_batch(url: str, runs: int, concurrency: int) -> str:
+    return measure_batch(url, runs, concurrency).row()
+
+
+def measure_single(url: str, runs: int, *, src: str | None = SRC) -> list[float]:
+    """ms per step of `runs` single `ruizn run`s of a goal like the batch's, one at a time."""
+    out = []
+    with tempfile.TemporaryDirectory(prefix="ruizn-bench-1-") as tmp:
+        ws = workspace(tmp)
+        for i in range(runs):
+            logs = ws / f"logs{i}"
+            subprocess.run(
+                [PY, "-m", "ruizn", "run", "--goal", f"bench {i}", "--log-dir", str(logs)],
+                cwd=ws,
+                env=env_for(url, src=src),
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            seconds, steps, _ = span(sorted(logs.glob("*/events.jsonl")))
+            out.append(seconds / steps * 1000)
+    return out
 
 
 def worker(db: str, name: str, ws: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -219,15 +298,23 @@ def bench_takeover(db: str) -> str | None:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=48)
+    parser.add_argument("--runs", type=int, default=None, help="runs a batch (48; --smoke 8)")
     parser.add_argument("--smoke", action="store_true", help="8 runs, no Postgres")
     parser.add_argument("--takeover-only", action="store_true")
     args = parser.parse_args()
-    runs = 8 if args.smoke else args.runs
+    runs = args.runs or (8 if args.smoke else 48)
     server, url = start_server("--tool-loop", str(TOOL_TURNS))
-    print("| what | runs | seconds | runs/s | steps/s | per-run overhead |")
-    print("|---|---|---|---|---|---|")
+    print("| what | runs | seconds | runs/s | steps/s | ms/step | per-run overhead |")
+    print("|---|---|---|---|---|---|---|")
     try:
+        if not args.takeover_only:
+            single = measure_single(url, 3 if args.smoke else 5)
+            shown = ", ".join(f"{ms:.1f}" for ms in single)
+            print(
+                f"| single `ruizn run`, one at a time | {len(single)} | | | |"
+                f" {statistics.median(single):.1f} ({shown}) | |",
+                flush=True,
+            )
         for concurrency in () if args.takeover_only else (1, 4, 16):
             print(bench_batch(url, runs, concurrency), flush=True)
         if not args.smoke:

@@ -51,12 +51,12 @@ HOTSPOTS = (
     ("SDK: accumulate the message from events", "anthropic/lib/streaming", "accumulate_event"),
     ("SDK: decode SSE lines", "anthropic/_streaming", "decode"),
     ("ruizn: build_request", "ruizn/request", "build_request"),
-    ("ruizn: event writer (encode, write, fsync)", "ruizn/effects/writer", "__call__"),
+    ("ruizn: event writer (encode, write, fsync)", "ruizn/effects/runlog/writer", "__call__"),
     ("ruizn:   of which fsync", "<built-in>", "fsync"),
     ("ruizn: serde encode (all callers)", "ruizn/serde", "encode"),
     ("ruizn: reducers", "ruizn/reducers", ""),
-    ("ruizn: printer", "ruizn/effects/printer", ""),
-    ("ruizn: run a tool (invoke_tool)", "ruizn/effects/tools", "invoke_tool"),
+    ("ruizn: printer", "ruizn/shell/cli/printer", ""),
+    ("ruizn: run a tool (invoke_tool)", "ruizn/effects/tools/base", "invoke_tool"),
     ("waiting in the event loop (epoll: the server, the tool thread)", "<built-in>", "epoll.poll"),
 )
 

@@ -80,7 +80,7 @@ async def raw_loop(base_url: str, steps: int) -> Steps:
         for m in users[-2:]:
             m["content"][-1]["cache_control"] = EPHEMERAL
         async with client.messages.stream(
-            model="claude-sonnet-4-5",
+            model="claude-sonnet-5-5",
             max_tokens=4096,
             system=system,
             tools=tools,
@@ -112,7 +112,7 @@ async def ruizn_loop(base_url: str, steps: int, *, plan: bool) -> Steps:
     state = ExecutionContext(
         run_id="bench",
         goal="loop",
-        model="claude-sonnet-4-5",
+        model="claude-sonnet-5-5",
         max_steps=steps + 1,
         system=SYSTEM,
         tools=(TOOL,),

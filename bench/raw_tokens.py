@@ -19,7 +19,7 @@ async def main() -> None:
     count = 0
     with open(os.devnull, "w", encoding="utf-8") as sink:  # noqa: ASYNC230  # /dev/null never blocks
         async with client.messages.stream(
-            model="claude-sonnet-4-5",
+            model="claude-sonnet-5-5",
             max_tokens=4096,
             messages=[{"role": "user", "content": [{"type": "text", "text": "talk"}]}],
         ) as stream:

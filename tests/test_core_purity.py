@@ -28,6 +28,7 @@ ENTRY_POINTS = {"__init__", "__main__"}
 FEATURE_PACKAGES = ("cassette", "view")
 NOT_CORE: dict[str, str] = {
     "cassette.model": "the recording as a model: a Provider, which yields under anyio",
+    "cassette.hooks": "the recording's hook answers: a HookExecutor (effects.hooks), async",
     "cassette.rerun": "re-drives a recording: it builds and drives runs through ruizn.Agent",
     "view.page": "the page: it reads its HTML, CSS and JS assets from the package",
 }

@@ -27,6 +27,7 @@ LAYERS = {
     "ruizn.shell": 2,
     "ruizn.effects": 1,
     "ruizn.cassette.model": 1,
+    "ruizn.cassette.hooks": 1,
     "ruizn.view.page": 1,
 }
 CORE_LAYER = 0

@@ -33,10 +33,12 @@ from ruizn.effects.tools.function import tool as tool
 from ruizn.events import BudgetSpent as BudgetSpent
 from ruizn.events import ContextCleared as ContextCleared
 from ruizn.events import Event as Event
+from ruizn.events import HookRan as HookRan
 from ruizn.events import LlmCallFailed as LlmCallFailed
 from ruizn.events import LlmCallStarted as LlmCallStarted
 from ruizn.events import LlmResponse as LlmResponse
 from ruizn.events import LlmToken as LlmToken
+from ruizn.events import OutputChecked as OutputChecked
 from ruizn.events import RunFinished as RunFinished
 from ruizn.events import RunResumed as RunResumed
 from ruizn.events import RunStarted as RunStarted

@@ -17,14 +17,20 @@ from attrs import field, frozen
 
 from ruizn.events import ClearedResult
 from ruizn.format import counted
+from ruizn.hooks import denied_text, matching
 from ruizn.rules import (
     ApprovalDecision,
+    OutputVerdict,
+    check_output,
     limit_stop,
+    output_call,
+    output_exhausted,
+    pre_decision,
     reply_problem,
     rule_decision,
     turn_stop,
 )
-from ruizn.settings import ApprovalMode
+from ruizn.settings import ApprovalMode, HookSpec
 from ruizn.state import (
     Approval,
     ContentBlock,
@@ -104,6 +110,23 @@ class AnswerStale:
 
 
 @frozen(kw_only=True)
+class CheckOutput:
+    """Log the final answer's check against the run's output schema."""
+
+    verdict: OutputVerdict = field(hash=False)
+
+
+@frozen(kw_only=True)
+class RunHooks:
+    """Run these hook commands for `event` (about `call`, for a tool event) and log each
+    answer (hook_ran)."""
+
+    event: str
+    specs: tuple[HookSpec, ...]
+    call: ToolCall | None = None
+
+
+@frozen(kw_only=True)
 class Finish:
     status: Status
     error: str | None = None
@@ -126,6 +149,8 @@ Action = (
     | AskApproval
     | AnswerDenied
     | AnswerStale
+    | CheckOutput
+    | RunHooks
     | Finish
     | Finished
 )
@@ -163,8 +188,28 @@ def next_action(
     nobody can, a run with a call awaiting a decision stops `awaiting_approval`."""
     if state.status is not Status.RUNNING:
         return Finished(status=state.status)
+    if state.hook_stop is not None:
+        return Finish(status=Status.ERROR, error=f"stopped by a hook: {state.hook_stop}")
+    action = _next(state, needs_approval, can_ask=can_ask)
+    if isinstance(action, Finish) and action.status is Status.SUCCESS:
+        # Claude Code's Stop hooks see each end of a turn, once; a block sends the model back.
+        stop_hooks = matching(state.settings, "Stop")
+        if stop_hooks and state.stop_hooked_step != state.step:
+            return RunHooks(event="Stop", specs=stop_hooks)
+    return action
+
+
+def _next(state: ExecutionContext, needs_approval: NeedsApproval, *, can_ask: bool) -> Action:
     match state.phase:
         case Phase.READY:
+            if state.step == 0 and state.attempt == 0 and state.failure is None:
+                starting = (
+                    *matching(state.settings, "SessionStart"),
+                    *matching(state.settings, "UserPromptSubmit"),
+                )
+                if len(starting) > state.start_hooks_ran:
+                    spec = starting[state.start_hooks_ran]
+                    return RunHooks(event=spec.event, specs=(spec,))
             failure = state.failure
             if failure is not None and not failure.will_retry:
                 return Finish(status=Status.ERROR, error=_gave_up(failure.message, state.attempt))
@@ -185,8 +230,15 @@ def next_action(
             )
             if stale:
                 return AnswerStale(answers=stale)
+            if output_call(state) is not None and not output_exhausted(state):
+                return CheckOutput(verdict=check_output(state))
+            hooked = _pre_tool_hooks(state, pending)
+            if hooked is not None:
+                return hooked
             return _tools_turn(state, pending, needs_approval, can_ask=can_ask)
         case Phase.DONE:
+            if state.settings.output_schema is not None:
+                return _structured_end(state)
             stop = turn_stop(state)
             return Finish(status=stop.status, error=stop.error)
         case Phase.STREAMING:
@@ -195,6 +247,44 @@ def next_action(
             return Finish(status=Status.ERROR, error="the model call in flight was lost")
         case Phase.FINISHED:  # pragma: no cover - status is not running then
             return Finished(status=state.status)
+
+
+def _pre_tool_hooks(state: ExecutionContext, pending: tuple[ToolCall, ...]) -> Action | None:
+    """PreToolUse hooks first, before any approval: a call's hooks run (once), then a call a
+    hook denied is answered with the hook's reason and never runs."""
+    for call in pending:
+        if call.id in state.turn_stale or call.id in state.tools_in_flight:
+            continue
+        specs = matching(state.settings, "PreToolUse", call.name)
+        ran = next((v.ran for v in state.turn_pre if v.id == call.id), 0)
+        if ran < len(specs):
+            return RunHooks(event="PreToolUse", specs=specs[ran:], call=call)
+    denied = tuple(
+        (call, ToolResult.error(ErrorType.DENIED, denied_text(verdict.reason)))
+        for call in pending
+        for verdict in state.turn_pre
+        if verdict.id == call.id and verdict.decision == "deny"
+    )
+    return AnswerDenied(answers=denied) if denied else None
+
+
+def _structured_end(state: ExecutionContext) -> Action:
+    """The end of a run with an output schema: success only with a valid output; a turn that
+    ended otherwise (cut off, refused) ends as it would without one; an answer not checked
+    yet is checked; no retries left is output_invalid."""
+    if state.output_valid:
+        return Finish(status=Status.SUCCESS)
+    if output_exhausted(state):
+        return Finish(
+            status=Status.OUTPUT_INVALID,
+            error=f"the answer did not match the output schema after"
+            f" {state.output_checks} tries (--output-retries {state.settings.output_retries})",
+        )
+    if state.messages[-1].role == "assistant":
+        stop = turn_stop(state)
+        if stop.status is not Status.SUCCESS:
+            return Finish(status=stop.status, error=stop.error)
+    return CheckOutput(verdict=check_output(state))
 
 
 def stale_result(state: ExecutionContext, call: ToolCall) -> ToolResult:
@@ -264,8 +354,16 @@ def approvals_to_request(
         for call, approval in _approvals(state, state.pending_tool_calls)
         if approval is None
         and call.id not in state.turn_stale
-        and needs_approval(call.name, call.input)
+        and _needs(state, call, needs_approval)
     )
+
+
+def _needs(state: ExecutionContext, call: ToolCall, needs_approval: NeedsApproval) -> bool:
+    """A PreToolUse hook's `ask` makes a person decide; its `allow` spares the asking."""
+    decided = pre_decision(state, call.id)
+    if decided in ("ask", "allow"):
+        return decided == "ask"
+    return needs_approval(call.name, call.input)
 
 
 def approval_candidates(
@@ -280,7 +378,7 @@ def approval_candidates(
     return tuple(
         call
         for call, approval in _approvals(state, state.pending_tool_calls)
-        if (approval is None and needs_approval(call.name, call.input))
+        if (approval is None and _needs(state, call, needs_approval))
         or (approval is not None and approval.approved is None)
     )
 

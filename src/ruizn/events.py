@@ -254,6 +254,46 @@ class ToolsChanged:
 
 
 @frozen(kw_only=True)
+class OutputChecked:
+    """The model's final answer, checked against the run's output schema. `valid`: it is
+    `output` (the JSON value). Otherwise `error` (the validator's message) is sent back to
+    the model, up to `output_retries` times; then the run ends output_invalid. `call_id`: the
+    `final_output` tool call the answer came in (tool mode), answered by this event."""
+
+    TAG: ClassVar[str] = "output_checked"
+    seq: int
+    ts: float
+    valid: bool
+    output: Any = field(default=None, hash=False)
+    error: str | None = None
+    call_id: str | None = None
+
+
+@frozen(kw_only=True)
+class HookRan:
+    """A hook command ran (see ruizn.hooks): at which event, for which tool call, how it
+    ended (`exit_code` None: killed at its timeout, or it could not start; `error` says
+    which) and what it decided: `decision` none, allow, deny, ask (PreToolUse) or block;
+    `reason` (what the model or the person is told), `context` (text added for the model),
+    `updated_input` (a PreToolUse's new tool input). Replay, resume and rerun take these as
+    recorded: a hook never runs again for an event the log holds."""
+
+    TAG: ClassVar[str] = "hook_ran"
+    seq: int
+    ts: float
+    hook_event: str
+    command: str
+    exit_code: int | None
+    decision: str = "none"
+    reason: str | None = None
+    context: str | None = None
+    updated_input: JsonObject | None = field(default=None, hash=False)
+    tool_use_id: str | None = None
+    duration: float = 0.0
+    error: str | None = None
+
+
+@frozen(kw_only=True)
 class RunFinished:
     TAG: ClassVar[str] = "run_finished"
     seq: int
@@ -284,6 +324,8 @@ Event = (
     | BudgetSpent
     | RunFinished
     | UserMessage
+    | OutputChecked
+    | HookRan
 )
 
 EVENT_TYPES: tuple[type[Any], ...] = (
@@ -302,4 +344,6 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     BudgetSpent,
     RunFinished,
     UserMessage,
+    OutputChecked,
+    HookRan,
 )

@@ -46,10 +46,12 @@ from ruizn.events import (
     BudgetSpent,
     ContextCleared,
     Event,
+    HookRan,
     LlmCallFailed,
     LlmCallStarted,
     LlmResponse,
     LlmToken,
+    OutputChecked,
     RunFinished,
     RunResumed,
     RunStarted,
@@ -60,15 +62,22 @@ from ruizn.events import (
     ToolsChanged,
     UserMessage,
 )
+from ruizn.hooks import hook_note, stronger
 from ruizn.media import problem as media_problem
 from ruizn.media import result_size, tally_of_run
 from ruizn.rules import (
     PAUSE_STOP,
     changed_tools,
+    check_output,
     limit_stop,
+    output_exhausted,
+    output_feedback,
+    phase_after_hook,
+    phase_after_output,
     phase_after_result,
     phase_after_resume,
     phase_after_turn,
+    pre_decision,
     reply_problem,
     rule_decision,
     turn_stop,
@@ -81,9 +90,11 @@ from ruizn.state import (
     JsonObject,
     Message,
     Phase,
+    PreToolVerdict,
     Status,
     TextBlock,
     ToolCall,
+    ToolResult,
     ToolResultBlock,
     ToolUseBlock,
     TurnResults,
@@ -102,12 +113,16 @@ class Rule(enum.Enum):
     AFTER_TURN = "after_turn"
     AFTER_RESULT = "after_result"
     AFTER_RESUME = "after_resume"
+    AFTER_OUTPUT = "after_output"
+    AFTER_HOOK = "after_hook"
 
 
 RULES: Mapping[Rule, Callable[[ExecutionContext], Phase]] = {
     Rule.AFTER_TURN: phase_after_turn,
     Rule.AFTER_RESULT: phase_after_result,
     Rule.AFTER_RESUME: phase_after_resume,
+    Rule.AFTER_OUTPUT: phase_after_output,
+    Rule.AFTER_HOOK: phase_after_hook,
 }
 
 _R, _S, _T, _D, _F = Phase.READY, Phase.STREAMING, Phase.TOOLS, Phase.DONE, Phase.FINISHED
@@ -138,6 +153,15 @@ TRANSITIONS: Mapping[tuple[Phase, str], Phase | Rule] = {
     # leaves it READY (the history ends with the user) or DONE (with a finished answer).
     (_R, UserMessage.TAG): _R,
     (_D, UserMessage.TAG): _R,
+    # A run with an output schema: its final answer checked (a text answer, DONE) or its
+    # final_output call answered (tool mode, TOOLS); a miss goes back to the model (READY).
+    (_D, OutputChecked.TAG): Rule.AFTER_OUTPUT,
+    (_T, OutputChecked.TAG): Rule.AFTER_OUTPUT,
+    # A hook ran (ruizn.hooks): at the start (READY), around a tool call (TOOLS), at the end
+    # of a turn (DONE: a Stop hook that blocks sends the model back, READY).
+    (_R, HookRan.TAG): _R,
+    (_T, HookRan.TAG): _T,
+    (_D, HookRan.TAG): Rule.AFTER_HOOK,
 }
 
 # Which event types each phase accepts: derived from the table, never written twice.
@@ -210,6 +234,10 @@ def reduce(state: ExecutionContext, event: Event) -> ExecutionContext:
             after = _on_run_finished(state, event)
         case UserMessage():
             after = _on_user_message(state, event)
+        case OutputChecked():
+            after = _on_output_checked(state, event)
+        case HookRan():
+            after = _on_hook_ran(state, event)
         case _:
             assert_never(event)
     phase = target if isinstance(target, Phase) else RULES[target](after)
@@ -335,8 +363,17 @@ def _on_user_message(state: ExecutionContext, event: UserMessage) -> ExecutionCo
         messages = (*state.messages[:-1], Message(role="user", content=(*last.content, text)))
     else:
         messages = (*state.messages, Message(role="user", content=(text,)))
-    # An answer cut at max_tokens is not continued once a person has spoken after it.
-    return evolve(state, messages=messages, continuing=False, last_seq=event.seq)
+    # An answer cut at max_tokens is not continued once a person has spoken after it. A new
+    # message asks for a new answer: a structured run checks that one again.
+    return evolve(
+        state,
+        messages=messages,
+        continuing=False,
+        output=None,
+        output_valid=False,
+        output_checks=0,
+        last_seq=event.seq,
+    )
 
 
 def _on_llm_call_started(state: ExecutionContext, event: LlmCallStarted) -> ExecutionContext:
@@ -444,6 +481,7 @@ def _on_llm_response(state: ExecutionContext, event: LlmResponse) -> ExecutionCo
         turn_approvals=(None,) * len(calls),
         turn_stale=(),
         turn_index={call.id: i for i, call in enumerate(calls)},
+        turn_pre=(),
         streamed_tokens=0,
         last_seq=event.seq,
     )
@@ -469,6 +507,8 @@ def _on_tool_call_started(state: ExecutionContext, event: ToolCallStarted) -> Ex
         raise InvalidTransition(f"tool_call_started twice for {event.id!r}")
     if event.id in state.turn_stale:
         raise InvalidTransition(f"tool_call_started for {event.id!r}, whose tool changed")
+    if pre_decision(state, event.id) == "deny":
+        raise InvalidTransition(f"tool_call_started for {event.id!r}, which a hook denied")
     approval = state.turn_approvals[index]
     if approval is not None and approval.approved is not True:
         # The one rule approval rests on: a call that asked for a decision runs only after
@@ -726,10 +766,18 @@ def _on_run_finished(state: ExecutionContext, event: RunFinished) -> ExecutionCo
         state.phase is Phase.TOOLS and state.awaiting_approval
     ):
         raise InvalidTransition("run_finished awaiting_approval, but no call awaits a decision")
-    if status is Status.SUCCESS and not (
-        state.phase is Phase.DONE and turn_stop(state).status is Status.SUCCESS
+    if status is Status.SUCCESS:
+        if state.settings.output_schema is not None:
+            if not (state.phase is Phase.DONE and state.output_valid):
+                raise InvalidTransition("run_finished success without a valid output")
+        elif not (state.phase is Phase.DONE and turn_stop(state).status is Status.SUCCESS):
+            raise InvalidTransition("run_finished success, but the model has not ended its turn")
+    if status is Status.OUTPUT_INVALID and not (
+        state.phase is Phase.DONE
+        and state.settings.output_schema is not None
+        and output_exhausted(state)
     ):
-        raise InvalidTransition("run_finished success, but the model has not ended its turn")
+        raise InvalidTransition("run_finished output_invalid, but the output retries are not spent")
     if status in (Status.MAX_STEPS, Status.MAX_COST):
         stop = limit_stop(state) if state.phase is Phase.READY else None
         if stop is None or stop.status is not status:
@@ -753,3 +801,117 @@ def _on_run_finished(state: ExecutionContext, event: RunFinished) -> ExecutionCo
         elapsed=state.elapsed + event.elapsed,
         last_seq=event.seq,
     )
+
+
+def _on_output_checked(state: ExecutionContext, event: OutputChecked) -> ExecutionContext:
+    """The final answer's check, made again here: a log cannot claim a valid output the
+    schema refuses (or the reverse). A miss with retries left is sent back to the model: as
+    the final_output call's error result (tool mode), else as a user message."""
+    if state.settings.output_schema is None:
+        raise InvalidTransition("output_checked in a run without an output schema")
+    if state.output_valid or output_exhausted(state):
+        raise InvalidTransition("output_checked after the output was settled")
+    if state.phase is Phase.DONE and state.messages[-1].role != "assistant":
+        raise InvalidTransition("output_checked with no answer to check")
+    verdict = check_output(state)
+    if (verdict.valid, verdict.call_id, verdict.error) != (event.valid, event.call_id, event.error):
+        raise InvalidTransition("output_checked disagrees with the output schema")
+    if event.valid and verdict.output != event.output:
+        raise InvalidTransition("output_checked records another output than the answer's")
+    checks = state.output_checks + (0 if event.valid else 1)
+    after = evolve(
+        state,
+        output=event.output if event.valid else None,
+        output_valid=event.valid,
+        output_checks=checks,
+        last_seq=event.seq,
+    )
+    feedback = (
+        None if event.valid else output_feedback(str(event.error), state.settings.output_mode)
+    )
+    if event.call_id is not None:
+        result = (
+            ToolResult.ok("Accepted: this is the run's final answer.")
+            if event.valid
+            else ToolResult.error(ErrorType.INVALID_INPUT, str(feedback))
+        )
+        answered = ToolCallFinished(seq=event.seq, ts=event.ts, id=event.call_id, result=result)
+        return _on_tool_call_finished(after, answered)
+    if feedback is None or output_exhausted(after):
+        return after
+    message = Message(role="user", content=(TextBlock(text=feedback),))
+    return evolve(after, messages=(*after.messages, message))
+
+
+_HOOK_DECISIONS = frozenset({"none", "allow", "deny", "ask", "block", "stop"})
+
+
+def _on_hook_ran(state: ExecutionContext, event: HookRan) -> ExecutionContext:
+    """A hook's logged answer, applied: the run's hooks say which may run when; what each
+    decided changes the turn, the history or the run's end as Claude Code's contract says."""
+    if event.decision not in _HOOK_DECISIONS:
+        raise InvalidTransition(f"hook_ran with the decision {event.decision!r}")
+    if not any(spec.event == event.hook_event for spec in state.settings.hooks):
+        raise InvalidTransition(f"hook_ran for {event.hook_event}, which the run has no hook for")
+    after = evolve(state, last_seq=event.seq)
+    if event.decision == "stop":  # `continue: false`: the run ends, whatever the event
+        return evolve(after, hook_stop=event.reason or f"a {event.hook_event} hook")
+    match event.hook_event:
+        case "PreToolUse":
+            return _pre_tool_hook(after, event)
+        case "PostToolUse":
+            if state.phase is not Phase.TOOLS or event.tool_use_id not in state.tools_in_flight:
+                raise InvalidTransition("hook_ran PostToolUse for no call that is running")
+            return after
+        case "UserPromptSubmit" | "SessionStart":
+            if state.phase is not Phase.READY or state.step or state.messages[-1].role != "user":
+                raise InvalidTransition(f"hook_ran {event.hook_event} after the run's start")
+            after = evolve(after, start_hooks_ran=state.start_hooks_ran + 1)
+            if event.decision == "block":
+                return evolve(after, hook_stop=f"the prompt was blocked: {event.reason}")
+            if event.context is None:
+                return after
+            first = after.messages[-1]
+            note = TextBlock(text=hook_note(event.hook_event, event.context))
+            message = evolve(first, content=(*first.content, note))
+            return evolve(after, messages=(*after.messages[:-1], message))
+        case "Stop":
+            if state.phase is not Phase.DONE:
+                raise InvalidTransition("hook_ran Stop before the model ended its turn")
+            after = evolve(after, stop_hooked_step=state.step)
+            if event.decision != "block":
+                return after
+            if state.messages[-1].role != "assistant":
+                return after  # the end came through a tool (final_output): nothing to answer
+            back = Message(
+                role="user", content=(TextBlock(text=hook_note("Stop", str(event.reason))),)
+            )
+            # The model is called again with the hook's reason (Claude Code's Stop block).
+            return evolve(
+                after, messages=(*after.messages, back), stop_blocked=True, phase=Phase.READY
+            )
+        case "SessionEnd":
+            return after
+    raise InvalidTransition(f"hook_ran for the unknown event {event.hook_event!r}")
+
+
+def _pre_tool_hook(state: ExecutionContext, event: HookRan) -> ExecutionContext:
+    if state.phase is not Phase.TOOLS or event.tool_use_id is None:
+        raise InvalidTransition("hook_ran PreToolUse outside a tool turn")
+    index = _turn_position(state, event.tool_use_id, "hook_ran PreToolUse")
+    if event.tool_use_id in state.tools_in_flight:
+        raise InvalidTransition("hook_ran PreToolUse for a call that has started")
+    if event.decision not in ("none", "allow", "deny", "ask"):
+        raise InvalidTransition(f"a PreToolUse hook cannot decide {event.decision!r}")
+    verdicts = {v.id: v for v in state.turn_pre}
+    old = verdicts.get(event.tool_use_id, PreToolVerdict(id=event.tool_use_id))
+    decision = stronger(old.decision, event.decision)
+    reason = event.reason if decision == event.decision and event.reason else old.reason
+    verdicts[old.id] = PreToolVerdict(id=old.id, ran=old.ran + 1, decision=decision, reason=reason)
+    calls = state.turn_calls
+    if event.updated_input is not None and decision != "deny":
+        if deeper_than(event.updated_input):
+            raise InvalidTransition(too_deep("a hook's updated tool input"))
+        call = calls[index]
+        calls = (*calls[:index], evolve(call, input=event.updated_input), *calls[index + 1 :])
+    return evolve(state, turn_pre=tuple(verdicts.values()), turn_calls=calls)

@@ -14,6 +14,8 @@ from typing import Any
 
 from attrs import frozen
 
+from ruizn.rules import OUTPUT_KEY, OUTPUT_TOOL, wraps_output
+from ruizn.settings import RunSettings
 from ruizn.state import (
     ContentBlock,
     ExecutionContext,
@@ -47,6 +49,10 @@ class MessagesRequest:
     tools: tuple[JsonObject, ...]
     messages: tuple[Message, ...]
     marked: frozenset[int]
+    # `thinking` and `output_config` as sent (None: not sent), made from the settings by
+    # thinking_config and output_config below.
+    thinking: JsonObject | None = None
+    output_config: JsonObject | None = None
 
     def to_json(self) -> JsonObject:
         request = head_json(self)
@@ -62,10 +68,62 @@ def plan_request(state: ExecutionContext) -> MessagesRequest:
     return MessagesRequest(
         model=settings.model,
         max_tokens=settings.max_tokens,
-        system=settings.system,
-        tools=settings.tools,
+        system=system_prompt(settings),
+        tools=_tools(settings),
         messages=messages,
         marked=_rolling_breakpoints(messages),
+        thinking=thinking_config(settings),
+        output_config=output_config(settings),
+    )
+
+
+def output_tool(schema: JsonObject) -> JsonObject:
+    """The tool a model without constrained decoding answers through (tool mode). Its input
+    is the answer (wrapped in `output` when the schema is not an object). No tool_choice
+    forces it: that would fail with thinking on; a text answer is sent back instead."""
+    input_schema = (
+        {"type": "object", "properties": {OUTPUT_KEY: schema}, "required": [OUTPUT_KEY]}
+        if wraps_output(schema)
+        else schema
+    )
+    return {
+        "name": OUTPUT_TOOL,
+        "description": "Give the final answer of the task, as the required structured"
+        " output. Call it once, when you are done; the run ends with this answer.",
+        "input_schema": input_schema,
+    }
+
+
+def _tools(settings: RunSettings) -> tuple[JsonObject, ...]:
+    if settings.output_schema is not None and settings.output_mode == "tool":
+        return (*settings.tools, output_tool(settings.output_schema))
+    return settings.tools
+
+
+def system_prompt(settings: RunSettings) -> str:
+    """The system prompt as sent: the run's own, then the project's instructions file."""
+    parts = [settings.system] if settings.system else []
+    if settings.output_schema is not None and settings.output_mode == "tool":
+        parts.append(
+            f"When you have the final answer, call the {OUTPUT_TOOL} tool with it; do not"
+            " give the final answer as text."
+        )
+    parts.extend(
+        instructions_block(item.path, item.text, item.size) for item in settings.instructions
+    )
+    return "\n\n".join(parts)
+
+
+def instructions_block(path: str, text: str, size: int) -> str:
+    """A project instructions file as the model reads it (in the system prompt for the
+    root's, appended to a tool result for a subfolder's): tagged with where it came from."""
+    cut = size > len(text.encode("utf-8"))
+    note = f" (cut at {len(text.encode('utf-8'))} of {size} bytes)" if cut else ""
+    return (
+        f'<project_instructions path="{path}"{note}>\n'
+        "Instructions the project's authors left for agents working in it (from the"
+        " workspace: follow them where they apply to the task).\n"
+        f"{text.rstrip()}\n</project_instructions>"
     )
 
 
@@ -99,7 +157,35 @@ def head_json(request: MessagesRequest) -> JsonObject:
         tools = [dict(tool) for tool in request.tools]
         tools[-1]["cache_control"] = EPHEMERAL
         head["tools"] = tools
+    if request.thinking is not None:
+        head["thinking"] = request.thinking
+    if request.output_config is not None:
+        head["output_config"] = request.output_config
     return head
+
+
+def thinking_config(settings: RunSettings) -> JsonObject | None:
+    """`thinking`: adaptive, its text summarized only when it is to be shown (omitted, the API
+    still sends the signature that carries it to the next request); or disabled."""
+    match settings.thinking:
+        case "adaptive":
+            display = "summarized" if settings.show_thinking else "omitted"
+            return {"type": "adaptive", "display": display}
+        case "off":
+            return {"type": "disabled"}
+    return None
+
+
+def output_config(settings: RunSettings) -> JsonObject | None:
+    """`output_config`, made whole in this one place: one dict every key of it joins (the
+    effort here; a structured output's `format`). None: the key is not sent."""
+    config: JsonObject = {}
+    if settings.effort is not None:
+        config["effort"] = settings.effort
+    if settings.output_schema is not None and settings.output_mode == "format":
+        # A structured answer the API constrains (format mode; see docs/structured-output.md).
+        config["format"] = {"type": "json_schema", "schema": settings.output_schema}
+    return config or None
 
 
 def message_json(message: Message, *, marked: bool) -> JsonObject:

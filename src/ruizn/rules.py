@@ -12,18 +12,23 @@ Pure functions of the state; no I/O.
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 from attrs import frozen
 
-from ruizn.bounds import deeper_than, too_deep
+from ruizn.bounds import deeper_than, text_deeper_than, too_deep
 from ruizn.settings import JsonObject, RunSettings
 from ruizn.state import (
     ContentBlock,
     DecidedBy,
     ExecutionContext,
     Phase,
+    RedactedThinkingBlock,
     Status,
+    TextBlock,
+    ThinkingBlock,
     ToolCall,
     ToolResultBlock,
     ToolUseBlock,
@@ -77,6 +82,13 @@ def turn_stop(state: ExecutionContext) -> Stop:
     match state.stop_reason:
         case stop if stop in SUCCESS_STOPS:
             return Stop(status=Status.SUCCESS)
+        case "max_tokens" if _still_thinking(state.messages[-1].content):
+            return Stop(
+                status=Status.ERROR,
+                error=f"max_tokens ({state.settings.max_tokens}) ran out while the model was"
+                " thinking, before its answer: resume with a larger --max-tokens, or run with"
+                " a lower --effort",
+            )
         case "max_tokens":
             return Stop(
                 status=Status.ERROR,
@@ -92,6 +104,16 @@ def turn_stop(state: ExecutionContext) -> Stop:
             return Stop(status=Status.ERROR, error=CONTEXT_EXCEEDED)
         case other:
             return Stop(status=Status.ERROR, error=f"unexpected stop_reason {other!r}")
+
+
+def _still_thinking(content: tuple[ContentBlock, ...]) -> bool:
+    """The reply's last block with anything in it is thinking: the answer never began."""
+    for block in reversed(content):
+        if isinstance(block, ThinkingBlock | RedactedThinkingBlock):
+            return True
+        if not isinstance(block, TextBlock) or block.text.strip():
+            return False
+    return False
 
 
 def limit_stop(state: ExecutionContext) -> Stop | None:
@@ -196,11 +218,14 @@ class ApprovalDecision:
 def rule_decision(state: ExecutionContext, call: ToolCall) -> ApprovalDecision | None:
     """The decision the run's rules make about an awaiting call, or None: a person decides.
 
-    `always` approves and `never` denies every call ("policy"); in `ask` mode a tool a
-    person approved for the rest of the run is approved ("always-rule").
+    `always` approves and `never` denies every call ("policy"), except that a call a
+    PreToolUse hook answered `ask` is put to a person in `always` mode too; in `ask` mode a
+    tool a person approved for the rest of the run is approved ("always-rule").
     """
     mode = state.settings.approval
     if mode == "always":
+        if pre_decision(state, call.id) == "ask":
+            return None  # a PreToolUse hook asked for a person, whatever the mode
         return ApprovalDecision(id=call.id, approved=True, by="policy")
     if mode == "never":
         return ApprovalDecision(id=call.id, approved=False, by="policy", reason=NEVER_APPROVED)
@@ -267,5 +292,143 @@ def phase_after_resume(state: ExecutionContext) -> Phase:
 
 def phase_after_result(state: ExecutionContext) -> Phase:
     """A result leaves the turn open until its last call is answered; then the model is
-    called with every result (merged into one user message)."""
-    return Phase.TOOLS if state.turn_open else Phase.READY
+    called with every result (merged into one user message), unless the turn's structured
+    answer (tool mode) ended the run."""
+    if state.turn_open:
+        return Phase.TOOLS
+    if state.settings.output_schema is not None and (state.output_valid or output_exhausted(state)):
+        return Phase.DONE
+    return Phase.READY
+
+
+# The tool a model without constrained decoding gives its structured answer to (tool mode).
+OUTPUT_TOOL = "final_output"
+# When the schema is not an object, the tool's input wraps the answer in this key.
+OUTPUT_KEY = "output"
+
+
+@frozen(kw_only=True)
+class OutputVerdict:
+    """The final answer checked against the run's output schema (see `check_output`)."""
+
+    valid: bool
+    output: Any = None
+    error: str | None = None
+    call_id: str | None = None
+
+
+def output_call(state: ExecutionContext) -> ToolCall | None:
+    """The unanswered `final_output` call of the last turn (tool mode), if there is one."""
+    if state.settings.output_mode != "tool":
+        return None
+    return next((c for c in state.pending_tool_calls if c.name == OUTPUT_TOOL), None)
+
+
+def wraps_output(schema: JsonObject) -> bool:
+    """Whether the output tool's input wraps the answer (a schema that is not an object)."""
+    return schema.get("type") != "object"
+
+
+def check_output(state: ExecutionContext) -> OutputVerdict:
+    """The last answer against `settings.output_schema`: the `final_output` call's input
+    (tool mode), or the text of the last assistant message parsed as JSON. The validator is
+    jsonschema's, for the schema's own draft; its best-matching error is what the model is
+    told. Deterministic, so the reducer checks a logged verdict by making it again."""
+    schema = state.settings.output_schema
+    assert schema is not None, "a run without an output schema has no output to check"
+    call = output_call(state)
+    if call is not None:
+        value: Any = call.input
+        if wraps_output(schema):
+            if OUTPUT_KEY not in call.input:
+                return OutputVerdict(
+                    valid=False,
+                    error=f"the {OUTPUT_TOOL} input must hold the answer as {OUTPUT_KEY!r}",
+                    call_id=call.id,
+                )
+            value = call.input[OUTPUT_KEY]
+        error = schema_error(schema, value)
+        return OutputVerdict(
+            valid=error is None,
+            output=value if error is None else None,
+            error=error,
+            call_id=call.id,
+        )
+    text = "".join(b.text for b in state.messages[-1].content if isinstance(b, TextBlock))
+    if state.messages[-1].role != "assistant" or not text.strip():
+        hint = f": call the {OUTPUT_TOOL} tool" if state.settings.output_mode == "tool" else ""
+        return OutputVerdict(valid=False, error=f"the answer holds no JSON{hint}")
+    if text_deeper_than(text):
+        return OutputVerdict(valid=False, error=too_deep("the answer"))
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        return OutputVerdict(valid=False, error=f"the answer is not JSON ({exc})")
+    error = schema_error(schema, value)
+    return OutputVerdict(valid=error is None, output=value if error is None else None, error=error)
+
+
+def schema_error(schema: JsonObject, value: Any) -> str | None:
+    """Why `value` does not match `schema` (jsonschema's best match), or None."""
+    from jsonschema import exceptions, validators  # lazily: most runs have no schema
+
+    validator = validators.validator_for(schema)(schema)
+    best = exceptions.best_match(validator.iter_errors(value))
+    if best is None:
+        return None
+    where = best.json_path
+    return best.message if where == "$" else f"{best.message} (at {where})"
+
+
+def schema_problem(schema: object) -> str | None:
+    """Why `schema` is not a JSON Schema a run can check answers against, or None."""
+    from jsonschema import exceptions, validators
+
+    if not isinstance(schema, dict):
+        return f"an output schema must be a JSON object, not {type(schema).__name__}"
+    if deeper_than(schema):
+        return too_deep("the output schema")
+    try:
+        validators.validator_for(schema).check_schema(schema)
+    except exceptions.SchemaError as exc:
+        return f"not a valid JSON Schema: {exc.message}"
+    return None
+
+
+def output_feedback(error: str, mode: str | None) -> str:
+    """What an answer that did not match the schema is answered with."""
+    how = (
+        f"call the {OUTPUT_TOOL} tool again with an input that matches its schema"
+        if mode == "tool"
+        else "answer again with only the JSON, matching the schema"
+    )
+    return f"Your answer does not match the required output schema: {error}. Please {how}."
+
+
+def output_exhausted(state: ExecutionContext) -> bool:
+    """A run whose answers missed the schema more often than it may retry."""
+    return state.output_checks > state.settings.output_retries
+
+
+def phase_after_output(state: ExecutionContext) -> Phase:
+    """After an output check: the turn's other calls first; then the end (a valid answer,
+    or no retries left), or the model again with the error."""
+    if state.turn_open:
+        return Phase.TOOLS
+    if state.output_valid or output_exhausted(state):
+        return Phase.DONE
+    return Phase.READY
+
+
+def pre_decision(state: ExecutionContext, call_id: str) -> str:
+    """What the PreToolUse hooks decided about a call of the turn so far (none: nothing)."""
+    for verdict in state.turn_pre:
+        if verdict.id == call_id:
+            return verdict.decision
+    return "none"
+
+
+def phase_after_hook(state: ExecutionContext) -> Phase:
+    """Where a hook leaves the run: as it was, or READY when a Stop hook that blocked sent
+    the model back (the reducer says so)."""
+    return state.phase

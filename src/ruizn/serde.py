@@ -22,8 +22,10 @@ from ruizn.events import (
     EVENT_TYPES,
     SCHEMA_VERSION,
     Event,
+    HookRan,
     LlmResponse,
     LlmToken,
+    OutputChecked,
     RunFinished,
     RunResumed,
     RunStarted,
@@ -80,6 +82,9 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
         "max_cost",
         "max_context",
         "context_window",
+        "thinking",
+        "show_thinking",
+        "effort",
         # the shell (#29): a run without one writes what it wrote before
         "shell",
         "sandbox",
@@ -87,11 +92,19 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
         "shell_allow_read",
         "allow_commands",
         "shell_timeout",
+        "project_instructions",
+        "instructions",
+        "output_schema",
+        "output_retries",
+        "output_mode",
+        "hooks",
     ),
     Usage: ("cache_creation_1h_input_tokens",),
     LlmResponse: ("cost", "priced_by"),
     RunResumed: ("max_cost", "max_context", "reask", "elapsed"),
     RunFinished: ("cost",),
+    OutputChecked: ("output", "error", "call_id"),
+    HookRan: ("reason", "context", "updated_input", "tool_use_id", "error"),
 }
 
 
@@ -323,6 +336,19 @@ def state_to_json(state: ExecutionContext) -> dict[str, Any]:
     data: dict[str, Any] = converter.unstructure(state)
     del data["turn_index"]  # derived from turn_calls (see ExecutionContext)
     del data["media"]  # derived from the results (see ExecutionContext)
+    if state.settings.output_schema is None:
+        # A run without an output schema prints the state it printed before they existed.
+        for name in ("output", "output_valid", "output_checks"):
+            del data[name]
+    if not state.settings.hooks:
+        for name in (
+            "turn_pre",
+            "stop_hooked_step",
+            "stop_blocked",
+            "hook_stop",
+            "start_hooks_ran",
+        ):
+            del data[name]
     return data
 
 

@@ -21,14 +21,16 @@ from ruizn.toolsource import ToolSource
 JsonObject = dict[str, Any]
 Validator = Callable[[Any, Any, Any], None]
 
-DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MODEL = "claude-sonnet-5-5"
 TEST_MODEL = "test"
 DEFAULT_SYSTEM = (
     "You are ruizn, a careful assistant working in the user's workspace. Use the tools to"
     " look at files instead of guessing, and answer concisely in the language of the request."
 )
 DEFAULT_MAX_STEPS = 20
-DEFAULT_MAX_TOKENS = 4096
+# Room for a thinking model's adaptive thinking (it counts against max_tokens) and its answer;
+# under every current model's max output (the Models API's `max_tokens`).
+DEFAULT_MAX_TOKENS = 32_000
 DEFAULT_READ_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 4
 DEFAULT_RETRY_BASE_DELAY = 0.5
@@ -42,6 +44,23 @@ DEFAULT_SHELL_TIMEOUT = 120.0
 ApprovalMode = Literal["ask", "always", "never"]
 APPROVAL_MODES: tuple[ApprovalMode, ...] = ("ask", "always", "never")
 DEFAULT_APPROVAL: ApprovalMode = "ask"
+# The most bytes (UTF-8) of one project instructions file (AGENTS.md, CLAUDE.md) sent to the
+# model; a longer file is cut there, and `ruizn show` says so.
+PROJECT_INSTRUCTIONS_CAP = 32_000
+# How many times an answer that does not match the output schema is sent back (with the
+# validation error) before the run ends output_invalid.
+DEFAULT_OUTPUT_RETRIES = 2
+# How a structured answer is asked for: the API's constrained decoding (output_config.format)
+# where the model supports it, else a final tool the model must call with the answer.
+OutputMode = Literal["format", "tool"]
+OUTPUT_MODES: tuple[OutputMode, ...] = ("format", "tool")
+# --thinking: adaptive (the model decides when and how much to think) or off. None: the
+# model's own default, filled in when the run starts (adaptive where the model takes it).
+ThinkingMode = Literal["adaptive", "off"]
+THINKING_MODES: tuple[ThinkingMode, ...] = ("adaptive", "off")
+# --effort: `output_config.effort`; None sends none (the model's default, high).
+Effort = Literal["low", "medium", "high", "xhigh", "max"]
+EFFORT_LEVELS: tuple[Effort, ...] = ("low", "medium", "high", "xhigh", "max")
 
 
 class ConfigError(ValueError):
@@ -131,6 +150,24 @@ def _approval(_: object, __: object, value: Any) -> None:
         raise ConfigError(f"approval must be one of {', '.join(APPROVAL_MODES)}, not {value!r}")
 
 
+def _output_schema(_: object, __: object, value: Any) -> None:
+    if value is not None and not isinstance(value, dict):
+        raise ConfigError(f"output_schema must be a JSON Schema object, not {type(value).__name__}")
+
+
+def _output_mode(_: object, __: object, value: Any) -> None:
+    if value is not None and value not in OUTPUT_MODES:
+        raise ConfigError(f"output_mode must be one of {', '.join(OUTPUT_MODES)}, not {value!r}")
+
+
+def _one_of(name: str, choices: tuple[str, ...]) -> Validator:
+    def check(_: object, __: object, value: Any) -> None:
+        if value is not None and value not in choices:
+            raise ConfigError(f"{name} must be one of {', '.join(choices)}, not {value!r}")
+
+    return check
+
+
 def _path_text(value: Any) -> Any:
     """A path given as a Path (or any os.PathLike) is kept as its text."""
     return value.__fspath__() if hasattr(value, "__fspath__") else value
@@ -139,6 +176,61 @@ def _path_text(value: Any) -> Any:
 def _tuple(value: Any) -> Any:
     """Lists (JSON, a caller's list) become the tuples a frozen record holds."""
     return tuple(value) if isinstance(value, list) else value
+
+
+# The hook events ruizn fires, named and shaped as Claude Code's (see ruizn.hooks).
+HookEvent = Literal[
+    "PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SessionStart", "SessionEnd"
+]
+HOOK_EVENTS: tuple[HookEvent, ...] = (
+    "PreToolUse",
+    "PostToolUse",
+    "UserPromptSubmit",
+    "Stop",
+    "SessionStart",
+    "SessionEnd",
+)
+DEFAULT_HOOK_TIMEOUT = 60.0
+
+
+def _hook_event(_: object, __: object, value: Any) -> None:
+    if value not in HOOK_EVENTS:
+        raise ConfigError(f"hook event must be one of {', '.join(HOOK_EVENTS)}, not {value!r}")
+
+
+@frozen(kw_only=True)
+class HookSpec:
+    """One hook command, as a Claude Code settings.json `hooks` entry gives it, with where it
+    came from. Recorded in run_started: the run's grant lists each command."""
+
+    event: HookEvent = field(validator=_hook_event)
+    command: str = field(validator=_text("hook command"))
+    matcher: str = field(default="", validator=_text("hook matcher", empty_ok=True))
+    """A regular expression on the tool name (PreToolUse, PostToolUse); "" or "*": all."""
+    timeout: float = field(
+        default=DEFAULT_HOOK_TIMEOUT, validator=_seconds("hook timeout", minimum=0.001)
+    )
+    source: str = field(default="", validator=_text("hook source", empty_ok=True))
+    """Where it was configured: `--hooks FILE` (the file), `.ruizn/hooks.json` (a project's)."""
+
+
+@frozen(kw_only=True)
+class Instructions:
+    """A project's instructions file (AGENTS.md, or CLAUDE.md where there is none) at the
+    workspace root, as the run read it: text for the model, never code."""
+
+    path: str = field(validator=_text("instructions path"))
+    """Relative to the workspace ("AGENTS.md")."""
+
+    text: str = field(validator=_text("instructions text", empty_ok=True))
+    """What the system prompt carries: the file's text, cut at PROJECT_INSTRUCTIONS_CAP."""
+
+    size: int = field(validator=_whole("instructions size"))
+    """The file's whole size in bytes (more than the text's when it was cut)."""
+
+    @property
+    def cut(self) -> bool:
+        return self.size > len(self.text.encode("utf-8"))
 
 
 @frozen(kw_only=True)
@@ -235,6 +327,21 @@ class RunSettings:
     person (a terminal, `Agent(approve=...)`; with neither the run stops awaiting_approval),
     approve them "always", or deny them ("never")."""
 
+    thinking: ThinkingMode | None = field(
+        default=None, validator=_one_of("thinking", THINKING_MODES)
+    )
+    """`adaptive` (the model decides how much to think; thinking counts against max_tokens)
+    or `off`. None: the model's default, filled in when the run starts from the Models API
+    (adaptive where the model takes it; left None for a model the API does not describe)."""
+
+    show_thinking: bool = field(default=False, validator=_flag("show_thinking"))
+    """Ask for summarized thinking (`display: summarized`) and print it, dimmed; otherwise
+    the API omits the thinking text (`display: omitted`) and sends only its signature."""
+
+    effort: Effort | None = field(default=None, validator=_one_of("effort", EFFORT_LEVELS))
+    """`output_config.effort`: how much effort the model spends (and tokens it uses). None:
+    none sent, the model's default."""
+
     tool_specs: tuple[str, ...] = field(default=(), converter=_tuple)
     """Extra tools asked for, as `MODULE:ATTR` specs (a module or a .py file)."""
 
@@ -251,6 +358,30 @@ class RunSettings:
 
     tool_sources: tuple[ToolSource, ...] = field(default=(), converter=_tuple)
     """Filled when the run starts: where each tool came from, so a resume loads the same."""
+
+    project_instructions: bool = field(default=True, validator=_flag("project_instructions"))
+    """Send the workspace's AGENTS.md (or CLAUDE.md) in the system prompt, and the nearest
+    one above a file the model touches in a subfolder with that tool's result."""
+
+    instructions: tuple[Instructions, ...] = field(default=(), converter=_tuple)
+    """Filled when the run starts: the root instructions file as read, so a replay, a resume
+    and a rerun send exactly the system prompt the run began with."""
+
+    output_schema: JsonObject | None = field(default=None, validator=_output_schema, hash=False)
+    """A JSON Schema the final answer must match (`--output-schema`, `Agent(output_type=)`):
+    the run succeeds only with a valid answer (`result.output`), else ends output_invalid."""
+
+    output_retries: int = field(default=DEFAULT_OUTPUT_RETRIES, validator=_whole("output_retries"))
+    """Answers that do not match the schema sent back with the error before output_invalid."""
+
+    output_mode: OutputMode | None = field(default=None, validator=_output_mode)
+    """Filled when a run with a schema starts, from the Models API's answer: "format" (the
+    API constrains the answer, output_config.format) or "tool" (a final tool,
+    `final_output`, the model must call)."""
+
+    hooks: tuple[HookSpec, ...] = field(default=(), converter=_tuple)
+    """Commands run at the run's hook events, Claude Code's contract (see ruizn.hooks):
+    from `--hooks FILE`, and a project's `.ruizn/hooks.json` once a person accepted it."""
 
 
 # The fields a resume may set (run_resumed): everything else stays as the run started.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator
-from typing import Literal
+from typing import Any, Literal
 
 from attrs import field, frozen
 
@@ -27,6 +27,8 @@ class Status(enum.StrEnum):
     # Stopped cleanly with tool calls waiting for a human's decision (see decide, approvals):
     # `ruizn resume --approve/--deny` or a prompt goes on from here.
     AWAITING_APPROVAL = "awaiting_approval"
+    # The answer never matched the run's output schema, retries included.
+    OUTPUT_INVALID = "output_invalid"
 
 
 class Phase(enum.StrEnum):
@@ -108,6 +110,17 @@ class ToolResult:
     @classmethod
     def error(cls, error_type: ErrorType, content: str) -> ToolResult:
         return cls(content=content, is_error=True, error_type=error_type.value)
+
+
+@frozen(kw_only=True)
+class PreToolVerdict:
+    """What the PreToolUse hooks decided about one call: `ran` hooks so far, the strongest
+    decision (deny over ask over allow over none) and its reason."""
+
+    id: str
+    ran: int = 0
+    decision: str = "none"
+    reason: str | None = None
 
 
 class TurnResults:
@@ -346,6 +359,21 @@ class ExecutionContext:
     media: MediaTally = field(factory=MediaTally, eq=False, hash=False, repr=False)
     last_seq: int = 0
     elapsed: float = 0.0
+    # A run with an output schema: the validated answer (output_checked), whether there is
+    # one, and how many answers did not match (each sent back with its error).
+    output: Any = field(default=None, hash=False)
+    output_valid: bool = False
+    output_checks: int = 0
+    # Hooks (ruizn.hooks). Per call of the turn: the PreToolUse hooks run so far and their
+    # combined decision. The step whose end the Stop hooks saw (-1: none yet) and whether a
+    # Stop hook sent the model back (Claude Code's stop_hook_active). A hook that ended the
+    # run (a blocked prompt, `continue: false`): why.
+    turn_pre: tuple[PreToolVerdict, ...] = ()
+    stop_hooked_step: int = -1
+    stop_blocked: bool = False
+    hook_stop: str | None = None
+    # SessionStart then UserPromptSubmit hooks run at the run's start so far.
+    start_hooks_ran: int = 0
 
     @property
     def total_cost(self) -> float | None:

@@ -68,7 +68,7 @@ class Stream:
     stall_after: int | None = None  # events before a silence of stall_seconds
     stall_seconds: float = 0.0
     incomplete_last_tool: bool = False  # cut the last tool_use's JSON, no content_block_stop
-    model: str = "claude-sonnet-4-5"
+    model: str = "claude-sonnet-5-5"
     headers: Mapping[str, str] = field(default_factory=dict)  # extra response headers
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.fakeapi.cache import PromptCache
+from tests.fakeapi.models import CATALOG, find, listing, refusal
 from tests.fakeapi.replies import (
     Hang,
     HttpError,
@@ -91,8 +92,19 @@ class _Dropped(Exception):
 
 
 class FakeAnthropic:
-    def __init__(self, script: Script, *, port: int = 0, min_cache_tokens: int = 0) -> None:
+    def __init__(
+        self,
+        script: Script,
+        *,
+        port: int = 0,
+        min_cache_tokens: int = 0,
+        models: tuple[dict[str, Any], ...] | None = CATALOG,
+    ) -> None:
         self.script = script
+        # The Models API's catalogue, and the Claude 5 rules its entries imply for POSTs (see
+        # tests.fakeapi.models); None: no Models API (404) and no rules, like a bare proxy.
+        self.models = models
+        self.model_gets: list[str] = []  # the paths of the Models API requests, in order
         self.port = port
         self.requests: list[RecordedRequest] = []
         # One per POST, in the order the handlers finished (bench/ reads them via /_stats).
@@ -232,8 +244,23 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:  # stdlib's name
-        if self.path == "/_stats":
+        path = self.path.split("?")[0]
+        catalog = self.fake.models
+        if path == "/_stats":
             self._json(200, self.fake.stats(), self.fake.request_id())
+        elif catalog is not None and path.startswith("/v1/models"):
+            with self.fake._lock:
+                self.fake.model_gets.append(self.path)
+            request_id = self.fake.request_id()
+            if path == "/v1/models":
+                self._json(200, listing(catalog), request_id)
+                return
+            info = find(catalog, path.removeprefix("/v1/models/"))
+            if info is None:
+                body = error_body("not_found_error", f"model: {path[11:]}", request_id)
+                self._json(404, body, request_id)
+            else:
+                self._json(200, info, request_id)
         else:
             self._not_found()
 
@@ -289,6 +316,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(400, error_body("invalid_request_error", message, request_id), request_id)
             return
         headers = {k.lower(): v for k, v in self.headers.items()}
+        refused = refusal(self.fake.models, body) if self.fake.models is not None else None
+        if refused is not None:
+            with self.fake._lock:  # recorded like any request, but the script is not asked
+                self.fake.requests.append(RecordedRequest(body=body, headers=headers, raw=raw))
+            status, error_type, message = refused
+            self._json(status, error_body(error_type, message, request_id), request_id)
+            return
         self._serve(self.fake.next_reply(body, headers, raw), body, request_id)
 
     def _serve(self, reply: Reply, body: dict[str, Any], request_id: str) -> None:

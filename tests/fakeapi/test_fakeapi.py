@@ -49,7 +49,7 @@ READ_TIMED_OUT = (anthropic.APITimeoutError, httpx2.ReadTimeout)
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDINGS = ROOT.parent / "shared" / "anthropic-recordings"
-MODEL = "claude-sonnet-4-5"
+MODEL = "claude-sonnet-5-5"
 HI: list[Any] = [{"role": "user", "content": "hi"}]
 
 Factory = Callable[[Script], FakeAnthropic]

@@ -81,7 +81,7 @@ def test_a_fleet_run_awaiting_approval_is_decided_from_another_machine(
     goals = workspace / "goals.jsonl"
     goals.write_text('{"goal": "approve", "id": "approve-me"}\n{"goal": "deny", "id": "deny-me"}\n')
     submitted = ruizn(
-        ["submit", str(goals), "--model", "claude-sonnet-4-5", "--approval", "ask"],
+        ["submit", str(goals), "--model", "claude-sonnet-5-5", "--approval", "ask"],
         workspace,
         environ,
     )

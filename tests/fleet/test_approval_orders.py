@@ -51,7 +51,7 @@ def context(tmp_path: Path, name: str) -> FleetContext:
 SPEC = RunInput(
     run_id="r1",
     goal="write both files",
-    settings=RunSettings(model="claude-sonnet-4-5", system="s", max_retries=0, approval="ask"),
+    settings=RunSettings(model="claude-sonnet-5-5", system="s", max_retries=0, approval="ask"),
 )
 
 

@@ -29,8 +29,8 @@ pytestmark = pytest.mark.slow
 
 RUNS = 6
 BUDGET = 2.0
-CALL = 0.45  # 100,000 tokens in and 10,000 out on claude-sonnet-4-5
-STEP = Usage(input_tokens=100_000, output_tokens=10_000)
+CALL = 0.45  # 150,000 tokens in and 15,000 out on claude-sonnet-5-5 ($2 and $10 per MTok)
+STEP = Usage(input_tokens=150_000, output_tokens=15_000)
 
 
 def priced_notes(body: dict[str, Any], index: int) -> Reply:
@@ -70,7 +70,7 @@ def test_two_workers_share_one_batch_budget_held_in_the_database(
         goals = workspace / "goals.jsonl"
         goals.write_text("".join(json.dumps({"goal": f"task {i}"}) + "\n" for i in range(RUNS)))
         submitted = ruizn(
-            ["submit", str(goals), "--model", "claude-sonnet-4-5", "--max-cost", str(BUDGET)],
+            ["submit", str(goals), "--model", "claude-sonnet-5-5", "--max-cost", str(BUDGET)],
             workspace,
             environ,
         )

@@ -52,7 +52,7 @@ def cli_options(web_url: str, header: str) -> list[str]:
     """Every run option, given on the command line (batch and submit take the same)."""
     return [
         "--model",
-        "claude-sonnet-4-5",
+        "claude-sonnet-5-5",
         "--approval",
         "always",
         "--tool-concurrency",

@@ -53,7 +53,7 @@ def test_three_workers_finish_twelve_runs_while_one_is_killed(
     environ = env(server.base_url, fresh_db)
     goals = workspace / "goals.jsonl"
     goals.write_text("".join(json.dumps({"goal": f"task {i:02d}"}) + "\n" for i in range(RUNS)))
-    submitted = ruizn(["submit", str(goals), "--model", "claude-sonnet-4-5"], workspace, environ)
+    submitted = ruizn(["submit", str(goals), "--model", "claude-sonnet-5-5"], workspace, environ)
     assert submitted.returncode == 0, submitted.stderr
     run_ids = submitted.stdout.split()
     assert len(run_ids) == RUNS

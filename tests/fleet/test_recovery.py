@@ -138,7 +138,7 @@ def test_a_resumed_run_that_stops_again_is_not_resumed_again_by_its_order(
     server = server_factory([HttpError(500, "api_error", "down")] * 3)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
     monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
-    ctx, spec = _context(tmp_path), _spec("claude-sonnet-4-5", max_steps=5)
+    ctx, spec = _context(tmp_path), _spec("claude-sonnet-5-5", max_steps=5)
     assert execute(ctx, spec)["status"] == "error"  # no retries, the API is down
     order = ResumeOrder(run=spec, after_seq=len(_events(ctx.store)), max_steps=5, max_tokens=None)
     assert execute(ctx, spec, order=order)["status"] == "error"  # down still

@@ -92,7 +92,7 @@ def test_resume_db_continues_a_stopped_run_on_the_fleet(
     goals = workspace / "goals.jsonl"
     goals.write_text("".join(json.dumps(goal) + "\n" for goal in GOALS))
     submitted = ruizn(
-        ["submit", str(goals), "--model", "claude-sonnet-4-5", "--max-retries", "0"],
+        ["submit", str(goals), "--model", "claude-sonnet-5-5", "--max-retries", "0"],
         workspace,
         environ,
     )

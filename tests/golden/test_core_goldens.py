@@ -31,6 +31,9 @@ from tests.golden.compare import check_golden
 
 CORE = Path(__file__).parent / "core"
 CASES = sorted(p.name for p in CORE.iterdir() if (p / "events.jsonl").is_file())
+# The cases that existed when schema 2 was current have that log too (a feature added since,
+# such as an output schema, has no version 2 form).
+V2_CASES = sorted(c for c in CASES if (CORE / c / "events.v2.jsonl").is_file())
 REQUIRED = {"plain_answer", "one_tool_call", "two_tools_one_failing", "thinking_and_max_steps"}
 
 
@@ -99,7 +102,7 @@ def test_core_golden(case: str, update_goldens: bool) -> None:
     check_golden(folder / "expected_next_action.txt", actions, update=update_goldens)
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", V2_CASES)
 def test_a_version_2_log_reads_as_the_version_3_log_it_became(case: str) -> None:
     """`events.v2.jsonl` is the case as ruizn 0.1's schema 2 wrote it (run_started's settings
     flat, one field each); it must read as the same events, line by line."""

@@ -51,7 +51,7 @@ from ruizn.events import (
     UserMessage,
 )
 from ruizn.reducers import rebuild, reduce, start
-from ruizn.settings import APPROVAL_MODES, RunSettings
+from ruizn.settings import APPROVAL_MODES, EFFORT_LEVELS, THINKING_MODES, RunSettings
 from ruizn.shell.runner import AgentRunner
 from ruizn.state import (
     ContentBlock,
@@ -306,6 +306,9 @@ def run_config(
         system=data.draw(st.one_of(st.just(""), texts), label="system"),
         max_retries=data.draw(st.integers(0, 2), label="max_retries"),
         retry_base_delay=0.0,
+        thinking=data.draw(st.sampled_from([None, *THINKING_MODES]), label="thinking"),
+        show_thinking=data.draw(st.booleans(), label="show_thinking"),
+        effort=data.draw(st.sampled_from([None, *EFFORT_LEVELS]), label="effort"),
     )
     return config, data.draw(texts.filter(str.strip), label="goal")
 

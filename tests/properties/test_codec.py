@@ -22,7 +22,7 @@ from ruizn.events import (
     ToolApprovalRequested,
 )
 from ruizn.serde import DecodeError, decode, encode
-from ruizn.settings import RunSettings
+from ruizn.settings import HOOK_EVENTS, HookSpec, Instructions, RunSettings
 from ruizn.state import JsonObject, Status
 from ruizn.toolsource import SourceKind, ToolSource
 from tests.properties.runs import json_objects, json_values, runs_settings, simulate, texts
@@ -61,6 +61,25 @@ def _settings() -> st.SearchStrategy[RunSettings]:
         mcp_servers=st.lists(json_objects, max_size=2).map(tuple),
         tools=st.lists(json_objects, max_size=2).map(tuple),
         tool_sources=st.lists(_builds(ToolSource), max_size=2).map(tuple),
+        project_instructions=st.booleans(),
+        instructions=st.lists(
+            st.builds(Instructions, path=names, text=texts, size=st.integers(0, 2**31)),
+            max_size=1,
+        ).map(tuple),
+        output_schema=st.none() | json_objects,
+        output_retries=st.integers(0, 10),
+        output_mode=st.sampled_from([None, "format", "tool"]),
+        hooks=st.lists(
+            st.builds(
+                HookSpec,
+                event=st.sampled_from(HOOK_EVENTS),
+                command=names,
+                matcher=texts,
+                timeout=seconds,
+                source=texts,
+            ),
+            max_size=2,
+        ).map(tuple),
     )
 
 
@@ -84,6 +103,8 @@ def strategy_for(tp: Any) -> st.SearchStrategy[Any]:
         Status: st.sampled_from(list(Status)),
         SourceKind: st.sampled_from(list(SourceKind)),
         JsonObject: json_objects,
+        # a JSON value (output_checked's output)
+        Any: st.none() | st.booleans() | ints | texts | json_objects,
     }
     if tp in simple:
         return simple[tp]

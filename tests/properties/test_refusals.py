@@ -123,7 +123,7 @@ def test_reduce_refuses_a_token_after_run_finished(event: LlmToken | LlmCallFail
         ts=0.0,
         run_id="r",
         goal="g",
-        settings=RunSettings(model="claude-sonnet-4-5", max_steps=1, max_tokens=1024, system=""),
+        settings=RunSettings(model="claude-sonnet-5-5", max_steps=1, max_tokens=1024, system=""),
     )
     state = rebuild([first, RunFinished(seq=2, ts=1.0, status=Status.ERROR, steps=0, elapsed=1.0)])
     with pytest.raises(InvalidTransition):

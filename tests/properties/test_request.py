@@ -211,7 +211,7 @@ def _with_text(text: str) -> ExecutionContext:
     return ExecutionContext(
         run_id="r",
         goal="read README.md",
-        settings=RunSettings(model="claude-sonnet-4-5", max_steps=5, system=""),
+        settings=RunSettings(model="claude-sonnet-5-5", max_steps=5, system=""),
         messages=(user, turn, answer),
         step=1,
     )

@@ -28,7 +28,7 @@ def _log(tokens: int) -> list[Event]:
             run_id="20260101-000000-a1b2c3",
             goal="write a long answer",
             settings=RunSettings(
-                model="claude-sonnet-4-5", max_steps=1, max_tokens=64_000, system="You are ruizn."
+                model="claude-sonnet-5-5", max_steps=1, max_tokens=64_000, system="You are ruizn."
             ),
         ),
         LlmCallStarted(seq=2, ts=1767225600.1, step=1),

@@ -103,14 +103,14 @@ def test_export_sends_every_span_of_the_run_with_the_logs_times_and_ids(
             chat += 1
             span, reply = by_seq(event["seq"]), next(replies)
             attrs = attributes(span)
-            assert span.name == "chat claude-sonnet-4-5"
+            assert span.name == "chat claude-sonnet-5-5"
             assert span.kind == CLIENT
             assert span.parent_span_id == root.span_id
             assert span.start_time_unix_nano == _ns(event["ts"])
             assert span.end_time_unix_nano == _ns(reply["ts"])
             assert attrs["gen_ai.operation.name"] == "chat"
             assert attrs["gen_ai.provider.name"] == "anthropic"
-            assert attrs["gen_ai.request.model"] == "claude-sonnet-4-5"
+            assert attrs["gen_ai.request.model"] == "claude-sonnet-5-5"
             assert attrs["ruizn.step"] == event["step"]
             assert attrs["ruizn.attempt"] == event["attempt"]
             if reply["type"] == "llm_call_failed":

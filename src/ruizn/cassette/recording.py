@@ -199,7 +199,8 @@ def compare_requests(
 
 def compare_stop(recording: Recording, stop: Stop, state: ExecutionContext) -> Divergence | None:
     """How a re-driven session's end differs from the recorded one: its status, steps and
-    error, then the history (the last turn's results, which no later request shows)."""
+    error, its validated output (a run with an output schema), then the history (the last
+    turn's results, which no later request shows)."""
     recorded = stop.state
     if (recorded.status, recorded.step, recorded.error) != (state.status, state.step, state.error):
         return Divergence(
@@ -207,6 +208,14 @@ def compare_stop(recording: Recording, stop: Stop, state: ExecutionContext) -> D
             what="the run stopped otherwise than the recording",
             recorded=_ending(recorded),
             now=_ending(state),
+        )
+    if (recorded.output_valid, recorded.output) != (state.output_valid, state.output):
+        # A structured answer: the validated output must be the recorded one.
+        return Divergence(
+            seq=stop.seq,
+            what="the validated output differs from the recording's",
+            recorded=_output_text(recorded),
+            now=_output_text(state),
         )
     return _history_difference(
         recording,
@@ -227,6 +236,12 @@ def exhausted(recording: Recording, step: int, now: MessagesRequest) -> Divergen
         recorded="(no model call)",
         now="a model call after: " + (_message_text(last) if last is not None else "nothing"),
     )
+
+
+def _output_text(state: ExecutionContext) -> str:
+    if not state.output_valid:
+        return "(no valid output)"
+    return json.dumps(state.output, indent=1, sort_keys=True, ensure_ascii=False)
 
 
 def _ending(state: ExecutionContext) -> str:

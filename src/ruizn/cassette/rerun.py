@@ -23,6 +23,7 @@ from pathlib import Path
 
 from attrs import evolve, frozen
 
+from ruizn.cassette.hooks import RecordedHooks
 from ruizn.cassette.model import Cassette, RecordedApprover
 from ruizn.cassette.recording import Divergence, Recording, Stop, compare_stop
 from ruizn.effects.models.provider import ReplayDiverged
@@ -89,7 +90,12 @@ async def rerun_async(agent: Agent, run: str | Path, *, trust: bool = False) -> 
         if context_limit(recording.first.settings) is None
         else recording.first.settings.max_context,
     )
-    driver = agent.derive(cassette, settings=settings, approver=RecordedApprover(recording))
+    driver = agent.derive(
+        cassette,
+        settings=settings,
+        approver=RecordedApprover(recording),
+        hook_runner=RecordedHooks(iter_events(ref.path)),
+    )
     lineage = Parent(run_id=recording.first.run_id, seq=recording.final.last_seq, kind="rerun")
     async with driver.start(recording.first.goal, parent=lineage) as session:
         state, divergence = await _drive(session)

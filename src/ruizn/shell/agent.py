@@ -1,6 +1,6 @@
 """`ruizn.Agent`: the one place where a run is built.
 
-    agent = ruizn.Agent(model="claude-sonnet-4-5", tools=[add], workspace=".")
+    agent = ruizn.Agent(model="claude-sonnet-5-5", tools=[add], workspace=".")
     result = agent.run("What is 2 + 3?")
     result = agent.resume(result.run_id, max_steps=40)
 
@@ -20,7 +20,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import anyio
 from attrs import asdict, evolve, field, frozen
@@ -37,7 +37,7 @@ from ruizn.decide import (
 from ruizn.effects.mcp.config import MCPServer
 from ruizn.effects.models.function import FunctionModel, ReplyFunction
 from ruizn.effects.models.pricing import Pricer, SharedBudget, default_pricer
-from ruizn.effects.models.provider import Provider, ProviderConfigError
+from ruizn.effects.models.provider import ModelCatalog, Provider, ProviderConfigError
 from ruizn.effects.person.approval import ApproveFunction, Approver, CallbackApprover
 from ruizn.effects.runlog.reader import LOG_NAME, iter_events
 from ruizn.effects.runlog.sink import EventSink, MemorySink
@@ -67,7 +67,10 @@ from ruizn.state import ErrorType, ExecutionContext, Status, TextBlock, ToolResu
 from ruizn.toolsource import SourceKind, ToolSource
 from ruizn.version import __version__
 
-if TYPE_CHECKING:  # imported at run time only with servers (see _mcp_toolset)
+if TYPE_CHECKING:
+    from ruizn.effects.hooks.command import (
+        HookExecutor,  # imported at run time only with servers (see _mcp_toolset)
+    )
     from ruizn.effects.mcp.toolset import McpToolset
 
 ToolLike = BaseTool | Callable[..., Any] | type[BaseTool]
@@ -79,8 +82,10 @@ class RunResult:
     status: Status
     """success, max_steps, error, cancelled or awaiting_approval (a call needs a decision
     and nobody could be asked: `agent.resume(run, approve=...)` goes on)."""
-    output: str
-    """The text of the model's last answer."""
+    output: Any
+    """The text of the model's last answer; for a run with an output schema, the validated
+    answer: an instance of `output_type` (a pydantic model, a TypedDict's dict), the JSON
+    value for a schema given as a dict, None unless the run succeeded."""
     run_id: str
     log_path: Path | None
     """The run's events.jsonl (None when the agent keeps no log)."""
@@ -171,11 +176,13 @@ class Session:
         log_path: Path | None,
         *,
         trust: tuple[TrustStore, RunStarted] | None = None,
+        typed: Callable[[Any], Any] | None = None,
     ) -> None:
         self.runner = runner
         self.run_id = run_id
         self.log_path = log_path
         self._trust = trust
+        self._typed = typed
 
     @property
     def state(self) -> ExecutionContext:
@@ -192,11 +199,17 @@ class Session:
                     store.closed(first, self.log_path)
 
     @staticmethod
-    def of(state: ExecutionContext, run_id: str, log_path: Path | None) -> RunResult:
-        """The result a run that stands at `state` gives."""
+    def of(
+        state: ExecutionContext,
+        run_id: str,
+        log_path: Path | None,
+        typed: Callable[[Any], Any] | None = None,
+    ) -> RunResult:
+        """The result a run that stands at `state` gives (`typed` makes the validated output
+        the caller's type)."""
         return RunResult(
             status=state.status,
-            output=_output(state),
+            output=_output(state, typed),
             run_id=run_id,
             log_path=log_path,
             usage=state.usage,
@@ -207,7 +220,7 @@ class Session:
 
     def result(self, state: ExecutionContext | None = None) -> RunResult:
         state = self.state if state is None else state
-        return Session.of(state, self.run_id, self.log_path)
+        return Session.of(state, self.run_id, self.log_path, self._typed)
 
 
 class Agent:
@@ -231,12 +244,20 @@ class Agent:
         trust_store: TrustStore | None = None,
         pricer: Pricer | None = None,
         budget: SharedBudget | None = None,
+        output_type: Any = None,
+        hook_runner: HookExecutor | None = None,
         **options: Any,
     ) -> None:
         """`options` are `RunSettings`' fields (system, workspace, max_steps, max_tokens,
         max_retries, retry_base_delay, read_timeout, tool_timeout, tool_concurrency,
         allow_secret_files, approval, tool_specs, plugins, max_cost, max_context,
-        context_window); `settings` gives them all at once.
+        context_window, project_instructions, output_schema, output_retries); `settings`
+        gives them all at once.
+        `output_type` (a pydantic model, a TypedDict, or a JSON Schema dict) asks for a
+        validated structured answer: its JSON Schema becomes `output_schema`, and
+        `result.output` is the value as that type (see docs/structured-output.md).
+        `project_instructions=False` sends no AGENTS.md/CLAUDE.md (see
+        docs/project-instructions.md).
         `model` is a model id, `"test"`, a function (request -> reply, see FunctionModel) or a
         Provider; None keeps the settings' model (a resume: the run's own).
 
@@ -268,10 +289,23 @@ class Agent:
             # A provider may name the model it stands for (a Cassette: the recorded one).
             named = getattr(model, "model_id", None)
             options.setdefault("model", named if isinstance(named, str) else "function")
+        # Runs the settings' hook commands (default: as commands in the workspace); a rerun
+        # gives one that answers from the recording instead.
+        self._hook_runner = hook_runner
+        self._typed: Callable[[Any], Any] | None = None
+        if output_type is not None:
+            schema, self._typed = _output_schema_of(output_type)
+            options["output_schema"] = schema
         servers = tuple(mcp)
         if servers:
             options["mcp_servers"] = tuple(server.describe() for server in servers)
         self.settings = settings_from(**{**asdict(base, recurse=False), **options})
+        if self.settings.output_schema is not None:
+            from ruizn.rules import schema_problem
+
+            problem = schema_problem(self.settings.output_schema)
+            if problem is not None:
+                raise ConfigError(f"output_schema: {problem}")
         self._model = model
         self._tools = tuple(tools)
         self._builtins = builtins
@@ -402,6 +436,7 @@ class Agent:
         *,
         settings: RunSettings,
         approver: Approver | None = None,
+        hook_runner: HookExecutor | None = None,
     ) -> Agent:
         """This agent with another model, settings and approver, and everything else its own
         (store, tools, subscribers, notices, environment, trust record): how a rerun builds
@@ -420,6 +455,7 @@ class Agent:
             on_notice=self._notice,
             environ=self._environ,
             trust_store=self._trust,
+            hook_runner=hook_runner,
         )
 
     def _accepted_fork(self, state: ExecutionContext) -> None:
@@ -462,6 +498,13 @@ class Agent:
         workspace = _resolved(settings.workspace)
         settings = evolve(settings, workspace=str(workspace))
         self._check_budget(settings.model, settings.max_cost)
+        rerun = parent is not None and parent.kind == "rerun"
+        if settings.project_instructions and not settings.instructions and not rerun:
+            # (A rerun sends the recorded text, and reads none where none was recorded.)
+            # Read once, recorded in run_started: replay, resume and rerun send this text.
+            from ruizn.effects.project.instructions import read_root
+
+            settings = evolve(settings, instructions=read_root(workspace))
         if settings.context_window is None:
             # Recorded with the run: its context limit does not move when the table does.
             settings = evolve(settings, context_window=self._pricer.context_window(settings.model))
@@ -479,7 +522,7 @@ class Agent:
                     self._trust.opened(first, log_path)
                     self._trust_failure()
                     trust = (self._trust, first)
-                yield Session(runner, run_id, log_path, trust=trust)
+                yield Session(runner, run_id, log_path, trust=trust, typed=self._typed)
         finally:
             sink.close()  # the runner closed it if it ran; a run that never began has none
 
@@ -598,7 +641,7 @@ class Agent:
                     decisions=decisions,
                     message=request.message,
                 )
-                yield Session(runner, ref.run_id, ref.path, trust=trust)
+                yield Session(runner, ref.run_id, ref.path, trust=trust, typed=self._typed)
         finally:
             writer.close()
 
@@ -666,6 +709,11 @@ class Agent:
         provider = self._provider(settings)
         jobs = None
         try:
+            if state is None:
+                settings = await self._fitted(provider, settings)
+                if settings.output_schema is not None and not settings.output_mode:
+                    # Asked once, recorded in run_started: a replay or rerun never asks again.
+                    settings = evolve(settings, output_mode=await _output_mode(provider, settings))
             jobs = self._shell_jobs(settings, root)
             shell = shell_tools(jobs) if jobs is not None else ()
             registry, sources = self._local_tools(settings, root, state, shell)
@@ -677,7 +725,7 @@ class Agent:
                 lambda text: self._notice(f"mcp: {text}"),
                 self._environ,
             ) as (mcp_tools, mcp_records, watch):
-                registry = ToolRegistry([*registry, *mcp_tools])
+                registry = ToolRegistry([*registry, *mcp_tools], timeout=settings.tool_timeout)
                 for schema in registry.tool_schemas():
                     if state is None and deeper_than(schema):
                         raise ConfigError(too_deep(f"the schema of tool {schema['name']!r}"))
@@ -711,12 +759,33 @@ class Agent:
                     watch=watch,
                     pricer=self._pricer,
                     budget=self._budget,
+                    instructions=_subfolder_instructions(settings),
+                    hooks=self._hooks_for(settings),
+                    transcript=str(root / run_id / LOG_NAME),
                 )
                 yield runner, settings
         finally:
             if jobs is not None:
                 jobs.close()  # every process the run started ends with it
             await _aclose(provider)
+
+    async def _fitted(self, provider: Provider, settings: RunSettings) -> RunSettings:
+        """A new run's settings checked against what the Models API says of its model, before
+        its first request: a retired model or a thinking/effort choice it refuses is a
+        ModelRefused; a deprecated one a warning (once: a run starts once). A model the API
+        does not describe passes as it is."""
+        catalog = getattr(provider, "catalog", None)
+        if not isinstance(catalog, ModelCatalog):
+            return settings
+        facts = await catalog.describe(settings.model)
+        if facts is None:
+            return settings
+        listing = await catalog.models() if facts.lifecycle == "retired" else ()
+        check_model(settings, facts, listing)
+        warning = deprecation_line(facts)
+        if warning is not None:
+            self._notice(warning)
+        return fitted(settings, facts)
 
     def _shell_jobs(self, settings: RunSettings, root: Path) -> ShellJobs | None:
         """The run's process table when it offers the shell, after checking that bubblewrap
@@ -747,6 +816,15 @@ class Agent:
                 " to every file and the network"
             )
         return ShellJobs(config)
+
+    def _hooks_for(self, settings: RunSettings) -> HookExecutor | None:
+        if not settings.hooks:
+            return None
+        if self._hook_runner is not None:
+            return self._hook_runner
+        from ruizn.effects.hooks.command import CommandHooks
+
+        return CommandHooks(Path(settings.workspace), self._environ)
 
     def _provider(self, settings: RunSettings) -> Provider:
         model = self._model
@@ -896,6 +974,39 @@ class Agent:
                             yield event
         finally:
             self._subscribers = self._subscribers[:-1]
+
+
+async def _output_mode(provider: Provider, settings: RunSettings) -> Literal["format", "tool"]:
+    """Constrained decoding (output_config.format) where the Models API says the model
+    supports it; else the final tool, which every model with tools can call."""
+    catalog = getattr(provider, "catalog", None)
+    if not isinstance(catalog, ModelCatalog):
+        return "tool"
+    facts = await catalog.describe(settings.model)
+    return "format" if facts is not None and facts.structured_outputs is True else "tool"
+
+
+def _output_schema_of(output_type: Any) -> tuple[JsonObject, Callable[[Any], Any] | None]:
+    """A JSON Schema dict as given (the output stays the JSON value); a pydantic model or a
+    TypedDict as pydantic describes it, with the function that makes the value that type."""
+    if isinstance(output_type, dict):
+        return output_type, None
+    from pydantic import TypeAdapter
+
+    try:
+        adapter: TypeAdapter[Any] = TypeAdapter(output_type)
+        schema = adapter.json_schema()
+    except Exception as exc:  # pydantic's errors for a type it cannot describe
+        raise ConfigError(f"output_type {output_type!r} has no JSON Schema: {exc}") from None
+    return schema, adapter.validate_python
+
+
+def _subfolder_instructions(settings: RunSettings) -> Any:
+    if not settings.project_instructions:
+        return None
+    from ruizn.effects.project.instructions import SubfolderInstructions
+
+    return SubfolderInstructions(Path(settings.workspace))
 
 
 def _torn(replayed: Any) -> int:
@@ -1070,7 +1181,11 @@ def _source(made: BaseTool) -> ToolSource:
     return ToolSource(tool=made.name, kind=SourceKind.SPEC, ref=ref)
 
 
-def _output(state: ExecutionContext) -> str:
+def _output(state: ExecutionContext, typed: Callable[[Any], Any] | None = None) -> Any:
+    if state.settings.output_schema is not None:
+        if not state.output_valid:
+            return None
+        return state.output if typed is None else typed(state.output)
     for message in reversed(state.messages):
         if message.role == "assistant":
             return "".join(b.text for b in message.content if isinstance(b, TextBlock))

@@ -22,6 +22,7 @@ from ruizn.decide import (
     AnswerStale,
     AskApproval,
     CallModel,
+    CheckOutput,
     ClearContext,
     DecideApprovals,
     Finish,
@@ -29,6 +30,7 @@ from ruizn.decide import (
     RefuseTools,
     RequestApproval,
     ResumePlan,
+    RunHooks,
     RunTools,
     after_failure,
     approvals_to_request,
@@ -38,6 +40,7 @@ from ruizn.decide import (
     reply_refusal,
     stale_result,
 )
+from ruizn.effects.hooks.command import HookExecutor
 from ruizn.effects.models.pricing import Pricer, SharedBudget
 from ruizn.effects.models.provider import ModelReply, Provider, ProviderError, ReplayDiverged
 from ruizn.effects.person.approval import Approver, needs_approval_of
@@ -47,10 +50,12 @@ from ruizn.events import (
     BudgetSpent,
     ContextCleared,
     Event,
+    HookRan,
     LlmCallFailed,
     LlmCallStarted,
     LlmResponse,
     LlmToken,
+    OutputChecked,
     Parent,
     RunFinished,
     RunResumed,
@@ -62,13 +67,23 @@ from ruizn.events import (
     ToolsChanged,
     UserMessage,
 )
+from ruizn.hooks import matching, payload, post_notes
 from ruizn.media import fit as fit_media
+from ruizn.media import text_of
 from ruizn.reducers import InvalidTransition, add_tokens, reduce, start
 from ruizn.request import MessagesRequest, plan_request
 from ruizn.rules import ApprovalDecision
-from ruizn.settings import RunSettings
-from ruizn.state import ErrorType, ExecutionContext, Phase, Status, ToolCall, ToolResult
-from ruizn.toolsource import ToolSource
+from ruizn.settings import HookSpec, RunSettings
+from ruizn.state import (
+    ErrorType,
+    ExecutionContext,
+    Phase,
+    Status,
+    TextBlock,
+    ToolCall,
+    ToolResult,
+)
+from ruizn.toolsource import SourceKind, ToolSource
 from ruizn.version import __version__
 
 E = TypeVar("E", bound=Event)
@@ -105,6 +120,14 @@ class ToolWatch(Protocol):
         ...
 
 
+class PathInstructions(Protocol):
+    """Project instructions for a path a file tool touched (effects.project.instructions)."""
+
+    def given_in(self, messages: Iterable[Any], root: Iterable[Any]) -> None: ...
+
+    def for_path(self, raw: str) -> str | None: ...
+
+
 class AgentRunner:
     def __init__(
         self,
@@ -121,6 +144,9 @@ class AgentRunner:
         watch: ToolWatch | None = None,
         pricer: Pricer | None = None,
         budget: SharedBudget | None = None,
+        instructions: PathInstructions | None = None,
+        hooks: HookExecutor | None = None,
+        transcript: str = "",
     ) -> None:
         self._provider = provider
         self._registry = registry
@@ -150,6 +176,16 @@ class AgentRunner:
         # logged unpriced. `budget`: one this run shares with others, asked before each step.
         self._pricer = pricer
         self._budget = budget
+        # A subfolder's AGENTS.md, appended to the result of the first built-in file tool
+        # call there (logged with the result, so a replay is exact). Told lazily which the
+        # run gave already (its root's, its results').
+        self._instructions = instructions
+        self._instructions_ready = False
+        # Runs the run's hook commands (effects.hooks); `transcript` is the log's path they
+        # are told. None: a run without hooks (decide asks for none).
+        self._hooks = hooks
+        self._transcript = transcript
+        self._last: Event | None = None
 
     @property
     def state(self) -> ExecutionContext:
@@ -288,10 +324,21 @@ class AgentRunner:
                         self._decide(decision)
                 case AskApproval(call=call):
                     await self._ask(call)
+                case RunHooks(event=event, specs=specs, call=call):
+                    await self._run_hooks(event, specs, call)
+                case CheckOutput(verdict=verdict):
+                    self._emit(
+                        OutputChecked,
+                        valid=verdict.valid,
+                        output=verdict.output,
+                        error=verdict.error,
+                        call_id=verdict.call_id,
+                    )
                 case AnswerDenied(answers=answers) | AnswerStale(answers=answers):
                     for call, result in answers:
                         self._emit(ToolCallFinished, id=call.id, result=result)
                 case Finish(status=status, error=error):
+                    await self._session_end(status)
                     self._finish(status, error)
                     return
                 case Finished():
@@ -455,7 +502,8 @@ class AgentRunner:
         )
         try:
             registry = ToolRegistry(
-                [*(t for t in self._registry if t.name not in change.replaces), *change.tools]
+                [*(t for t in self._registry if t.name not in change.replaces), *change.tools],
+                timeout=self._registry.timeout,
             )
         except ValueError as exc:  # a name both the change and the run's other tools hold
             watch.refused(str(exc))
@@ -498,7 +546,109 @@ class AgentRunner:
             # this and the emit, so calls finishing in parallel are counted one by one.
             content, _ = fit_media(result.content, self.state.media)
             result = evolve(result, content=content)
+        result = self._with_instructions(call, result)
+        post = matching(self.state.settings, "PostToolUse", call.name)
+        if post:
+            response = {"content": text_of(result.content), "is_error": result.is_error}
+            runs = await self._run_hooks("PostToolUse", post, call, tool_response=response)
+            notes = post_notes(runs)
+            if notes:
+                content = result.content
+                result = evolve(
+                    result,
+                    content=f"{content}\n\n{notes}"
+                    if isinstance(content, str)
+                    else (*content, TextBlock(text=notes)),
+                )
         self._emit(ToolCallFinished, id=call.id, result=result, duration=self._timer() - began)
+
+    async def _run_hooks(
+        self,
+        event: str,
+        specs: Sequence[HookSpec],
+        call: ToolCall | None = None,
+        **fields: Any,
+    ) -> list[HookRan]:
+        """Run `specs` one after another for `event`, logging each answer (hook_ran)."""
+        runner = self._hooks
+        if runner is None:  # pragma: no cover - the builder gives one to a run with hooks
+            raise RuntimeError("a run with hooks needs a hook runner")
+        state = self.state
+        if call is not None:
+            fields = {
+                "tool_name": call.name,
+                "tool_input": call.input,
+                "tool_use_id": call.id,
+                **fields,
+            }
+        elif event in ("UserPromptSubmit", "SessionStart"):
+            fields = {"prompt": state.goal} if event == "UserPromptSubmit" else fields
+            if event == "SessionStart":
+                fields = {"source": "startup", "model": state.settings.model}
+        elif event == "Stop":
+            fields = {"stop_hook_active": state.stop_blocked}
+        data = payload(
+            event,
+            run_id=state.run_id,
+            transcript=self._transcript,
+            settings=state.settings,
+            **fields,
+        )
+        logged: list[HookRan] = []
+        for spec in specs:
+            run = await runner.run(spec, data)
+            found = run.outcome
+            decision = "stop" if found.stop is not None else found.decision
+            self._emit(
+                HookRan,
+                hook_event=event,
+                command=spec.command,
+                exit_code=run.exit_code,
+                decision=decision,
+                reason=found.stop if found.stop is not None else found.reason,
+                context=found.context,
+                updated_input=found.updated_input,
+                tool_use_id=None if call is None else call.id,
+                duration=round(run.duration, 3),
+                error=found.error,
+            )
+            event_record = self._last
+            assert isinstance(event_record, HookRan)
+            logged.append(event_record)
+            if decision == "stop":
+                break
+        return logged
+
+    async def _session_end(self, status: Status) -> None:
+        """SessionEnd hooks, told how the run ends, before its run_finished."""
+        state = self.state
+        specs = matching(state.settings, "SessionEnd")
+        if specs and state.phase in (Phase.READY, Phase.TOOLS, Phase.DONE):
+            await self._run_hooks("SessionEnd", specs, reason=status.value)
+
+    def _with_instructions(self, call: ToolCall, result: ToolResult) -> ToolResult:
+        """The result with the nearest subfolder instructions file not given yet, if the
+        call is a built-in file tool's on a path."""
+        finder = self._instructions
+        path = call.input.get("path")
+        if finder is None or result.is_error or not isinstance(path, str):
+            return result
+        state = self.state
+        if not any(
+            s.tool == call.name and s.kind is SourceKind.BUILTIN
+            for s in state.settings.tool_sources
+        ):
+            return result
+        if not self._instructions_ready:
+            finder.given_in(state.messages, state.settings.instructions)
+            self._instructions_ready = True
+        block = finder.for_path(path)
+        if block is None:
+            return result
+        content = result.content
+        if isinstance(content, str):
+            return evolve(result, content=f"{content}\n\n{block}")
+        return evolve(result, content=(*content, TextBlock(text=block)))
 
     def _request_approvals(self, calls: Sequence[ToolCall]) -> None:
         for call in calls:
@@ -563,6 +713,7 @@ class AgentRunner:
         state = self.state
         event = self._redact(cls(seq=state.last_seq + 1, ts=self._clock(), **fields))
         new_state = reduce(state, event)  # refused events are never written
+        self._last = event
         try:
             self._publish(event)
         except SinkError as exc:

@@ -80,7 +80,7 @@ def serve() -> Iterator[Any]:
 
 def _request(text: str = "hi") -> dict[str, Any]:
     return {
-        "model": "claude-sonnet-4-5",
+        "model": "claude-sonnet-5-5",
         "max_tokens": 64,
         "messages": [{"role": "user", "content": [{"type": "text", "text": text}]}],
     }
@@ -435,14 +435,14 @@ async def test_transient_statuses_are_retryable(serve: Any, status: int) -> None
         (400, "invalid_request_error", "invalid request: bad"),
         (401, "authentication_error", "authentication failed: check ANTHROPIC_API_KEY"),
         (403, "permission_error", "authentication failed: check ANTHROPIC_API_KEY"),
-        (404, "not_found_error", "model not found: 'claude-sonnet-4-5'"),
+        (404, "not_found_error", "model not found: 'claude-sonnet-5-5'"),
         (413, "request_too_large", "HTTP 413 request_too_large"),
     ],
 )
 async def test_final_statuses_are_not_retryable(
     serve: Any, status: int, error_type: str, says: str
 ) -> None:
-    message = "model: claude-sonnet-4-5" if status == 404 else "bad"
+    message = "model: claude-sonnet-5-5" if status == 404 else "bad"
     error = await _fails(serve(HttpError(status, error_type, message)))
     assert not error.retryable
     assert says in error.message
@@ -595,7 +595,7 @@ def _state(turns: int) -> ExecutionContext:
         run_id="r",
         goal="go",
         settings=RunSettings(
-            model="claude-sonnet-4-5",
+            model="claude-sonnet-5-5",
             max_steps=99,
             system="be brief",
             tools=({"name": "read_file", "input_schema": {"type": "object"}},),

@@ -41,6 +41,8 @@ class Result:
 def cli_env(base_url: str | None, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "RUIZN_"))}
     env.update(ANTHROPIC_API_KEY=API_KEY, NO_COLOR="1", RUIZN_RETRY_BASE_DELAY="0.01")
+    # No user config file of the machine's (~/.config/ruizn/config.toml) shapes a test's run.
+    env["XDG_CONFIG_HOME"] = str(Path(__file__).parent / "no-config-home")
     if base_url is not None:
         env["ANTHROPIC_BASE_URL"] = base_url
     env.update(extra)
@@ -58,6 +60,7 @@ def run_cli(
     base_url: str | None = None,
     env: dict[str, str] | None = None,
     timeout: float = 60,
+    stdin: Any = None,
 ) -> Result:
     runs = workspace / ".ruizn" / "runs"
     before = set(runs.glob("*/events.jsonl"))
@@ -69,6 +72,7 @@ def run_cli(
         text=True,
         timeout=timeout,
         check=False,
+        stdin=stdin,
     )
     new = tuple(sorted(set(runs.glob("*/events.jsonl")) - before))
     return Result(proc.returncode, proc.stdout, proc.stderr, workspace, new)

@@ -106,7 +106,7 @@ def _expected(path: Path) -> tuple[list[Any], str | None, Usage, str, bool]:
 def _request(stem: Path) -> dict[str, Any]:
     request_file = stem.with_name(stem.name + ".request.json")
     request: dict[str, Any] = {
-        "model": "claude-sonnet-4-5",
+        "model": "claude-sonnet-5-5",
         "max_tokens": 64,
         "messages": [{"role": "user", "content": "hi"}],
     }

@@ -125,10 +125,10 @@ def test_the_default_limit_is_the_models_window_less_max_tokens(
     result = run_cli(["run", "hi"], workspace=workspace, base_url=server.base_url)
     assert result.code == 0, result.stderr
     settings = json.loads(result.log_path.read_text().splitlines()[0])["settings"]
-    assert settings["context_window"] == 200_000  # claude-sonnet-4-5, from genai-prices
+    assert settings["context_window"] == 1_000_000  # claude-sonnet-5-5 (genai-prices, Models API)
     assert "max_context" not in settings  # left out at its default: the window's limit
     shown = run_cli(["show", "last"], workspace=workspace)
-    assert "context:   limit 195,904 tokens" in shown.stdout  # 200,000 - 4,096
+    assert "context:   limit 968,000 tokens" in shown.stdout  # 1,000,000 - 32,000
     off = run_cli(
         ["run", "--max-context", "off", "hi"], workspace=workspace, base_url=server.base_url
     )

@@ -12,8 +12,8 @@ from typing import Any
 from tests.fakeapi import Reply, Stream, Text, ToolUse, Usage
 from tests.shell.cli.conftest import run_cli
 
-# claude-sonnet-4-5: $3 per million input tokens, $15 per million output tokens.
-STEP = Usage(input_tokens=100_000, output_tokens=10_000)  # $0.30 + $0.15
+# claude-sonnet-5-5 (the default): $2 per million input tokens, $10 per million output tokens.
+STEP = Usage(input_tokens=150_000, output_tokens=15_000)  # $0.30 + $0.15
 
 
 def reads_then_answers(reads: int, *, usage: Usage = STEP) -> Any:
@@ -39,7 +39,7 @@ def events(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text().splitlines()]
 
 
-def test_two_steps_of_100k_in_10k_out_on_sonnet_4_5_cost_90_cents(
+def test_two_steps_of_150k_in_15k_out_on_sonnet_5_5_cost_90_cents(
     workspace: Path, server_factory: Any
 ) -> None:
     server = server_factory(reads_then_answers(1))
@@ -64,7 +64,7 @@ def test_two_steps_of_100k_in_10k_out_on_sonnet_4_5_cost_90_cents(
     shown = run_cli(["show", run_id], workspace=workspace)
     assert shown.code == 0, shown.stderr
     assert "cost:      $0.90\n" in shown.stdout
-    steps = [line.split() for line in shown.stdout.splitlines() if "in 100,000" in line]
+    steps = [line.split() for line in shown.stdout.splitlines() if "in 150,000" in line]
     assert [(s[0], s[1]) for s in steps] == [("1", "$0.45"), ("2", "$0.45")]
 
     state = json.loads(run_cli(["replay", run_id, "--json"], workspace=workspace).stdout)

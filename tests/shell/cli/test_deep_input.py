@@ -33,7 +33,7 @@ def _deep_tool_reply(depth: int) -> Raw:
             "id": "msg_deep",
             "type": "message",
             "role": "assistant",
-            "model": "claude-sonnet-4-5",
+            "model": "claude-sonnet-5-5",
             "content": [],
             "stop_reason": None,
             "usage": {"input_tokens": 10, "output_tokens": 0},

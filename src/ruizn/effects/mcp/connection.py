@@ -57,6 +57,8 @@ class McpTool(BaseTool):
 
     def __init__(self, server: Server, *, timeout: float) -> None:
         super().__init__(timeout=timeout)
+        # A timeout in the server's own config wins over the run's --tool-timeout.
+        self.own_timeout = server.config.timeout or None
         self._server = server
 
     async def invoke(self, input: JsonObject) -> ToolResult | str:

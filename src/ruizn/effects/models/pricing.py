@@ -120,6 +120,20 @@ class GenaiPrices:
             total = library_cost(rates.model_price, usage)
         return float(total)
 
+    def per_mtok(self, model: str) -> tuple[float, float] | None:
+        """The model's base prices (input, output) in USD per million tokens, if known."""
+        rates = self._rates_of(model)
+        if rates is None or rates.input is None or rates.output is None:
+            return None
+        return float(rates.input[0]), float(rates.output[0])
+
+    def known_models(self) -> tuple[tuple[str, str, bool], ...]:
+        """(id, name, deprecated) of every Claude model the price list knows."""
+        provider = self._snapshot().find_provider(None, PROVIDER, None)
+        return tuple(
+            (m.id, m.name or "", bool(getattr(m, "deprecated", False))) for m in provider.models
+        )
+
     def context_window(self, model: str) -> int | None:
         if model not in self._windows:
             found = self._model(model)

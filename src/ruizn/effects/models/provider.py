@@ -8,10 +8,11 @@ provider is trivial to fake. SDK types never cross this line.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from attrs import frozen
 
+from ruizn.modelfacts import ModelFacts
 from ruizn.request import MessagesRequest
 from ruizn.state import ContentBlock, Usage
 
@@ -86,4 +87,17 @@ class Provider(Protocol):
 
     async def aclose(self) -> None:
         """Release what the provider holds (an HTTP client's connections)."""
+        ...
+
+
+@runtime_checkable
+class ModelCatalog(Protocol):
+    """The Models API: what a model is and can take (a provider for a real API has one)."""
+
+    async def describe(self, model: str) -> ModelFacts | None:
+        """The model's facts; None: the API does not describe it (or cannot be asked)."""
+        ...
+
+    async def models(self) -> tuple[ModelFacts, ...]:
+        """Every model the key can see, newest first; () if the API cannot be asked."""
         ...

@@ -230,7 +230,11 @@ class EventWriter:
         self._new = False
 
     def __call__(self, event: Event) -> None:
-        data = (encode(event) + "\n").encode()
+        self._write(event, (encode(event) + "\n").encode())
+
+    def _write(self, event: Event, data: bytes) -> None:
+        """Write `event`, already encoded as its line `data` (a subclass that needs the line
+        for itself too encodes it once)."""
         if len(data) > MAX_LINE_BYTES:
             raise LogWriteError(
                 f"event {event.seq} ({event.TAG}) is {len(data) >> 20} MiB as a log line, over"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import json
 import math
 import queue
 import threading
@@ -46,6 +47,9 @@ class BaseTool(abc.ABC):
     read_only: ClassVar[bool] = False
     # Also a class attribute, so a subclass with its own __init__ still has one.
     timeout: float = DEFAULT_TIMEOUT
+    # A timeout the tool chose itself (`@ruizn.tool(timeout=...)`, an MCP server's config):
+    # it wins over the run's `tool_timeout`. None: the run's applies (see ToolRegistry).
+    own_timeout: float | None = None
     # Runs alone, as a barrier between the calls of a turn, when calls run concurrently.
     sequential: bool = False
     # Ask the user before each call (or before the calls the callable picks). A callable set
@@ -177,8 +181,27 @@ class _DaemonThreads:
 _THREADS = _DaemonThreads()
 
 
+# Schemas already checked against their metaschema in this process, by their JSON text: a
+# fleet worker builds a registry for every run it takes, of the same tools each time.
+_CHECKED: set[tuple[str, str]] = set()
+
+
+def _check_schema(validator_class: Any, schema: JsonObject) -> None:
+    try:
+        key = (validator_class.__name__, json.dumps(schema, sort_keys=True))
+    except (TypeError, ValueError):  # not JSON text at all: the check says what is wrong
+        validator_class.check_schema(schema)
+        return
+    if key not in _CHECKED:
+        validator_class.check_schema(schema)
+        _CHECKED.add(key)
+
+
 class ToolRegistry:
-    def __init__(self, tools: Iterable[BaseTool]) -> None:
+    def __init__(self, tools: Iterable[BaseTool], *, timeout: float | None = None) -> None:
+        """`timeout`: the run's tool_timeout, for every tool that did not choose its own
+        (None: each tool's `timeout`)."""
+        self.timeout = timeout
         self._tools: dict[str, BaseTool] = {}
         self._validators: dict[str, jsonschema.protocols.Validator] = {}
         for tool in tools:
@@ -188,11 +211,18 @@ class ToolRegistry:
             validator_class = jsonschema.validators.validator_for(
                 tool.input_schema, default=jsonschema.Draft202012Validator
             )
-            validator_class.check_schema(tool.input_schema)
+            _check_schema(validator_class, tool.input_schema)
             self._validators[tool.name] = validator_class(tool.input_schema)
 
     def get(self, name: str) -> BaseTool | None:
         return self._tools.get(name)
+
+    def timeout_of(self, tool: BaseTool) -> float:
+        """Seconds a call of `tool` may take: its own choice, else the run's, else its own
+        default."""
+        if tool.own_timeout is not None:
+            return tool.own_timeout
+        return tool.timeout if self.timeout is None else self.timeout
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -235,16 +265,17 @@ async def invoke_tool(registry: ToolRegistry, call: ToolCall) -> ToolResult:
         return _error(ErrorType.INVALID_INPUT, problem)
     # A deadline scope rather than fail_after: fail_after turns our limit into TimeoutError,
     # which could not be told apart from a TimeoutError the tool raised (a socket's, say).
-    limit = anyio.CancelScope(deadline=anyio.current_time() + tool.timeout)
+    seconds = registry.timeout_of(tool)
+    limit = anyio.CancelScope(deadline=anyio.current_time() + seconds)
     try:
         with limit:
             outcome = await tool.invoke(call.input)
     except Exception as exc:  # the model should hear of any tool failure; cancellation is not one
         if limit.cancel_called:  # the tool turned our cancellation into an error of its own
-            return _timed_out(call.name, tool.timeout)
+            return _timed_out(call.name, seconds)
         return _failure(call.name, exc)
     if limit.cancelled_caught:
-        return _timed_out(call.name, tool.timeout)
+        return _timed_out(call.name, seconds)
     if isinstance(outcome, str):
         return ToolResult.ok(outcome)
     if isinstance(outcome, ToolResult):

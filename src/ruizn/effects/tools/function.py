@@ -62,7 +62,7 @@ class FunctionTool(BaseTool, Generic[P, R]):
         name: str | None = None,
         description: str | None = None,
         read_only: bool = False,
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout: float | None = None,
         sequential: bool = False,
         needs_approval: ApprovalPolicy = False,
     ) -> None:
@@ -70,7 +70,9 @@ class FunctionTool(BaseTool, Generic[P, R]):
             raise ToolDefinitionError(f"@tool needs a function, not {type(func).__name__}")
         # First, so nothing the function carries in its __dict__ overwrites the tool's own.
         functools.update_wrapper(self, func)
-        super().__init__(timeout=timeout)
+        super().__init__(timeout=DEFAULT_TIMEOUT if timeout is None else timeout)
+        # Given: it wins over the run's --tool-timeout; None: the run's applies.
+        self.own_timeout = timeout
         self.func = func
         tool_name = name if name is not None else getattr(func, "__name__", "")
         if not _NAME.fullmatch(tool_name):
@@ -167,7 +169,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     read_only: bool = False,
-    timeout: float = DEFAULT_TIMEOUT,
+    timeout: float | None = None,
     sequential: bool = False,
     needs_approval: ApprovalPolicy = False,
 ) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
@@ -180,7 +182,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     read_only: bool = False,
-    timeout: float = DEFAULT_TIMEOUT,
+    timeout: float | None = None,
     sequential: bool = False,
     needs_approval: ApprovalPolicy = False,
 ) -> FunctionTool[P, R] | Callable[[Callable[P, R]], FunctionTool[P, R]]:
@@ -191,7 +193,8 @@ def tool(
         name: The tool's name; the function's name by default.
         description: What the tool does; the docstring's text by default.
         read_only: The tool changes nothing, so a resumed run may run it again.
-        timeout: Seconds a call may take before it ends with `timeout`.
+        timeout: Seconds a call may take before it ends with `timeout`; it wins over the
+            run's `tool_timeout` (--tool-timeout), which applies when it is not given.
         sequential: Run alone, never beside other calls of the same turn.
         needs_approval: Ask the user before a call: True, or a function of the input.
     """

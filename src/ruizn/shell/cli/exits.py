@@ -12,6 +12,8 @@ import click
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_MAX_STEPS, EXIT_CANCELLED = 0, 1, 2, 3, 130
 # The run stopped cleanly with tool calls waiting for a person's decision.
 EXIT_AWAITING_APPROVAL = 4
+# The answer never matched the run's output schema (--output-schema), retries included.
+EXIT_OUTPUT_INVALID = 5
 # Keyed by Status values (a StrEnum hashes as its value).
 EXIT_CODES = {
     "success": EXIT_OK,
@@ -20,6 +22,7 @@ EXIT_CODES = {
     "max_cost": EXIT_MAX_STEPS,  # a limit, like the step limit
     "cancelled": EXIT_CANCELLED,
     "awaiting_approval": EXIT_AWAITING_APPROVAL,
+    "output_invalid": EXIT_OUTPUT_INVALID,
     "running": EXIT_ERROR,
 }
 

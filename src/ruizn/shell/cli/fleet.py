@@ -8,13 +8,15 @@ commands. `batch` and `submit` take every option `ruizn run` takes (`settings_op
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ruizn.shell.cli.exits import EXIT_AWAITING_APPROVAL, EXIT_ERROR, EXIT_OK, Exit, fail
 from ruizn.shell.cli.options import settings_options
+
+if TYPE_CHECKING:  # `--help` does not pay for pathlib (and urllib, ipaddress) at start-up
+    from pathlib import Path
 
 DB_HELP = "The fleet's Postgres URL (env RUIZN_DB)."
 

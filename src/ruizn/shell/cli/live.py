@@ -10,13 +10,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import gc
+import json
 import math
 import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 import anyio
 from attrs import evolve
@@ -63,9 +64,10 @@ _USAGE_ERRORS: tuple[type[Exception], ...] = (
 _USAGE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EROFS, errno.EEXIST})
 
 
-def printer() -> StdoutPrinter:
-    color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-    return StdoutPrinter(sys.stdout, color=color)
+def printer(stream: TextIO | None = None) -> StdoutPrinter:
+    stream = sys.stdout if stream is None else stream
+    color = stream.isatty() and not os.environ.get("NO_COLOR")
+    return StdoutPrinter(stream, color=color)
 
 
 def terminal_agent(
@@ -78,14 +80,16 @@ def terminal_agent(
 ) -> Agent:
     """The Agent of `ruizn run`/`resume`: the transcript on stdout, the prompt at the terminal
     (when there is one), notices on stderr; `subscribers` see every event too (the live
-    OpenTelemetry export of `ruizn run --otlp`)."""
+    OpenTelemetry export of `ruizn run --otlp`). A run with an output schema keeps stdout
+    for its JSON answer alone (so it pipes into jq): its transcript goes to stderr."""
+    transcript = printer(sys.stderr if settings.output_schema is not None else None)
     return Agent(
         settings=settings,
         mcp=mcp,
         mcp_headers=mcp_headers,
         approver=terminal_approver(),
         log_dir=log_dir,
-        subscribers=(printer(), *subscribers, _freeze_at_step_ends),
+        subscribers=(transcript, *subscribers, _freeze_at_step_ends),
         on_notice=notice,
     )
 
@@ -284,6 +288,9 @@ def _failed(exc: BaseException, sessions: list[Session]) -> int:
 
 def _report(result: RunResult) -> int:
     state = result.state
+    if state.settings.output_schema is not None and state.output_valid:
+        # The validated answer alone, one line of JSON, for a pipe (jq...).
+        print(json.dumps(state.output, ensure_ascii=False), flush=True)
     if result.log_path is not None:
         echo_err(f"log: {_shown(result.log_path)}")
     for line in awaiting_report(state):  # the calls a stopped run waits on, with their ids
@@ -388,3 +395,34 @@ def _shown(path: Path) -> str:
         return str(path.resolve().relative_to(Path.cwd()))
     except ValueError:
         return str(path)
+
+
+def with_project_hooks(settings: RunSettings, *, trust: bool) -> RunSettings:
+    """The settings with the workspace's `.ruizn/hooks.json` hooks, if a person accepts them:
+    they are code from the workspace, so each command is shown and asked about at the
+    terminal (or accepted with --trust). With neither, they do not run, and a line says so."""
+    from ruizn.effects.hooks.config import PROJECT_HOOKS, HookConfigError, project_hooks
+    from ruizn.terminal import visible
+
+    try:
+        found = project_hooks(Path(settings.workspace))
+    except HookConfigError as exc:
+        fail(str(exc))
+    if not found:
+        return settings
+    if not trust:
+        if not _can_ask():
+            echo_err(
+                f"ruizn: {PROJECT_HOOKS} holds {len(found)} hook command(s) from the workspace;"
+                " they do not run without a person's yes at a terminal, or --trust"
+            )
+            return settings
+        echo_err(f"ruizn: this workspace's {PROJECT_HOOKS} would run these commands:")
+        for spec in found:
+            on = f" [{spec.matcher}]" if spec.matcher not in ("", "*") else ""
+            echo_err(f"  {spec.event}{on}: {visible(spec.command)}")
+        echo_err("run them in this run? [y/N] ")
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            echo_err("ruizn: the project's hooks do not run in this run")
+            return settings
+    return evolve(settings, hooks=(*settings.hooks, *found))

@@ -31,6 +31,7 @@ from ruizn.format import counted, human_bytes, human_seconds, tokens, usd
 from ruizn.grant import grant_of
 from ruizn.media import image_line, images
 from ruizn.serde import state_to_json
+from ruizn.settings import RunSettings
 from ruizn.shell.cli.approval import describe_call
 from ruizn.shell.cli.exits import EXIT_ERROR, EXIT_OK, fail
 from ruizn.shell.cli.printer import StdoutPrinter
@@ -95,6 +96,9 @@ class _Tally:
         self.responses: list[LlmResponse] = []
         self.cleared = 0
         self.cleared_bytes = 0
+        # Thinking blocks: with text (summarized), and without (omitted or redacted).
+        self.thoughts = 0
+        self.thoughts_hidden = 0
         # The shell's background commands: call id -> (command, job id once it started).
         self.background: dict[str, tuple[str, str | None]] = {}
         self.killed: set[str] = set()
@@ -107,6 +111,10 @@ class _Tally:
             for block in event.content:
                 if isinstance(block, ToolUseBlock):
                     self._names[block.id] = block.name
+                elif isinstance(block, ThinkingBlock) and block.thinking.strip():
+                    self.thoughts += 1
+                elif isinstance(block, ThinkingBlock | RedactedThinkingBlock):
+                    self.thoughts_hidden += 1
         elif isinstance(event, ToolCallStarted):
             self.calls[event.name] += 1
             self._names[event.id] = event.name
@@ -274,6 +282,28 @@ def _context_line(state: ExecutionContext, tally: _Tally) -> str:
     return text
 
 
+def _model_line(settings: RunSettings) -> str:
+    """The model and how it was asked to think (thinking/effort as recorded, when set)."""
+    parts = [settings.model]
+    if settings.thinking is not None:
+        shown = " (shown)" if settings.show_thinking and settings.thinking == "adaptive" else ""
+        parts.append(f"thinking {settings.thinking}{shown}")
+    if settings.effort is not None:
+        parts.append(f"effort {settings.effort}")
+    return " · ".join(parts)
+
+
+def _thinking_lines(tally: _Tally) -> list[tuple[str, str]]:
+    if not tally.thoughts and not tally.thoughts_hidden:
+        return []
+    parts = []
+    if tally.thoughts:
+        parts.append(f"{tally.thoughts} summarized")
+    if tally.thoughts_hidden:
+        parts.append(f"{tally.thoughts_hidden} omitted or redacted")
+    return [("thinking", " · ".join(parts) + " · counted in out tokens and cost")]
+
+
 class _Say:
     """`show`'s lines: `key:` in a column of 11, then the value. At a terminal a long value
     wraps under itself (the goal to at most two lines, then "…"), so every line fits; piped,
@@ -296,6 +326,35 @@ class _Say:
         for part in parts:
             print(head + clip(part, room))
             head = " " * 11
+
+
+def _output_lines(state: ExecutionContext) -> list[tuple[str, str]]:
+    """How a run with an output schema asked for its answer, and where that stands."""
+    settings = state.settings
+    if settings.output_schema is None:
+        return []
+    how = {
+        "format": "constrained by the API (output_config.format)",
+        "tool": "through the final_output tool (the Models API did not list"
+        " structured outputs for the model)",
+    }.get(str(settings.output_mode), "not chosen yet")
+    misses = f" · {state.output_checks} answer(s) sent back" if state.output_checks else ""
+    done = "a valid answer" if state.output_valid else "no valid answer"
+    return [("output", f"{done} · schema {how} · retries {settings.output_retries}{misses}")]
+
+
+def _instructions_line(state: ExecutionContext) -> str:
+    """Which project instructions the system prompt carries, and whether the cap cut them."""
+    settings = state.settings
+    if not settings.project_instructions:
+        return "instructions off (--no-project-instructions)"
+    if not settings.instructions:
+        return "no AGENTS.md or CLAUDE.md at the workspace root"
+    return " · ".join(
+        f"{item.path} in the system prompt ({human_bytes(item.size)}"
+        + (f", cut at {human_bytes(len(item.text.encode('utf-8')))})" if item.cut else ")")
+        for item in settings.instructions
+    )
 
 
 def show_run(store: RunStore, run: str) -> int:
@@ -324,12 +383,15 @@ def show_run(store: RunStore, run: str) -> int:
         ("run", state.run_id),
         *_lineage(tally.parent),
         ("goal", state.goal),
-        ("model", state.settings.model),
+        ("model", _model_line(state.settings)),
+        *_thinking_lines(tally),
         ("workspace", grant.workspace),
         (
             "approval",
             grant.approval + (" · secret files readable" if grant.allow_secret_files else ""),
         ),
+        ("project", _instructions_line(state)),
+        *_output_lines(state),
         *(("tool code", module) for module in grant.tool_modules),
         *(("mcp", server) for server in grant.mcp_servers),
         *((("shell", grant.shell),) if grant.shell is not None else ()),

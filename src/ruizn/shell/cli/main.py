@@ -29,7 +29,6 @@ from ruizn.shell.cli.options import (
     tool_options,
     where_options,
 )
-from ruizn.terminal import visible
 from ruizn.version import __version__
 
 if TYPE_CHECKING:
@@ -90,9 +89,15 @@ def run_command(words: tuple[str, ...], goal: str | None, **options: Any) -> Non
 
 
 def _run(
-    *, goal: str, workspace: str, log_dir: str | None, otlp: str | None = None, **options: Any
+    *,
+    goal: str,
+    workspace: str,
+    log_dir: str | None,
+    otlp: str | None = None,
+    trust: bool = False,
+    **options: Any,
 ) -> int:
-    from ruizn.shell.cli.live import new_run, terminal_agent
+    from ruizn.shell.cli.live import new_run, terminal_agent, with_project_hooks
     from ruizn.shell.cli.options import settings_from_cli
 
     if not checked_text("the goal", goal).strip():
@@ -100,6 +105,7 @@ def _run(
     if not os.path.isdir(workspace):
         fail(f"--workspace {workspace!r} is not a folder")
     settings, servers = settings_from_cli(workspace=workspace, **options)
+    settings = with_project_hooks(settings, trust=trust)
     if otlp is None:
         return new_run(terminal_agent(settings, log_dir=log_dir, mcp=servers), goal)
     from ruizn.shell.cli.view import live_export
@@ -138,6 +144,7 @@ def tools_command(
 
     from ruizn.shell.cli.live import mcp_tools_of, toolbox_of
     from ruizn.shell.cli.options import settings_from_cli
+    from ruizn.terminal import visible
 
     settings, servers = settings_from_cli(
         workspace=workspace, tools=tools, no_plugins=no_plugins, mcp=mcp, mcp_headers=mcp_headers
@@ -581,6 +588,14 @@ def export_command(
 from ruizn.shell.cli.fleet import register as _register_fleet  # noqa: E402 - cli must exist
 
 _register_fleet(cli)
+
+from ruizn.shell.cli.models import models_command  # noqa: E402 - cli must exist
+
+cli.add_command(models_command)
+
+from ruizn.shell.cli.configured import config_command_of  # noqa: E402 - cli must exist
+
+cli.add_command(config_command_of(run_options))
 
 
 def main() -> None:

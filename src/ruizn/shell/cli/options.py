@@ -16,12 +16,16 @@ from ruizn.settings import (
     DEFAULT_MAX_STEPS,
     DEFAULT_MAX_TOKENS,
     DEFAULT_MODEL,
+    DEFAULT_OUTPUT_RETRIES,
     DEFAULT_READ_TIMEOUT,
     DEFAULT_RETRY_BASE_DELAY,
     DEFAULT_SHELL_TIMEOUT,
     DEFAULT_SYSTEM,
     DEFAULT_TOOL_CONCURRENCY,
+    DEFAULT_TOOL_TIMEOUT,
+    EFFORT_LEVELS,
     TEST_MODEL,
+    THINKING_MODES,
 )
 from ruizn.shell.cli.exits import fail
 
@@ -72,18 +76,23 @@ def max_context_option(help_text: str) -> Callable[[Any], Any]:
     return click.option("--max-context", type=ContextLimit(), default=None, help=help_text)
 
 
+# One folder type for every command's --workspace and --log-dir: a click.Path looks up its
+# translated name (gettext, locale) when it is made, and 13 commands take both options.
+_FOLDER = click.Path(file_okay=False)
+
+
 def where_options(f: Any) -> Any:
     """--workspace and --log-dir: where runs are. Every command that reads or writes runs
     takes both, and looks where `ruizn run` with the same options writes."""
     f = click.option(
         "--log-dir",
-        type=click.Path(file_okay=False),
+        type=_FOLDER,
         default=None,
         help="Root of the run logs (default: WORKSPACE/.ruizn/runs).",
     )(f)
     return click.option(
         "--workspace",
-        type=click.Path(file_okay=False),
+        type=_FOLDER,
         default=".",
         help="The workspace folder (default: the current directory).",
     )(f)
@@ -150,6 +159,36 @@ def settings_options(f: Any) -> Any:
             default=DEFAULT_MAX_RETRIES,
             show_default=True,
             help="Retries of a failed model call (429, 5xx, overloaded, broken stream).",
+        ),
+        click.option(
+            "--thinking",
+            type=click.Choice(THINKING_MODES),
+            default=None,
+            help="adaptive: the model decides when and how much to think (it counts against"
+            " --max-tokens); off: no thinking. Default: the model's own (adaptive where the"
+            " Models API says the model takes it).",
+        ),
+        click.option(
+            "--show-thinking",
+            is_flag=True,
+            help="Ask for the model's summarized thinking and print it, dimmed (default: the"
+            " API omits it; show and replay have what was sent).",
+        ),
+        click.option(
+            "--effort",
+            type=click.Choice(EFFORT_LEVELS),
+            default=None,
+            help="How much effort the model spends (output_config.effort); default: the"
+            " model's own. ruizn has no temperature/top_p/top_k: steer with --system and this.",
+        ),
+        click.option(
+            "--tool-timeout",
+            type=click.FloatRange(min=0.001, max=1e9),
+            default=DEFAULT_TOOL_TIMEOUT,
+            show_default=True,
+            metavar="SECONDS",
+            help="Seconds a tool call (built-in, --tool, MCP) may take before it is answered"
+            " `timeout`; a tool's own @ruizn.tool(timeout=...) wins.",
         ),
         click.option(
             "--tool-concurrency",
@@ -235,14 +274,63 @@ def settings_options(f: Any) -> Any:
             " terminal (with no terminal the run stops, exit 4, for `resume --approve`),"
             " approve them always, or never.",
         ),
+        click.option(
+            "--output-schema",
+            # Read (and a missing file said in one line) when the run's settings are made.
+            type=click.Path(dir_okay=False),
+            default=None,
+            metavar="FILE.json",
+            help="A JSON Schema the final answer must match: stdout is then that JSON alone"
+            " (the transcript goes to stderr); a run whose answer never matches ends"
+            " output_invalid, exit 5.",
+        ),
+        click.option(
+            "--output-retries",
+            type=click.IntRange(min=0),
+            default=DEFAULT_OUTPUT_RETRIES,
+            show_default=True,
+            help="Answers that miss --output-schema sent back with the validation error.",
+        ),
+        click.option(
+            "--hooks",
+            "hooks_files",
+            multiple=True,
+            type=click.Path(dir_okay=False),
+            metavar="FILE.json",
+            help="Hook commands, in the shape of Claude Code's settings.json `hooks` key"
+            " (PreToolUse, PostToolUse, UserPromptSubmit, Stop, SessionStart, SessionEnd)."
+            " Repeatable.",
+        ),
+        click.option(
+            "--no-project-instructions",
+            is_flag=True,
+            help="Send no AGENTS.md/CLAUDE.md (the workspace root's in the system prompt, a"
+            " subfolder's with the first file tool result there).",
+        ),
     ]
     for option in reversed(options):
         f = option(f)
-    return tool_options(f)
+    return profile_option(tool_options(f))
+
+
+def profile_option(f: Any) -> Any:
+    return click.option(
+        "--profile",
+        default=None,
+        metavar="NAME",
+        help="Take the options of [profiles.NAME] in your config file (~/.config/ruizn/"
+        "config.toml, or $RUIZN_CONFIG); the command line still wins.",
+    )(f)
 
 
 def run_options(f: Any) -> Any:
     f = settings_options(where_options(f))
+    f = click.option(
+        "--trust",
+        is_flag=True,
+        help="Accept the workspace's .ruizn/hooks.json hooks without asking (they are code"
+        " from the workspace: read them first).",
+    )(f)
     return click.option("--goal", help="What ruizn should do (or give it as an argument).")(f)
 
 
@@ -294,6 +382,18 @@ def retry_base_delay() -> float:
 
 
 def settings_from_cli(
+    *, profile: str | None = None, **given: Any
+) -> tuple[RunSettings, tuple[MCPServer, ...]]:
+    """The settings `settings_options` (and `workspace`) give, over the config files'
+    (see ruizn.configlayers), and the MCP servers with their header values (which are never
+    part of the settings)."""
+    from ruizn.shell.cli.configured import configured
+
+    configured(given, workspace=given.get("workspace", "."), profile=profile)
+    return _settings(**given)
+
+
+def _settings(
     *,
     tools: tuple[str, ...],
     no_plugins: bool,
@@ -302,8 +402,6 @@ def settings_from_cli(
     mcp_envs: tuple[str, ...] = (),
     **options: Any,
 ) -> tuple[RunSettings, tuple[MCPServer, ...]]:
-    """The settings `settings_options` (and `workspace`) give, and the MCP servers with their
-    header values (which are never part of the settings)."""
     from ruizn.settings import ConfigError, settings_from
 
     servers: tuple[MCPServer, ...] = ()
@@ -323,6 +421,9 @@ def settings_from_cli(
             tool_specs=tools,
             plugins=not no_plugins,
             mcp_servers=tuple(server.describe() for server in servers),
+            project_instructions=not no_project_instructions,
+            output_schema=None if output_schema is None else read_schema(output_schema),
+            hooks=read_hooks(hooks_files),
             **options,
         )
     except ConfigError as exc:
@@ -416,3 +517,38 @@ def _as_tokens(option: click.Option, value: Any) -> list[str]:
         parts = item if isinstance(item, list | tuple) else (item,)
         tokens += [flag, *(str(part) for part in parts)]
     return tokens
+
+
+def read_schema(path: str) -> dict[str, Any]:
+    """--output-schema FILE: a JSON Schema, or one line saying why not (exit 2)."""
+    import json
+
+    from ruizn.rules import schema_problem
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            schema = json.load(handle)
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        fail(f"--output-schema {path}: cannot read it as JSON ({type(exc).__name__}: {exc})")
+    problem = schema_problem(schema)
+    if problem is not None:
+        fail(f"--output-schema {path}: {problem}")
+    assert isinstance(schema, dict)  # schema_problem says so
+    return schema
+
+
+def read_hooks(paths: tuple[str, ...]) -> tuple[Any, ...]:
+    """--hooks FILE...: their hooks, in order, or one line saying what is wrong (exit 2)."""
+    if not paths:
+        return ()
+    from pathlib import Path
+
+    from ruizn.effects.hooks.config import HookConfigError, load_file
+
+    specs: list[Any] = []
+    for path in paths:
+        try:
+            specs.extend(load_file(Path(path)))
+        except HookConfigError as exc:
+            fail(f"--hooks {exc}")
+    return tuple(specs)

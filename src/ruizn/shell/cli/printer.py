@@ -24,9 +24,11 @@ from ruizn.events import (
     BudgetSpent,
     ContextCleared,
     Event,
+    HookRan,
     LlmCallFailed,
     LlmResponse,
     LlmToken,
+    OutputChecked,
     RunFinished,
     RunResumed,
     RunStarted,
@@ -62,6 +64,8 @@ class StdoutPrinter:
         self._twice: set[str] = set()
         # The run's tools (name -> schema), to say what a tools_changed changed.
         self._tools: dict[str, JsonObject] = {}
+        # --show-thinking: the summarized thinking the API sent, dimmed, once its reply is in.
+        self._show_thinking = False
 
     def __call__(self, event: Event) -> None:
         if self._broken:
@@ -80,6 +84,8 @@ class StdoutPrinter:
                     self._out.write(visible(text))
                     self._inline = not text.endswith("\n")
             case LlmResponse(content=content):
+                if self._show_thinking:
+                    self._thinking(content)
                 self._turn([(b.id, b.name) for b in content if isinstance(b, ToolUseBlock)])
             case ToolCallStarted(id=call_id, name=name, input=tool_input):
                 self._calls.setdefault(call_id, name)
@@ -88,6 +94,7 @@ class StdoutPrinter:
                 )
             case RunStarted(settings=settings):
                 self._tools = _schemas(settings.tools)
+                self._show_thinking = settings.show_thinking
                 if settings.approval in APPROVAL_MODE_LINES:
                     line = APPROVAL_MODE_LINES[settings.approval]
                     self._line(self._paint(_DIM, "[run]") + " " + line)
@@ -132,17 +139,55 @@ class StdoutPrinter:
                     self._paint(_DIM, "[budget]")
                     + f" {visible(budget)}: {usd(spent)} of {usd(limit)} spent, no more model calls"
                 )
+            case HookRan() as ran:
+                self._hook(ran)
+            case OutputChecked(valid=True):
+                self._line(self._paint(_DIM, "[output]") + " matches the output schema")
+            case OutputChecked(error=error):
+                self._line(
+                    self._paint(_DIM, "[output]")
+                    + f" does not match the output schema: {visible(str(error))}"
+                )
             case RunFinished() as finished:
                 self._line(self._summary(finished))
             case _:
                 pass
+
+    def _hook(self, ran: HookRan) -> None:
+        """A hook's line: only what it decided, or why it failed (a quiet hook stays quiet)."""
+        if ran.decision == "none" and ran.error is None and ran.context is None:
+            return
+        what = {
+            "allow": "allowed",
+            "deny": "denied",
+            "ask": "asks a person",
+            "block": "blocked",
+            "stop": "stopped the run",
+        }.get(ran.decision, "")
+        if ran.error is not None:
+            what = f"failed ({ran.error})"
+        elif not what:
+            what = "added context"
+        reason = f": {ran.reason}" if ran.reason else ""
+        self._line(
+            self._paint(_DIM, "[hook]")
+            + " "
+            + visible(f"{ran.hook_event} {ran.command[:60]} {what}{reason}")
+        )
 
     def replayed(self, state: ExecutionContext) -> None:
         """A resumed run's printer: what the log before this session said, so that the lines
         from here on are the ones `ruizn replay` prints for them (which call a result
         answers, which tools the run has)."""
         self._tools = _schemas(state.settings.tools)
+        self._show_thinking = state.settings.show_thinking
         self._turn([(call.id, call.name) for call in state.turn_calls])
+
+    def _thinking(self, content: tuple[ContentBlock, ...]) -> None:
+        for block in content:
+            if isinstance(block, ThinkingBlock) and block.thinking.strip():
+                text = visible(block.thinking.strip())
+                self._line(self._paint(_DIM, f"[thinking] {text}"))
 
     def _turn(self, calls: list[tuple[str, str]]) -> None:
         """A new turn's calls: a result line names its call's tool, and its id too when the

@@ -1,0 +1,153 @@
+"""Run options from config files, and which of them win: the rules, pure (the files are read
+by `ruizn.effects.userconfig`).
+
+Precedence, lowest first: ruizn's defaults (RunSettings), the user's config file
+(`~/.config/ruizn/config.toml`), its `[profiles.NAME]` table when `--profile NAME` is given,
+the workspace's project file (`.ruizn/config.toml`), then the command line (and RUIZN_MODEL).
+
+A project file lives in the workspace: whoever wrote the folder wrote it. It may set only
+what grants nothing: the model, limits, the system prompt, thinking and effort, timeouts.
+Anything that runs code or widens access (MCP servers, tool modules, plug-ins, approval
+`always`, secret files, the workspace, hooks) is refused there, one line each, and not used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from attrs import frozen
+
+# The run options a config file may set: the names of `ruizn run`'s options (underscores;
+# a dash is read as an underscore).
+OPTIONS = frozenset(
+    {
+        "model",
+        "max_steps",
+        "max_tokens",
+        "max_cost",
+        "max_context",
+        "system",
+        "read_timeout",
+        "max_retries",
+        "tool_timeout",
+        "tool_concurrency",
+        "thinking",
+        "show_thinking",
+        "effort",
+        "approval",
+        "allow_secret_files",
+        "tools",
+        "mcp",
+        "no_plugins",
+    }
+)
+# What a project file may set: nothing here runs code or reaches further than the run would.
+GRANTS_NOTHING = frozenset(
+    {
+        "model",
+        "max_steps",
+        "max_tokens",
+        "max_cost",
+        "max_context",
+        "system",
+        "read_timeout",
+        "max_retries",
+        "tool_timeout",
+        "tool_concurrency",
+        "thinking",
+        "show_thinking",
+        "effort",
+    }
+)
+# Known keys that are never taken from a project file, each with what it would grant.
+_GRANTS = {
+    "tools": "loads and runs tool code",
+    "mcp": "starts MCP servers",
+    "no_plugins": "decides whether plug-in code loads",
+    "allow_secret_files": "lets the tools read secret files",
+    "workspace": "moves the workspace",
+    "log_dir": "moves the run logs",
+    "hooks": "runs commands",
+    "mcp_headers": "sends credentials",
+}
+DEFAULT_SOURCE = "default"
+COMMAND_LINE = "command line"
+
+
+class ConfigFileError(ValueError):
+    """A config file that cannot be used; the message is one line naming the file."""
+
+
+@frozen(kw_only=True)
+class Layer:
+    """One file's options (or a profile's), as read: `where` names it for `ruizn config`."""
+
+    where: str
+    values: dict[str, Any]
+
+
+def normalised(values: dict[str, Any], where: str, *, refusable: bool = False) -> dict[str, Any]:
+    """Keys with dashes read as underscores; an unknown key is a ConfigFileError (in a
+    project file, a key that would grant something is known, to be refused by name)."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        name = key.replace("-", "_")
+        if name not in OPTIONS and not (refusable and name in _GRANTS):
+            known = ", ".join(sorted(OPTIONS))
+            raise ConfigFileError(f"{where}: unknown option {key!r} (known: {known})")
+        out[name] = value
+    return out
+
+
+def user_layers(document: dict[str, Any], where: str, profile: str | None) -> tuple[Layer, ...]:
+    """The user's file: its top-level options, then the chosen profile's over them."""
+    top = {k: v for k, v in document.items() if k != "profiles"}
+    layers = [Layer(where=where, values=normalised(top, where))]
+    profiles = document.get("profiles", {})
+    if not isinstance(profiles, dict):
+        raise ConfigFileError(f"{where}: [profiles] must be a table of tables")
+    if profile is not None:
+        chosen = profiles.get(profile)
+        if not isinstance(chosen, dict):
+            names = ", ".join(sorted(profiles)) or "none"
+            raise ConfigFileError(f"{where}: no profile {profile!r} (profiles: {names})")
+        label = f"{where} [profiles.{profile}]"
+        layers.append(Layer(where=label, values=normalised(chosen, label)))
+    return tuple(layers)
+
+
+def project_layer(document: dict[str, Any], where: str) -> tuple[Layer, tuple[str, ...]]:
+    """A workspace's project file: the options it may set, and a line for each it may not."""
+    if "profiles" in document:
+        document = {k: v for k, v in document.items() if k != "profiles"}
+        refused = [f"{where}: profiles are read only from your own config file"]
+    else:
+        refused = []
+    values = normalised(document, where, refusable=True)
+    kept: dict[str, Any] = {}
+    for name, value in values.items():
+        if name in GRANTS_NOTHING:
+            kept[name] = value
+        elif name == "approval" and value in ("ask", "never"):
+            kept[name] = value  # asking, or denying, grants nothing
+        else:
+            what = "approves every tool call" if name == "approval" else _GRANTS[name]
+            refused.append(
+                f"refused: {where} sets {name} ({what}): a file in the workspace may not;"
+                " set it on the command line or in your own config file"
+            )
+    return Layer(where=where, values=kept), tuple(refused)
+
+
+def effective(
+    layers: tuple[Layer, ...], command_line: dict[str, Any], defaults: dict[str, Any]
+) -> dict[str, tuple[Any, str]]:
+    """Each option's value and where it came from: the command line, else the last layer
+    that sets it, else the default."""
+    out = {name: (value, DEFAULT_SOURCE) for name, value in defaults.items()}
+    for layer in layers:
+        for name, value in layer.values.items():
+            out[name] = (value, layer.where)
+    for name, value in command_line.items():
+        out[name] = (value, COMMAND_LINE)
+    return out

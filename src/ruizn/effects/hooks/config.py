@@ -1,0 +1,107 @@
+"""Hook configuration in the shape of Claude Code's settings.json `hooks` key:
+
+    {"hooks": {"PreToolUse": [{"matcher": "write_file|edit_file",
+                               "hooks": [{"type": "command", "command": "...", "timeout": 10}]}]}}
+
+(the outer {"hooks": ...} may be left out). Read from `--hooks FILE` and from a project's
+`.ruizn/hooks.json`; the latter is code from the workspace, so it runs only once a person
+accepted it (see the CLI and docs/hooks.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from ruizn.bounds import deeper_than
+from ruizn.hooks import matcher_problem
+from ruizn.settings import HOOK_EVENTS, ConfigError, HookSpec
+
+PROJECT_HOOKS = Path(".ruizn") / "hooks.json"
+MAX_CONFIG = 1 << 20
+
+
+class HookConfigError(ValueError):
+    """A hooks file that cannot be used; the message is one line naming the file."""
+
+
+def load_file(path: Path, source: str | None = None) -> tuple[HookSpec, ...]:
+    """The hooks a file configures (an empty tuple for no hooks)."""
+    where = source or str(path)
+    try:
+        info = path.lstat()
+        if not stat.S_ISREG(info.st_mode):
+            raise HookConfigError(f"{where}: not a regular file")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as handle:
+            raw = handle.read(MAX_CONFIG + 1)
+    except OSError as exc:
+        raise HookConfigError(f"{where}: cannot read it ({exc.strerror or exc})") from None
+    if len(raw) > MAX_CONFIG:
+        raise HookConfigError(f"{where}: larger than {MAX_CONFIG} bytes")
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise HookConfigError(f"{where}: not JSON ({exc})") from None
+    return parse(data, where)
+
+
+def project_hooks(workspace: Path) -> tuple[HookSpec, ...]:
+    """A project's `.ruizn/hooks.json` (none: an empty tuple)."""
+    path = workspace / PROJECT_HOOKS
+    if not os.path.lexists(path):
+        return ()
+    return load_file(path, str(PROJECT_HOOKS))
+
+
+def parse(data: Any, where: str) -> tuple[HookSpec, ...]:
+    if isinstance(data, dict) and isinstance(data.get("hooks"), dict):
+        data = data["hooks"]
+    if not isinstance(data, dict) or deeper_than(data):
+        raise HookConfigError(f"{where}: expected an object of hook events")
+    specs: list[HookSpec] = []
+    for event, groups in data.items():
+        if event not in HOOK_EVENTS:
+            raise HookConfigError(
+                f"{where}: unknown hook event {event!r} (ruizn fires {', '.join(HOOK_EVENTS)})"
+            )
+        if not isinstance(groups, list):
+            raise HookConfigError(f"{where}: {event} must be a list of matcher groups")
+        for group in groups:
+            specs.extend(_group(group, event, where))
+    return tuple(specs)
+
+
+def _group(group: Any, event: str, where: str) -> list[HookSpec]:
+    if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
+        raise HookConfigError(f'{where}: each {event} entry needs a "hooks" list')
+    matcher = group.get("matcher", "")
+    if not isinstance(matcher, str):
+        raise HookConfigError(f"{where}: a {event} matcher must be text")
+    problem = matcher_problem(matcher)
+    if problem is not None:
+        raise HookConfigError(f"{where}: {problem}")
+    out = []
+    for hook in group["hooks"]:
+        if not isinstance(hook, dict) or hook.get("type", "command") != "command":
+            raise HookConfigError(f'{where}: only hooks of type "command" are supported')
+        command = hook.get("command")
+        if not isinstance(command, str):
+            raise HookConfigError(f'{where}: a {event} hook needs a "command"')
+        timeout = hook.get("timeout", 60)
+        try:
+            out.append(
+                HookSpec(
+                    event=event,  # type: ignore[arg-type]  # checked against HOOK_EVENTS
+                    command=command,
+                    matcher=matcher,
+                    timeout=float(timeout) if isinstance(timeout, int | float) else timeout,
+                    source=where,
+                )
+            )
+        except ConfigError as exc:
+            raise HookConfigError(f"{where}: {exc}") from None
+    return out

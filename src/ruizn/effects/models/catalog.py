@@ -1,0 +1,93 @@
+"""The Models API (`GET /v1/models`, `GET /v1/models/{id}`) through the SDK's own
+`client.models`, read into ruizn's `ModelFacts`. SDK types stop here.
+
+Never fatal: a key that may not list models, a proxy without the endpoint, no network, or a
+field an older SDK does not have all come back as "not said" (None, ()), and the run goes
+on as it would have without the lookup: unknown models pass through.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import anthropic
+
+from ruizn.modelfacts import ModelFacts
+
+# The lookup is before the first request of a run: it must not hold a run up for long.
+LOOKUP_TIMEOUT = 10.0
+_THINKING_TYPES = ("adaptive", "between_tools", "disabled", "enabled")
+_EFFORT_LEVELS = ("low", "medium", "high", "xhigh", "max")
+
+
+class AnthropicCatalog:
+    def __init__(self, client: anthropic.AsyncAnthropic) -> None:
+        self._client = client.with_options(timeout=LOOKUP_TIMEOUT, max_retries=0)
+        # Why the last lookup came back empty (for `ruizn models` to say so), or None.
+        self.problem: str | None = None
+
+    async def describe(self, model: str) -> ModelFacts | None:
+        try:
+            info = await self._client.models.retrieve(model)
+        except anthropic.AnthropicError:
+            return None
+        return facts_of(info)
+
+    async def models(self) -> tuple[ModelFacts, ...]:
+        try:
+            return tuple([facts_of(info) async for info in self._client.models.list(limit=1000)])
+        except anthropic.APIStatusError as exc:
+            self.problem = f"the Models API answered HTTP {exc.status_code}"
+        except anthropic.APITimeoutError:
+            self.problem = "the Models API did not answer in time"
+        except anthropic.AnthropicError:
+            self.problem = "the Models API cannot be reached"
+        return ()
+
+
+def facts_of(info: Any) -> ModelFacts:
+    """A `ModelInfo` (any SDK version since 2.16: a field it lacks is "not said")."""
+    capabilities = getattr(info, "capabilities", None)
+    thinking = getattr(capabilities, "thinking", None)
+    effort = getattr(capabilities, "effort", None)
+    lifecycle = getattr(info, "lifecycle", None)
+    return ModelFacts(
+        id=info.id,
+        name=getattr(info, "display_name", "") or "",
+        lifecycle=lifecycle if lifecycle in ("active", "deprecated", "retired") else "active",
+        deprecated_at=_day(getattr(info, "deprecated_at", None)),
+        retires_at=_day(getattr(info, "retires_at", None)),
+        context_window=_count(getattr(info, "max_input_tokens", None)),
+        max_output=_count(getattr(info, "max_tokens", None)),
+        thinking_types=_supported(getattr(thinking, "types", None), _THINKING_TYPES),
+        structured_outputs=_flag(getattr(capabilities, "structured_outputs", None)),
+        effort_levels=(
+            None
+            if effort is None
+            else _supported(effort, _EFFORT_LEVELS)
+            if effort.supported
+            else ()
+        ),
+    )
+
+
+def _supported(record: Any, names: tuple[str, ...]) -> tuple[str, ...] | None:
+    if record is None:
+        return None
+    return tuple(name for name in names if getattr(getattr(record, name, None), "supported", False))
+
+
+def _flag(support: Any) -> bool | None:
+    value = getattr(support, "supported", None)
+    return value if isinstance(value, bool) else None
+
+
+def _day(value: Any) -> str | None:
+    if isinstance(value, dt.datetime):
+        return value.date().isoformat()
+    return None
+
+
+def _count(value: Any) -> int | None:
+    return value if type(value) is int and value > 0 else None

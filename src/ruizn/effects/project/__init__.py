@@ -1,0 +1,1 @@
+"""What a workspace tells the model about itself: its instructions files (AGENTS.md)."""

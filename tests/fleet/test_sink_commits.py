@@ -1,0 +1,56 @@
+"""When a fleet run's events reach the database (fleet/sink.py): grouped, one transaction a
+step, but always before the effect each one enables."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ruizn.events import (
+    LlmCallStarted,
+    LlmResponse,
+    RunStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from ruizn.fleet.database import EventStore
+from ruizn.fleet.dbstore import DbRunStore
+from ruizn.settings import RunSettings
+from ruizn.state import ToolResult, ToolUseBlock
+
+
+def _stored(store: EventStore) -> list[str]:
+    return [json.loads(line)["type"] for line in store.lines("r1")]
+
+
+def test_a_step_is_stored_before_the_effects_it_enables(tmp_path: Path) -> None:
+    store = EventStore(f"sqlite:///{tmp_path / 'fleet.sqlite'}")
+    store.open_budget("b", 10.0, ["r1"])
+    sink = DbRunStore(store, tmp_path / "logs").new_writer("r1")
+    settings = RunSettings(model="test", max_steps=5, max_tokens=100, system="s")
+    call = {"text": "once"}
+    sink(RunStarted(seq=1, ts=1.0, run_id="r1", goal="g", settings=settings))
+    assert _stored(store) == ["run_started"]
+
+    sink(LlmCallStarted(seq=2, ts=1.0, step=1))
+    answer = (ToolUseBlock(id="toolu_1", name="note", input=call),)
+    sink(LlmResponse(seq=3, ts=1.0, content=answer, stop_reason="tool_use", cost=0.25))
+    # The paid answer is stored, and charged, before anything else can happen: the next
+    # call's budget check already sees it.
+    assert _stored(store) == ["run_started", "llm_call_started", "llm_response"]
+    assert store.budget("b") == (10.0, 0.25)
+
+    sink(ToolCallStarted(seq=4, ts=1.0, id="toolu_1", name="note", input=call))
+    sink.sync()  # the runner's call before a tool that is not read-only runs
+    # Stored before the tool acts: a recovery answers it `interrupted`, never runs it again.
+    assert _stored(store)[-1] == "tool_call_started"
+
+    sink(ToolCallFinished(seq=5, ts=1.0, id="toolu_1", result=ToolResult.ok("noted")))
+    # What a tool that changes things did is not left pending either.
+    assert _stored(store)[-1] == "tool_call_finished"
+
+    sink(LlmCallStarted(seq=6, ts=1.0, step=2))
+    sink.close()
+    log = tmp_path / "logs" / "r1" / "events.jsonl"
+    assert "".join(line + "\n" for line in store.lines("r1")) == log.read_text()
+    assert _stored(store)[-1] == "llm_call_started"
