@@ -29,6 +29,8 @@ class Grant:
     mcp_servers: tuple[str, ...]
     # The shell it would offer (bash), and how confined: None when it offers none.
     shell: str | None = None
+    # Commands its hooks would run: `EVENT [MATCHER]: COMMAND (from SOURCE)`.
+    hooks: tuple[str, ...] = ()
     # Decisions the log would apply: calls it approved that have not run (`NAME ID: input`),
     # tools it approves "always", and approvals a rerun replays.
     preapproved: tuple[str, ...] = ()
@@ -54,6 +56,7 @@ class Grant:
         out.extend(f"MCP server: {server}" for server in self.mcp_servers)
         if self.shell is not None:
             out.append(f"shell: {self.shell}")
+        out.extend(f"hook: {hook}" for hook in self.hooks)
         out.extend(f"approved by the log, not run yet: {call}" for call in self.preapproved)
         out.extend(f"approved always by the log: tool {name}" for name in self.always_tools)
         out.extend(f"approval the rerun replays: {call}" for call in self.replayed_approvals)
@@ -96,6 +99,11 @@ def grant_of(
         tool_modules=modules,
         mcp_servers=tuple(_server(record) for record in settings.mcp_servers),
         shell=_shell(settings),
+        hooks=tuple(
+            f"{spec.event}{'' if spec.matcher in ('', '*') else f' [{spec.matcher}]'}:"
+            f" {spec.command}" + (f" (from {spec.source})" if spec.source else "")
+            for spec in settings.hooks
+        ),
         preapproved=_preapproved(state) if state is not None else (),
         always_tools=tuple(state.always_approved) if state is not None else (),
         replayed_approvals=replayed,

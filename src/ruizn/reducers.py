@@ -345,6 +345,8 @@ def _on_run_resumed(state: ExecutionContext, event: RunResumed) -> ExecutionCont
         attempt=0,
         failure=None,
         budget_spent=None,
+        # An answer that never matched gets a new round of retries.
+        output_checks=state.output_checks if state.output_valid else 0,
         elapsed=state.elapsed + event.elapsed,
         last_seq=event.seq,
     )

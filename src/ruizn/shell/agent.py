@@ -50,6 +50,8 @@ from ruizn.effects.tools.loader import Toolbox
 from ruizn.effects.tools.workspace import workspace_sandbox
 from ruizn.events import Event, LlmToken, Parent, RunFinished, RunResumed, RunStarted
 from ruizn.grant import Grant, grant_of
+from ruizn.modelfacts import check as check_model
+from ruizn.modelfacts import deprecation_line, fitted
 from ruizn.redact import Redactor, secrets_from_env
 from ruizn.redact import api_key_problem as key_whitespace_problem
 from ruizn.reducers import reasked, rebuild, reduce
@@ -737,7 +739,10 @@ class Agent:
                         mcp_servers=mcp_records,
                     )
                 else:
-                    registry = ToolRegistry(self._unchanged(settings, registry, mcp_tools))
+                    registry = ToolRegistry(
+                        self._unchanged(settings, registry, mcp_tools),
+                        timeout=settings.tool_timeout,
+                    )
                 # The environment's secrets, and the values given for the MCP servers
                 # (--mcp-header, --mcp-env), wherever they would reach the log.
                 redactor = Redactor(

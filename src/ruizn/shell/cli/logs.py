@@ -36,7 +36,12 @@ from ruizn.shell.cli.approval import describe_call
 from ruizn.shell.cli.exits import EXIT_ERROR, EXIT_OK, fail
 from ruizn.shell.cli.printer import StdoutPrinter
 from ruizn.shell.table import cells, clip, terminal_width
-from ruizn.state import ExecutionContext, ToolUseBlock
+from ruizn.state import (
+    ExecutionContext,
+    RedactedThinkingBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+)
 from ruizn.terminal import revealed, visible
 from ruizn.window import context_limit
 
@@ -395,6 +400,7 @@ def show_run(store: RunStore, run: str) -> int:
         *(("tool code", module) for module in grant.tool_modules),
         *(("mcp", server) for server in grant.mcp_servers),
         *((("shell", grant.shell),) if grant.shell is not None else ()),
+        *(("hook", hook) for hook in grant.hooks),
         *(("approved", call) for call in grant.preapproved),
         *(("always", f"tool {name}") for name in grant.always_tools),
         ("status", _status_word(found) + (f" · {state.error}" if state.error else "")),

@@ -400,6 +400,9 @@ def _settings(
     mcp: tuple[str, ...],
     mcp_headers: tuple[str, ...],
     mcp_envs: tuple[str, ...] = (),
+    no_project_instructions: bool = False,
+    output_schema: str | None = None,
+    hooks_files: tuple[str, ...] = (),
     **options: Any,
 ) -> tuple[RunSettings, tuple[MCPServer, ...]]:
     from ruizn.settings import ConfigError, settings_from

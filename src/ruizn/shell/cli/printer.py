@@ -41,7 +41,14 @@ from ruizn.events import (
 )
 from ruizn.format import counted, human_bytes, human_seconds, tokens, usd
 from ruizn.media import image_line, images, text_of
-from ruizn.state import ExecutionContext, JsonObject, ToolResult, ToolUseBlock
+from ruizn.state import (
+    ContentBlock,
+    ExecutionContext,
+    JsonObject,
+    ThinkingBlock,
+    ToolResult,
+    ToolUseBlock,
+)
 from ruizn.terminal import revealed, visible
 
 _DIM, _RED, _GREEN, _RESET = "\x1b[2m", "\x1b[31m", "\x1b[32m", "\x1b[0m"
