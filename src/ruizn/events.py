@@ -63,7 +63,8 @@ class RunResumed:
     """The run goes on after a stop. `max_steps` is the (possibly raised) step limit from now
     on; `max_tokens` a new per-call limit; `max_cost` the run's new budget (a total for the
     whole run) and `max_context` its new context limit (0: off); `workspace` and `approval`
-    what a person chose when accepting a run ruizn did not start (None: unchanged)."""
+    what a person chose when accepting a run ruizn did not start (None: unchanged); `reask`
+    that the log's approvals are asked again."""
 
     TAG: ClassVar[str] = "run_resumed"
     seq: int
@@ -75,6 +76,14 @@ class RunResumed:
     approval: ApprovalMode | None = None
     max_cost: float | None = None
     max_context: int | None = None
+    # The log's approvals are withdrawn (a run a person accepted from a log ruizn did not
+    # write): calls it approved but that have not started wait for a decision again, and its
+    # "always approve this tool" rules are forgotten. See reducers.reasked.
+    reask: bool = False
+    # Seconds of the session before, when it ended with no run_finished (killed, a fleet
+    # worker taken over): from its first event to its last. Added to the run's elapsed time,
+    # so a run's time is every session's, whoever ran them.
+    elapsed: float = 0.0
 
 
 @frozen(kw_only=True)

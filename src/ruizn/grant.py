@@ -3,14 +3,18 @@
 A log is data, never authority. Before ruizn acts on a run it did not start on this machine
 (or whose log changed since), the person is shown this and asked (`--trust`). Pure: the
 grant is read from the settings the log carries (run_started, and what each run_resumed
-changed), nothing else.
+changed) and the decisions its events would apply: calls approved and not run yet, tools
+approved "always", and (for a rerun) every recorded approval the re-drive replays.
 """
 
 from __future__ import annotations
 
+import json
+
 from attrs import frozen
 
 from ruizn.settings import ApprovalMode, JsonObject, RunSettings
+from ruizn.state import ExecutionContext
 from ruizn.toolsource import SourceKind
 
 
@@ -27,6 +31,16 @@ class Grant:
     shell: str | None = None
     # Commands its hooks would run: `EVENT [MATCHER]: COMMAND (from SOURCE)`.
     hooks: tuple[str, ...] = ()
+    # Decisions the log would apply: calls it approved that have not run (`NAME ID: input`),
+    # tools it approves "always", and approvals a rerun replays.
+    preapproved: tuple[str, ...] = ()
+    always_tools: tuple[str, ...] = ()
+    replayed_approvals: tuple[str, ...] = ()
+
+    @property
+    def approvals(self) -> int:
+        """How many decisions of the log this grant would apply."""
+        return len(self.preapproved) + len(self.always_tools) + len(self.replayed_approvals)
 
     def lines(self) -> tuple[str, ...]:
         """The grant for people, one fact a line (the caller makes them safe to print)."""
@@ -43,6 +57,9 @@ class Grant:
         if self.shell is not None:
             out.append(f"shell: {self.shell}")
         out.extend(f"hook: {hook}" for hook in self.hooks)
+        out.extend(f"approved by the log, not run yet: {call}" for call in self.preapproved)
+        out.extend(f"approved always by the log: tool {name}" for name in self.always_tools)
+        out.extend(f"approval the rerun replays: {call}" for call in self.replayed_approvals)
         return tuple(out)
 
     def summary(self) -> str:
@@ -50,12 +67,29 @@ class Grant:
         return "; ".join(self.lines())
 
 
-def grant_of(settings: RunSettings) -> Grant:
+def grant_of(
+    settings: RunSettings,
+    state: ExecutionContext | None = None,
+    *,
+    replayed: tuple[str, ...] = (),
+) -> Grant:
+    """What obeying the log would grant: its settings, and with `state` (the replayed run)
+    the decisions it would apply; `replayed`: the approvals a rerun would replay."""
     modules = tuple(
         dict.fromkeys(
-            f"{source.kind.value} {source.ref}"
-            for source in settings.tool_sources
-            if source.kind in (SourceKind.SPEC, SourceKind.PLUGIN)
+            [
+                *(
+                    f"{source.kind.value} {source.ref}"
+                    for source in settings.tool_sources
+                    if source.kind in (SourceKind.SPEC, SourceKind.PLUGIN)
+                ),
+                # A run not started yet (a queued fleet run) has its specs, no sources.
+                *(
+                    f"{SourceKind.SPEC.value} {spec}"
+                    for spec in settings.tool_specs
+                    if not settings.tool_sources
+                ),
+            ]
         )
     )
     return Grant(
@@ -70,6 +104,33 @@ def grant_of(settings: RunSettings) -> Grant:
             f" {spec.command}" + (f" (from {spec.source})" if spec.source else "")
             for spec in settings.hooks
         ),
+        preapproved=_preapproved(state) if state is not None else (),
+        always_tools=tuple(state.always_approved) if state is not None else (),
+        replayed_approvals=replayed,
+    )
+
+
+def call_line(name: str, call_id: str, data: object) -> str:
+    """A call for people: its tool, id and input (cut short)."""
+    try:
+        text = json.dumps(data, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError):
+        text = "?"
+    if len(text) > 160:
+        text = text[:157] + "..."
+    return f"{name} {call_id}: {text}"
+
+
+def _preapproved(state: ExecutionContext) -> tuple[str, ...]:
+    return tuple(
+        call_line(call.name, call.id, call.input)
+        for call, result, approval in zip(
+            state.turn_calls, state.turn_results, state.turn_approvals, strict=True
+        )
+        if result is None
+        and approval is not None
+        and approval.approved is True
+        and call.id not in state.tools_in_flight
     )
 
 

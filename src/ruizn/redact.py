@@ -30,6 +30,7 @@ from ruizn.events import (
     LlmCallFailed,
     LlmToken,
     RunFinished,
+    RunStarted,
     ToolCallFinished,
     ToolCallStarted,
 )
@@ -40,7 +41,7 @@ REDACTED = "[redacted]"
 URL_MASK = "***"
 MIN_SECRET_LENGTH = 8
 API_KEY_VAR = "ANTHROPIC_API_KEY"
-_SECRET_SUFFIXES = ("_API_KEY", "_TOKEN")
+_SECRET_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
 
 
 def _usable(secrets: Iterable[str]) -> tuple[str, ...]:
@@ -108,6 +109,23 @@ class Redactor:
             case ToolCallStarted(input=tool_input):
                 new_input = self._redact_json(tool_input)
                 return event if new_input is tool_input else evolve(event, input=new_input)
+            case RunStarted(goal=goal, settings=settings):
+                # What a person typed: the goal, the system prompt, an MCP command's words.
+                # Only the log's copy: the live run's state keeps what it was given.
+                new_goal = self.redact(goal)
+                system = self.redact(settings.system)
+                servers = self._redact_json(list(settings.mcp_servers))
+                if (
+                    new_goal is goal
+                    and system is settings.system
+                    and all(map(operator.is_, servers, settings.mcp_servers))
+                ):
+                    return event
+                return evolve(
+                    event,
+                    goal=new_goal,
+                    settings=evolve(settings, system=system, mcp_servers=tuple(servers)),
+                )
             case _:
                 return event
 
@@ -138,7 +156,8 @@ class Redactor:
 
 
 def secrets_from_env(env: Mapping[str, str]) -> tuple[str, ...]:
-    """The values to scrub: ANTHROPIC_API_KEY and every `*_API_KEY` / `*_TOKEN` variable.
+    """The values to scrub: ANTHROPIC_API_KEY and every `*_KEY` (`*_API_KEY` too),
+    `*_TOKEN`, `*_SECRET` and `*_PASSWORD` variable.
 
     Values are stripped: a key read from a CRLF file is `sk-...\\r\\n`, and the text that
     leaks it (`Illegal header value b'Bearer sk-...\\r\\n'`) spells the whitespace as

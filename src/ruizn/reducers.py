@@ -83,6 +83,7 @@ from ruizn.rules import (
     turn_stop,
 )
 from ruizn.state import (
+    Approval,
     ExecutionContext,
     Message,
     Phase,
@@ -281,10 +282,32 @@ def add_tokens(state: ExecutionContext, count: int) -> ExecutionContext:
     )
 
 
+def reasked(state: ExecutionContext) -> ExecutionContext:
+    """The state with the log's approvals withdrawn: each call approved but not started (no
+    result, not in flight) waits for a decision again, and no tool is approved by an
+    "always" rule. Denials stay: they run nothing."""
+    approvals = tuple(
+        Approval()
+        if approval is not None
+        and approval.approved is True
+        and result is None
+        and call.id not in state.tools_in_flight
+        else approval
+        for call, result, approval in zip(
+            state.turn_calls, state.turn_results, state.turn_approvals, strict=True
+        )
+    )
+    return evolve(state, turn_approvals=approvals, always_approved=())
+
+
 def _on_run_resumed(state: ExecutionContext, event: RunResumed) -> ExecutionContext:
+    if event.reask:
+        state = reasked(state)
     settings = state.settings
     if event.max_steps < 1 or (event.max_tokens is not None and event.max_tokens < 1):
         raise InvalidTransition("run_resumed with a limit below its minimum")
+    if not 0.0 <= event.elapsed < 1e10:  # False for NaN
+        raise InvalidTransition(f"run_resumed with elapsed {event.elapsed!r}")
     try:
         resumed_settings = evolve(
             settings,
@@ -320,6 +343,7 @@ def _on_run_resumed(state: ExecutionContext, event: RunResumed) -> ExecutionCont
         budget_spent=None,
         # An answer that never matched gets a new round of retries.
         output_checks=state.output_checks if state.output_valid else 0,
+        elapsed=state.elapsed + event.elapsed,
         last_seq=event.seq,
     )
 

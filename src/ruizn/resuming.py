@@ -113,6 +113,10 @@ class ResumePlan:
     # What a person chose when accepting a run ruizn did not start (None: unchanged).
     workspace: str | None = None
     approval: ApprovalMode | None = None
+    # The log's approvals are asked again (events.RunResumed.reask).
+    reask: bool = False
+    # The time of the session before, which ended with no run_finished (RunResumed.elapsed).
+    lost: float = 0.0
 
 
 def plan_resume(

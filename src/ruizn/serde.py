@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
 import cattrs
 import orjson
 from attrs import evolve
@@ -100,7 +101,7 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
     ),
     Usage: ("cache_creation_1h_input_tokens",),
     LlmResponse: ("cost", "priced_by"),
-    RunResumed: ("max_cost", "max_context"),
+    RunResumed: ("max_cost", "max_context", "reask", "elapsed"),
     RunFinished: ("cost",),
     OutputChecked: ("output", "error", "call_id"),
     HookRan: ("reason", "context", "updated_input", "tool_use_id", "error"),
@@ -247,7 +248,12 @@ def decode(line: str | bytes) -> Event:
             seq, ts, text = body["seq"], body["ts"], body["text"]
         except KeyError as exc:
             raise DecodeError(f"{tag}: missing field {exc.args[0]!r}") from None
-        if type(seq) is int and type(ts) in (float, int) and type(text) is str:
+        if (
+            type(seq) is int
+            and type(ts) in (float, int)
+            and type(text) is str
+            and 0.0 <= ts < MAX_TS  # False for NaN
+        ):
             return LlmToken(seq=seq, ts=float(ts), text=text)  # other fields are never read
     # Before cattrs, the reducer, the redactor or `repr` in an error walk it recursively;
     # most lines have too few brackets to be that deep, and skip the walk.
@@ -262,7 +268,24 @@ def decode(line: str | bytes) -> Event:
             else str(exc)
         )
         raise DecodeError(f"{tag}: {details}") from None
+    _check_numbers(tag, event)
     return event
+
+
+# Times are seconds since 1970: a ts past this (the year 5138) or below 0 is not a time, and
+# NaN, Infinity or 1e308 would break every view that turns it into a date or nanoseconds.
+MAX_TS = 1e11
+# Any other number of an event (elapsed seconds, a cost in USD) is finite and below this.
+MAX_NUMBER = 1e15
+
+
+def _check_numbers(tag: object, event: Event) -> None:
+    ts = event.ts
+    if not 0.0 <= ts < MAX_TS:  # False for NaN
+        raise DecodeError(f"{tag}: ts {ts!r} is not a time (seconds since 1970)")
+    for name, value in attrs.asdict(event, recurse=False).items():
+        if type(value) is float and name != "ts" and not -MAX_NUMBER < value < MAX_NUMBER:
+            raise DecodeError(f"{tag}: {name} {value!r} is not a usable number")
 
 
 # The fields a version 2 run_started held flat, which version 3 keeps in `settings`, with the

@@ -60,3 +60,40 @@ def visible(text: str) -> str:
     if "\r\n" in text:
         text = text.replace("\r\n", "\n")
     return text.translate(_TABLE)
+
+
+# Characters that show as nothing (or move text) yet change what a name or a line is:
+# zero-width spaces and joiners, the bidi marks, the line and paragraph separators, the
+# word joiner and invisible operators, the byte-order mark, soft hyphen, the Mongolian vowel
+# separator, and the tag characters (U+E0000-U+E007F, which can spell hidden ASCII). Where
+# a person decides (an approval prompt, a grant, a diff), `notes\u200b.txt` must not read
+# as `notes.txt`: there they are shown as escapes too.
+_INVISIBLE = (
+    0x00AD,
+    0x061C,
+    0x180E,
+    *range(0x200B, 0x2010),
+    0x2028,
+    0x2029,
+    *range(0x2060, 0x2065),
+    0xFEFF,
+    *range(0xE0000, 0xE0080),
+)
+_REVEAL_TABLE = {
+    **_TABLE,
+    **{code: f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}" for code in _INVISIBLE},
+}
+_ANY_HIDDEN = re.compile(
+    "[" + "".join(sorted(map(re.escape, (chr(c) for c in _REVEAL_TABLE)))) + "]"
+)
+
+
+def revealed(text: str) -> str:
+    """`visible(text)`, and every invisible or direction-changing character shown as an
+    escape too: for what a person decides on (prompts, grants, diffs), where a hidden
+    character could make one name look like another."""
+    if _ANY_HIDDEN.search(text) is None:
+        return text
+    if "\r\n" in text:
+        text = text.replace("\r\n", "\n")
+    return text.translate(_REVEAL_TABLE)

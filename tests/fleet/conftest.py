@@ -164,3 +164,11 @@ def statuses(db: str) -> dict[str, tuple[str, str | None]]:
         return {row.run_id: (row.status, row.worker) for row in store.runs()}
     finally:
         store.close()
+
+
+def batch_db(folder: Path) -> str:
+    """The URL of the database `ruizn batch` keeps for `workspace` (in the user's state
+    directory, never in the workspace)."""
+    from ruizn.fleet.batch import database_of
+
+    return f"sqlite:///{database_of(folder / '.ruizn' / 'runs', os.environ)}"

@@ -15,7 +15,15 @@ from dbos import DBOSClient
 
 from ruizn.fleet.database import EventStore
 from tests.fakeapi import Reply, Stream, Text
-from tests.fleet.conftest import SUBPROCESS_PATH, env, first_text, ruizn, start_worker, wait_for
+from tests.fleet.conftest import (
+    SUBPROCESS_PATH,
+    batch_db,
+    env,
+    first_text,
+    ruizn,
+    start_worker,
+    wait_for,
+)
 from tests.fleet.conftest import statuses as stored_statuses
 from tests.shell.cli.approval_helpers import tool_results, write
 from tests.shell.cli.conftest import cli_env
@@ -203,7 +211,7 @@ def test_a_batch_whose_runs_await_approval_exits_4_and_runs_their_decisions_next
     first = batch()
     assert first.returncode == 4, first.stdout + first.stderr
     assert "batch: 1 run: 1 awaiting_approval" in first.stdout
-    db = f"sqlite:///{workspace / '.ruizn' / 'runs' / 'fleet.sqlite'}"
+    db = batch_db(workspace)
     approved = ruizn(["resume", "--db", db, "approve-me", "--approve", "all"], workspace, environ)
     assert (approved.returncode, approved.stderr) == (0, "")
     assert approved.stdout == (

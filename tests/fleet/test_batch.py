@@ -16,7 +16,7 @@ import pytest
 from ruizn.effects.runlog.reader import replay_file
 from ruizn.fleet.database import EventStore
 from ruizn.state import Status
-from tests.fleet.conftest import SUBPROCESS_PATH, note_loop, requests_per_goal, wait_for
+from tests.fleet.conftest import SUBPROCESS_PATH, batch_db, note_loop, requests_per_goal, wait_for
 from tests.fleet.tools import NOTES
 from tests.shell.cli.conftest import cli_env, ruizn_command
 
@@ -75,7 +75,7 @@ def check_every_run(workspace: Path, server_requests: list[Any]) -> int:
     """Check every run; return how many went on after a stop (run_resumed)."""
     runs = logs(workspace)
     assert len(runs) == RUNS
-    store = EventStore(f"sqlite:///{workspace / '.ruizn' / 'runs' / 'fleet.sqlite'}")
+    store = EventStore(batch_db(workspace))
     notes = Counter((workspace / NOTES).read_text(encoding="utf-8").splitlines())
     assert max(notes.values()) == 1, f"a tool ran twice: {notes.most_common(3)}"
     seen = requests_per_goal(server_requests)

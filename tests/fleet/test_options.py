@@ -22,6 +22,7 @@ from ruizn.fleet.database import EventStore
 from tests.fakeapi import HttpError, Reply, Stream, Text, ToolUse
 from tests.fleet.conftest import (
     SUBPROCESS_PATH,
+    batch_db,
     env,
     first_text,
     ruizn,
@@ -288,11 +289,18 @@ def check_runs(
     # --mcp: the stdio server's tool and the HTTP server's, with the header's value from the
     # command line (batch) or the worker's environment (submit).
     assert results(runs["mcp-cli"])["toolu_mcp"]["content"] == "mcp-cli"
-    assert results(runs["mcp-web"])["toolu_mcp"]["content"] == header_value
+    # The server answered with exactly the header's value, which the log never holds: a
+    # value given for a server is a secret ruizn knows (#28), so it reads "[redacted]"
+    # ("(none)" had the header not arrived).
+    assert results(runs["mcp-web"])["toolu_mcp"]["content"] == "[redacted]"
+    assert header_value not in json.dumps(runs["mcp-web"])
     # A line's own server, whose $FLEET_SITE comes from the environment that runs it.
     line_servers = settings["mcp-line"]["mcp_servers"]
     assert [(s["name"], s["env"]) for s in line_servers] == [("other", [TOKEN_ENV])]
-    assert results(runs["mcp-line"])["toolu_mcp"]["content"] == token
+    # The server's env value arrived (its tool answers exactly it), and, a value given for a
+    # server, it is redacted in the log like a header's.
+    assert results(runs["mcp-line"])["toolu_mcp"]["content"] == "[redacted]"
+    assert token not in json.dumps(runs["mcp-line"])
     # A line's own tool spec.
     assert settings["shout-line"]["tool_specs"] == ["tests.fleet.tools:ShoutTool"]
     assert results(runs["shout-line"])["toolu_shout"]["content"] == "SHOUT-LINE"
@@ -343,7 +351,7 @@ def test_batch_honours_every_run_option(
     assert "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode == 1, proc.stdout + proc.stderr  # flaky-once ends with error
     assert f"batch: {len(LINES)} runs: 1 awaiting_approval, 1 error, 13 success" in proc.stdout
-    db = f"sqlite:///{workspace / '.ruizn' / 'runs' / 'fleet.sqlite'}"
+    db = batch_db(workspace)
     check_runs(
         stored_events(db),
         workspace,

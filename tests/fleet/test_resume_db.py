@@ -150,11 +150,10 @@ def test_resume_db_continues_a_stopped_run_on_the_fleet(
     assert "Traceback" not in err, err
     assert "[worker w1] loop success · 3 steps" in out
 
+    # As a local resume says it (#28): nothing to resume, exit 0.
     again = ruizn(["resume", "--db", fresh_db, "loop"], workspace, environ)
-    assert (again.returncode, again.stdout) == (2, "")
-    assert (
-        again.stderr == "ruizn: error: run loop already finished with success; nothing to resume\n"
-    )
+    assert (again.returncode, again.stderr) == (0, "")
+    assert again.stdout == "run loop already finished with success; nothing to resume\n"
     # One resume workflow per run: the refusals queued nothing.
     assert workflows(client, "loop") == {"loop": "SUCCESS", "loop/resume-1": "SUCCESS"}
     client.destroy()
@@ -209,7 +208,7 @@ def test_resume_db_refuses_what_only_a_local_resume_can_do(workspace: Path) -> N
     )
     assert (given.returncode, given.stdout) == (2, "")
     assert given.stderr == (
-        "ruizn: error: --workspace, --trust: not with --db: a fleet's run is continued by a"
+        "ruizn: error: --workspace: not with --db: a fleet's run is continued by a"
         " worker, with the worker's workspace, logs, tools and MCP header values, in the run's"
         " own approval mode\n"
     )

@@ -30,8 +30,11 @@ from tests.properties.runs import json_objects, json_values, runs_settings, simu
 RUNS = runs_settings(50)
 
 ints = st.integers(-(2**63), 2**63)
-# NaN is not equal to itself and NaN/Infinity are not JSON; a clock never gives them.
-floats = st.floats(allow_nan=False, allow_infinity=False)
+# NaN is not equal to itself and NaN/Infinity are not JSON; a clock never gives them. An
+# event's numbers are finite and below 1e15 (serde.MAX_NUMBER), its ts a time: seconds
+# since 1970 below 1e11 (serde.MAX_TS); a line holding anything else is refused (#28).
+floats = st.floats(-1e15, 1e15, exclude_min=True, exclude_max=True)
+times = st.floats(0, 1e11, exclude_max=True)
 
 
 def _settings() -> st.SearchStrategy[RunSettings]:
@@ -83,7 +86,10 @@ def _settings() -> st.SearchStrategy[RunSettings]:
 def _builds(cls: type[Any]) -> st.SearchStrategy[Any]:
     """Every attrs field of `cls` drawn from its declared type (defaults included)."""
     attrs.resolve_types(cls)
-    return st.builds(cls, **{f.name: strategy_for(f.type) for f in attrs.fields(cls)})
+    return st.builds(
+        cls,
+        **{f.name: times if f.name == "ts" else strategy_for(f.type) for f in attrs.fields(cls)},
+    )
 
 
 def strategy_for(tp: Any) -> st.SearchStrategy[Any]:
@@ -197,6 +203,16 @@ def test_the_token_fast_path_writes_the_bytes_of_the_generic_path(event: LlmToke
         separators=(",", ":"),
     )
     assert encode(event) == generic
+
+
+@pytest.mark.parametrize("ts", ["NaN", "Infinity", "-Infinity", "1e308", "1e11", "-1"])
+def test_a_ts_that_is_not_a_time_is_refused(ts: str) -> None:
+    for line in (
+        f'{{"v":3,"type":"llm_token","seq":4,"ts":{ts},"text":"x"}}',
+        f'{{"v":3,"type":"llm_call_started","seq":2,"ts":{ts},"step":1}}',
+    ):
+        with pytest.raises(DecodeError, match="not a time"):
+            decode(line)
 
 
 def test_every_field_type_of_every_event_has_a_strategy() -> None:

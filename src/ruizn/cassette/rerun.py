@@ -25,7 +25,7 @@ from attrs import evolve, frozen
 
 from ruizn.cassette.hooks import RecordedHooks
 from ruizn.cassette.model import Cassette, RecordedApprover
-from ruizn.cassette.recording import Divergence, Stop, compare_stop
+from ruizn.cassette.recording import Divergence, Recording, Stop, compare_stop
 from ruizn.effects.models.provider import ReplayDiverged
 from ruizn.effects.runlog.reader import iter_events
 from ruizn.effects.runlog.store import settled
@@ -50,6 +50,20 @@ class Rerun:
     state: ExecutionContext  # the new run's state where it stopped
 
 
+def replayed_approvals(recording: Recording) -> tuple[str, ...]:
+    """The recorded approvals a re-drive of `recording` gives again: at the prompt, and with
+    a resume (`--approve`), in the recording's order; for the grant."""
+    decided = [
+        *recording.prompted.values(),
+        *(d for stop in recording.stops for d in stop.decisions),
+    ]
+    return tuple(
+        f"call {d.id}" + (" (and its tool always after)" if d.always else "")
+        for d in sorted(decided, key=lambda d: d.seq)
+        if d.approved
+    )
+
+
 async def rerun_async(agent: Agent, run: str | Path, *, trust: bool = False) -> Rerun:
     """Re-drive `run` (found in `agent`'s store) as a new run built by `agent.derive`.
 
@@ -62,7 +76,7 @@ async def rerun_async(agent: Agent, run: str | Path, *, trust: bool = False) -> 
     recording = cassette.recording
     problem = agent.trust_problem(ref.path)
     if problem is not None and not trust:
-        grant = grant_of(recording.final.settings)
+        grant = grant_of(recording.final.settings, replayed=replayed_approvals(recording))
         raise UntrustedRun(recording.first.run_id, problem, grant, verb="rerun")
     settings = evolve(
         recording.first.settings,

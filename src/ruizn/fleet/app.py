@@ -41,7 +41,9 @@ from ruizn.fleet.driver import (
 )
 from ruizn.fleet.goals import RUN_ID
 from ruizn.fleet.resume import RESUME_WORKFLOW, ResumeOrder, order_from_json
+from ruizn.fleet.signing import SIGNATURE, FleetKey
 from ruizn.format import counted
+from ruizn.grant import grant_of
 from ruizn.shell.agent import Resume
 from ruizn.state import Status
 
@@ -64,6 +66,12 @@ class FleetContext:
     # MCP header values this process was given (`NAME:KEY=VALUE`, `ruizn batch
     # --mcp-header`); a worker's come from its environment. Never stored.
     mcp_headers: tuple[str, ...] = ()
+    # The operator's key (fleet/signing.py): only runs it signed are run, unless `trust`
+    # (`--trust`), and then after their grant is shown.
+    key: FleetKey | None = None
+    trust: bool = False
+    # Where a refusal or an accepted grant is said when there is no `announce` (a batch).
+    warn: Callable[[str], None] | None = None
 
 
 class _Launched:
@@ -81,15 +89,62 @@ class FleetLogError(RuntimeError):
 def run_workflow(data: dict[str, Any]) -> dict[str, Any]:
     context = _Launched.context
     assert context is not None, "the fleet was not launched in this process"
-    return execute(context, input_from_json(data))
+    refused = _unsigned(context, data, lambda: input_from_json(data))
+    if refused is not None:
+        return refused
+    return _proven(context, data, execute(context, input_from_json(data)))
 
 
 @DBOS.workflow(name=RESUME_WORKFLOW, serialization_type=WorkflowSerializationFormat.PORTABLE)
 def resume_workflow(data: dict[str, Any]) -> dict[str, Any]:
     context = _Launched.context
     assert context is not None, "the fleet was not launched in this process"
+    refused = _unsigned(context, data, lambda: order_from_json(data).run)
+    if refused is not None:
+        return refused
     order = order_from_json(data)
-    return execute(context, order.run, order=order)
+    return _proven(context, data, execute(context, order.run, order=order))
+
+
+def _unsigned(
+    ctx: FleetContext, data: dict[str, Any], run_of: Callable[[], RunInput]
+) -> dict[str, Any] | None:
+    """None when the input may run: its operator's key signed it, or the operator said
+    `--trust` (its grant is shown first). Else the refusal, as the workflow's result: nothing
+    of the input is imported, started or written."""
+    if ctx.key is not None and ctx.key.verify(data):
+        return None
+    say = ctx.announce or ctx.warn or (lambda _line: None)
+    try:
+        run = run_of()
+    except Exception as exc:  # not even a run: nothing to trust
+        say(f"a queued workflow is not a ruizn run ({type(exc).__name__}): not run")
+        return {"status": "error", "error": "the queued input is not a ruizn run"}
+    if RUN_ID.fullmatch(str(run.run_id)) is None:
+        say("a queued run has no valid run id: not run")
+        return {"status": "error", "error": "the queued run id is not a run id"}
+    if not ctx.trust:
+        say(
+            f"{run.run_id} was not queued with this operator's fleet key: not run"
+            " (start with --trust to run it after its grant is shown)"
+        )
+        return {
+            "status": "error",
+            "error": "not queued with this operator's fleet key: not run",
+        }
+    grant = grant_of(placed(run, ctx.workspace).settings)
+    say(f"{run.run_id} was not queued with this operator's fleet key; --trust: it runs with")
+    for line in grant.lines():
+        say(f"  {line}")
+    return None
+
+
+def _proven(ctx: FleetContext, data: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    """The result with its proof (fleet/signing.py): a batch believes only results of what it
+    queued."""
+    if ctx.key is None:
+        return result
+    return ctx.key.prove(str(data.get(SIGNATURE) or ""), result)
 
 
 def execute(
@@ -171,6 +226,9 @@ def launch(
     polling: float,
     announce: Callable[[str], None] | None = None,
     mcp_headers: tuple[str, ...] = (),
+    key: FleetKey | None = None,
+    trust: bool = False,
+    warn: Callable[[str], None] | None = None,
 ) -> None:
     """Start DBOS in this process: it recovers this executor's own pending workflows and
     takes work from the queue, at most `concurrency` runs at once."""
@@ -182,6 +240,9 @@ def launch(
         workspace=workspace,
         announce=announce,
         mcp_headers=mcp_headers,
+        key=key,
+        trust=trust,
+        warn=warn,
     )
     quiet_dbos()
     migrate(url, store)

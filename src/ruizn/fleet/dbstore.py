@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from ruizn.effects.runlog.folder import RunFolder
 from ruizn.effects.runlog.reader import LOG_NAME, LogError, Replayed, TornTail
 from ruizn.effects.runlog.sink import EventSink
-from ruizn.effects.runlog.store import RunInfo, RunNotFound, RunRef
+from ruizn.effects.runlog.store import FLEET_MARK, LAST, RunInfo, RunNotFound, RunRef
 from ruizn.events import Event
 from ruizn.fleet.database import EventStore, safe_url
 from ruizn.fleet.sink import FleetSink
@@ -28,6 +29,12 @@ class DbRunStore:
         return safe_url(self.events.url)
 
     def find(self, run: str) -> RunRef:
+        if run == LAST:
+            rows = sorted(self.events.runs(), key=lambda r: (r.submitted, r.run_id))
+            started = [r for r in rows if self.events.has_run(r.run_id)]
+            if not started:
+                raise RunNotFound(f"no runs in the database {self.describe()}")
+            run = started[-1].run_id
         if not self.events.has_run(run):
             raise RunNotFound(f"no run {run!r} in the database {self.describe()}")
         return RunRef(run_id=run, path=self.root / run / LOG_NAME)
@@ -97,16 +104,28 @@ class DbRunStore:
             raise LogError(f"run {ref.run_id} in the database, event {count}: {exc}") from None
         return Replayed(state=state, events=count, torn=None, size=0)
 
+    def resume_target(self, run_id: str) -> str:
+        """What `ruizn resume` is given to continue the run: the fleet's own command."""
+        return f"--db {self.describe()} {run_id}"
+
     def new_writer(self, run_id: str) -> EventSink:
         path = self.root / run_id / LOG_NAME
         self.events.export(run_id, path)  # an empty file: the sink appends to it
+        self._mark(path)
         return FleetSink(path, store=self.events, run_id=run_id)
 
     def append_writer(self, ref: RunRef) -> EventSink:
         # The file follows the database: lines it got that the database never committed
         # (tokens of a call in flight when a process died) are dropped.
         self.events.export(ref.run_id, ref.path)
+        self._mark(ref.path)
         return FleetSink(ref.path, store=self.events, run_id=ref.run_id)
+
+    def _mark(self, log: Path) -> None:
+        """The run's folder says which database owns it: a local `ruizn resume` of this
+        copy is refused, naming the fleet's command (agent.fleet_owner)."""
+        with RunFolder.open(log.parent) as folder:
+            folder.replace_file(FLEET_MARK, [self.describe().encode("utf-8") + b"\n"])
 
     def cut(self, ref: RunRef, offset: int) -> None:
         """Nothing to cut: the database holds whole lines only."""

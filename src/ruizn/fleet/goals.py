@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +43,24 @@ def _good_id(value: object) -> bool:
     return isinstance(value, str) and RUN_ID.fullmatch(value) is not None
 
 
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def read_goals(
-    path: Path, defaults: RunInput, *, id_prefix: str | None = None, local: bool = True
+    path: Path,
+    defaults: RunInput,
+    *,
+    id_prefix: str | None = None,
+    local: bool = True,
+    digest: Callable[[bytes], str] = _sha256,
 ) -> list[RunInput]:
     """Each line's RunInput, its settings on top of `defaults`'. The run id is the line's
     `id`, or one made from the line's number and content, so the same file gives the same
     ids again (that is how `ruizn batch` resumes). `local`: the runs will run here, so a
     `workspace` is resolved against the file's folder and must exist; for `submit` it is a
-    path on the workers."""
+    path on the workers. `digest` makes the id's tail from the line (`ruizn batch` keys it
+    with the operator's fleet key, so nobody else can name the run before it exists)."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -59,7 +70,7 @@ def read_goals(
     for number, line in enumerate(raw.splitlines(), start=1):
         if not line.strip():
             continue
-        run = _parse(path, number, line, defaults, id_prefix, local=local)
+        run = _parse(path, number, line, defaults, id_prefix, local=local, digest=digest)
         if run.run_id in seen:
             raise GoalsError(
                 f"{path} line {number}: run id {run.run_id!r} is also on line {seen[run.run_id]}"
@@ -79,6 +90,7 @@ def _parse(
     id_prefix: str | None,
     *,
     local: bool,
+    digest: Callable[[bytes], str] = _sha256,
 ) -> RunInput:
     where = f"{path} line {number}"
     try:
@@ -118,8 +130,7 @@ def _parse(
     except ConfigError as exc:
         raise GoalsError(f"{where}: {exc}") from None
     if run_id is None:
-        digest = hashlib.sha256(line.strip()).hexdigest()[:8]
-        run_id = f"{id_prefix or 'goal'}-{number:04d}-{digest}"
+        run_id = f"{id_prefix or 'goal'}-{number:04d}-{digest(line.strip())[:8]}"
     return evolve(defaults, run_id=run_id, goal=goal, settings=settings)
 
 

@@ -48,6 +48,10 @@ class FleetResumeRefused(ValueError):
     """The run cannot be resumed on the fleet now; the message is one line saying why."""
 
 
+class NothingToQueue(FleetResumeRefused):
+    """The run finished with success: nothing to resume (exit 0, as a local resume)."""
+
+
 class RunNotStored(LookupError):
     """The database holds no event of the run."""
 
@@ -234,7 +238,7 @@ def check_resume(
             raise FleetResumeRefused(
                 f"run {run_id} finished with {state.status.value}: no call awaits approval"
             )
-        raise FleetResumeRefused(
+        raise NothingToQueue(
             f"run {run_id} already finished with {state.status.value}; nothing to resume"
         )
     try:

@@ -46,7 +46,9 @@ def work(
     workspace: str,
     log_dir: str | None,
     tools_from: str | None,
+    trust: bool = False,
 ) -> int:
+    key = _key()
     store = open_store(db)
     from dbos import DBOS
 
@@ -111,6 +113,8 @@ def work(
             workspace=str(folder),
             polling=0.2,
             announce=say,
+            key=key,
+            trust=trust,
         )
     except StoreUnreachable as exc:  # another process held the schema lock too long
         fail(str(exc))
@@ -136,6 +140,17 @@ def work(
         os._exit(130)
 
 
+def _key() -> Any:
+    """The user's fleet key (fleet/signing.py), or one line and exit 2."""
+    need_fleet_extra()
+    from ruizn.fleet.signing import FleetKey, FleetKeyError
+
+    try:
+        return FleetKey.of_user(os.environ)
+    except FleetKeyError as exc:
+        fail(str(exc))
+
+
 def submit(
     db: str,
     goals: str | None,
@@ -152,6 +167,7 @@ def submit(
     from ruizn.fleet.driver import RunInput, input_to_json
     from ruizn.fleet.goals import GoalsError, read_goals
 
+    key = _key()
     defaults = RunInput(run_id="", goal=goal or "", settings=settings)
     submission = new_run_id()
     if goals is not None:
@@ -183,7 +199,7 @@ def submit(
                     "app_version": APP_VERSION,
                     "serialization_type": WorkflowSerializationFormat.PORTABLE,
                 },
-                input_to_json(spec),
+                key.signed(input_to_json(spec)),
             )
             print(spec.run_id, flush=True)
     finally:
@@ -211,10 +227,25 @@ def resume_db(db: str, run: str, request: Resume) -> int:
     fleet/resume.py). Nothing is written or queued when it cannot. Of the request, the
     limits, the read timeout and the decisions apply: a worker has its own workspace, MCP
     header values and trust."""
+    from ruizn.fleet.resume import NothingToQueue
+
+    key = _key()
     store = open_store(db)
+    if run == "last":
+        from ruizn.effects.runlog.store import RunNotFound
+        from ruizn.fleet.dbstore import DbRunStore
+
+        try:
+            run = DbRunStore(store, Path(".")).find(run).run_id
+        except RunNotFound as exc:
+            store.close()
+            fail(str(exc))
     client = _client(db, store)
     try:
-        checked = _queue_resume(store, client, run, request, where=_safe(db))
+        checked = _queue_resume(store, client, run, request, where=_safe(db), key=key)
+    except NothingToQueue as done:  # as a local resume: said, exit 0
+        print(shown(str(done)), flush=True)
+        return 0
     finally:
         client.destroy()
         store.close()
@@ -234,8 +265,12 @@ def resume_db(db: str, run: str, request: Resume) -> int:
     return 0
 
 
-def _queue_resume(store: Any, client: Any, run: str, request: Resume, *, where: str) -> Any:
-    """What was queued (a `resume.Checked`); one line and exit 2 when nothing is."""
+def _queue_resume(
+    store: Any, client: Any, run: str, request: Resume, *, where: str, key: Any
+) -> Any:
+    """What was queued (a `resume.Checked`); one line and exit 2 when nothing is. The order
+    is signed with the user's key; a run the key did not queue is refused (its grant said)
+    unless `request.trust`."""
     from dbos import WorkflowSerializationFormat
 
     # Not exported by dbos (pinned to 3.4.x in pyproject): raised by the "reject" policy.
@@ -247,6 +282,7 @@ def _queue_resume(store: Any, client: Any, run: str, request: Resume, *, where: 
     from ruizn.fleet.resume import (
         RESUME_WORKFLOW,
         FleetResumeRefused,
+        NothingToQueue,
         RunNotStored,
         Workflow,
         check_resume,
@@ -291,11 +327,23 @@ def _queue_resume(store: Any, client: Any, run: str, request: Resume, *, where: 
         )
     except RunNotStored:
         fail(f"no run {run!r} in the database {where}")
+    except NothingToQueue:
+        raise
     except FleetResumeRefused as exc:
         fail(str(exc))
     assert state is not None  # check_resume refuses a run with no events
     submitted = next((_submitted_input(w.input) for w in statuses if w.workflow_id == run), None)
     run_input = input_of_run(state, submitted)
+    if not (submitted is not None and key.verify(submitted)) and not request.trust:
+        from ruizn.grant import grant_of
+
+        grant = grant_of(run_input.settings).summary()
+        fail(
+            shown(
+                f"run {run} in {where} was not queued with your fleet key; resuming it would"
+                f" grant: {grant}; give --trust to resume it so"
+            )
+        )
     if request.read_timeout is not None:
         run_input = evolve(
             run_input, settings=evolve(run_input.settings, read_timeout=request.read_timeout)
@@ -314,7 +362,7 @@ def _queue_resume(store: Any, client: Any, run: str, request: Resume, *, where: 
                     "app_version": APP_VERSION,
                     "serialization_type": WorkflowSerializationFormat.PORTABLE,
                 },
-                order_to_json(order),
+                key.signed(order_to_json(order)),
             )
     except DBOSWorkflowIDInUseError:
         fail(f"run {run} was queued to resume by another command just now ({workflow_id})")

@@ -34,20 +34,20 @@ from ruizn.effects.models.provider import ModelCatalog, Provider, ProviderConfig
 from ruizn.effects.person.approval import ApproveFunction, Approver, CallbackApprover
 from ruizn.effects.runlog.reader import LOG_NAME, iter_events
 from ruizn.effects.runlog.sink import EventSink, MemorySink
-from ruizn.effects.runlog.store import FileStore, RunStore, new_run_id, settled
+from ruizn.effects.runlog.store import FileStore, RunStore, fleet_owner, new_run_id, settled
 from ruizn.effects.runlog.trust import NOT_STARTED_HERE, TrustStore
 from ruizn.effects.tools.base import BaseTool, ToolRegistry
 from ruizn.effects.tools.bash import ShellJobs, shell_config, shell_tools
 from ruizn.effects.tools.bwrap import find_bwrap, probe, shell_environment
 from ruizn.effects.tools.loader import Toolbox
 from ruizn.effects.tools.workspace import workspace_sandbox
-from ruizn.events import Event, Parent, RunStarted
+from ruizn.events import Event, LlmToken, Parent, RunFinished, RunResumed, RunStarted
 from ruizn.grant import Grant, grant_of
 from ruizn.modelfacts import check as check_model
 from ruizn.modelfacts import deprecation_line, fitted
-from ruizn.redact import Redactor
+from ruizn.redact import Redactor, secrets_from_env
 from ruizn.redact import api_key_problem as key_whitespace_problem
-from ruizn.reducers import rebuild, reduce
+from ruizn.reducers import reasked, rebuild, reduce
 from ruizn.reducers import start as start_state
 from ruizn.resuming import ResumePlan, ResumeRefused, plan_continue, plan_resume, resume_decisions
 from ruizn.settings import (
@@ -121,7 +121,12 @@ class Resume:
     approval: ApprovalMode | None = None
     """A new approval mode for the rest of the run (None: the run's own)."""
     trust: bool = False
-    """Accept the grant of a run ruizn did not start here (or whose log changed)."""
+    """Accept the grant of a run ruizn did not start here (or whose log changed). The
+    approvals its log records (calls approved and not run yet, "always" rules) are not
+    accepted with it: each such call is asked again, unless `keep_approvals`."""
+    keep_approvals: bool = False
+    """With `trust`: apply the approvals the log records too (a person saw them listed in
+    the grant and accepted them all)."""
     read_timeout: float | None = None
     """This session's stream timeout (None: the run's own)."""
     vouched: bool = False
@@ -310,6 +315,7 @@ class Agent:
         self._log_dir = log_dir
         self._subscribers = tuple(subscribers)
         self._notice: Notice = on_notice or (lambda _text: None)
+        self._trust_warned = False
         self._environ: Mapping[str, str] = os.environ if environ is None else environ
         self._trust = trust_store if trust_store is not None else TrustStore.from_env(self._environ)
         self._pricer: Pricer = pricer if pricer is not None else default_pricer()
@@ -510,6 +516,7 @@ class Agent:
                 if log_path is not None:
                     # This user's ruizn started the run: it may resume it as recorded.
                     self._trust.opened(first, log_path)
+                    self._trust_failure()
                     trust = (self._trust, first)
                 yield Session(runner, run_id, log_path, trust=trust, typed=self._typed)
         finally:
@@ -526,19 +533,28 @@ class Agent:
             raise ConfigError("an agent with log=False keeps no runs to resume")
         store = self.store()
         ref = store.find(str(run))
+        if not request.vouched:
+            owner = fleet_owner(ref.path)
+            if owner is not None:
+                # One truth per fleet run: a second copy resumed here would run its calls
+                # again and be overwritten by the database's on the fleet's next resume.
+                raise ResumeRefused(
+                    f"run {ref.run_id} belongs to the fleet database {owner}: resume it there,"
+                    f" with `ruizn resume --db {owner} {ref.run_id}`"
+                )
         # The lock first: nobody may append while we read the log and decide.
         writer = store.append_writer(ref)
         try:
-            seen: list[Event] = []
+            sessions = _Sessions()
             replayed = store.load(
                 ref,
-                on_event=lambda e: None if seen else seen.append(e),
+                on_event=sessions,
                 torn=lambda tail: self._notice(
                     f"warning: {tail.describe(ref.path)}; cutting it before resuming"
                 ),
             )
             state = replayed.state
-            first = seen[0]
+            first = sessions.first
             assert isinstance(first, RunStarted)
             if request.message is not None:
                 if request.approve or request.deny:
@@ -581,12 +597,19 @@ class Agent:
             self._check_budget(settings.model, plan.max_cost)
             if not _is_folder(settings.workspace):
                 raise ResumeRefused(f"the run's workspace {settings.workspace} no longer exists")
+            here = str(_resolved(self.settings.workspace))
+            if str(_resolved(settings.workspace)) != here:
+                # A copy of a project resumes into the folder the run was started in: say so.
+                self._notice(
+                    f"run {state.run_id} works in its own workspace {settings.workspace},"
+                    f" not {here}"
+                )
             if request.read_timeout is not None:  # this session's stream timeout only
                 settings = evolve(settings, read_timeout=request.read_timeout)
             root = ref.path.parent.parent
             async with self._open(settings, root, ref.run_id, writer, state) as (runner, _):
                 decisions = resume_decisions(
-                    state,
+                    reasked(state) if plan.reask else state,
                     runner.needs_approval,
                     approve=request.approve,
                     deny=request.deny,
@@ -600,6 +623,7 @@ class Agent:
                     trust = None  # the store vouches for its runs (a fleet's database)
                 else:
                     self._trust.opened(first, ref.path)
+                    self._trust_failure()
                     trust = (self._trust, first)
                 for subscriber in self._subscribers:
                     # A transcript printer goes on from the replayed state (which call a
@@ -608,7 +632,7 @@ class Agent:
                     if callable(told):
                         told(state)
                 runner.resume(
-                    plan,
+                    evolve(plan, lost=sessions.lost()),
                     torn_bytes=_torn(replayed),
                     decisions=decisions,
                     message=request.message,
@@ -616,6 +640,16 @@ class Agent:
                 yield Session(runner, ref.run_id, ref.path, trust=trust, typed=self._typed)
         finally:
             writer.close()
+
+    def _trust_failure(self) -> None:
+        """One line when the trust record cannot be written (the run goes on)."""
+        failure = getattr(self._trust, "failure", None)
+        if failure is not None and not self._trust_warned:
+            self._trust_warned = True
+            self._notice(
+                f"warning: {failure}; the run goes on, but is not recorded as this user's:"
+                " resuming it will ask"
+            )
 
     def _check_budget(self, model: str, max_cost: float | None) -> None:
         """A budget needs a price: a model the price list does not know is refused."""
@@ -643,7 +677,7 @@ class Agent:
         if not request.trust:
             reason = self._trust.problem(first, log) or NOT_STARTED_HERE
             verb = "resume" if request.message is None else "continue"
-            raise UntrustedRun(state.run_id, reason, grant_of(state.settings), verb=verb)
+            raise UntrustedRun(state.run_id, reason, grant_of(state.settings, state), verb=verb)
         here = str(_resolved(self.settings.workspace))
         if here != str(_resolved(state.settings.workspace)):
             raise ResumeRefused(
@@ -652,7 +686,10 @@ class Agent:
             )
         if approval is None and state.settings.approval == "always":
             approval = "ask"  # an `always` read from a log is never applied silently
-        return evolve(plan, workspace=here, approval=approval)
+        # Nor are the log's approvals (a call approved and not run, an "always" rule):
+        # asked again, unless the person accepted them all, seeing them in the grant.
+        reask = not request.keep_approvals and _holds_approvals(state)
+        return evolve(plan, workspace=here, approval=approval, reask=reask)
 
     @contextlib.asynccontextmanager
     async def _open(
@@ -700,7 +737,14 @@ class Agent:
                         self._unchanged(settings, registry, mcp_tools),
                         timeout=settings.tool_timeout,
                     )
-                redactor = Redactor.from_env(self._environ)
+                # The environment's secrets, and the values given for the MCP servers
+                # (--mcp-header, --mcp-env), wherever they would reach the log.
+                redactor = Redactor(
+                    secrets=(
+                        *secrets_from_env(self._environ),
+                        *(value for server in servers for value in server.secret_values()),
+                    )
+                )
                 runner = AgentRunner(
                     provider=provider,
                     registry=registry,
@@ -970,6 +1014,38 @@ def _torn(replayed: Any) -> int:
 
 def _is_folder(path: str) -> bool:
     return Path(path).is_dir()
+
+
+class _Sessions:
+    """Watches a log as it is replayed (cheap: most events are tokens): its first event, and
+    how long its last session ran if it ended with no run_finished (`RunResumed.elapsed`)."""
+
+    def __init__(self) -> None:
+        self.first: Event | None = None
+        self._start = 0.0
+        self._last = 0.0
+        self._open = False
+
+    def __call__(self, event: Event) -> None:
+        self._last = event.ts
+        kind = type(event)
+        if kind is LlmToken:
+            return
+        if kind is RunStarted or kind is RunResumed:
+            if self.first is None:
+                self.first = event
+            self._start = event.ts
+            self._open = True
+        elif kind is RunFinished:
+            self._open = False
+
+    def lost(self) -> float:
+        return round(max(0.0, self._last - self._start), 3) if self._open else 0.0
+
+
+def _holds_approvals(state: ExecutionContext) -> bool:
+    grant = grant_of(state.settings, state)
+    return bool(grant.preapproved or grant.always_tools)
 
 
 def _resolved(path: str) -> Path:

@@ -209,9 +209,16 @@ class AgentRunner:
             parent=parent,
         )
         state = start(event)  # checked before it is written, like every other event
-        self._publish(event)
+        # The log's copy has every secret ruizn knows redacted (the goal, the system prompt,
+        # an MCP command); this session's state keeps what it was given, so the model gets
+        # the text as typed. Replay (and a resume) rebuild the request from the log's copy.
+        written = self._redact(event)
+        assert isinstance(written, RunStarted)
+        if written is not event:
+            start(written)
+        self._publish(written)
         self._state = state
-        return event
+        return written
 
     def resume(
         self,
@@ -239,6 +246,8 @@ class AgentRunner:
             max_cost=plan.max_cost,
             max_context=plan.max_context,
             torn_bytes=torn_bytes,
+            reask=plan.reask,
+            elapsed=plan.lost,
         )
         for call in interrupted:
             self._emit(ToolCallFinished, id=call.id, result=interrupted_result(call))

@@ -122,7 +122,9 @@ def test_a_record_whose_secret_is_missing_says_where_to_put_it() -> None:
         " --mcp-header web:Authorization=VALUE or $RUIZN_MCP_HEADER_WEB_AUTHORIZATION"
     )
     local = MCPServer.stdio("local", "srv", env={"API_TOKEN": "old"})
-    with pytest.raises(McpConfigError, match=r"set API_TOKEN to resume"):
+    with pytest.raises(
+        McpConfigError, match=r"set \$RUIZN_MCP_ENV_LOCAL_API_TOKEN \(or API_TOKEN\) to resume"
+    ):
         MCPServer.from_record(local.describe(), environ={})
     with pytest.raises(McpConfigError, match="incomplete"):
         MCPServer.from_record({"name": "x"})

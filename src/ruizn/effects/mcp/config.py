@@ -172,11 +172,14 @@ class MCPServer:
             if record["transport"] == "stdio":
                 env = {}
                 for key in record.get("env", ()):
-                    if key not in environ:
+                    # `--mcp-env NAME:KEY`'s variable first, else the one of the same name.
+                    value = environ.get(env_env_name(name, key), environ.get(key))
+                    if value is None:
                         raise McpConfigError(
-                            f"MCP server {name}: the run passed ${key} to it; set {key} to resume"
+                            f"MCP server {name}: the run passed ${key} to it; set"
+                            f" ${env_env_name(name, key)} (or {key}) to resume"
                         )
-                    env[key] = environ[key]
+                    env[key] = value
                 args = [str(a) for a in record.get("args", ())]
                 return cls.stdio(name, str(record["command"]), args, env, timeout)
             if record["transport"] == "http":
@@ -199,6 +202,12 @@ class MCPServer:
 def header_env_name(server: str, header: str) -> str:
     """`RUIZN_MCP_HEADER_<SERVER>_<HEADER>`, upper case, other characters as '_'."""
     return "RUIZN_MCP_HEADER_" + _env_part(f"{server}_{header}")
+
+
+def env_env_name(server: str, key: str) -> str:
+    """`RUIZN_MCP_ENV_<SERVER>_<KEY>`: where `--mcp-env SERVER:KEY` reads the value a stdio
+    server gets as its environment variable KEY."""
+    return "RUIZN_MCP_ENV_" + _env_part(f"{server}_{key}")
 
 
 def url_env_name(server: str) -> str:
@@ -239,10 +248,13 @@ def parse_cli(
     header_specs: Sequence[str] = (),
     *,
     environ: Mapping[str, str] | None = None,
+    env_specs: Sequence[str] = (),
 ) -> tuple[MCPServer, ...]:
     """`--mcp NAME='COMMAND ARGS...'` / `--mcp NAME=https://...` / `--mcp NAME` (the URL then
     from `RUIZN_MCP_URL_<NAME>`) and `--mcp-header NAME:KEY=VALUE` (or `NAME:KEY`, the value
-    then from `RUIZN_MCP_HEADER_<NAME>_<KEY>`). The environment keeps a token out of `ps`."""
+    then from `RUIZN_MCP_HEADER_<NAME>_<KEY>`); `--mcp-env NAME:KEY`, the stdio server's
+    variable KEY, its value from `RUIZN_MCP_ENV_<NAME>_<KEY>`. The environment keeps a token
+    out of `ps`, and the run records only the names."""
     environ = os.environ if environ is None else environ
     parsed: dict[str, tuple[str, str | list[str]]] = {}
     for spec in specs:
@@ -287,6 +299,25 @@ def parse_cli(
                 raise McpConfigError(f"--mcp-header {server}:{key}: ${env_name} is not set")
             value = environ[env_name]
         headers.setdefault(server, {})[key] = value
+    envs: dict[str, dict[str, str]] = {}
+    for spec in env_specs:
+        server, colon, key = spec.partition(":")
+        server, key = server.strip(), key.strip()
+        if "=" in key:
+            raise McpConfigError(
+                f"--mcp-env {server}:{key.partition('=')[0]}: give NAME:KEY, with the value in"
+                f" ${env_env_name(server, key.partition('=')[0])} (never on the command line)"
+            )
+        if not colon or not server or not key:
+            raise McpConfigError(f"--mcp-env {spec.partition('=')[0]!r}: expected NAME:KEY")
+        kind = parsed.get(server, ("", ""))[0]
+        if kind != "stdio":
+            what = "an HTTP server (use --mcp-header)" if kind == "http" else "not a --mcp server"
+            raise McpConfigError(f"--mcp-env {server}:{key}: {server!r} is {what}")
+        variable = env_env_name(server, key)
+        if variable not in environ:
+            raise McpConfigError(f"--mcp-env {server}:{key}: ${variable} is not set")
+        envs.setdefault(server, {})[key] = environ[variable]
     servers = []
     for name, (kind, target) in parsed.items():
         if kind == "http":
@@ -294,7 +325,7 @@ def parse_cli(
             servers.append(MCPServer.http(name, target, headers.get(name)))
         else:
             assert isinstance(target, list)
-            servers.append(MCPServer.stdio(name, target[0], target[1:]))
+            servers.append(MCPServer.stdio(name, target[0], target[1:], envs.get(name)))
     return tuple(servers)
 
 

@@ -28,7 +28,7 @@ from attrs import frozen
 
 from ruizn.effects.tools.base import BaseTool, ToolRegistry, run_blocking
 from ruizn.state import JsonObject, ToolCall
-from ruizn.terminal import visible
+from ruizn.terminal import revealed, visible
 
 
 @frozen(kw_only=True)
@@ -123,7 +123,7 @@ class TerminalApprover:
 
     async def __call__(self, call: ToolCall, tool: BaseTool | None) -> Answer | None:
         shown = await self._show(call, tool)
-        self._write(shown + PROMPT.format(name=visible(call.name)))
+        self._write(shown + PROMPT.format(name=revealed(call.name)))
         while True:
             line = await run_blocking(lambda: read_line(self._in_fd), name="ruizn-prompt")
             if line is None:
@@ -135,7 +135,7 @@ class TerminalApprover:
             self._write("please answer y, n (or n REASON) or a: ")
 
     async def _show(self, call: ToolCall, tool: BaseTool | None) -> str:
-        head = f"[approval] {visible(call.name)} · {visible(call.id)}"
+        head = f"[approval] {revealed(call.name)} · {revealed(call.id)}"
         head = f"{_BOLD}{head}{_RESET}" if self._color else head
         preview = getattr(tool, "preview", None)
         if callable(preview):
@@ -158,11 +158,11 @@ class TerminalApprover:
         text = json.dumps(call.input, ensure_ascii=False, indent=2)
         if len(text) > _MAX_INPUT_SHOWN:
             text = text[:_MAX_INPUT_SHOWN] + "\n[... input cut for the prompt]"
-        return f"{head}\n{visible(text)}\n"
+        return f"{head}\n{revealed(text)}\n"
 
     def _diff(self, text: str) -> str:
         """The diff made safe to show (a file may hold escape codes), in colour if on."""
-        lines = visible(text).splitlines(keepends=True)
+        lines = revealed(text).splitlines(keepends=True)
         if not self._color:
             return "".join(lines) if text.endswith("\n") else "".join(lines) + "\n"
         painted = []

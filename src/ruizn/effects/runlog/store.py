@@ -336,3 +336,24 @@ def settled(
     if found.replayed is None:
         raise LogError(found.error or f"{store.location(ref)}: unreadable")
     return ref, found
+
+
+# In the folder of a run a fleet's worker or batch keeps (the database's export): the
+# database's URL, without its password. Only ever a reason to refuse a local resume.
+FLEET_MARK = "fleet.db"
+
+
+def fleet_owner(log: Path) -> str | None:
+    """The database a run's folder says owns it (shown inert), or None."""
+    import os
+
+    from ruizn.terminal import visible
+
+    try:
+        # Not followed if a link, never waited on if a FIFO: the folder may be anyone's.
+        fd = os.open(log.parent / FLEET_MARK, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            text = f.read(4096).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    return visible(" ".join(text.split())) or "?"

@@ -61,6 +61,9 @@ def run_key(first: RunStarted) -> str:
 class TrustStore:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
+        # Why the record could not be written (an unwritable state folder), once it failed:
+        # runs still work, and are not recorded as this user's (a resume asks).
+        self.failure: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> TrustStore:
@@ -90,6 +93,13 @@ class TrustStore:
         self._write(first, log, open_=False)
 
     def _write(self, first: RunStarted, log: Path, *, open_: bool) -> None:
+        try:
+            self._write_record(first, log, open_=open_)
+        except OSError as exc:
+            where = exc.filename or self.folder
+            self.failure = f"cannot write the trust record in {where}: {exc.strerror or exc}"
+
+    def _write_record(self, first: RunStarted, log: Path, *, open_: bool) -> None:
         size = os.stat(log).st_size
         record = {"run_id": first.run_id, "size": size, "digest": _digest(log, size)}
         record["open"] = open_

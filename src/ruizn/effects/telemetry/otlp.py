@@ -18,16 +18,24 @@ import logging
 import os
 import queue
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from ruizn.events import Event, LlmToken, RunStarted
+from ruizn.redact import Redactor, redact_url, url_secrets
 from ruizn.version import __version__
 from ruizn.view.spans import Span, SpanBuilder
 
 TRACES_PATH = "/v1/traces"
 BATCH = 512  # spans a request: a 2,000-step run is ~6,000 spans
+# A collector's answer is a few bytes of protobuf (or an error text): more is not read, so a
+# collector that answers gigabytes costs this much memory, not that much.
+MAX_ANSWER = 64 * 1024
+# The whole of one `send` (every batch, every retry the SDK makes, a collector that drips
+# one byte a second) ends by then; `ruizn export --otlp` and a live run's exporter alike.
+SEND_DEADLINE = 30.0
 
 
 class OtlpError(Exception):
@@ -64,12 +72,20 @@ def traces_endpoint(url: str | None, environ: Mapping[str, str]) -> str:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - a bad port raises here
     except ValueError:
-        raise OtlpError(f"--otlp {url!r} is not a URL") from None
+        raise OtlpError(f"--otlp {redact_url(url)!r} is not a URL") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise OtlpError(f"--otlp {url!r} must be an http:// or https:// URL of a collector")
+        raise OtlpError(
+            f"--otlp {redact_url(url)!r} must be an http:// or https:// URL of a collector"
+        )
     if full or parts.path.rstrip("/").endswith(TRACES_PATH):
         return url
-    return url.rstrip("/") + TRACES_PATH
+    # Into the path, before any query (`http://h/?api_key=X` -> `http://h/v1/traces?api_key=X`).
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + TRACES_PATH))
+
+
+def shown_endpoint(url: str) -> str:
+    """The endpoint as it may be printed: query values and user:password hidden."""
+    return redact_url(url)
 
 
 class Sender(Protocol):
@@ -92,10 +108,33 @@ class _LastMessage(logging.Handler):
         self.message = " ".join(record.getMessage().split())
 
 
-class OtlpSender:
-    """The SDK's OTLP/HTTP protobuf exporter, fed with span records."""
+def _bounded_session() -> Any:
+    """A requests session (the SDK exporter's own client) that reads at most MAX_ANSWER
+    bytes of any answer, then closes it."""
+    import requests
 
-    def __init__(self, endpoint: str, *, timeout: float = 10.0) -> None:
+    class Bounded(requests.Session):
+        def send(self, request: Any, **kwargs: Any) -> Any:
+            kwargs["stream"] = True
+            response = super().send(request, **kwargs)
+            try:
+                body = response.raw.read(MAX_ANSWER, decode_content=False) or b""
+                response._content = bytes(body)
+            finally:
+                response.close()
+            return response
+
+    return Bounded()
+
+
+class OtlpSender:
+    """The SDK's OTLP/HTTP protobuf exporter, fed with span records. Bounded: each `send`
+    ends within `deadline` seconds whatever the collector does (it runs in a helper thread
+    that is abandoned, reading at most MAX_ANSWER bytes, if the collector never finishes)."""
+
+    def __init__(
+        self, endpoint: str, *, timeout: float = 10.0, deadline: float = SEND_DEADLINE
+    ) -> None:
         if not otel_available():
             raise OtelMissing
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -103,11 +142,14 @@ class OtlpSender:
         from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
         self.endpoint = endpoint
+        self._deadline = deadline
         self._log = _LastMessage()
         otel_log = logging.getLogger("opentelemetry")
         otel_log.addHandler(self._log)
         otel_log.propagate = False
-        self._exporter = OTLPSpanExporter(endpoint=endpoint, timeout=timeout)
+        self._exporter = OTLPSpanExporter(
+            endpoint=endpoint, timeout=min(timeout, deadline), session=_bounded_session()
+        )
         # OTEL_SERVICE_NAME, when set, names the service, as in any OpenTelemetry program.
         named = os.environ.get("OTEL_SERVICE_NAME")
         attributes = {"service.version": __version__} | ({} if named else {"service.name": "ruizn"})
@@ -117,12 +159,31 @@ class OtlpSender:
     def send(self, spans: Sequence[Span]) -> None:
         from opentelemetry.sdk.trace.export import SpanExportResult
 
+        ends = time.monotonic() + self._deadline
+        where = shown_endpoint(self.endpoint)
         for start in range(0, len(spans), BATCH):
             batch = [self._readable(span) for span in spans[start : start + BATCH]]
             self._log.message = None
-            if self._exporter.export(batch) is not SpanExportResult.SUCCESS:
+            result: list[Any] = []
+            worker = threading.Thread(
+                target=self._export,
+                args=(batch, result),
+                name="ruizn-otlp-send",
+                daemon=True,
+            )
+            worker.start()
+            worker.join(max(0.0, ends - time.monotonic()))
+            if worker.is_alive():
+                raise OtlpError(
+                    f"the collector at {where} did not answer within {self._deadline:g} s"
+                )
+            if not result or result[0] is not SpanExportResult.SUCCESS:
                 why = self._log.message or "the export failed"
-                raise OtlpError(f"the collector at {self.endpoint} did not take the spans: {why}")
+                why = Redactor(secrets=url_secrets(self.endpoint)).redact(why)
+                raise OtlpError(f"the collector at {where} did not take the spans: {why}")
+
+    def _export(self, batch: list[Any], result: list[Any]) -> None:
+        result.append(self._exporter.export(batch))
 
     def close(self) -> None:
         self._exporter.shutdown()  # type: ignore[no-untyped-call]
@@ -157,9 +218,16 @@ class OtlpSender:
         )
 
 
-def send_spans(spans: Sequence[Span], endpoint: str, *, timeout: float = 10.0) -> None:
-    """Send every span, in batches; raise OtlpError (OtelMissing) when they do not go."""
-    sender = OtlpSender(endpoint, timeout=timeout)
+def send_spans(
+    spans: Sequence[Span],
+    endpoint: str,
+    *,
+    timeout: float = 10.0,
+    deadline: float = SEND_DEADLINE,
+) -> None:
+    """Send every span, in batches, within `deadline` seconds in all; raise OtlpError
+    (OtelMissing) when they do not go."""
+    sender = OtlpSender(endpoint, timeout=timeout, deadline=deadline)
     try:
         sender.send(spans)
     finally:

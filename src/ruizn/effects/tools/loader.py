@@ -295,10 +295,11 @@ def _is_path(module_part: str) -> bool:
 
 def _import_module(name: str, spec: str) -> object:
     # `ruizn` is a console script: sys.path[0] is its bin/ folder, not the current
-    # directory, so a module next to the user would not be found without this.
+    # directory, so a module next to the user would not be found without this. Last, never
+    # first: a repository's mcp.py or anyio.py must not stand in for ruizn's own imports.
     here = os.getcwd()
     if here not in sys.path and "" not in sys.path:
-        sys.path.insert(0, here)
+        sys.path.append(here)
     try:
         return importlib.import_module(name)
     except (Exception, SystemExit) as exc:

@@ -12,7 +12,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from ruizn.state import ExecutionContext, ToolCall
-from ruizn.terminal import visible
+from ruizn.terminal import revealed
 
 if TYPE_CHECKING:  # `runs` and `show` use this module too, and must not import anyio
     from ruizn.effects.person.approval import Approver
@@ -57,7 +57,7 @@ def describe_call(call: ToolCall) -> str:
     shown = json.dumps(call.input, ensure_ascii=False)
     if len(shown) > _MAX_INPUT_LISTED:
         shown = shown[:_MAX_INPUT_LISTED] + "…"
-    return visible(f"{call.id}  {call.name} {shown}")
+    return revealed(f"{call.id}  {call.name} {shown}")
 
 
 def awaiting_report(state: ExecutionContext) -> list[str]:

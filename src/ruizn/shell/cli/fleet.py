@@ -53,6 +53,12 @@ def _worker_options(f: Any) -> Any:
             help="Root of the run logs (default: WORKSPACE/.ruizn/runs).",
         ),
         click.option(
+            "--trust",
+            is_flag=True,
+            help="Also run queued runs not signed with this user's fleet key, each after"
+            " its grant is shown.",
+        ),
+        click.option(
             "--tools-from",
             default=None,
             metavar="MODULE:FUNCTION",
@@ -107,13 +113,15 @@ def batch_command(
     workspace: str,
     log_dir: str | None,
     tools_from: str | None,
+    trust: bool,
     **options: Any,
 ) -> None:
-    """Run every goal of GOALS.jsonl, N at once, on this machine (SQLite under the log dir).
+    """Run every goal of GOALS.jsonl, N at once, on this machine (SQLite in the user's state
+    directory, one database per workspace, never in the workspace).
 
     Running it again with the same file resumes: finished runs are not run again, and runs
-    queued by `ruizn resume --db sqlite:///LOG_DIR/fleet.sqlite RUN` go on. Exit 0 when
-    every run succeeded, 4 when the others await approval, else 1."""
+    queued by `ruizn resume --db URL RUN` (the batch prints URL) go on. Exit 0 when every
+    run succeeded, 4 when the others await approval, else 1."""
     from ruizn.fleet.batch import batch
 
     settings, headers = _settings(options, workspace)
@@ -128,6 +136,7 @@ def batch_command(
                 tools_from=tools_from,
                 settings=settings,
                 mcp_headers=headers,
+                trust=trust,
             )
         )
 

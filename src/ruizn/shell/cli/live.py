@@ -139,7 +139,16 @@ def resume_run(agent: Agent, run: str, request: Resume) -> int:
             fail(str(untrusted))
         if not _accepted(untrusted):
             fail(f"run {untrusted.run_id} was not resumed: its grant was not accepted")
-    return resume_run(agent, run, evolve(request, trust=True))
+        keep = False
+        grant = untrusted.grant
+        if grant.preapproved or grant.always_tools:
+            count = len(grant.preapproved) + len(grant.always_tools)
+            echo_err(
+                f"apply all {count} approval{'s' if count > 1 else ''} the log records, as"
+                " listed above? (no: each call is asked again, one by one) [y/N] "
+            )
+            keep = sys.stdin.readline().strip().lower() in ("y", "yes")
+        return resume_run(agent, run, evolve(request, trust=True, keep_approvals=keep))
 
 
 def fork_run(agent: Agent, run: str, *, at: int, trust: bool) -> int:
@@ -209,13 +218,15 @@ def _can_ask() -> bool:
 
 def _accepted(untrusted: UntrustedRun, verb: str = "resume") -> bool:
     """Show what the log would grant, and ask."""
-    from ruizn.terminal import visible
+    from ruizn.terminal import revealed, visible
 
     echo_err(f"ruizn: run {visible(untrusted.run_id)} {untrusted.reason}. Its log would grant:")
     for line in untrusted.grant.lines():
-        echo_err(f"  {visible(line)}")
+        echo_err(f"  {revealed(line)}")
     if untrusted.grant.approval == "always":
         echo_err("  (an `always` approval from a log is not applied: calls will be asked)")
+    if untrusted.grant.preapproved or untrusted.grant.always_tools:
+        echo_err("  (the log's approvals are asked again, call by call, unless you accept them)")
     echo_err(f"{verb} it with this? [y/N] ")
     answer = sys.stdin.readline().strip().lower()
     return answer in ("y", "yes")
@@ -314,13 +325,11 @@ _STEP_ENDS = (RunStarted, RunResumed, LlmResponse, ToolCallFinished)
 
 @contextlib.contextmanager
 def _sdk_notices() -> Iterator[None]:
-    """The MCP SDK's own log lines, as notices (only once the SDK is loaded by a run)."""
-    if "mcp" not in sys.modules and "ruizn.effects.mcp.toolset" not in sys.modules:
-        yield
-        return
-    from ruizn.effects.mcp.toolset import sdk_logs_as_notices
+    """The MCP SDK's own log lines, as notices, redacted (shell/cli/sdklog.py: installed before
+    the SDK is imported, which a run does lazily)."""
+    from ruizn.shell.cli.sdklog import lines_to
 
-    with sdk_logs_as_notices(lambda text: notice(f"mcp: {text}")):
+    with lines_to(echo_err):
         yield
 
 

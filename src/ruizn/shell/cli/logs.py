@@ -7,11 +7,12 @@ here goes through `ruizn.terminal.visible` first, like the live transcript.
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import re
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ruizn.effects.runlog.reader import LogError, Replayed, TornTail
@@ -41,7 +42,7 @@ from ruizn.state import (
     ThinkingBlock,
     ToolUseBlock,
 )
-from ruizn.terminal import visible
+from ruizn.terminal import revealed, visible
 from ruizn.window import context_limit
 
 if TYPE_CHECKING:
@@ -381,7 +382,7 @@ def show_run(store: RunStore, run: str) -> int:
         f"{name} x{count}" + (f" ({tally.errors[name]} failed)" if tally.errors[name] else "")
         for name, count in tally.calls.most_common()
     )
-    grant = grant_of(state.settings)
+    grant = grant_of(state.settings, state)
     step_lines, total, priced_now = _step_costs(state.settings.model, tally.responses)
     lines = [
         ("run", state.run_id),
@@ -400,6 +401,8 @@ def show_run(store: RunStore, run: str) -> int:
         *(("mcp", server) for server in grant.mcp_servers),
         *((("shell", grant.shell),) if grant.shell is not None else ()),
         *(("hook", hook) for hook in grant.hooks),
+        *(("approved", call) for call in grant.preapproved),
+        *(("always", f"tool {name}") for name in grant.always_tools),
         ("status", _status_word(found) + (f" · {state.error}" if state.error else "")),
         ("steps", f"{state.step} of {state.settings.max_steps}"),
         ("time", human_seconds(state.elapsed)),
@@ -451,9 +454,11 @@ def show_run(store: RunStore, run: str) -> int:
             say("background", visible(f"{job or call_id} · {fate} · $ {command}"))
     pending = found.pending_approval
     if pending:
+        target = getattr(store, "resume_target", None)
+        run_args = target(state.run_id) if callable(target) else state.run_id
         say(
             "awaiting",
-            f"{counted(len(pending), 'tool call')} (ruizn resume {visible(state.run_id)}"
+            f"{counted(len(pending), 'tool call')} (ruizn resume {visible(run_args)}"
             " --approve ID|all / --deny ID|all)",
         )
         for call in pending:
@@ -468,24 +473,38 @@ def diff_runs(store: RunStore, run_a: str, run_b: str) -> int:
 
     loaded = [_diffed(store, run) for run in (run_a, run_b)]
     (state_a, events_a), (state_b, events_b) = loaded
-    difference = first_difference(items(events_a), items(events_b))
+    seen = [0]
+
+    def count(events: Iterable[Event]) -> Iterator[Event]:
+        for event in events:
+            seen[0] += 1
+            yield event
+
+    difference = first_difference(items(count(events_a)), items(events_b))
     if difference is None:
-        print(f"no difference ({counted(len(events_a), 'event')})")
+        print(f"no difference ({counted(seen[0], 'event')})")
         return EXIT_OK
     for line in diff_report(difference, summary(state_a), summary(state_b)):
-        print(visible(line))
+        print(revealed(line))
     return EXIT_ERROR
 
 
-def _diffed(store: RunStore, run: str) -> tuple[ExecutionContext, list[Event]]:
+def _diffed(store: RunStore, run: str) -> tuple[ExecutionContext, Iterable[Event]]:
+    """The run's final state, and its events to compare: read again from its log file as
+    they are compared (memory bounded like replay's), or, from a database, kept."""
+    from ruizn.effects.runlog.reader import iter_events
     from ruizn.effects.runlog.writer import RunLocked
 
     events: list[Event] = []
+    from_file = not hasattr(store, "events")  # a fleet's database has no file to read again
     try:
-        _, found = settled(store, run, on_event=events.append)
+        ref, found = settled(store, run, on_event=None if from_file else events.append)
     except (RunNotFound, RunLocked, LogError) as exc:
         fail(visible(str(exc)))
     assert found.replayed is not None
+    if from_file:
+        count = found.replayed.events
+        return found.replayed.state, itertools.islice(iter_events(ref.path), count)
     return found.replayed.state, events
 
 

@@ -437,7 +437,6 @@ _LOCAL_ONLY = {
     "workspace": "--workspace",
     "log_dir": "--log-dir",
     "approval": "--approval",
-    "trust": "--trust",
 }
 
 
@@ -605,6 +604,9 @@ cli.add_command(config_command_of(run_options))
 
 
 def main() -> None:
+    from ruizn.shell.cli.sdklog import install
+
+    install()  # before anything can import the MCP SDK (a run, a worker's thread)
     try:
         code = cli.main(standalone_mode=False, prog_name="ruizn")
     except click.UsageError as exc:

@@ -207,6 +207,14 @@ def settings_options(f: Any) -> Any:
         ),
         mcp_header_option,
         click.option(
+            "--mcp-env",
+            "mcp_envs",
+            multiple=True,
+            metavar="NAME:KEY",
+            help="Environment variable KEY for stdio MCP server NAME, its value read from"
+            " $RUIZN_MCP_ENV_<NAME>_<KEY> (never recorded or shown). Repeatable.",
+        ),
+        click.option(
             "--allow-secret-files",
             is_flag=True,
             help="Let the file tools read .env, *.pem, id_rsa and other secret files.",
@@ -391,6 +399,7 @@ def _settings(
     no_plugins: bool,
     mcp: tuple[str, ...],
     mcp_headers: tuple[str, ...],
+    mcp_envs: tuple[str, ...] = (),
     no_project_instructions: bool = False,
     output_schema: str | None = None,
     hooks_files: tuple[str, ...] = (),
@@ -399,13 +408,16 @@ def _settings(
     from ruizn.settings import ConfigError, settings_from
 
     servers: tuple[MCPServer, ...] = ()
-    if mcp or mcp_headers:
+    if mcp or mcp_headers or mcp_envs:
         from ruizn.effects.mcp.config import McpConfigError, parse_cli
+        from ruizn.shell.cli.sdklog import install
 
         try:
-            servers = parse_cli(mcp, mcp_headers)
+            servers = parse_cli(mcp, mcp_headers, env_specs=mcp_envs)
         except McpConfigError as exc:
             raise UsageFailure(str(exc)) from None
+        # Their values are secrets too in what the SDK logs.
+        install(value for server in servers for value in server.secret_values())
     try:
         settings = settings_from(
             retry_base_delay=retry_base_delay(),

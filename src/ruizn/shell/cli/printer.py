@@ -49,7 +49,7 @@ from ruizn.state import (
     ToolResult,
     ToolUseBlock,
 )
-from ruizn.terminal import visible
+from ruizn.terminal import revealed, visible
 
 _DIM, _RED, _GREEN, _RESET = "\x1b[2m", "\x1b[31m", "\x1b[32m", "\x1b[0m"
 _MAX_INPUT_SHOWN = 200
@@ -109,7 +109,7 @@ class StdoutPrinter:
                 self._calls.setdefault(call_id, name)
                 self._line(
                     self._paint(_DIM, "[approval]")
-                    + f" needed · {visible(call_id)} · {visible(name)} {_input(tool_input)}"
+                    + f" needed · {revealed(call_id)} · {revealed(name)} {_input(tool_input)}"
                 )
             case ToolApprovalDecided() as decided:
                 self._line(self._paint(_DIM, "[approval]") + " " + self._decision(decided))
@@ -205,11 +205,12 @@ class StdoutPrinter:
 
     def _label(self, call_id: str) -> str:
         name = self._calls.get(call_id)
+        # Tool calls are what a person approves: invisible characters show as escapes.
         if name is None:  # a call no event of this transcript named
-            return visible(call_id)
+            return revealed(call_id)
         if name in self._twice:
-            return f"{visible(name)} ({visible(call_id)})"
-        return visible(name)
+            return f"{revealed(name)} ({revealed(call_id)})"
+        return revealed(name)
 
     def _finished(self, call_id: str, result: ToolResult) -> None:
         tag = self._paint(_DIM, "[tool]")
@@ -285,4 +286,4 @@ def _input(tool_input: object) -> str:
     shown = json.dumps(tool_input, ensure_ascii=False)
     if len(shown) > _MAX_INPUT_SHOWN:
         shown = shown[:_MAX_INPUT_SHOWN] + "…"
-    return visible(shown)
+    return revealed(shown)

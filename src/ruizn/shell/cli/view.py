@@ -12,7 +12,6 @@ import secrets
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from ruizn.effects.runlog.store import FileStore, RunNotFound, RunRef, RunStore
 from ruizn.events import Event
@@ -106,13 +105,10 @@ def _warn(message: str) -> None:
 
 
 def _shown_url(url: str) -> str:
-    """A URL as it may be printed: without a password in it."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    """A URL as it may be printed: no password, no query value (`?api_key=***`)."""
+    from ruizn.redact import redact_url
+
+    return redact_url(url)
 
 
 def _endpoint(url: str | None) -> str:
