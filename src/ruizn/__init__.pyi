@@ -52,12 +52,12 @@ from ruizn.resuming import ResumeRefused as ResumeRefused
 from ruizn.settings import ConfigError as ConfigError
 from ruizn.settings import RunSettings as RunSettings
 from ruizn.shell.agent import Agent as Agent
-from ruizn.shell.agent import NothingToResume as NothingToResume
-from ruizn.shell.agent import Resume as Resume
-from ruizn.shell.agent import RunResult as RunResult
-from ruizn.shell.agent import Session as Session
-from ruizn.shell.agent import UntrustedRun as UntrustedRun
 from ruizn.shell.agent import run as run
+from ruizn.shell.outcome import NothingToResume as NothingToResume
+from ruizn.shell.outcome import Resume as Resume
+from ruizn.shell.outcome import RunResult as RunResult
+from ruizn.shell.outcome import Session as Session
+from ruizn.shell.outcome import UntrustedRun as UntrustedRun
 from ruizn.shell.runner import Subscriber as Subscriber
 from ruizn.state import ErrorType as ErrorType
 from ruizn.state import ExecutionContext as ExecutionContext

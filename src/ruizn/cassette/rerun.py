@@ -32,7 +32,8 @@ from ruizn.effects.runlog.store import settled
 from ruizn.events import Parent
 from ruizn.grant import grant_of
 from ruizn.settings import ApprovalMode
-from ruizn.shell.agent import Agent, Resume, Session, UntrustedRun
+from ruizn.shell.agent import Agent
+from ruizn.shell.outcome import Resume, Session, UntrustedRun
 from ruizn.state import ExecutionContext, Status, ToolResultBlock
 from ruizn.window import context_limit
 

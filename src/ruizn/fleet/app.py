@@ -44,7 +44,7 @@ from ruizn.fleet.resume import RESUME_WORKFLOW, ResumeOrder, order_from_json
 from ruizn.fleet.signing import SIGNATURE, FleetKey
 from ruizn.format import counted
 from ruizn.grant import grant_of
-from ruizn.shell.agent import Resume
+from ruizn.shell.outcome import Resume
 from ruizn.state import Status
 
 QUEUE = "ruizn"

@@ -20,7 +20,8 @@ from ruizn.effects.tools.loader import describe_error
 from ruizn.fleet.database import EventStore
 from ruizn.serde import converter
 from ruizn.settings import RunSettings
-from ruizn.shell.agent import Agent, Resume
+from ruizn.shell.agent import Agent
+from ruizn.shell.outcome import Resume
 from ruizn.state import ExecutionContext
 
 ToolsFactory = Callable[[Path], Sequence[BaseTool]]

@@ -35,7 +35,7 @@ from attrs import evolve, frozen
 
 from ruizn.fleet.driver import RunInput, input_from_json, input_to_json
 from ruizn.resuming import ResumePlan, ResumeRefused, plan_resume, resume_decisions
-from ruizn.shell.agent import Resume
+from ruizn.shell.outcome import Resume
 from ruizn.state import ExecutionContext, JsonObject, Status
 
 RESUME_WORKFLOW = "ruizn.resume"

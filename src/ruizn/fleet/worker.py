@@ -18,7 +18,7 @@ from ruizn.settings import RunSettings
 from ruizn.terminal import visible
 
 if TYPE_CHECKING:  # `runs --db` and `show --db` import this module, not the builder
-    from ruizn.shell.agent import Resume
+    from ruizn.shell.outcome import Resume
 
 
 def shown(text: str) -> str:

@@ -20,10 +20,10 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
-from attrs import asdict, evolve, field, frozen
+from attrs import asdict, evolve
 
 from ruizn.bounds import deeper_than, too_deep
 from ruizn.cassette.fork import fork_prefix
@@ -42,7 +42,7 @@ from ruizn.effects.tools.bwrap import find_bwrap, probe, shell_environment
 from ruizn.effects.tools.loader import Toolbox
 from ruizn.effects.tools.workspace import workspace_sandbox
 from ruizn.events import Event, LlmToken, Parent, RunFinished, RunResumed, RunStarted
-from ruizn.grant import Grant, grant_of
+from ruizn.grant import grant_of
 from ruizn.modelfacts import check as check_model
 from ruizn.modelfacts import deprecation_line, fitted
 from ruizn.redact import Redactor, secrets_from_env
@@ -52,171 +52,31 @@ from ruizn.reducers import start as start_state
 from ruizn.resuming import ResumePlan, ResumeRefused, plan_continue, plan_resume, resume_decisions
 from ruizn.settings import (
     TEST_MODEL,
-    ApprovalMode,
     ConfigError,
     JsonObject,
     RunSettings,
     settings_from,
 )
-from ruizn.shell.runner import AgentRunner, Subscriber, ToolChange, ToolWatch
-from ruizn.state import ErrorType, ExecutionContext, Status, TextBlock, ToolResult, Usage
+from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session, UntrustedRun
+from ruizn.shell.runner import AgentRunner, Subscriber
+from ruizn.shell.toolkit import (
+    ChangedTool,
+    Notice,
+    ToolLike,
+    mcp_source,
+    mcp_toolset,
+    source_of,
+    tool_from,
+    with_flags,
+)
+from ruizn.state import ExecutionContext, Usage
 from ruizn.toolsource import SourceKind, ToolSource
 from ruizn.version import __version__
 
 if TYPE_CHECKING:
     from ruizn.effects.hooks.command import (
-        HookExecutor,  # imported at run time only with servers (see _mcp_toolset)
+        HookExecutor,  # imported at run time only with servers (see mcp_toolset)
     )
-    from ruizn.effects.mcp.toolset import McpToolset
-
-ToolLike = BaseTool | Callable[..., Any] | type[BaseTool]
-Notice = Callable[[str], None]
-
-
-@frozen(kw_only=True)
-class RunResult:
-    status: Status
-    """success, max_steps, error, cancelled or awaiting_approval (a call needs a decision
-    and nobody could be asked: `agent.resume(run, approve=...)` goes on)."""
-    output: Any
-    """The text of the model's last answer; for a run with an output schema, the validated
-    answer: an instance of `output_type` (a pydantic model, a TypedDict's dict), the JSON
-    value for a schema given as a dict, None unless the run succeeded."""
-    run_id: str
-    log_path: Path | None
-    """The run's events.jsonl (None when the agent keeps no log)."""
-    usage: Usage
-    cost: float | None
-    """What the run's model calls cost in USD, every session of it (None: unknown, a model
-    with no known price)."""
-    error: str | None
-    state: ExecutionContext
-    """The final state; `ruizn.replay(log_path)` rebuilds exactly this."""
-
-
-def _ids(ids: Iterable[str]) -> tuple[str, ...]:
-    return tuple(ids)
-
-
-@frozen(kw_only=True)
-class Resume:
-    """How a stopped run goes on (`Agent.resume`, `ruizn resume`)."""
-
-    max_steps: int | None = None
-    """The run's new step total (None: another batch as big as the first after max_steps,
-    else the run's own)."""
-    max_tokens: int | None = None
-    """A new per-call limit (lets an answer cut at max_tokens go on)."""
-    max_cost: float | None = None
-    """The run's new budget in USD, a total for the whole run (None: the run's own; a run
-    stopped by its budget needs a new one above what it has spent)."""
-    max_context: int | None = None
-    """A new context limit in tokens (0: off; None: the run's own)."""
-    approve: tuple[str, ...] = field(default=(), converter=_ids)
-    """Waiting tool calls to approve, by id, or "all"."""
-    deny: tuple[str, ...] = field(default=(), converter=_ids)
-    """Waiting tool calls to deny, by id, or "all"."""
-    reason: str | None = None
-    """Why the calls are denied (the model is told)."""
-    approval: ApprovalMode | None = None
-    """A new approval mode for the rest of the run (None: the run's own)."""
-    trust: bool = False
-    """Accept the grant of a run ruizn did not start here (or whose log changed). The
-    approvals its log records (calls approved and not run yet, "always" rules) are not
-    accepted with it: each such call is asked again, unless `keep_approvals`."""
-    keep_approvals: bool = False
-    """With `trust`: apply the approvals the log records too (a person saw them listed in
-    the grant and accepted them all)."""
-    read_timeout: float | None = None
-    """This session's stream timeout (None: the run's own)."""
-    vouched: bool = False
-    """The store vouches for the run (a fleet's database): no trust record is needed."""
-    message: str | None = None
-    """A person's new message (`continue_run`, `ruizn continue`): the run goes on with it
-    after its whole history, and `max_steps` is the budget for this message (the run's new
-    total is the steps it has taken plus that many; None: the run's own limit)."""
-
-
-class NothingToResume(ResumeRefused):
-    """The run finished with success: there is nothing to go on with."""
-
-    def __init__(self, state: ExecutionContext) -> None:
-        super().__init__(
-            f"run {state.run_id} already finished with {state.status.value}; nothing to resume"
-        )
-        self.state = state
-
-
-class UntrustedRun(Exception):
-    """A run ruizn did not start on this machine (or whose log changed since it last wrote
-    it): its log is not obeyed until a person accepts what it would grant (`trust=True`)."""
-
-    def __init__(self, run_id: str, reason: str, grant: Grant, *, verb: str = "resume") -> None:
-        super().__init__(
-            f"run {run_id} {reason}: its log would grant {grant.summary()};"
-            f" check it, then {verb} with --trust"
-        )
-        self.run_id = run_id
-        self.reason = reason
-        self.grant = grant
-
-
-class Session:
-    """One run, built and begun (or resumed), not yet driven. `await drive()` runs it to its
-    end; `state` is where it stands at any moment (after a cancellation too)."""
-
-    def __init__(
-        self,
-        runner: AgentRunner,
-        run_id: str,
-        log_path: Path | None,
-        *,
-        trust: tuple[TrustStore, RunStarted] | None = None,
-        typed: Callable[[Any], Any] | None = None,
-    ) -> None:
-        self.runner = runner
-        self.run_id = run_id
-        self.log_path = log_path
-        self._trust = trust
-        self._typed = typed
-
-    @property
-    def state(self) -> ExecutionContext:
-        return self.runner.state
-
-    async def drive(self) -> RunResult:
-        try:
-            return self.result(await self.runner.drive())
-        finally:
-            # The log stands as this session left it (finished, or cancelled and closed).
-            if self._trust is not None and self.log_path is not None:
-                store, first = self._trust
-                with contextlib.suppress(OSError):
-                    store.closed(first, self.log_path)
-
-    @staticmethod
-    def of(
-        state: ExecutionContext,
-        run_id: str,
-        log_path: Path | None,
-        typed: Callable[[Any], Any] | None = None,
-    ) -> RunResult:
-        """The result a run that stands at `state` gives (`typed` makes the validated output
-        the caller's type)."""
-        return RunResult(
-            status=state.status,
-            output=_output(state, typed),
-            run_id=run_id,
-            log_path=log_path,
-            usage=state.usage,
-            cost=state.total_cost,
-            error=state.error,
-            state=state,
-        )
-
-    def result(self, state: ExecutionContext | None = None) -> RunResult:
-        state = self.state if state is None else state
-        return Session.of(state, self.run_id, self.log_path, self._typed)
 
 
 class Agent:
@@ -714,7 +574,7 @@ class Agent:
             shell = shell_tools(jobs) if jobs is not None else ()
             registry, sources = self._local_tools(settings, root, state, shell)
             servers = self._mcp_servers(settings)
-            async with _mcp_toolset(
+            async with mcp_toolset(
                 servers,
                 Path(settings.workspace),
                 root / ".mcp" / run_id,
@@ -726,10 +586,10 @@ class Agent:
                     if state is None and deeper_than(schema):
                         raise ConfigError(too_deep(f"the schema of tool {schema['name']!r}"))
                 if state is None:
-                    sources = (*sources, *(_mcp_source(tool) for tool in mcp_tools))
+                    sources = (*sources, *(mcp_source(tool) for tool in mcp_tools))
                     settings = evolve(
                         settings,
-                        tool_sources=_with_flags(sources, registry),
+                        tool_sources=with_flags(sources, registry),
                         mcp_servers=mcp_records,
                     )
                 else:
@@ -866,7 +726,7 @@ class Agent:
         )
         if state is not None:
             recorded = tuple(s for s in settings.tool_sources if s.kind is not SourceKind.MCP)
-            given = {made.name: made for made in (_as_tool(t, as_tool) for t in self._tools)}
+            given = {made.name: made for made in (tool_from(t, as_tool) for t in self._tools)}
             given |= {made.name: made for made in shell}
             if not settings.tool_sources:  # a run from before sources were recorded
                 return collect_tools(sandbox, plugins=False).registry(), ()
@@ -879,9 +739,9 @@ class Agent:
         sources = list(toolbox.sources)
         sources += [ToolSource(tool=t.name, kind=SourceKind.BUILTIN, ref=t.name) for t in shell]
         for item in self._tools:
-            made = _as_tool(item, as_tool)
+            made = tool_from(item, as_tool)
             tools.append(made)
-            sources.append(_source(made))
+            sources.append(source_of(made))
         return ToolRegistry(tools), tuple(sources)
 
     def toolbox(self, settings: RunSettings | None = None, root: Path | None = None) -> Toolbox:
@@ -912,7 +772,7 @@ class Agent:
         says where it comes from and whether it only reads. Raises McpStartupError (one line,
         naming the server) when a server cannot start or list its tools."""
         settings = self.settings
-        async with _mcp_toolset(
+        async with mcp_toolset(
             self._servers,
             _resolved(settings.workspace),
             None,
@@ -931,7 +791,7 @@ class Agent:
         changed = mcp_tool_changes(
             recorded_sources=settings.tool_sources,
             recorded_tools=settings.tools,
-            current_sources=[_mcp_source(tool) for tool in mcp_tools],
+            current_sources=[mcp_source(tool) for tool in mcp_tools],
             current_tools=[tool.schema() for tool in mcp_tools],
         )
         if not changed:
@@ -940,7 +800,7 @@ class Agent:
         kept = [tool for tool in registry if tool.name not in changed]
         for name, reason in changed.items():
             self._notice(f"mcp: {reason}: its calls are refused, not run")
-            kept.append(_ChangedTool.of(name, recorded.get(name, {"name": name}), reason))
+            kept.append(ChangedTool.of(name, recorded.get(name, {"name": name}), reason))
         return kept
 
     def _mcp_servers(self, settings: RunSettings) -> tuple[MCPServer, ...]:
@@ -1056,139 +916,6 @@ async def _aclose(provider: Provider) -> None:
     close = getattr(provider, "aclose", None)
     if close is not None:
         await close()
-
-
-@contextlib.asynccontextmanager
-async def _mcp_toolset(
-    servers: tuple[MCPServer, ...],
-    workspace: Path,
-    stderr_dir: Path | None,
-    notice: Notice,
-    environ: Mapping[str, str],
-) -> AsyncIterator[tuple[tuple[BaseTool, ...], tuple[JsonObject, ...], ToolWatch | None]]:
-    """The servers' tools, held open around the whole run (the SDK's sessions must be closed
-    by the task that opened them), and the watch that follows their tool lists; nothing is
-    imported without servers."""
-    if not servers:
-        yield (), (), None
-        return
-    from ruizn.effects.mcp.toolset import McpToolset
-
-    toolset = McpToolset(
-        servers, cwd=workspace, stderr_dir=stderr_dir, on_notice=notice, environ=environ
-    )
-    async with toolset as tools:
-        yield tuple(tools), toolset.describe(), _McpWatch(toolset, notice)
-
-
-class _McpWatch:
-    """The runner's ToolWatch over MCP servers: a server that says its tool list changed is
-    listed again, checked as at start, and its tools take the place of the ones the run
-    recorded for it."""
-
-    def __init__(self, toolset: McpToolset, notice: Notice) -> None:
-        self._toolset = toolset
-        self._notice = notice
-
-    def pending(self) -> bool:
-        return self._toolset.list_changed
-
-    async def refresh(self, settings: RunSettings) -> ToolChange | None:
-        from ruizn.effects.mcp.names import McpStartupError
-
-        try:
-            relisted = await self._toolset.relist()
-        except McpStartupError as exc:
-            self._notice(f"{exc}; the run goes on with the tools it had")
-            return None
-        if relisted is None:
-            return None
-        servers = set(relisted.servers)
-        return ToolChange(
-            servers=relisted.servers,
-            tools=relisted.tools,
-            sources=tuple(tool.source() for tool in relisted.tools),
-            replaces=frozenset(
-                source.tool
-                for source in settings.tool_sources
-                if source.kind is SourceKind.MCP and source.ref.partition("/")[0] in servers
-            ),
-        )
-
-    def refused(self, reason: str) -> None:
-        self._notice(f"a changed tool list was not taken ({reason}); the run goes on as it was")
-
-
-def _mcp_source(tool: BaseTool) -> ToolSource:
-    source: ToolSource = tool.source()  # type: ignore[attr-defined]  # an McpTool's
-    return source
-
-
-class _ChangedTool(BaseTool):
-    """An MCP tool whose server now lists it otherwise than the run recorded (another
-    schema, another read-only flag, another tool behind the name, or gone): its calls are
-    answered with the change, never run, whatever was approved."""
-
-    read_only = False
-    reason = ""
-
-    @classmethod
-    def of(cls, name: str, schema: JsonObject, reason: str) -> _ChangedTool:
-        # A tool's name, description and schema are class attributes: one class per tool.
-        made = type(
-            f"ChangedTool[{name}]",
-            (cls,),
-            {
-                "name": name,
-                "description": str(schema.get("description", "")),
-                "input_schema": dict(schema.get("input_schema") or {"type": "object"}),
-                "reason": reason,
-            },
-        )
-        return cast(type[_ChangedTool], made)()
-
-    def approval_required(self, input: JsonObject) -> bool:
-        return False  # it runs nothing: nobody is asked about it
-
-    async def invoke(self, input: JsonObject) -> ToolResult:
-        return ToolResult.error(ErrorType.RUNTIME_ERROR, f"not run: {self.reason}")
-
-
-def _with_flags(sources: Iterable[ToolSource], registry: ToolRegistry) -> tuple[ToolSource, ...]:
-    """Each source with what its tool says of itself now (recorded for resume)."""
-    flagged = []
-    for source in sources:
-        tool = registry.get(source.tool)
-        flagged.append(evolve(source, read_only=bool(tool is not None and tool.read_only)))
-    return tuple(flagged)
-
-
-def _as_tool(item: ToolLike, as_tool: Callable[[Any], BaseTool]) -> BaseTool:
-    if isinstance(item, BaseTool):
-        return item
-    if isinstance(item, type) and issubclass(item, BaseTool):
-        return item()
-    return as_tool(item)
-
-
-def _source(made: BaseTool) -> ToolSource:
-    """Where a library tool came from, so `ruizn resume` can import it again (if it can)."""
-    origin = getattr(made, "origin", None)
-    ref = (
-        origin if isinstance(origin, str) else f"{type(made).__module__}:{type(made).__qualname__}"
-    )
-    return ToolSource(tool=made.name, kind=SourceKind.SPEC, ref=ref)
-
-
-def _output(state: ExecutionContext, typed: Callable[[Any], Any] | None = None) -> Any:
-    if state.settings.output_schema is not None:
-        if not state.output_valid:
-            return None
-        return state.output if typed is None else typed(state.output)
-    for message in reversed(state.messages):
-        if message.role == "assistant":
-            return "".join(b.text for b in message.content if isinstance(b, TextBlock))
-    return ""
 
 
 def run(goal: str, **options: Any) -> RunResult:

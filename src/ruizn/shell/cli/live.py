@@ -37,10 +37,11 @@ from ruizn.format import counted
 from ruizn.resuming import ResumeRefused
 from ruizn.rules import resume_fix
 from ruizn.settings import ConfigError, RunSettings
-from ruizn.shell.agent import Agent, NothingToResume, Resume, RunResult, Session, UntrustedRun
+from ruizn.shell.agent import Agent
 from ruizn.shell.cli.approval import awaiting_report, terminal_approver
 from ruizn.shell.cli.exits import EXIT_CODES, EXIT_ERROR, EXIT_OK, EXIT_USAGE, echo_error, fail
 from ruizn.shell.cli.printer import StdoutPrinter
+from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session, UntrustedRun
 from ruizn.shell.runner import Subscriber, first_error
 from ruizn.state import ExecutionContext, Status
 

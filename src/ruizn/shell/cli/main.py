@@ -32,7 +32,7 @@ from ruizn.shell.cli.options import (
 from ruizn.version import __version__
 
 if TYPE_CHECKING:
-    from ruizn.shell.agent import Resume
+    from ruizn.shell.outcome import Resume
 
 
 def _otlp_option(f: Any) -> Any:
@@ -301,8 +301,8 @@ def resume_command(
     terminal, ruizn asks about any call they leave waiting). With --db, RUN is a fleet's run:
     it is queued again, with the decisions, and a worker continues it.
     """
-    from ruizn.shell.agent import Resume
     from ruizn.shell.cli.live import settings_or_fail
+    from ruizn.shell.outcome import Resume
 
     if read_timeout is not None:
         settings_or_fail(read_timeout=read_timeout)  # checked like run's (no nan, no 0)
@@ -378,8 +378,8 @@ def continue_command(
     The model sees the whole conversation, then the message (the arguments, or standard
     input when it is not a terminal). Printing, exit codes, locking and trust are resume's.
     """
-    from ruizn.shell.agent import Resume
     from ruizn.shell.cli.live import settings_or_fail
+    from ruizn.shell.outcome import Resume
 
     message = " ".join(words) if words else None
     if message is None and not sys.stdin.isatty():
