@@ -71,6 +71,7 @@ def resume_decisions(
     approve: tuple[str, ...] = (),
     deny: tuple[str, ...] = (),
     reason: str | None = None,
+    always: tuple[str, ...] = (),
 ) -> tuple[ApprovalDecision, ...]:
     """A person's decisions given with a resume (`--approve ID|all`, `--deny ID|all`,
     `--reason TEXT` for the denials), in tool_use order. Each ID must be a call that awaits
@@ -96,7 +97,9 @@ def resume_decisions(
     decisions = []
     for call in candidates:
         if call.id in approve or (ALL in approve and call.id not in deny):
-            decisions.append(ApprovalDecision(id=call.id, approved=True, by="user"))
+            decisions.append(
+                ApprovalDecision(id=call.id, approved=True, by="user", always=call.id in always)
+            )
         elif call.id in deny or ALL in deny:
             decisions.append(
                 ApprovalDecision(id=call.id, approved=False, by="user", reason=reason or None)

@@ -213,6 +213,7 @@ class ApprovalDecision:
     approved: bool
     by: DecidedBy
     reason: str | None = None
+    always: bool = False  # a person's yes that also approves the tool for the rest of the run
 
 
 def rule_decision(state: ExecutionContext, call: ToolCall) -> ApprovalDecision | None:

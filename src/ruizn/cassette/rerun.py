@@ -144,6 +144,8 @@ def _resume_of(stop: Stop, state: ExecutionContext, *, vouched: bool) -> Resume:
     resumed = stop.resumed
     assert resumed is not None
     approve = tuple(d.id for d in stop.decisions if d.approved)
+    # A person's `a` at the prompt right after the resume: the tool stays approved after.
+    always = tuple(d.id for d in stop.decisions if d.approved and d.always)
     deny = tuple(d.id for d in stop.decisions if not d.approved)
     reasons = [d.reason for d in stop.decisions if not d.approved and d.reason]
     max_steps = resumed.max_steps
@@ -157,6 +159,7 @@ def _resume_of(stop: Stop, state: ExecutionContext, *, vouched: bool) -> Resume:
         max_context=resumed.max_context,
         approve=approve,
         deny=deny,
+        always=always,
         reason=reasons[0] if reasons else None,
         approval=approval,
         message=stop.message,

@@ -474,6 +474,7 @@ class Agent:
                     approve=request.approve,
                     deny=request.deny,
                     reason=request.reason,
+                    always=request.always,
                 )
                 if replayed.torn is not None:
                     # Only the unfinished last write is cut; every whole line stays.

@@ -63,6 +63,9 @@ class Resume:
     """Waiting tool calls to approve, by id, or "all"."""
     deny: tuple[str, ...] = field(default=(), converter=call_ids)
     """Waiting tool calls to deny, by id, or "all"."""
+    always: tuple[str, ...] = field(default=(), converter=call_ids)
+    """Of the approved calls, those whose tool is approved for the rest of the run too (what
+    a person's `a` at the prompt gives; a rerun gives what its recording's person gave)."""
     reason: str | None = None
     """Why the calls are denied (the model is told)."""
     approval: ApprovalMode | None = None

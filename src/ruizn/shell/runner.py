@@ -254,7 +254,7 @@ class AgentRunner:
         if decisions:
             self._request_approvals(approvals_to_request(self.state, self.needs_approval))
             for decision in decisions:
-                self._decide(decision)
+                self._decide(decision, always=decision.always)
         if message is not None:
             self._emit(UserMessage, text=message)
 

@@ -139,7 +139,10 @@ def test_runs_db_fits_the_terminal(
     batched: tuple[Path, dict[int, list[str]]], columns: int
 ) -> None:
     workspace, _ = batched
-    db = f"sqlite:///{workspace / '.ruizn' / 'runs' / 'fleet.sqlite'}"
+    from ruizn.fleet.batch import database_of
+
+    # The batch's database, in the state directory the batch's environment names (#28).
+    db = f"sqlite:///{database_of(workspace / '.ruizn' / 'runs', cli_env(None))}"
     lines = _at_terminal(["runs", "--db", db], workspace, columns)
     row = _goal_row(lines)
     assert "(batch)" in row  # the status names the worker, and still fits
