@@ -17,30 +17,6 @@ from typing import Any
 
 from attrs import frozen
 
-# The run options a config file may set: the names of `ruizn run`'s options (underscores;
-# a dash is read as an underscore).
-OPTIONS = frozenset(
-    {
-        "model",
-        "max_steps",
-        "max_tokens",
-        "max_cost",
-        "max_context",
-        "system",
-        "read_timeout",
-        "max_retries",
-        "tool_timeout",
-        "tool_concurrency",
-        "thinking",
-        "show_thinking",
-        "effort",
-        "approval",
-        "allow_secret_files",
-        "tools",
-        "mcp",
-        "no_plugins",
-    }
-)
 # What a project file may set: nothing here runs code or reaches further than the run would.
 GRANTS_NOTHING = frozenset(
     {
@@ -58,6 +34,12 @@ GRANTS_NOTHING = frozenset(
         "show_thinking",
         "effort",
     }
+)
+# The run options a config file may set: the names of `ruizn run`'s options (underscores;
+# a dash is read as an underscore). The user's own file may also grant: approval, secret
+# files, tool modules, MCP servers, plug-ins.
+OPTIONS = GRANTS_NOTHING | frozenset(
+    {"approval", "allow_secret_files", "tools", "mcp", "no_plugins"}
 )
 # Known keys that are never taken from a project file, each with what it would grant.
 _GRANTS = {
