@@ -36,6 +36,9 @@ from tests.fleet.pg import NoPostgres, postgres_server  # noqa: E402
 
 PY = sys.executable
 TOOL_TURNS = 2
+# Named on every batch: an older checkout's default (dd30d61: claude-sonnet-4-5) is retired in
+# the fake API's catalogue, so its batch would fail every run instead of being measured.
+MODEL = "claude-sonnet-5-5"
 
 
 def start_server(*args: str) -> tuple[subprocess.Popen[str], str]:
@@ -139,6 +142,8 @@ def measure_batch(url: str, runs: int, concurrency: int, *, src: str | None = SR
                 str(concurrency),
                 "--log-dir",
                 str(logs),
+                "--model",
+                MODEL,
             ],
             cwd=ws,
             env=env_for(url, src=src, XDG_STATE_HOME=str(ws / "state")),

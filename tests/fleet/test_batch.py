@@ -121,6 +121,9 @@ def test_batch_runs_twenty_goals_four_at_a_time(workspace: Path, server_factory:
     assert f"batch: {RUNS} runs: {RUNS} success" in proc.stdout
     assert "Traceback" not in proc.stderr
     assert check_every_run(workspace, server.requests) == 0
+    # The batch's process asks the Models API about the runs' model once a slot at most
+    # (the runs that start together), not once a run: it remembers the answer.
+    assert 1 <= len(server.model_gets) <= 4, server.model_gets
     # Nothing is run again by a second batch of the same file.
     asked = len(server.requests)
     again = subprocess.run(

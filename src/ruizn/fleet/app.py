@@ -245,6 +245,7 @@ def launch(
         warn=warn,
     )
     quiet_dbos()
+    remember()
     migrate(url, store)
     config: DBOSConfig = {
         "name": "ruizn",
@@ -257,6 +258,44 @@ def launch(
     DBOS(config=config)
     DBOS.launch()
     DBOS.register_queue(QUEUE, worker_concurrency=concurrency, polling_interval_sec=polling)
+
+
+# How long a fleet process reuses what it looked up for a run (the plug-ins installed, the
+# Models API's answer about a model) for the runs after it.
+REMEMBER_SECONDS = 300.0
+
+
+def remember() -> None:
+    from ruizn.effects.models.catalog import remember_facts
+    from ruizn.effects.tools.loader import remember_plugins
+
+    remember_plugins(REMEMBER_SECONDS)
+    remember_facts(REMEMBER_SECONDS)
+
+
+def statuses_of(workflow_ids: list[str]) -> dict[str, str]:
+    """Workflow id -> its DBOS status, for the ids that have a workflow: one query of the
+    status rows alone, neither inputs nor outputs read (a batch asks this every tick)."""
+    return {
+        status.workflow_id: status.status
+        for status in DBOS.list_workflows(
+            workflow_ids=workflow_ids, load_input=False, load_output=False
+        )
+    }
+
+
+def polling_for(concurrency: int) -> float:
+    """Seconds between a batch's looks at its runs' statuses: a run ends every few tenths
+    of a second at most, and each look costs the runs CPU; more runs at once, fewer looks
+    (0.1 s alone, 0.5 s at 16 and more)."""
+    return min(0.5, max(0.1, concurrency / 32))
+
+
+def queue_polling_for(concurrency: int) -> float:
+    """Seconds between a batch's looks at its queue for a run to start in a free slot. Each
+    look is a transaction, and a slot waits half of it on average; with many slots the
+    others keep the CPU busy meanwhile (0.02 s up to 4 runs at once, 0.08 s at 16)."""
+    return 0.02 if concurrency <= 4 else min(0.1, concurrency / 200)
 
 
 def migrate(url: str, store: EventStore) -> None:

@@ -46,7 +46,15 @@ def batch(
     from dbos import DBOS, SetWorkflowID
 
     from ruizn.effects.runlog.store import default_root
-    from ruizn.fleet.app import QUEUE, TERMINAL, launch, run_workflow, shutdown
+    from ruizn.fleet.app import (
+        QUEUE,
+        TERMINAL,
+        launch,
+        polling_for,
+        queue_polling_for,
+        run_workflow,
+        shutdown,
+    )
     from ruizn.fleet.database import EventStore, StoreUnreachable
     from ruizn.fleet.driver import RunInput, ToolsFromError, input_to_json, load_tools_factory
     from ruizn.fleet.goals import GoalsError, read_goals
@@ -101,7 +109,7 @@ def batch(
         concurrency=concurrency,
         tools=tools,
         workspace=str(folder),
-        polling=0.02,  # a slot that frees up waits 10 ms for its next run, on average
+        polling=queue_polling_for(concurrency),
         mcp_headers=mcp_headers,
         key=key,
         trust=trust,
@@ -116,7 +124,15 @@ def batch(
         # A workflow already under a run's id counts only if it is what this batch queues.
         strangers = _not_ours(DBOS, signed, key)
         latest = _latest(DBOS, [r for r in goals_by_id if r not in strangers], key)
-        results = _wait(DBOS, goals_by_id, latest, TERMINAL, key, done=strangers)
+        results = _wait(
+            DBOS,
+            goals_by_id,
+            latest,
+            TERMINAL,
+            key,
+            done=strangers,
+            interval=polling_for(concurrency),
+        )
     except KeyboardInterrupt:
         print(
             f"ruizn: batch interrupted; run `ruizn batch {goals}` again to resume",
@@ -247,10 +263,14 @@ def _wait(
     key: Any,
     *,
     done: dict[str, dict[str, Any]],
+    interval: float = 0.1,
 ) -> dict[str, dict[str, Any]]:
     """One line per finished run; on a terminal, also a bar that is redrawn in place. A
     result counts only with the proof of the user's key for the input it ran (`done`: the
-    runs already settled)."""
+    runs already settled). Every `interval` seconds it reads the statuses alone
+    (`statuses_of`), and the inputs and outputs only of the runs that ended since."""
+    from ruizn.fleet.app import statuses_of
+
     run_of = {workflow_id: run_id for run_id, workflow_id in latest.items()}
     ids = list(run_of)
     done = dict(done)
@@ -260,12 +280,12 @@ def _wait(
         print(f"[{count:>{width}}/{total}] {_row(run_id, result)}", flush=True)
     bar = sys.stdout.isatty()
     while len(done) < total:
-        running = 0
-        for status in dbos.list_workflows(workflow_ids=ids):
+        statuses = statuses_of([w for w in ids if run_of[w] not in done])
+        running = sum(status == "PENDING" for status in statuses.values())
+        ended = [w for w, status in statuses.items() if status in terminal]
+        for status in dbos.list_workflows(workflow_ids=ended) if ended else ():
             run_id = run_of[status.workflow_id]
-            if status.status == "PENDING":
-                running += 1
-            if run_id in done or status.status not in terminal:
+            if status.status not in terminal:  # an end is for good: not seen, not counted
                 continue
             signature = _stored_input(status)
             signature = signature.get("signature") if isinstance(signature, dict) else None
@@ -296,7 +316,7 @@ def _wait(
             sys.stdout.write("\r\x1b[K" + clip(progress, (terminal_width() or 999) - 1))
             sys.stdout.flush()
         if len(done) < total:
-            time.sleep(0.1)
+            time.sleep(interval)
     if bar:
         sys.stdout.write("\r\x1b[K")
     return done

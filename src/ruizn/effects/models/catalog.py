@@ -9,7 +9,10 @@ on as it would have without the lookup: unknown models pass through.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+import hashlib
+import threading
+import time
+from typing import Any, ClassVar
 
 import anthropic
 
@@ -28,11 +31,17 @@ class AnthropicCatalog:
         self.problem: str | None = None
 
     async def describe(self, model: str) -> ModelFacts | None:
+        key = _asked(self._client, model)
+        known = _Remembered.get(key)
+        if known is not None:
+            return known
         try:
             info = await self._client.models.retrieve(model)
         except anthropic.AnthropicError:
-            return None
-        return facts_of(info)
+            return None  # not remembered: the next run asks again
+        facts = facts_of(info)
+        _Remembered.put(key, facts)
+        return facts
 
     async def models(self) -> tuple[ModelFacts, ...]:
         try:
@@ -44,6 +53,43 @@ class AnthropicCatalog:
         except anthropic.AnthropicError:
             self.problem = "the Models API cannot be reached"
         return ()
+
+
+def remember_facts(seconds: float) -> None:
+    """Reuse the Models API's answer about a model for `seconds` in this process (0: ask
+    for every run). A fleet process starts runs of the same model all day; in memory only,
+    never on disk: it is data about the model, not a decision, and a model retired meanwhile
+    is refused by the API at the run's first request anyway."""
+    with _Remembered.lock:
+        _Remembered.seconds = seconds
+        _Remembered.facts.clear()
+
+
+class _Remembered:
+    lock = threading.Lock()
+    seconds = 0.0
+    # (base URL, a digest of the key, model) -> (when asked, the answer)
+    facts: ClassVar[dict[tuple[str, str, str], tuple[float, ModelFacts]]] = {}
+
+    @classmethod
+    def get(cls, key: tuple[str, str, str]) -> ModelFacts | None:
+        with cls.lock:
+            found = cls.facts.get(key)
+            if found is None or time.monotonic() - found[0] >= cls.seconds:
+                return None
+            return found[1]
+
+    @classmethod
+    def put(cls, key: tuple[str, str, str], facts: ModelFacts) -> None:
+        with cls.lock:
+            if cls.seconds > 0:
+                cls.facts[key] = (time.monotonic(), facts)
+
+
+def _asked(client: anthropic.AsyncAnthropic, model: str) -> tuple[str, str, str]:
+    """Who was asked about what: another key or endpoint may see other models."""
+    digest = hashlib.sha256(str(client.api_key or "").encode()).hexdigest()[:16]
+    return (str(client.base_url), digest, model)
 
 
 def facts_of(info: Any) -> ModelFacts:
