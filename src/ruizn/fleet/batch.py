@@ -58,6 +58,7 @@ def batch(
     from ruizn.fleet.database import EventStore, StoreUnreachable
     from ruizn.fleet.driver import RunInput, ToolsFromError, input_to_json, load_tools_factory
     from ruizn.fleet.goals import GoalsError, read_goals
+    from ruizn.fleet.helpers import requeue_orphans
     from ruizn.fleet.signing import FleetKey, FleetKeyError
 
     folder = Path(workspace).resolve()
@@ -101,20 +102,35 @@ def batch(
         # --max-cost is each run's budget and, here, the whole batch's: started again with
         # the same file, the batch goes on with what its runs have spent.
         store.open_budget(budget_name(path), settings.max_cost, [spec.run_id for spec in specs])
+    # At high concurrency, helper processes take part of the slots (fleet/helpers.py).
+    helpers, own = _helpers(
+        concurrency,
+        url=url,
+        store=store,
+        root=root,
+        folder=folder,
+        tools_from=tools_from,
+        trust=trust,
+        mcp_headers=mcp_headers,
+    )
     launch(
         url,
         store=store,
         log_root=root,
         worker=BATCH_WORKER,
-        concurrency=concurrency,
+        concurrency=own,
         tools=tools,
         workspace=str(folder),
-        polling=queue_polling_for(concurrency),
+        polling=queue_polling_for(own),
         mcp_headers=mcp_headers,
         key=key,
         trust=trust,
         warn=_warn,
     )
+    requeue_orphans(helpers.workers if helpers is not None else ())
+    if helpers is not None:
+        helpers.launched()
+        helpers.ready()
     try:
         signed = {spec.run_id: key.signed(input_to_json(spec)) for spec in specs}
         for spec in specs:
@@ -133,6 +149,8 @@ def batch(
             done=strangers,
             interval=polling_for(concurrency),
         )
+        if helpers is not None:
+            helpers.stop()
     except KeyboardInterrupt:
         print(
             f"ruizn: batch interrupted; run `ruizn batch {goals}` again to resume",
@@ -147,6 +165,39 @@ def batch(
     shutdown()
     store.close()
     return tuple(str(r.get("status")) for r in results.values())
+
+
+def _helpers(
+    concurrency: int,
+    *,
+    url: str,
+    store: Any,
+    root: Path,
+    folder: Path,
+    tools_from: str | None,
+    trust: bool,
+    mcp_headers: tuple[str, ...],
+) -> tuple[Any, int]:
+    """(the helper processes or None, the slots of the batch's own process)."""
+    from ruizn.fleet.app import migrate, queue_polling_for
+    from ruizn.fleet.helpers import HelperConfig, Helpers, helper_count, split
+
+    count = helper_count(concurrency)
+    if count == 0:
+        return None, concurrency
+    own, each = split(concurrency, count)
+    migrate(url, store)  # the schema is whole before a helper opens the database
+    config = HelperConfig(
+        url=url,
+        log_root=str(root),
+        workspace=str(folder),
+        tools_from=tools_from,
+        concurrency=each,
+        polling=queue_polling_for(each),
+        trust=trust,
+        mcp_headers=mcp_headers,
+    )
+    return Helpers(count, config, _warn), own
 
 
 def database_of(root: Path, environ: Any) -> Path:

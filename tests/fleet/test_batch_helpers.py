@@ -1,0 +1,131 @@
+"""`ruizn batch` at concurrency 16 runs part of its slots in a helper process (Linux, two
+cores or more): kill -9 of the batch takes its helper with it, and a helper killed alone has
+its runs finished by the batch; in both, no run is lost and no tool runs twice."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ruizn.fleet.helpers import helper_count
+from tests.fleet.conftest import note_loop, wait_for
+from tests.fleet.test_batch import (
+    RUNS,
+    TOOL_TURNS,
+    batch_args,
+    check_every_run,
+    env,
+    finished,
+    logs,
+    mid_tool_turn,
+    write_goals,
+)
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(helper_count(16) == 0, reason="helpers start on Linux with 2+ cores"),
+]
+
+
+def helpers_of(batch: int) -> list[int]:
+    """The pids of the batch's helper processes (their command line names the batch)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"ruizn.fleet.helpers" in args and str(batch).encode() in args:
+            found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_batch_killed_takes_its_helper_and_a_smaller_batch_finishes_every_run(
+    workspace: Path, server_factory: Any
+) -> None:
+    server = server_factory(note_loop(TOOL_TURNS, token_delay=0.03))
+    goals = write_goals(workspace)
+    proc = subprocess.Popen(
+        batch_args(goals, concurrency=16),
+        cwd=workspace,
+        env=env(server.base_url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        helpers = wait_for(lambda: helpers_of(proc.pid), 60, "the batch's helper process")
+        wait_for(
+            lambda: any(mid_tool_turn(p) for p in logs(workspace).values()),
+            60,
+            "a run in the middle of its tool turns",
+        )
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(10)
+    # The kernel ends the helper with the batch: nothing writes a run while the next batch
+    # resumes it.
+    wait_for(lambda: not any(alive(pid) for pid in helpers), 10, "the helper to die")
+    assert sum(finished(p) for p in logs(workspace).values()) < RUNS, "nothing was cut"
+    # Started again with 4 slots (no helper): the helper's runs are resumed here too.
+    again = subprocess.run(
+        batch_args(goals, concurrency=4),
+        cwd=workspace,
+        env=env(server.base_url),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert again.returncode == 0, again.stderr
+    assert f"batch: {RUNS} runs: {RUNS} success" in again.stdout
+    assert check_every_run(workspace, server.requests) >= 1
+
+
+def test_a_helper_killed_alone_leaves_its_runs_to_the_batch(
+    workspace: Path, server_factory: Any
+) -> None:
+    server = server_factory(note_loop(TOOL_TURNS, token_delay=0.03))
+    goals = write_goals(workspace)
+    proc = subprocess.Popen(
+        batch_args(goals, concurrency=16),
+        cwd=workspace,
+        env=env(server.base_url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        helpers = wait_for(lambda: helpers_of(proc.pid), 60, "the batch's helper process")
+        wait_for(
+            lambda: any(mid_tool_turn(p) for p in logs(workspace).values()),
+            60,
+            "a run in the middle of its tool turns",
+        )
+        for pid in helpers:
+            os.kill(pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert f"batch: {RUNS} runs: {RUNS} success" in out
+    assert "a helper process of the batch ended" in err
+    assert "Traceback" not in err
+    # The runs the helper had in flight went on in the batch, from their logs.
+    assert check_every_run(workspace, server.requests) >= 1
