@@ -29,14 +29,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from attrs import frozen
 
-# Helpers start from this many runs at once, one per this many slots, at most one per core
-# but one (the batch's own process keeps a share of the slots).
+# One helper per this many slots (the batch's own process keeps a share of them).
 SLOTS_PER_HELPER = 8
 HELPER_PREFIX = "batch-h"
 # How long a batch waits for its helpers to be ready before it queues its runs anyway.
@@ -44,10 +43,19 @@ READY_TIMEOUT = 30.0
 _PR_SET_PDEATHSIG = 1
 
 
-def helper_count(concurrency: int) -> int:
+def helper_count(concurrency: int, environ: Mapping[str, str] | None = None) -> int:
+    """How many helpers a batch of `concurrency` starts: one per 8 slots, at most one per
+    core the machine has idle (by its load average: on a machine already busy, a second
+    process gets no core of its own and only adds its start-up and its share of the
+    database). RUIZN_BATCH_HELPERS=N decides instead (0: none)."""
     if not sys.platform.startswith("linux"):
         return 0
-    return max(0, min((os.cpu_count() or 1) - 1, concurrency // SLOTS_PER_HELPER))
+    given = (os.environ if environ is None else environ).get("RUIZN_BATCH_HELPERS", "")
+    if given.strip().isdigit():
+        return min(int(given), concurrency - 1)
+    cores = os.cpu_count() or 1
+    idle = int(cores - os.getloadavg()[0])
+    return max(0, min(idle, cores - 1, concurrency // SLOTS_PER_HELPER))
 
 
 def split(concurrency: int, helpers: int) -> tuple[int, int]:
