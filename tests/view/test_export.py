@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 
 import ruizn
 from ruizn.view.spans import span_id, trace_id
+from tests.conftest import run_python
 from tests.fakeapi import Stream, Text, ToolUse, Usage
 from tests.shell.cli.conftest import cli_env, normalise_log, normalise_stdout, run_cli
 from tests.view.demo import demo_run, demo_script, make_workspace
@@ -327,14 +327,7 @@ def test_help_and_view_never_import_opentelemetry(tmp_path: Path, server_factory
     modules, and `ruizn view` neither OpenTelemetry nor the SDK of the model."""
 
     def imported(args: list[str], cwd: Path) -> set[str]:
-        proc = subprocess.run(
-            [sys.executable, "-X", "importtime", "-m", "ruizn", *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-            cwd=cwd,
-        )
+        proc = run_python("-X", "importtime", "-m", "ruizn", *args, cwd=cwd, check=True)
         assert "view" in proc.stdout
         return {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
 

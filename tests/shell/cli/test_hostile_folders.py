@@ -22,8 +22,14 @@ import pytest
 from ruizn.effects.runlog.reader import MAX_LINE_BYTES
 from tests.conftest import PRECIOUS
 from tests.fakeapi import Stream, Text, ToolUse, tool_loop
-from tests.shell.cli.conftest import Result, cli_env, ruizn_command, run_cli
-from tests.shell.cli.test_durability import _start, _wait_for_tokens
+from tests.shell.cli.conftest import (
+    Result,
+    cli_env,
+    ruizn_command,
+    run_cli,
+    start_cli,
+    wait_for_tokens,
+)
 
 # A command that meets a planted file answers at once; this only stops a hang.
 PROMPT = 30
@@ -340,8 +346,8 @@ def test_the_recovery_copy_replaces_a_planted_link_instead_of_writing_through_it
             Stream((Text("done"),)),
         ]
     )
-    proc = _start(["run", "--goal", "x"], workspace, server.base_url)
-    log = _wait_for_tokens(workspace / ".ruizn" / "runs", 1, proc)
+    proc = start_cli(["run", "--goal", "x"], workspace=workspace, base_url=server.base_url)
+    log = wait_for_tokens(workspace / ".ruizn" / "runs", 1, proc)
     log.with_name("events.recovered.jsonl").symlink_to(precious)
     log.unlink()
     _, err = proc.communicate(timeout=PROMPT)
