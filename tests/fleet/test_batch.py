@@ -17,7 +17,7 @@ from ruizn.fleet.database import EventStore
 from ruizn.state import Status
 from tests.fleet.conftest import SUBPROCESS_PATH, batch_db, note_loop, requests_per_goal, wait_for
 from tests.fleet.tools import NOTES
-from tests.shell.cli.conftest import cli_env, run_cli, start_cli
+from tests.shell.cli.conftest import cli_env, read_events, run_cli, start_cli
 
 RUNS = 20
 TOOL_TURNS = 2
@@ -65,10 +65,6 @@ def mid_tool_turn(path: Path) -> bool:
     return b'"type":"tool_call_finished"' in data and not finished(path)
 
 
-def events(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-
-
 def check_every_run(workspace: Path, server_requests: list[Any]) -> int:
     """Check every run; return how many went on after a stop (run_resumed)."""
     runs = logs(workspace)
@@ -82,7 +78,7 @@ def check_every_run(workspace: Path, server_requests: list[Any]) -> int:
         state = replay_file(path).state
         assert state.status is Status.SUCCESS, (run_id, state.error)
         assert state.step == TOOL_TURNS + 1
-        lines = events(path)
+        lines = read_events(path)
         # The database's copy is the live log, byte for byte.
         assert "".join(line + "\n" for line in store.lines(run_id)) == path.read_text()
         assert sum(e["type"] == "llm_response" for e in lines) == TOOL_TURNS + 1

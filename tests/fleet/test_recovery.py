@@ -19,7 +19,7 @@ from ruizn.settings import RunSettings
 from ruizn.state import ToolUseBlock
 from tests.fakeapi import HttpError
 from tests.fleet.tools import NOTES, NoteTool, make_tools
-from tests.shell.cli.conftest import API_KEY
+from tests.shell.cli.conftest import API_KEY, read_events
 
 
 def test_a_tool_in_flight_at_the_crash_is_answered_interrupted_and_never_run_again(
@@ -73,7 +73,7 @@ def test_a_tool_in_flight_at_the_crash_is_answered_interrupted_and_never_run_aga
     assert result["status"] == "success"
     assert not (workspace / NOTES).exists(), "the interrupted tool ran again"
     log = tmp_path / "logs" / "r1" / "events.jsonl"
-    events = [json.loads(line) for line in log.read_text().splitlines()]
+    events = read_events(log)
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     assert events[4]["type"] == "run_resumed"
     assert events[5]["type"] == "tool_call_finished"

@@ -8,7 +8,6 @@ without --otlp.
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 import time
@@ -21,7 +20,7 @@ import ruizn
 from ruizn.view.spans import span_id, trace_id
 from tests.conftest import run_python
 from tests.fakeapi import Stream, Text, ToolUse, Usage
-from tests.shell.cli.conftest import cli_env, normalise_log, normalise_stdout, run_cli
+from tests.shell.cli.conftest import cli_env, normalise_log, normalise_stdout, read_events, run_cli
 from tests.view.demo import demo_run, demo_script, make_workspace
 from tests.view.receiver import HangingPort, OtlpReceiver, attributes, closed_port_url
 
@@ -34,10 +33,6 @@ CLIENT, INTERNAL = 3, 1  # opentelemetry.proto.trace.v1.Span.SpanKind
 STATUS_ERROR = 2
 
 
-def _events(log: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
-
-
 def _ns(ts: float) -> int:
     return round(ts * 1e9)
 
@@ -47,7 +42,7 @@ def test_export_sends_every_span_of_the_run_with_the_logs_times_and_ids(
 ) -> None:
     workspace = make_workspace(tmp_path / "ws")
     run = demo_run(workspace, server_factory(demo_script()))
-    events = _events(run.log_path)
+    events = read_events(run.log_path)
     run_id = events[0]["run_id"]
     with OtlpReceiver() as receiver:
         result = run_cli(["export", "last", "--otlp", receiver.url], workspace=workspace)
@@ -308,7 +303,7 @@ def test_a_collector_that_is_down_or_hangs_never_changes_the_run(
     )
     # the loop was never held up: the run's own time is what a run takes, and the process
     # waited at most the 2 s flush for a collector that had not failed yet
-    finished = _events(exported.log_path)[-1]
+    finished = read_events(exported.log_path)[-1]
     assert finished["type"] == "run_finished"
     assert finished["elapsed"] < 2.0
     assert took < 15

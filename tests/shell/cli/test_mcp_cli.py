@@ -3,7 +3,6 @@ MCP server over stdio (tests/mcp_servers/demo.py)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -19,7 +18,14 @@ import pytest
 
 from tests.fakeapi import Stream, Text, ToolUse, free_port
 from tests.mcp_servers import DEMO, start_http_demo, stop_http_demo
-from tests.shell.cli.conftest import API_KEY, cli_env, ruizn_command, run_cli, start_cli
+from tests.shell.cli.conftest import (
+    API_KEY,
+    cli_env,
+    read_events,
+    ruizn_command,
+    run_cli,
+    start_cli,
+)
 
 DEMO_SPEC = "demo=" + shlex.join([sys.executable, str(DEMO)])
 
@@ -142,7 +148,7 @@ def test_ctrl_c_during_an_mcp_call_stops_the_server(workspace: Path, server_fact
     _stdout, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
-    events = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    events = read_events(log)
     assert events[-1]["type"] == "run_finished"
     assert events[-1]["status"] == "cancelled"
     [pid] = _server_pids(log.parent)

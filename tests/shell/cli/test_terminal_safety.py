@@ -9,13 +9,12 @@ colour codes.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from tests.fakeapi import HttpError, Stream, Text, ToolUse
-from tests.shell.cli.conftest import cli_env, run_cli
+from tests.shell.cli.conftest import cli_env, only_log, read_events, run_cli
 from tests.shell.cli.terminals import run_on_pty
 
 # Each escape class of issue 10.
@@ -83,8 +82,8 @@ def test_a_hostile_run_reaches_the_terminal_inert_live_and_in_runs_show_replay(
     assert "[run] error: invalid request: bad ␛]52;c;" in OWN_SGR.sub("", live)
 
     # The log keeps the exact text.
-    (log,) = (workspace / ".ruizn" / "runs").glob("*/events.jsonl")
-    events = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    log = only_log(workspace)
+    events = read_events(log)
     assert events[0]["goal"] == goal
     assert EVIL in "".join(e["text"] for e in events if e["type"] == "llm_token")
     # The API's error text is kept as one line (whitespace folded), its control codes intact.
