@@ -124,16 +124,25 @@ def slow_answer(delay: float = 0.05) -> Stream:
     return Stream((Text("word " * 400, chunk=5),), token_delay=delay)
 
 
-def wait_for_tokens(log_root: Path, count: int, proc: subprocess.Popen[str]) -> Path:
-    """The log under `log_root` once it holds `count` streamed tokens (the run still live)."""
-    deadline = time.monotonic() + 20
+def wait_for_event(
+    log_root: Path, kind: str, proc: subprocess.Popen[str], *, count: int = 1, timeout: float = 60
+) -> Path:
+    """The log under `log_root` once it holds `count` events of type `kind`, the run still
+    live (the test interrupts it there)."""
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        assert proc.poll() is None, "the run ended before it was interrupted"
+        if proc.poll() is not None:
+            raise AssertionError(f"the run ended before {count} {kind}: {proc.communicate()}")
         for log in log_root.glob("*/events.jsonl"):
-            if log.read_text(encoding="utf-8").count('"type":"llm_token"') >= count:
+            if log.read_text(encoding="utf-8").count(f'"type":"{kind}"') >= count:
                 return log
         time.sleep(0.02)
-    raise AssertionError("no tokens streamed in time")
+    raise AssertionError(f"no {count} {kind} in {timeout} s")
+
+
+def wait_for_tokens(log_root: Path, count: int, proc: subprocess.Popen[str]) -> Path:
+    """The log under `log_root` once it holds `count` streamed tokens (the run still live)."""
+    return wait_for_event(log_root, "llm_token", proc, count=count, timeout=20)
 
 
 def live_run(workspace: Path, server_factory: Any) -> tuple[subprocess.Popen[str], Path]:

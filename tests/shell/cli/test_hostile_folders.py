@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -24,7 +23,6 @@ from tests.conftest import PRECIOUS
 from tests.fakeapi import Stream, Text, ToolUse, tool_loop
 from tests.shell.cli.conftest import (
     Result,
-    cli_env,
     ruizn_command,
     run_cli,
     start_cli,
@@ -231,17 +229,15 @@ sys.exit(os.waitstatus_to_exitcode(status))
 def _measured(args: list[str], workspace: Path, server: Any) -> tuple[Result, int]:
     """Run the CLI; its result and its own peak RSS in bytes (Linux reports kilobytes)."""
     with tempfile.NamedTemporaryFile("r") as report:
-        proc = subprocess.run(
-            [sys.executable, "-c", _LAUNCHER, report.name, *ruizn_command(), *args],
-            cwd=workspace,
-            env=cli_env(server.base_url),
-            capture_output=True,
-            text=True,
+        result = run_cli(
+            args,
+            workspace=workspace,
+            base_url=server.base_url,
             timeout=PROMPT,
-            check=False,
+            command=[sys.executable, "-c", _LAUNCHER, report.name, *ruizn_command()],
         )
         peak = int(report.read())
-    return Result(proc.returncode, proc.stdout, proc.stderr, workspace), peak
+    return result, peak
 
 
 def test_a_2gb_last_line_is_refused_in_bounded_memory_and_nothing_is_cut(

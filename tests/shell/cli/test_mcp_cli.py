@@ -8,9 +8,7 @@ import re
 import shlex
 import shutil
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,7 @@ from tests.shell.cli.conftest import (
     ruizn_command,
     run_cli,
     start_cli,
+    wait_for_event,
 )
 
 DEMO_SPEC = "demo=" + shlex.join([sys.executable, str(DEMO)])
@@ -143,7 +142,7 @@ def test_ctrl_c_during_an_mcp_call_stops_the_server(workspace: Path, server_fact
         workspace=workspace,
         base_url=server.base_url,
     )
-    log = _wait_for_event(workspace / ".ruizn" / "runs", "tool_call_started", proc)
+    log = wait_for_event(workspace / ".ruizn" / "runs", "tool_call_started", proc)
     proc.send_signal(signal.SIGINT)
     _stdout, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130, stderr
@@ -153,17 +152,6 @@ def test_ctrl_c_during_an_mcp_call_stops_the_server(workspace: Path, server_fact
     assert events[-1]["status"] == "cancelled"
     [pid] = _server_pids(log.parent)
     assert _gone(pid)
-
-
-def _wait_for_event(root: Path, kind: str, proc: subprocess.Popen[str]) -> Path:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.communicate()[1]
-        for log in root.glob("*/events.jsonl"):
-            if f'"type":"{kind}"' in log.read_text(encoding="utf-8"):
-                return log
-        time.sleep(0.05)
-    raise AssertionError(f"no {kind} in time")
 
 
 def test_resume_reconnects_the_runs_mcp_servers(workspace: Path, server_factory: Any) -> None:

@@ -19,7 +19,7 @@ from ruizn.view.page import page_data
 from ruizn.view.timeline import project
 from tests.fakeapi import ToolUse
 from tests.shell.cli.approval_helpers import events, of_type, tool_results, turns_model
-from tests.shell.cli.conftest import API_KEY, cli_env, run_cli, start_cli
+from tests.shell.cli.conftest import API_KEY, cli_env, run_cli, start_cli, wait_for_event
 from tests.view.chromium import dump_dom
 
 
@@ -235,17 +235,6 @@ def test_a_background_server_is_read_with_bash_output_and_killed_when_the_run_en
     ) in shown.stdout
 
 
-def _wait_for(log_root: Path, kind: str, proc: subprocess.Popen[str]) -> Path:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        for log in log_root.glob("*/events.jsonl"):
-            if any(e["type"] == kind for e in events(log)):
-                return log
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.05)
-    raise AssertionError(f"no {kind} in time")
-
-
 def test_ctrl_c_kills_a_running_command_and_every_background_one(
     workspace: Path, server_factory: Any
 ) -> None:
@@ -262,7 +251,7 @@ def test_ctrl_c_kills_a_running_command_and_every_background_one(
         workspace=workspace,
         base_url=server.base_url,
     )
-    log = _wait_for(workspace / ".ruizn" / "runs", "tool_call_started", proc)
+    log = wait_for_event(workspace / ".ruizn" / "runs", "tool_call_started", proc)
     deadline = time.monotonic() + 30
     while not _processes_with("sleep 4712") and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -293,7 +282,7 @@ def test_kill_9_mid_command_then_resume_never_runs_it_twice(
         workspace=workspace,
         base_url=server.base_url,
     )
-    log = _wait_for(workspace / ".ruizn" / "runs", "tool_call_started", proc)
+    log = wait_for_event(workspace / ".ruizn" / "runs", "tool_call_started", proc)
     proc.kill()
     proc.communicate(timeout=20)
     time.sleep(0.5)
