@@ -24,6 +24,7 @@ from tests.fleet.conftest import (
     batch_db,
     env,
     first_text,
+    of_type,
     ruizn,
     start_worker,
     statuses,
@@ -175,10 +176,6 @@ def stored_events(db: str) -> dict[str, list[dict[str, Any]]]:
         }
     finally:
         store.close()
-
-
-def of_type(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [e for e in events if e["type"] == kind]
 
 
 def results(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
