@@ -2,7 +2,7 @@
 
     agent = ruizn.Agent(model="claude-sonnet-5-5", tools=[add], workspace=".")
     result = agent.run("What is 2 + 3?")
-    result = agent.resume(result.run_id, max_steps=40)
+    result = agent.resume(result.run_id, limits=ruizn.Limits(max_steps=40))
 
 Every run is built here, whoever asks for it (`ruizn run` and `ruizn resume`, a fleet worker,
 a library call): its `RunSettings` become a provider, a tool registry (built-ins, `--tool`
@@ -43,6 +43,7 @@ from ruizn.effects.tools.loader import Toolbox
 from ruizn.effects.tools.workspace import workspace_sandbox
 from ruizn.events import Event, LlmToken, Parent, RunFinished, RunResumed, RunStarted
 from ruizn.grant import grant_of
+from ruizn.limits import Limits
 from ruizn.modelfacts import check as check_model
 from ruizn.modelfacts import deprecation_line, fitted
 from ruizn.redact import Redactor, secrets_from_env
@@ -196,38 +197,45 @@ class Agent:
         async for event in self._streamed(lambda: self.start(goal)):
             yield event
 
-    def resume(self, run: str | Path, **options: Any) -> RunResult:
+    def resume(self, run: str | Path, *, limits: Limits | None = None, **options: Any) -> RunResult:
         """Continue a stopped run in the same log (blocking); `options` are `Resume`'s
-        fields. See `resume_async`."""
-        return anyio.run(lambda: self.resume_async(run, **options))
+        other fields. See `resume_async`."""
+        return anyio.run(lambda: self.resume_async(run, limits=limits, **options))
 
-    async def resume_async(self, run: str | Path, **options: Any) -> RunResult:
+    async def resume_async(
+        self, run: str | Path, *, limits: Limits | None = None, **options: Any
+    ) -> RunResult:
         """Continue `run` (an id, `last`, a run folder or an events.jsonl) where it stopped,
-        with the same tools and MCP servers, appending to its log. `options` are `Resume`'s
-        fields (the new limits, decisions for the calls it waits on, `trust`...).
+        with the same tools and MCP servers, appending to its log. `limits` are the new ones
+        (`ruizn.Limits`; None keeps the run's); `options` are `Resume`'s other fields
+        (decisions for the calls it waits on, `trust`...).
 
         Raises `UntrustedRun` for a run ruizn did not start on this machine (or whose log
         changed since) unless `trust=True`, `NothingToResume` for a run that succeeded,
         `ResumeRefused` for limits or decisions that cannot apply, `RunLocked` while another
         process writes it. Nothing is written, imported or started before those checks."""
-        async with self.start_resume(run, Resume(**options)) as session:
+        async with self.start_resume(run, Resume(limits=limits, **options)) as session:
             return await session.drive()
 
-    def continue_run(self, run: str | Path, message: str, **options: Any) -> RunResult:
+    def continue_run(
+        self, run: str | Path, message: str, *, limits: Limits | None = None, **options: Any
+    ) -> RunResult:
         """Add `message` to a run that ended and go on in the same log (blocking); see
         `continue_async`."""
-        return anyio.run(lambda: self.continue_async(run, message, **options))
+        return anyio.run(lambda: self.continue_async(run, message, limits=limits, **options))
 
-    async def continue_async(self, run: str | Path, message: str, **options: Any) -> RunResult:
+    async def continue_async(
+        self, run: str | Path, message: str, *, limits: Limits | None = None, **options: Any
+    ) -> RunResult:
         """`ruizn continue`: a resume that adds a person's message. The model sees the whole
-        conversation, then `message`. `options` are `Resume`'s fields; `max_steps` is the
-        budget for this message (the run's new total is its steps plus that many).
+        conversation, then `message`. `options` are `Resume`'s other fields; `limits.max_steps`
+        is the budget for this message (the run's new total is its steps plus that many).
 
         Works on a run that ended in success, max_steps or error (an answer cut at max_tokens
         too). A run that stopped inside a model call or with tool calls unanswered (awaiting
         approval) raises `ResumeRefused`: `resume` it first. Trust, locking and errors are
         `resume_async`'s."""
-        request = Resume(**options, message=message)
+        request = Resume(limits=limits, **options, message=message)
         async with self.start_resume(run, request) as session:
             return await session.drive()
 
@@ -419,24 +427,9 @@ class Agent:
             if request.message is not None:
                 if request.approve or request.deny:
                     raise ResumeRefused("--approve/--deny go with resume, not with a message")
-                plan: ResumePlan | None = evolve(
-                    plan_continue(
-                        state,
-                        request.message,
-                        max_steps=request.max_steps,
-                        max_tokens=request.max_tokens,
-                    ),
-                    max_cost=request.max_cost,
-                    max_context=request.max_context,
-                )
+                plan: ResumePlan | None = plan_continue(state, request.message, request.limits)
             else:
-                plan = plan_resume(
-                    state,
-                    max_steps=request.max_steps,
-                    max_tokens=request.max_tokens,
-                    max_cost=request.max_cost,
-                    max_context=request.max_context,
-                )
+                plan = plan_resume(state, request.limits)
             if plan is None:
                 if request.approve or request.deny:  # a decision for a run that waits for none
                     raise ResumeRefused(
@@ -454,7 +447,7 @@ class Agent:
                 raise ConfigError(
                     f"run {state.run_id} uses model {settings.model}, not {self._model}"
                 )
-            self._check_budget(settings.model, plan.max_cost)
+            self._check_budget(settings.model, plan.limits.max_cost)
             if not _is_folder(settings.workspace):
                 raise ResumeRefused(f"the run's workspace {settings.workspace} no longer exists")
             here = str(_resolved(self.settings.workspace))

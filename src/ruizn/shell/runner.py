@@ -237,14 +237,16 @@ class AgentRunner:
         request still missing is logged, then each decision. `message` is a person's new
         message (`ruizn continue`, planned by `decide.plan_continue`), logged last."""
         interrupted = interrupted_calls(self.state, self._read_only)
+        limits = plan.limits
+        assert limits.max_steps is not None  # a plan always sets the total (ResumePlan)
         self._emit(
             RunResumed,
-            max_steps=plan.max_steps,
-            max_tokens=plan.max_tokens,
+            max_steps=limits.max_steps,
+            max_tokens=limits.max_tokens,
             workspace=plan.workspace,
             approval=plan.approval,
-            max_cost=plan.max_cost,
-            max_context=plan.max_context,
+            max_cost=limits.max_cost,
+            max_context=limits.max_context,
             torn_bytes=torn_bytes,
             reask=plan.reask,
             elapsed=plan.lost,
