@@ -25,7 +25,7 @@ def test_only_the_limits_given_change_the_settings() -> None:
 
 
 def test_a_limit_the_settings_refuse_is_refused() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="max_steps must be a whole number >= 1"):
         Limits(max_steps=0).over(RunSettings())
 
 
