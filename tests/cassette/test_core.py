@@ -21,6 +21,7 @@ from ruizn.events import (
     ToolCallFinished,
     UserMessage,
 )
+from ruizn.limits import Limits
 from ruizn.reducers import InvalidTransition
 from ruizn.request import plan_request
 from ruizn.resuming import ResumeRefused, plan_continue
@@ -72,9 +73,9 @@ def test_a_user_message_after_a_turns_results_joins_them() -> None:
 
 def test_continue_refuses_a_run_stopped_inside_a_call_or_with_calls_unanswered() -> None:
     with pytest.raises(ResumeRefused, match="middle of a model call"):
-        plan_continue(after(STARTED), "hi", max_steps=None, max_tokens=None)
+        plan_continue(after(STARTED), "hi", Limits())
     with pytest.raises(ResumeRefused, match="not answered"):
-        plan_continue(after(STARTED, TOOL_TURN), "hi", max_steps=None, max_tokens=None)
+        plan_continue(after(STARTED, TOOL_TURN), "hi", Limits())
     waiting = after(
         STARTED,
         TOOL_TURN,
@@ -82,15 +83,15 @@ def test_continue_refuses_a_run_stopped_inside_a_call_or_with_calls_unanswered()
         (RunFinished, {"status": Status.AWAITING_APPROVAL, "steps": 1, "elapsed": 0.0}),
     )
     with pytest.raises(ResumeRefused, match="--approve"):
-        plan_continue(waiting, "hi", max_steps=None, max_tokens=None)
+        plan_continue(waiting, "hi", Limits())
     done = after(STARTED, TEXT_TURN, DONE)
     with pytest.raises(ResumeRefused, match="empty"):
-        plan_continue(done, "", max_steps=None, max_tokens=None)
+        plan_continue(done, "", Limits())
     with pytest.raises(ResumeRefused, match="UTF-8"):
-        plan_continue(done, "\udcff", max_steps=None, max_tokens=None)
-    plan = plan_continue(done, "hi", max_steps=None, max_tokens=None)
-    assert plan.max_steps == 1 + FIRST.settings.max_steps  # the run's own limit, again
-    assert plan_continue(done, "hi", max_steps=4, max_tokens=None).max_steps == 1 + 4
+        plan_continue(done, "\udcff", Limits())
+    plan = plan_continue(done, "hi", Limits())
+    assert plan.limits.max_steps == 1 + FIRST.settings.max_steps  # the run's own limit, again
+    assert plan_continue(done, "hi", Limits(max_steps=4)).limits.max_steps == 1 + 4
 
 
 def _run(*events: Event) -> tuple[Event, ...]:

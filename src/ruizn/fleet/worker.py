@@ -249,14 +249,7 @@ def resume_db(db: str, run: str, request: Resume) -> int:
     finally:
         client.destroy()
         store.close()
-    plan = checked.plan
-    limits = f"max_steps {plan.max_steps}"
-    if plan.max_tokens is not None:
-        limits += f", max_tokens {plan.max_tokens}"
-    if plan.max_cost is not None:
-        limits += f", max_cost {plan.max_cost:g}"
-    if plan.max_context is not None:
-        limits += f", max_context {plan.max_context}"
+    limits = checked.plan.limits.summary()
     if checked.approve:
         limits += f"; approve {', '.join(checked.approve)}"
     if checked.deny:
@@ -317,10 +310,7 @@ def _queue_resume(
             run,
             state,
             workflows,
-            max_steps=request.max_steps,
-            max_tokens=request.max_tokens,
-            max_cost=request.max_cost,
-            max_context=request.max_context,
+            limits=request.limits,
             approve=request.approve,
             deny=request.deny,
             reason=request.reason,

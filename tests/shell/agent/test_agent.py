@@ -202,7 +202,7 @@ def test_a_budget_stops_a_library_run_and_resume_goes_on_with_a_new_total(
     assert result.state.step == 3
     with pytest.raises(ruizn.ResumeRefused, match="new total above"):
         agent.resume(result.run_id)
-    done = agent.resume(result.run_id, max_cost=3.0)
+    done = agent.resume(result.run_id, limits=ruizn.Limits(max_cost=3.0))
     assert done.status is ruizn.Status.SUCCESS
     assert done.cost == pytest.approx(1.8)
     assert ruizn.replay(done.log_path).cost == done.cost
