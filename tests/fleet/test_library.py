@@ -37,9 +37,12 @@ def violations(source: str) -> list[str]:
     found = []
     for node in ast.walk(tree):
         where = getattr(node, "lineno", 0)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            if node.func.id in _CALLS:
-                found.append(f"{where}: {node.func.id}()")
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in _CALLS
+        ):
+            found.append(f"{where}: {node.func.id}()")
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
             if (node.value.id, node.attr) in _ATTRIBUTES:
                 found.append(f"{where}: {node.value.id}.{node.attr}")
