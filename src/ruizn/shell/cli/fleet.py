@@ -38,8 +38,8 @@ def _batch_max_cost(f: Any) -> Any:
         default=None,
         metavar="USD",
         help="A budget in US dollars for the whole batch, shared by its runs and held in the"
-        " database: once their calls cost this much, no run makes another (each run stops"
-        " max_cost, exit 3). --max-cost is each run's own.",
+        " database: once their calls cost this much, no run makes another (each ends"
+        " max_cost). --max-cost is each run's own.",
     )(f)
 
 
