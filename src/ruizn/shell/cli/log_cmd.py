@@ -42,10 +42,12 @@ def replay_command(
 @db_option
 def runs_command(workspace: str, log_dir: str | None, db: str | None) -> None:
     """List the runs, newest first: id, status, steps, time, tokens, cost, goal."""
-    from ruizn.shell.cli.logs import list_runs
+    from ruizn.shell.cli.runs_list import list_folder, list_store
 
+    if db is None:  # a log folder: its rows come from the cache where its logs are unchanged
+        raise Exit(reading(lambda: list_folder(workspace, log_dir)))
     store = run_store(workspace, log_dir, db)
-    raise Exit(reading(lambda: list_runs(store)))
+    raise Exit(reading(lambda: list_store(store)))
 
 
 @click.command("show")
