@@ -3,10 +3,10 @@
 Listing a folder of runs replays every log, which costs more than the whole start-up. The
 rows printed are kept in the user's state folder (`runs-cache/`, one file per log folder),
 each with the key of its run folder as found then: the device, inode, size, mtime and ctime
-(ns) of the log and of its lock file. A run whose key is unchanged is listed from the cache
-and its log is not opened; any other is read as before and its row stored anew. A run that
-a writer holds (its lock taken) is always read, and never stored: its row changes as it
-goes, and a lock that is released changes no key.
+(ns) of the folder, of its log and of its lock file. A run whose key is unchanged is listed
+from the cache and its log is not opened; any other is read as before and its row stored
+anew. A run that a writer holds (its lock taken) is always read, and never stored: its row
+changes as it goes, and a lock that is released changes no key.
 
 The cache is data, never authority: it only saves reading a log, grants nothing, and one
 that cannot be read, or whose entries are not well-formed or not safe to print, is ignored
@@ -132,7 +132,7 @@ def list_store(store: RunStore) -> int:
 
 # ---------------------------------------------------------------- a folder, with the cache
 
-Key = tuple[tuple[int, ...], tuple[int, ...] | None]
+Key = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...] | None]  # folder, log, lock
 
 
 class _Cached(NamedTuple):
@@ -198,7 +198,8 @@ def _key(folder: str) -> Key | None:
     """The folder's log and lock as they are, or None when its row must not be cached: a
     folder or file that is not what ruizn writes (the store says why), or a live run."""
     try:
-        if not stat.S_ISDIR(os.lstat(folder).st_mode):
+        itself = os.lstat(folder)
+        if not stat.S_ISDIR(itself.st_mode):
             return None
         log = os.lstat(os.path.join(folder, LOG_NAME))
         if not stat.S_ISREG(log.st_mode):
@@ -212,7 +213,7 @@ def _key(folder: str) -> Key | None:
             return None
     except OSError:
         return None
-    return _identity(log), None if lock is None else _identity(lock)
+    return _identity(itself), _identity(log), None if lock is None else _identity(lock)
 
 
 def _held(lock_path: str) -> bool:
@@ -282,9 +283,10 @@ def _entry(entry: Any) -> _Cached | None:
     cells, goal, whole = entry.get("cells"), entry.get("goal"), entry.get("whole")
     if not (
         isinstance(key, list)
-        and len(key) == 2
+        and len(key) == 3
         and _ints(key[0])
-        and (key[1] is None or _ints(key[1]))
+        and _ints(key[1])
+        and (key[2] is None or _ints(key[2]))
         and isinstance(started, int | float)
         and not isinstance(started, bool)
         and isinstance(cells, list)
@@ -294,9 +296,9 @@ def _entry(entry: Any) -> _Cached | None:
         and _printable([*cells, goal])
     ):
         return None
-    lock = None if key[1] is None else tuple(key[1])
+    lock = None if key[2] is None else tuple(key[2])
     return _Cached(
-        key=(tuple(key[0]), lock),
+        key=(tuple(key[0]), tuple(key[1]), lock),
         started=float(started),
         row=Row(cells=tuple(cells), goal=goal, whole=whole),
     )
@@ -325,7 +327,7 @@ def _write_cache(path: str, root: str, runs: dict[str, _Cached]) -> None:
         "root": os.path.abspath(root),
         "runs": {
             name: {
-                "key": [list(c.key[0]), None if c.key[1] is None else list(c.key[1])],
+                "key": [*map(list, c.key[:2]), None if c.key[2] is None else list(c.key[2])],
                 "started": c.started,
                 "cells": list(c.row.cells),
                 "goal": c.row.goal,
