@@ -10,7 +10,7 @@ changes as it goes, and a lock that is released changes no key.
 
 The cache is data, never authority: it only saves reading a log, grants nothing, and one
 that cannot be read, or whose entries are not well-formed or not safe to print, is ignored
-(and rebuilt). Only `os`, `orjson` and the table are imported on the way: a warm
+(and rebuilt). Only `os`, `json` and the table are imported on the way: a warm
 `ruizn runs` starts at the cost of `ruizn --help`.
 """
 
@@ -131,6 +131,8 @@ def list_store(store: RunStore) -> int:
 
 
 # ---------------------------------------------------------------- a folder, with the cache
+# (json, not orjson: orjson imports json and dataclasses besides itself, and the cache of a
+# folder of runs is small.)
 
 Key = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...] | None]  # folder, log, lock
 
@@ -253,12 +255,12 @@ def _state_folder() -> str:
 
 
 def _read_cache(path: str, root: str) -> dict[str, _Cached]:
-    import orjson
+    import json
 
     try:
         with open(path, "rb") as f:
-            document = orjson.loads(f.read())
-    except (OSError, ValueError):
+            document = json.loads(f.read())
+    except (OSError, ValueError, RecursionError):
         return {}
     if (
         not isinstance(document, dict)
@@ -320,7 +322,7 @@ def _printable(texts: Iterable[Any]) -> bool:
 def _write_cache(path: str, root: str, runs: dict[str, _Cached]) -> None:
     """Replace the cache file whole (a reader sees the old one or the new one); a state
     folder that cannot be written only means the next listing reads the logs again."""
-    import orjson
+    import json
 
     document = {
         "version": _VERSION,
@@ -341,7 +343,7 @@ def _write_cache(path: str, root: str, runs: dict[str, _Cached]) -> None:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         with os.fdopen(os.open(temporary, flags, 0o600), "wb") as f:
-            f.write(orjson.dumps(document))
+            f.write(json.dumps(document).encode("ascii"))
         os.replace(temporary, path)
     except OSError:
         with contextlib.suppress(OSError):
