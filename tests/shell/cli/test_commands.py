@@ -4,15 +4,13 @@ one-line help is the command's own, `ruizn --help` lists them as click would, an
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import click
 import pytest
 
 from ruizn.shell.cli.main import COMMANDS, cli, load
-from tests.shell.cli.conftest import cli_env
+from tests.shell.cli.conftest import cli_env, modules_after
 
 # What only a run (or the library's records) needs: `--help` and `runs` must not pay for it.
 HEAVY = ("anyio", "anthropic", "pydantic", "attr", "attrs", "httpx", "mcp", "dbos")
@@ -40,36 +38,12 @@ def test_help_lists_the_commands_as_click_would() -> None:
         assert lazy_out.getvalue().count("\n") == len(COMMANDS) + 1  # "Commands:" and a row each
 
 
-def _loaded_after(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[str, set[str]]:
-    """What `ruizn ARGS` printed, and the modules it had imported by the end."""
-    code = (
-        "import sys\n"
-        f"sys.argv = ['ruizn', *{args!r}]\n"
-        "from ruizn.shell.cli.main import main\n"
-        "try:\n"
-        "    main()\n"
-        "except SystemExit:\n"
-        "    pass\n"
-        "print('\\n'.join(sorted(sys.modules)), file=sys.stderr)\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    return done.stdout, set(done.stderr.split())
-
-
 def _heavy(modules: set[str]) -> set[str]:
     return {m for m in modules if m.split(".")[0] in HEAVY or m in HEAVY_RUIZN}
 
 
 def test_help_imports_no_command_nor_what_a_run_needs(tmp_path: Path) -> None:
-    out, modules = _loaded_after(["--help"], tmp_path, cli_env(None))
+    out, modules = modules_after(["--help"], cwd=tmp_path, env=cli_env(None))
     assert "Commands:" in out
     assert "  runs " in out
     assert "click" in modules  # the check sees imports at all
@@ -79,7 +53,7 @@ def test_help_imports_no_command_nor_what_a_run_needs(tmp_path: Path) -> None:
 
 
 def test_version_imports_nothing_heavy(tmp_path: Path) -> None:
-    out, modules = _loaded_after(["--version"], tmp_path, cli_env(None))
+    out, modules = modules_after(["--version"], cwd=tmp_path, env=cli_env(None))
     assert out.startswith("ruizn, version ")
     assert _heavy(modules) == set()
 
@@ -88,7 +62,9 @@ def test_runs_of_no_runs_imports_nothing_heavy(tmp_path: Path) -> None:
     # (A warm listing of runs imports no more: test_runs_cache.py.)
     env = cli_env(None, RUIZN_STATE_DIR=str(tmp_path / "state"))
     (tmp_path / "empty").mkdir()
-    out, modules = _loaded_after(["runs", "--log-dir", str(tmp_path / "empty")], tmp_path, env)
+    out, modules = modules_after(
+        ["runs", "--log-dir", str(tmp_path / "empty")], cwd=tmp_path, env=env
+    )
     assert out.split() == ["RUN", "STATUS", "STEPS", "TIME", "IN", "OUT", "COST", "GOAL"]
     assert _heavy(modules) == set()
 
@@ -96,9 +72,9 @@ def test_runs_of_no_runs_imports_nothing_heavy(tmp_path: Path) -> None:
 def test_a_run_routes_the_sdk_logs(tmp_path: Path) -> None:
     # The commands that may talk to the API or an MCP server install the redacting handler
     # before they run; `--help` above does not.
-    _, modules = _loaded_after(
+    _, modules = modules_after(
         ["run", "--model", "test", "--goal", "hi", "--log-dir", str(tmp_path / "runs")],
-        tmp_path,
-        cli_env(None, RUIZN_STATE_DIR=str(tmp_path / "state")),
+        cwd=tmp_path,
+        env=cli_env(None, RUIZN_STATE_DIR=str(tmp_path / "state")),
     )
     assert "ruizn.shell.cli.sdklog" in modules

@@ -8,7 +8,6 @@ new command or a new option is covered without touching this file.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -198,15 +197,8 @@ def test_tool_before_tools_is_listed(workspace: Path) -> None:
 @pytest.mark.slow
 def test_mcp_before_tools_starts_the_server(workspace: Path) -> None:
     # Before: the built-ins listed, exit 0, the server never tried.
-    proc = subprocess.run(
-        [sys.executable, "-m", "ruizn", "--mcp", "x=ruizn-no-such-command", "tools"],
-        cwd=workspace,
-        env=cli_env(None),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == EXIT_USAGE
+    proc = run_cli(["--mcp", "x=ruizn-no-such-command", "tools"], workspace=workspace)
+    assert proc.code == EXIT_USAGE
     assert proc.stderr.strip() == (
         "ruizn: error: MCP server x: command not found: ruizn-no-such-command"
     )

@@ -5,15 +5,13 @@ what is shown over what the logs say."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ruizn.effects.runlog import reader, writer
 from ruizn.shell.cli import runs_list
-from tests.shell.cli.conftest import cli_env, run_cli
+from tests.shell.cli.conftest import cli_env, modules_after, run_cli
 
 
 @pytest.fixture
@@ -54,35 +52,12 @@ def test_two_listings_in_sequence_list_the_same(workspace: Path, env: dict[str, 
     assert _runs(workspace, env) == first
 
 
-def _modules_after_runs(workspace: Path, env: dict[str, str]) -> tuple[str, set[str]]:
-    """`ruizn runs` in this process's Python: what it printed, and the modules it imported."""
-    code = (
-        "import sys\n"
-        "sys.argv = ['ruizn', 'runs']\n"
-        "from ruizn.shell.cli.main import main\n"
-        "try:\n"
-        "    main()\n"
-        "finally:\n"
-        "    print('\\n'.join(sorted(sys.modules)), file=sys.stderr)\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=workspace,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    return done.stdout, set(done.stderr.split())
-
-
 def test_a_warm_listing_reads_no_log(workspace: Path, env: dict[str, str]) -> None:
     _run(workspace, env, "a goal")
-    cold, cold_modules = _modules_after_runs(workspace, env)
+    cold, cold_modules = modules_after(["runs"], cwd=workspace, env=env)
     # Reading a log takes the store (and the event records): the first listing reads it...
     assert "ruizn.effects.runlog.store" in cold_modules
-    warm, warm_modules = _modules_after_runs(workspace, env)
+    warm, warm_modules = modules_after(["runs"], cwd=workspace, env=env)
     # ...the second lists the same from the cache, and never loads what reads a log.
     assert warm == cold
     assert "a goal" in warm

@@ -137,8 +137,8 @@ def settings_options(f: Any) -> Any:
         ),
         max_cost_option(
             "A budget in US dollars for the run (all its sessions): it stops before the next"
-            " model call once its calls cost this much, exit 3. With batch/submit, also the"
-            " budget of the whole batch."
+            " model call once its calls cost this much, exit 3. With batch/submit, each"
+            " run's own (--batch-max-cost: the whole batch's)."
         ),
         max_context_option(
             "The most input tokens a request may hold; the oldest tool results are cleared"

@@ -98,16 +98,16 @@ def resume_command(
     terminal, ruizn asks about any call they leave waiting). With --db, RUN is a fleet's run:
     it is queued again, with the decisions, and a worker continues it.
     """
+    from ruizn.limits import Limits
     from ruizn.shell.cli.live import settings_or_fail
     from ruizn.shell.outcome import Resume
 
     if read_timeout is not None:
         settings_or_fail(read_timeout=read_timeout)  # checked like run's (no nan, no 0)
     request = Resume(
-        max_steps=max_steps,
-        max_tokens=max_tokens,
-        max_cost=max_cost,
-        max_context=max_context,
+        limits=Limits(
+            max_steps=max_steps, max_tokens=max_tokens, max_cost=max_cost, max_context=max_context
+        ),
         read_timeout=read_timeout,
         approve=approve,
         deny=deny,
@@ -175,6 +175,7 @@ def continue_command(
     The model sees the whole conversation, then the message (the arguments, or standard
     input when it is not a terminal). Printing, exit codes, locking and trust are resume's.
     """
+    from ruizn.limits import Limits
     from ruizn.shell.cli.live import settings_or_fail
     from ruizn.shell.outcome import Resume
 
@@ -186,8 +187,7 @@ def continue_command(
     if read_timeout is not None:
         settings_or_fail(read_timeout=read_timeout)
     request = Resume(
-        max_steps=max_steps,
-        max_tokens=max_tokens,
+        limits=Limits(max_steps=max_steps, max_tokens=max_tokens),
         read_timeout=read_timeout,
         approval=approval,  # type: ignore[arg-type]  # click.Choice of the modes
         trust=trust,
