@@ -134,7 +134,7 @@ def database_of(root: Path, environ: Any) -> Path:
     workspace, one per log root (so one per workspace by default)."""
     import hashlib
 
-    from ruizn.effects.runlog.trust import state_dir
+    from ruizn.effects.userconfig.dirs import state_dir
 
     digest = hashlib.sha256(str(root.resolve()).encode("utf-8", "surrogateescape")).hexdigest()
     return state_dir(environ) / "batch" / digest[:32] / "fleet.sqlite"

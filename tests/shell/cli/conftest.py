@@ -95,6 +95,25 @@ def run_cli(
     return Result(proc.returncode, proc.stdout, proc.stderr, workspace, new)
 
 
+def modules_after(args: Sequence[str], *, cwd: Path, env: dict[str, str]) -> tuple[str, set[str]]:
+    """`ruizn ARGS` run in a fresh interpreter: what it printed, and every module it had
+    imported by its end (what start-up pays for)."""
+    from tests.conftest import run_python
+
+    code = (
+        "import sys\n"
+        f"sys.argv = ['ruizn', *{list(args)!r}]\n"
+        "from ruizn.shell.cli.main import main\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('\\n'.join(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    done = run_python("-c", code, cwd=cwd, env=env)
+    return done.stdout, set(done.stderr.split())
+
+
 def start_cli(
     args: Sequence[str],
     *,

@@ -15,7 +15,8 @@ from typing import Any
 import click
 import pytest
 
-from ruizn.shell.cli.main import cli, main
+from ruizn.shell.cli.main import COMMANDS, cli, main
+from ruizn.shell.cli.main import command as command_named
 from ruizn.shell.cli.options import option_named
 from tests.shell.cli.conftest import cli_env, run_cli
 
@@ -23,7 +24,7 @@ EXIT_USAGE = 2
 
 
 def _commands() -> list[tuple[str, click.Command]]:
-    return sorted(cli.commands.items())
+    return [(name, command_named(name)) for name in sorted(COMMANDS)]
 
 
 def _top_options() -> list[click.Option]:
@@ -110,7 +111,7 @@ def test_an_option_before_a_command_applies_or_is_refused(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    command = cli.commands[name]
+    command = command_named(name)
     option = next(param for param in _top_options() if param.name == option_name)
     given = _value(option, tmp_path)
     code, seen, err = _invoke([*given, name, *_required(command, tmp_path)], monkeypatch, capsys)
@@ -159,7 +160,7 @@ def test_an_environment_variable_is_no_typed_option(
 ) -> None:
     # RUIZN_MODEL set in a shell's profile must not make `ruizn tools` an error.
     seen: dict[str, Any] = {}
-    monkeypatch.setattr(cli.commands["tools"], "callback", lambda **kw: seen.update(kw))
+    monkeypatch.setattr(command_named("tools"), "callback", lambda **kw: seen.update(kw))
     monkeypatch.setattr(sys, "argv", ["ruizn", "tools"])
     monkeypatch.setenv("RUIZN_MODEL", "test")
     with pytest.raises(SystemExit) as stopped:

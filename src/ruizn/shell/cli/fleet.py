@@ -245,11 +245,6 @@ def submit_command(
     raise Exit(_fleet(run))
 
 
-def register(cli: click.Group) -> None:
-    for command in (batch_command, worker_command, submit_command):
-        cli.add_command(command)
-
-
 def db_store(db: str, root: Path) -> Any:
     """A fleet's database as the RunStore that `runs`, `show` and `replay` read."""
     from ruizn.fleet.errors import FleetRefused

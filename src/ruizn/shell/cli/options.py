@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ruizn.settings import (
+from ruizn.defaults import (
     APPROVAL_MODES,
     DEFAULT_APPROVAL,
     DEFAULT_MAX_RETRIES,
@@ -494,11 +494,15 @@ def _flag(option: click.Option, *, secondary: bool = False) -> str:
 
 def _belongs(group: click.Group, param: click.Option, name: str) -> str:
     flag = _flag(param)
+    ctx = click.Context(group)
+    found = ((other, group.get_command(ctx, other)) for other in group.list_commands(ctx))
     takers = sorted(
         (
             other
-            for other, command in group.commands.items()
-            if not command.hidden and option_named(command, param.name or "") is not None
+            for other, command in found
+            if command is not None
+            and not command.hidden
+            and option_named(command, param.name or "") is not None
         ),
         key=lambda other: (other != "run", other),
     )
