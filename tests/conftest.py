@@ -1,12 +1,19 @@
-"""Shared test options: `pytest --update-goldens` re-blesses the expected files."""
+"""What the whole suite shares: `pytest --update-goldens`, the fixtures of the tests that
+drive the CLI in several folders (a workspace, the local API server), and `run_python` for
+a fresh interpreter."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tests.fakeapi import FakeAnthropic, free_port
+from tests.mcp_servers import start_http_demo, stop_http_demo
 
 PLUGIN_PACKAGE = Path(__file__).parent / "plugin_pkg"
 
@@ -30,20 +37,68 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+def run_python(
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+    check: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    """`python ARGS` in a fresh interpreter (this one's executable), its output captured as
+    text: for what only a new process shows (what an import loads, start-up time)."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=check,
+    )
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "README.md").write_text("# Demo\n\nA small demo project.\n", encoding="utf-8")
+    return ws
+
+
+@pytest.fixture
+def server_factory() -> Iterator[Any]:
+    """Starts local Messages API servers (tests/fakeapi) from scripts; stops them after."""
+    started: list[FakeAnthropic] = []
+
+    def make(script: Any) -> FakeAnthropic:
+        server = FakeAnthropic(script).start()
+        started.append(server)
+        return server
+
+    yield make
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def http_demo() -> Iterator[str]:
+    """The URL of tests/mcp_servers/demo.py serving Streamable HTTP on 127.0.0.1."""
+    port = free_port()
+    proc = start_http_demo(port)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        stop_http_demo(proc)
+
+
 @pytest.fixture(scope="session")
 def installed_plugin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tests/plugin_pkg really installed (built by pip, entry points and all) into a folder
     of its own. Put the folder on sys.path or PYTHONPATH and importlib.metadata finds it;
     the test venv itself is left as it was."""
     target = tmp_path_factory.mktemp("plugins")
-    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"]
-    done = subprocess.run(
-        [*pip, "--target", str(target), str(PLUGIN_PACKAGE)],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    pip = ("-m", "pip", "install", "--quiet", "--no-deps")
+    done = run_python(*pip, "--target", str(target), str(PLUGIN_PACKAGE), timeout=600)
     assert done.returncode == 0, f"pip could not install the test plug-in:\n{done.stderr}"
     return target
 

@@ -10,13 +10,12 @@ packages (cassette/, view/) that is not named in NOT_CORE with its reason.
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import ruizn
+from tests.conftest import run_python
 
 SRC = Path(ruizn.__file__).parent
 PACKAGE = "ruizn"
@@ -181,7 +180,5 @@ def test_importing_the_core_loads_no_io_library() -> None:
         "print(sorted(m for m in ('anyio', 'anthropic', 'click', 'httpx', 'httpx2')"
         " if m in sys.modules))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
-    )
+    out = run_python("-c", code, check=True)
     assert out.stdout.strip() == "[]", f"importing the core loaded {out.stdout.strip()}"

@@ -23,6 +23,7 @@ from ruizn.events import (
     RunStarted,
     ToolCallFinished,
 )
+from ruizn.limits import Limits
 from ruizn.reducers import InvalidTransition, rebuild, reduce
 from ruizn.resuming import ResumeRefused, plan_resume
 from ruizn.rules import CONTEXT_EXCEEDED
@@ -131,12 +132,12 @@ def test_a_resume_adds_money_only_when_asked_and_above_the_spend() -> None:
         stopped, RunFinished, status=Status.MAX_COST, steps=2, elapsed=0.0, usage=stopped.usage
     )
     with pytest.raises(ResumeRefused, match="new total above"):
-        plan_resume(stopped, max_steps=None, max_tokens=None)
+        plan_resume(stopped, Limits())
     with pytest.raises(ResumeRefused, match="leaves nothing to spend"):
-        plan_resume(stopped, max_steps=None, max_tokens=None, max_cost=0.5)
-    plan = plan_resume(stopped, max_steps=None, max_tokens=None, max_cost=1.0)
+        plan_resume(stopped, Limits(max_cost=0.5))
+    plan = plan_resume(stopped, Limits(max_cost=1.0))
     assert plan is not None
-    assert plan.max_cost == 1.0
+    assert plan.limits.max_cost == 1.0
 
 
 def test_a_shared_budget_spent_stops_the_run_and_a_resume_clears_it() -> None:

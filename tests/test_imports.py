@@ -128,5 +128,5 @@ def test_there_is_no_import_cycle() -> None:
 
 
 def test_the_checks_see_lazy_imports() -> None:
-    # `ruizn.shell.cli.main` imports the session inside its commands: the graph must see it.
-    assert "ruizn.shell.cli.live" in _graph()["ruizn.shell.cli.main"]
+    # `ruizn.shell.cli.run_cmd` imports the session inside its command: the graph must see it.
+    assert "ruizn.shell.cli.live" in _graph()["ruizn.shell.cli.run_cmd"]

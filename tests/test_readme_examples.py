@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 import tomllib
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ import pytest
 from ruizn.effects.tools.base import ToolRegistry, invoke_tool
 from ruizn.effects.tools.loader import load_tool_spec
 from ruizn.state import ErrorType, ToolCall, ToolResult
+from tests.conftest import run_python
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -64,14 +64,9 @@ def test_the_examples_pass_mypy_strict(examples: Path) -> None:
         str(examples / "class_example.py"),
         str(examples / "library_example.py"),
     ]
-    done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--python-version", "3.11", *files],
-        cwd=ROOT,  # the repo's mypy cache, warm after a `mypy` run
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    mypy = ("-m", "mypy", "--strict", "--python-version", "3.11")
+    # cwd: the repo's mypy cache, warm after a `mypy` run
+    done = run_python(*mypy, *files, cwd=ROOT, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -120,14 +115,7 @@ def test_the_library_example_runs_as_printed_and_its_log_rebuilds_the_result(
     examples: Path,
 ) -> None:
     (examples / "README.md").write_text("# A workspace\n", encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "library_example.py"],
-        cwd=examples,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_python("library_example.py", cwd=examples, timeout=120)
     assert done.returncode == 0, done.stderr  # its own assert: replay == the final state
     status, _, output = done.stdout.partition(" ")
     assert status == "success"

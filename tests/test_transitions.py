@@ -13,22 +13,19 @@ import pytest
 from attrs import evolve
 
 from ruizn.events import (
-    Event,
     LlmCallFailed,
     LlmCallStarted,
     LlmResponse,
     LlmToken,
     RunFinished,
     RunResumed,
-    RunStarted,
     ToolCallStarted,
 )
-from ruizn.reducers import InvalidTransition, add_tokens, rebuild, reduce
+from ruizn.reducers import InvalidTransition, add_tokens
 from ruizn.rules import reply_problem
 from ruizn.serde import DecodeError, decode, encode
-from ruizn.settings import ConfigError, RunSettings
+from ruizn.settings import ConfigError
 from ruizn.state import (
-    ExecutionContext,
     Phase,
     Status,
     TextBlock,
@@ -36,33 +33,7 @@ from ruizn.state import (
     ToolUseBlock,
     Usage,
 )
-
-FIRST = RunStarted(
-    seq=1,
-    ts=0.0,
-    run_id="r",
-    goal="g",
-    settings=RunSettings(model="m", max_steps=2, max_tokens=100, system="", max_retries=1),
-)
-CALL = ToolUseBlock(id="t1", name="look", input={"p": 1})
-
-
-def _after(*events: Any) -> ExecutionContext:
-    """The state after FIRST and `events` (each given without seq/ts: they are numbered)."""
-    numbered: list[Event] = [FIRST]
-    for i, (cls, fields) in enumerate(events, start=2):
-        numbered.append(cls(seq=i, ts=float(i), **fields))
-    return rebuild(numbered)
-
-
-STARTED = (LlmCallStarted, {"step": 1, "attempt": 1})
-TOOL_TURN = (LlmResponse, {"content": (CALL,), "stop_reason": "tool_use", "usage": Usage()})
-TEXT_TURN = (LlmResponse, {"content": (TextBlock(text="hi"),), "stop_reason": "end_turn"})
-
-
-def _next(state: ExecutionContext, cls: type[Any], **fields: Any) -> ExecutionContext:
-    return reduce(state, cls(seq=state.last_seq + 1, ts=9.0, **fields))
-
+from tests.core_world import CALL, FIRST, STARTED, TEXT_TURN, TOOL_TURN, after, then
 
 REFUSALS: dict[str, tuple[tuple[Any, ...], type[Any], dict[str, Any], str]] = {
     "a call for a step that is not next": ((), LlmCallStarted, {"step": 2}, "next step is 1"),
@@ -163,9 +134,9 @@ REFUSALS: dict[str, tuple[tuple[Any, ...], type[Any], dict[str, Any], str]] = {
 @pytest.mark.parametrize("case", list(REFUSALS))
 def test_each_illegal_event_is_refused_naming_the_problem(case: str) -> None:
     before, cls, fields, says = REFUSALS[case]
-    state = _after(*before)
+    state = after(*before)
     with pytest.raises(InvalidTransition, match=says):
-        _next(state, cls, **fields)
+        then(state, cls, **fields)
 
 
 def test_a_run_started_with_a_bad_limit_or_mode_is_refused() -> None:
@@ -182,8 +153,8 @@ def test_a_run_started_with_a_bad_limit_or_mode_is_refused() -> None:
 
 def test_tokens_in_bulk_need_the_streaming_phase() -> None:
     with pytest.raises(InvalidTransition, match="cannot follow phase ready"):
-        add_tokens(_after(), 3)
-    assert add_tokens(_after(STARTED), 3).streamed_tokens == 3
+        add_tokens(after(), 3)
+    assert add_tokens(after(STARTED), 3).streamed_tokens == 3
 
 
 def test_replies_the_api_could_not_take_back_are_named() -> None:
@@ -195,13 +166,13 @@ def test_replies_the_api_could_not_take_back_are_named() -> None:
 
 def test_a_resume_with_a_larger_max_tokens_continues_an_answer_cut_there() -> None:
     cut = (LlmResponse, {"content": (TextBlock(text="half"),), "stop_reason": "max_tokens"})
-    state = _after(STARTED, cut, (RunFinished, {"status": Status.ERROR, "steps": 1, "elapsed": 0}))
-    same = _next(state, RunResumed, max_steps=3)
+    state = after(STARTED, cut, (RunFinished, {"status": Status.ERROR, "steps": 1, "elapsed": 0}))
+    same = then(state, RunResumed, max_steps=3)
     assert (same.phase, same.continuing) == (Phase.DONE, False)
-    raised = _next(state, RunResumed, max_steps=3, max_tokens=200)
+    raised = then(state, RunResumed, max_steps=3, max_tokens=200)
     assert (raised.phase, raised.continuing, raised.settings.max_tokens) == (Phase.READY, True, 200)
-    more = _next(
-        _next(raised, LlmCallStarted, step=2),
+    more = then(
+        then(raised, LlmCallStarted, step=2),
         LlmResponse,
         content=(TextBlock(text=" and the rest"),),
         stop_reason="end_turn",

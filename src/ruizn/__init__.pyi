@@ -47,6 +47,7 @@ from ruizn.events import ToolCallFinished as ToolCallFinished
 from ruizn.events import ToolCallStarted as ToolCallStarted
 from ruizn.events import ToolsChanged as ToolsChanged
 from ruizn.events import UserMessage as UserMessage
+from ruizn.limits import Limits as Limits
 from ruizn.media import Image as Image
 from ruizn.resuming import ResumeRefused as ResumeRefused
 from ruizn.settings import ConfigError as ConfigError

@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Literal
 
 from attrs import field, frozen
 
+from ruizn.limits import Limits
 from ruizn.settings import ApprovalMode, RunSettings
 from ruizn.state import (
     ContentBlock,
@@ -84,6 +85,16 @@ class RunResumed:
     # worker taken over): from its first event to its last. Added to the run's elapsed time,
     # so a run's time is every session's, whoever ran them.
     elapsed: float = 0.0
+
+    @property
+    def limits(self) -> Limits:
+        """The limits the run goes on with (flat fields in the log: its format stays)."""
+        return Limits(
+            max_steps=self.max_steps,
+            max_tokens=self.max_tokens,
+            max_cost=self.max_cost,
+            max_context=self.max_context,
+        )
 
 
 @frozen(kw_only=True)

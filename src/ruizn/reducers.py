@@ -310,13 +310,9 @@ def _on_run_resumed(state: ExecutionContext, event: RunResumed) -> ExecutionCont
         raise InvalidTransition(f"run_resumed with elapsed {event.elapsed!r}")
     try:
         resumed_settings = evolve(
-            settings,
-            max_steps=event.max_steps,
-            max_tokens=settings.max_tokens if event.max_tokens is None else event.max_tokens,
+            event.limits.over(settings),
             workspace=settings.workspace if event.workspace is None else event.workspace,
             approval=settings.approval if event.approval is None else event.approval,
-            max_cost=settings.max_cost if event.max_cost is None else event.max_cost,
-            max_context=settings.max_context if event.max_context is None else event.max_context,
         )
     except ValueError as exc:  # the settings' own checks (an approval mode, an empty path)
         raise InvalidTransition(f"run_resumed: {exc}") from None

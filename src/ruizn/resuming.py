@@ -7,10 +7,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from attrs import frozen
+from attrs import evolve, field, frozen
 
 from ruizn.decide import NeedsApproval, approval_candidates
 from ruizn.format import counted
+from ruizn.limits import Limits
 from ruizn.rules import (
     ApprovalDecision,
 )
@@ -107,12 +108,16 @@ def resume_decisions(
     return tuple(decisions)
 
 
+def _steps_set(_plan: object, _attribute: object, limits: Limits) -> None:
+    if limits.max_steps is None:
+        raise ValueError("a resume plan sets the run's step total")
+
+
 @frozen(kw_only=True)
 class ResumePlan:
-    max_steps: int
-    max_tokens: int | None  # None: keep the run's limit
-    max_cost: float | None = None  # None: keep the run's budget
-    max_context: int | None = None  # None: keep the run's context limit (0: off)
+    # The limits the run goes on with: max_steps always set (the new total), the others
+    # None to keep the run's own.
+    limits: Limits = field(validator=_steps_set)
     # What a person chose when accepting a run ruizn did not start (None: unchanged).
     workspace: str | None = None
     approval: ApprovalMode | None = None
@@ -122,14 +127,7 @@ class ResumePlan:
     lost: float = 0.0
 
 
-def plan_resume(
-    state: ExecutionContext,
-    *,
-    max_steps: int | None,
-    max_tokens: int | None,
-    max_cost: float | None = None,
-    max_context: int | None = None,
-) -> ResumePlan | None:
+def plan_resume(state: ExecutionContext, limits: Limits) -> ResumePlan | None:
     """The limits a resume continues with, or None when there is nothing to do.
 
     A run stopped by its step limit gets another batch of the same size unless `max_steps`
@@ -139,6 +137,8 @@ def plan_resume(
     """
     if state.status is Status.SUCCESS:
         return None
+    max_steps, max_tokens = limits.max_steps, limits.max_tokens
+    max_cost, max_context = limits.max_cost, limits.max_context
     if max_tokens is not None and max_tokens < 1:
         raise ResumeRefused("--max-tokens must be >= 1")
     if max_context is not None and max_context < 0:
@@ -164,9 +164,7 @@ def plan_resume(
             f"the answer was cut off at max_tokens ({state.settings.max_tokens}): resume with"
             f" --max-tokens larger than {state.settings.max_tokens} to let it go on"
         )
-    return ResumePlan(
-        max_steps=max_steps, max_tokens=max_tokens, max_cost=max_cost, max_context=max_context
-    )
+    return ResumePlan(limits=evolve(limits, max_steps=max_steps))
 
 
 def _check_budget(state: ExecutionContext, max_cost: float | None) -> None:
@@ -193,15 +191,14 @@ def _check_budget(state: ExecutionContext, max_cost: float | None) -> None:
         )
 
 
-def plan_continue(
-    state: ExecutionContext, message: str, *, max_steps: int | None, max_tokens: int | None
-) -> ResumePlan:
+def plan_continue(state: ExecutionContext, message: str, limits: Limits) -> ResumePlan:
     """The limits a run goes on with after a person adds `message` (`ruizn continue`).
 
-    `max_steps` is the budget for this message: the run's new total is the steps it has taken
-    plus that many (None: the run's own limit). A run that stopped in the middle of a model
-    call, or with tool calls not answered (waiting for approval, or cut off by a stop), is
-    refused: `resume` finishes that first, so the message never lands inside a turn.
+    `limits.max_steps` is the budget for this message: the run's new total is the steps it
+    has taken plus that many (None: the run's own limit); the other limits apply as given.
+    A run that stopped in the middle of a model call, or with tool calls not answered
+    (waiting for approval, or cut off by a stop), is refused: `resume` finishes that first,
+    so the message never lands inside a turn.
     """
     if not message.strip():
         raise ResumeRefused("the message must not be empty")
@@ -209,6 +206,7 @@ def plan_continue(
         message.encode("utf-8")
     except UnicodeEncodeError:
         raise ResumeRefused("the message is not valid UTF-8") from None
+    max_steps, max_tokens = limits.max_steps, limits.max_tokens
     if max_tokens is not None and max_tokens < 1:
         raise ResumeRefused("--max-tokens must be >= 1")
     if max_steps is not None and max_steps < 1:
@@ -231,4 +229,4 @@ def plan_continue(
             f" answered: answer them with `ruizn resume {run}`, then continue it"
         )
     budget = state.settings.max_steps if max_steps is None else max_steps
-    return ResumePlan(max_steps=state.step + budget, max_tokens=max_tokens)
+    return ResumePlan(limits=evolve(limits, max_steps=state.step + budget))

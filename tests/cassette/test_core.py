@@ -21,11 +21,12 @@ from ruizn.events import (
     ToolCallFinished,
     UserMessage,
 )
+from ruizn.limits import Limits
 from ruizn.reducers import InvalidTransition
 from ruizn.request import plan_request
 from ruizn.resuming import ResumeRefused, plan_continue
 from ruizn.state import ErrorType, Phase, Status, TextBlock, ToolResult, ToolUseBlock, Usage
-from tests.test_transitions import FIRST, STARTED, TEXT_TURN, TOOL_TURN, _after, _next
+from tests.core_world import FIRST, STARTED, TEXT_TURN, TOOL_TURN, after, then
 
 DONE = (RunFinished, {"status": Status.SUCCESS, "steps": 1, "elapsed": 0.0})
 RESUMED = (RunResumed, {"max_steps": 3})
@@ -47,15 +48,15 @@ def test_a_user_message_is_refused_inside_a_call_a_turn_or_a_finished_run(
     before: tuple[object, ...], says: str
 ) -> None:
     with pytest.raises(InvalidTransition, match=says):
-        _next(_after(*before), UserMessage, text="hello")
+        then(after(*before), UserMessage, text="hello")
 
 
 def test_a_user_message_after_a_resume_joins_the_history_and_the_model_is_called_next() -> None:
-    resumed = _after(STARTED, TEXT_TURN, DONE, RESUMED)
+    resumed = after(STARTED, TEXT_TURN, DONE, RESUMED)
     assert resumed.phase is Phase.DONE
     with pytest.raises(InvalidTransition, match="no text"):
-        _next(resumed, UserMessage, text=" \n")
-    said = _next(resumed, UserMessage, text="more")
+        then(resumed, UserMessage, text=" \n")
+    said = then(resumed, UserMessage, text="more")
     assert said.phase is Phase.READY
     assert [m.role for m in said.messages] == ["user", "assistant", "user"]
     assert plan_request(said).messages[-1].content == (TextBlock(text="more"),)
@@ -64,33 +65,33 @@ def test_a_user_message_after_a_resume_joins_the_history_and_the_model_is_called
 def test_a_user_message_after_a_turns_results_joins_them() -> None:
     answered = (ToolCallFinished, {"id": "t1", "result": ToolResult.ok("r")})
     stopped = (RunFinished, {"status": Status.ERROR, "steps": 1, "elapsed": 0.0})
-    state = _after(STARTED, TOOL_TURN, answered, stopped)
-    said = _next(_next(state, RunResumed, max_steps=3), UserMessage, text="and now?")
+    state = after(STARTED, TOOL_TURN, answered, stopped)
+    said = then(then(state, RunResumed, max_steps=3), UserMessage, text="and now?")
     assert [m.role for m in said.messages] == ["user", "assistant", "user"]
     assert said.messages[-1].content[-1] == TextBlock(text="and now?")
 
 
 def test_continue_refuses_a_run_stopped_inside_a_call_or_with_calls_unanswered() -> None:
     with pytest.raises(ResumeRefused, match="middle of a model call"):
-        plan_continue(_after(STARTED), "hi", max_steps=None, max_tokens=None)
+        plan_continue(after(STARTED), "hi", Limits())
     with pytest.raises(ResumeRefused, match="not answered"):
-        plan_continue(_after(STARTED, TOOL_TURN), "hi", max_steps=None, max_tokens=None)
-    waiting = _after(
+        plan_continue(after(STARTED, TOOL_TURN), "hi", Limits())
+    waiting = after(
         STARTED,
         TOOL_TURN,
         (ToolApprovalRequested, {"id": "t1", "name": "look", "input": {"p": 1}}),
         (RunFinished, {"status": Status.AWAITING_APPROVAL, "steps": 1, "elapsed": 0.0}),
     )
     with pytest.raises(ResumeRefused, match="--approve"):
-        plan_continue(waiting, "hi", max_steps=None, max_tokens=None)
-    done = _after(STARTED, TEXT_TURN, DONE)
+        plan_continue(waiting, "hi", Limits())
+    done = after(STARTED, TEXT_TURN, DONE)
     with pytest.raises(ResumeRefused, match="empty"):
-        plan_continue(done, "", max_steps=None, max_tokens=None)
+        plan_continue(done, "", Limits())
     with pytest.raises(ResumeRefused, match="UTF-8"):
-        plan_continue(done, "\udcff", max_steps=None, max_tokens=None)
-    plan = plan_continue(done, "hi", max_steps=None, max_tokens=None)
-    assert plan.max_steps == 1 + FIRST.settings.max_steps  # the run's own limit, again
-    assert plan_continue(done, "hi", max_steps=4, max_tokens=None).max_steps == 1 + 4
+        plan_continue(done, "\udcff", Limits())
+    plan = plan_continue(done, "hi", Limits())
+    assert plan.limits.max_steps == 1 + FIRST.settings.max_steps  # the run's own limit, again
+    assert plan_continue(done, "hi", Limits(max_steps=4)).limits.max_steps == 1 + 4
 
 
 def _run(*events: Event) -> tuple[Event, ...]:
@@ -144,7 +145,7 @@ def test_a_tape_names_the_call_and_the_tool_whose_result_changed() -> None:
     )
     recording = recording_of(recorded)
     assert [e.seq for e in recording.exchanges] == [2, 5]
-    now = _after(
+    now = after(
         STARTED,
         TOOL_TURN,
         (ToolCallFinished, {"id": "t1", "result": ToolResult.error(ErrorType.NOT_FOUND, "gone")}),

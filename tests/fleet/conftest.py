@@ -3,6 +3,7 @@ and workers as subprocesses against both."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -16,16 +17,11 @@ import pytest
 import sqlalchemy as sa
 
 from ruizn.fleet.database import EventStore
-from tests.effects.mcp.test_toolset import http_demo  # noqa: F401 (a shared fixture)
 from tests.fakeapi import Reply, Stream, Text, ToolUse
 from tests.fleet.pg import NoPostgres, postgres_server
 from tests.paths import REPO
-from tests.shell.cli.conftest import (
-    cli_env,
-    ruizn_command,
-    server_factory,  # noqa: F401 (a shared fixture)
-    workspace,  # noqa: F401 (a shared fixture)
-)
+from tests.shell.cli.approval_helpers import write
+from tests.shell.cli.conftest import cli_env, ruizn_command
 
 # For the CLI and workers run as subprocesses: ruizn from this tree's src, whichever
 # checkout an editable install points at, and the tests package (--tools-from) from its root.
@@ -66,6 +62,33 @@ def requests_per_goal(requests: list[Any]) -> Counter[tuple[str, int]]:
         turns = sum(1 for m in request.body["messages"] if m["role"] == "assistant")
         seen[(first_text(request.body), turns)] += 1
     return seen
+
+
+# What the model asks for in its first turn, by goal.
+WRITES = {
+    "approve": [write("toolu_w1", "approved.txt", "yes")],
+    "deny": [write("toolu_d1", "d1.txt", "no"), write("toolu_d2", "d2.txt", "no")],
+}
+
+
+def writes_model(body: dict[str, Any], index: int) -> Reply:
+    """Asks for the writes of WRITES[goal] in its first turn, then answers."""
+    if any(m["role"] == "assistant" for m in body["messages"]):
+        return Stream((Text("Done."),))
+    return Stream((Text("Writing."), *WRITES[first_text(body)]), stop_reason="tool_use")
+
+
+def log_of(db: str, run_id: str) -> list[dict[str, Any]]:
+    """The events of `run_id` as the fleet's database holds them."""
+    store = EventStore(db)
+    try:
+        return [json.loads(line) for line in store.lines(run_id)]
+    finally:
+        store.close()
+
+
+def of_type(log: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [e for e in log if e["type"] == kind]
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,6 @@ worker applies once (a real Postgres and worker, or `ruizn batch` on SQLite; the
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 from pathlib import Path
@@ -13,46 +12,23 @@ from typing import Any
 import pytest
 from dbos import DBOSClient
 
-from ruizn.fleet.database import EventStore
-from tests.fakeapi import Reply, Stream, Text
 from tests.fleet.conftest import (
     SUBPROCESS_PATH,
     batch_db,
     env,
     first_text,
+    log_of,
+    of_type,
     ruizn,
     start_worker,
     wait_for,
+    writes_model,
 )
 from tests.fleet.conftest import statuses as stored_statuses
-from tests.shell.cli.approval_helpers import tool_results, write
+from tests.shell.cli.approval_helpers import tool_results
 from tests.shell.cli.conftest import cli_env
 
 pytestmark = pytest.mark.slow
-
-# What the model asks for in its first turn, by goal.
-TURNS = {
-    "approve": [write("toolu_w1", "approved.txt", "yes")],
-    "deny": [write("toolu_d1", "d1.txt", "no"), write("toolu_d2", "d2.txt", "no")],
-}
-
-
-def model(body: dict[str, Any], index: int) -> Reply:
-    if any(m["role"] == "assistant" for m in body["messages"]):
-        return Stream((Text("Done."),))
-    return Stream((Text("Writing."), *TURNS[first_text(body)]), stop_reason="tool_use")
-
-
-def log_of(db: str, run_id: str) -> list[dict[str, Any]]:
-    store = EventStore(db)
-    try:
-        return [json.loads(line) for line in store.lines(run_id)]
-    finally:
-        store.close()
-
-
-def of_type(log: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [e for e in log if e["type"] == kind]
 
 
 def workflows(db: str, run_id: str) -> dict[str, str]:
@@ -76,7 +52,7 @@ def settled(db: str, run_id: str, status: str) -> bool:
 def test_a_fleet_run_awaiting_approval_is_decided_from_another_machine(
     fresh_db: str, workspace: Path, tmp_path: Path, server_factory: Any
 ) -> None:
-    server = server_factory(model)
+    server = server_factory(writes_model)
     environ = env(server.base_url, fresh_db)
     goals = workspace / "goals.jsonl"
     goals.write_text('{"goal": "approve", "id": "approve-me"}\n{"goal": "deny", "id": "deny-me"}\n')
@@ -200,7 +176,7 @@ def test_a_fleet_run_awaiting_approval_is_decided_from_another_machine(
 def test_a_batch_whose_runs_await_approval_exits_4_and_runs_their_decisions_next_time(
     workspace: Path, server_factory: Any
 ) -> None:
-    server = server_factory(model)
+    server = server_factory(writes_model)
     goals = workspace / "goals.jsonl"
     goals.write_text('{"goal": "approve", "id": "approve-me"}\n')
     environ = cli_env(server.base_url, PYTHONPATH=SUBPROCESS_PATH)

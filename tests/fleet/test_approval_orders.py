@@ -15,6 +15,7 @@ from ruizn.fleet.database import EventStore
 from ruizn.fleet.dbstore import DbRunStore
 from ruizn.fleet.driver import RunInput
 from ruizn.fleet.resume import Checked, FleetResumeRefused, check_resume
+from ruizn.limits import Limits
 from ruizn.settings import RunSettings
 from ruizn.state import ExecutionContext
 from tests.fleet.tools import make_tools
@@ -65,7 +66,7 @@ def state_of(ctx: FleetContext) -> ExecutionContext:
 
 
 def check(state: ExecutionContext, **decisions: Any) -> Checked:
-    return check_resume("r1", state, (), max_steps=None, max_tokens=None, **decisions)
+    return check_resume("r1", state, (), limits=Limits(), **decisions)
 
 
 def decided(log: list[dict[str, Any]]) -> list[tuple[str, bool, str, str | None]]:

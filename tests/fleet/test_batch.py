@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 from collections import Counter
 from pathlib import Path
@@ -18,7 +17,7 @@ from ruizn.fleet.database import EventStore
 from ruizn.state import Status
 from tests.fleet.conftest import SUBPROCESS_PATH, batch_db, note_loop, requests_per_goal, wait_for
 from tests.fleet.tools import NOTES
-from tests.shell.cli.conftest import cli_env, ruizn_command
+from tests.shell.cli.conftest import cli_env, read_events, run_cli, start_cli
 
 RUNS = 20
 TOOL_TURNS = 2
@@ -32,7 +31,6 @@ def env(base_url: str) -> dict[str, str]:
 
 def batch_args(goals: Path, concurrency: int = 4) -> list[str]:
     return [
-        *ruizn_command(),
         "batch",
         str(goals),
         "--concurrency",
@@ -67,10 +65,6 @@ def mid_tool_turn(path: Path) -> bool:
     return b'"type":"tool_call_finished"' in data and not finished(path)
 
 
-def events(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-
-
 def check_every_run(workspace: Path, server_requests: list[Any]) -> int:
     """Check every run; return how many went on after a stop (run_resumed)."""
     runs = logs(workspace)
@@ -84,7 +78,7 @@ def check_every_run(workspace: Path, server_requests: list[Any]) -> int:
         state = replay_file(path).state
         assert state.status is Status.SUCCESS, (run_id, state.error)
         assert state.step == TOOL_TURNS + 1
-        lines = events(path)
+        lines = read_events(path)
         # The database's copy is the live log, byte for byte.
         assert "".join(line + "\n" for line in store.lines(run_id)) == path.read_text()
         assert sum(e["type"] == "llm_response" for e in lines) == TOOL_TURNS + 1
@@ -106,16 +100,8 @@ def check_every_run(workspace: Path, server_requests: list[Any]) -> int:
 def test_batch_runs_twenty_goals_four_at_a_time(workspace: Path, server_factory: Any) -> None:
     server = server_factory(note_loop(TOOL_TURNS))
     goals = write_goals(workspace)
-    proc = subprocess.run(
-        batch_args(goals),
-        cwd=workspace,
-        env=env(server.base_url),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
+    proc = run_cli(batch_args(goals), workspace=workspace, env=env(server.base_url), timeout=120)
+    assert proc.code == 0, proc.stderr
     progress = [line for line in proc.stdout.splitlines() if line.startswith("[")]
     assert len(progress) == RUNS
     assert f"batch: {RUNS} runs: {RUNS} success" in proc.stdout
@@ -126,16 +112,8 @@ def test_batch_runs_twenty_goals_four_at_a_time(workspace: Path, server_factory:
     assert 1 <= len(server.model_gets) <= 4, server.model_gets
     # Nothing is run again by a second batch of the same file.
     asked = len(server.requests)
-    again = subprocess.run(
-        batch_args(goals),
-        cwd=workspace,
-        env=env(server.base_url),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert again.returncode == 0, again.stderr
+    again = run_cli(batch_args(goals), workspace=workspace, env=env(server.base_url), timeout=120)
+    assert again.code == 0, again.stderr
     assert len(server.requests) == asked
 
 
@@ -144,13 +122,7 @@ def test_batch_killed_mid_way_resumes_without_loss_or_duplicates(
 ) -> None:
     server = server_factory(note_loop(TOOL_TURNS, token_delay=0.03))
     goals = write_goals(workspace)
-    proc = subprocess.Popen(
-        batch_args(goals),
-        cwd=workspace,
-        env=env(server.base_url),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc = start_cli(batch_args(goals), workspace=workspace, env=env(server.base_url), text=False)
     try:
         wait_for(
             lambda: (
@@ -166,16 +138,8 @@ def test_batch_killed_mid_way_resumes_without_loss_or_duplicates(
     done = sum(finished(p) for p in logs(workspace).values())
     assert done < RUNS, "the batch finished before the kill: nothing was tested"
     time.sleep(0.1)
-    again = subprocess.run(
-        batch_args(goals),
-        cwd=workspace,
-        env=env(server.base_url),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert again.returncode == 0, again.stderr
+    again = run_cli(batch_args(goals), workspace=workspace, env=env(server.base_url), timeout=120)
+    assert again.code == 0, again.stderr
     assert f"batch: {RUNS} runs: {RUNS} success" in again.stdout
     # The kill cut runs in the middle, and they went on from their logs.
     assert check_every_run(workspace, server.requests) >= 1
@@ -187,16 +151,8 @@ def test_a_malformed_goals_line_is_one_error_and_nothing_runs(
     server = server_factory(note_loop(TOOL_TURNS))
     goals = workspace / "goals.jsonl"
     goals.write_text('{"goal": "fine"}\n{"goal": "broken"\n', encoding="utf-8")
-    proc = subprocess.run(
-        batch_args(goals),
-        cwd=workspace,
-        env=env(server.base_url),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 2
+    proc = run_cli(batch_args(goals), workspace=workspace, env=env(server.base_url))
+    assert proc.code == 2
     assert proc.stderr.count("\n") == 1
     assert proc.stderr.startswith(f"ruizn: error: {goals} line 2: not JSON")
     assert server.requests == []

@@ -70,7 +70,7 @@ def test_two_workers_share_one_batch_budget_held_in_the_database(
         goals = workspace / "goals.jsonl"
         goals.write_text("".join(json.dumps({"goal": f"task {i}"}) + "\n" for i in range(RUNS)))
         submitted = ruizn(
-            ["submit", str(goals), "--model", "claude-sonnet-5-5", "--max-cost", str(BUDGET)],
+            ["submit", str(goals), "--model", "claude-sonnet-5-5", "--batch-max-cost", str(BUDGET)],
             workspace,
             environ,
         )

@@ -70,6 +70,11 @@ def test_options_override_the_defaults_and_ids_are_stable(tmp_path: Path) -> Non
             "line 1: mcp_servers: two servers are named 'x'",
         ),
         ("\n\n", "no goals in the file"),
+        (
+            '{"goal": "a", "batch_max_cost": 5}\n',
+            "line 1: batch_max_cost is the whole batch's budget: give --batch-max-cost USD"
+            " on the command line (a line's max_cost is its run's own budget)",
+        ),
     ],
 )
 def test_a_bad_goals_file_is_refused_naming_the_line(

@@ -5,7 +5,6 @@ statuses) reaches the terminal through `ruizn.terminal.visible`."""
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from ruizn.fleet.database import EVENTS, RUNS, EventStore
 from ruizn.terminal import UNSAFE
 from tests.fakeapi import Stream, Text
 from tests.fleet.conftest import SUBPROCESS_PATH, env, ruizn
-from tests.shell.cli.conftest import cli_env, ruizn_command
+from tests.shell.cli.conftest import Result, cli_env, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -42,16 +41,9 @@ def _one_inert_line(stderr: str, goals: Path) -> None:
     assert _raw_controls(stderr) == set()
 
 
-def _batch(goals: Path, workspace: Path, base_url: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*ruizn_command(), "batch", str(goals)],
-        cwd=workspace,
-        env=cli_env(base_url, PYTHONPATH=SUBPROCESS_PATH),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+def _batch(goals: Path, workspace: Path, base_url: str) -> Result:
+    env = cli_env(base_url, PYTHONPATH=SUBPROCESS_PATH)
+    return run_cli(["batch", str(goals)], workspace=workspace, env=env, timeout=120)
 
 
 def test_submit_refuses_an_id_with_control_codes_and_queues_nothing(
@@ -72,7 +64,7 @@ def test_batch_refuses_an_id_with_control_codes_and_runs_nothing(
     server = server_factory([Stream((Text("done"),))])
     goals = _hostile_goals(workspace)
     proc = _batch(goals, workspace, server.base_url)
-    assert (proc.returncode, proc.stdout) == (2, "")
+    assert (proc.code, proc.stdout) == (2, "")
     _one_inert_line(proc.stderr, goals)
     assert server.requests == []
 
@@ -82,7 +74,7 @@ def test_batch_lines_show_a_hostile_goal_inert(workspace: Path, server_factory: 
     goals = workspace / "goals.jsonl"
     goals.write_text(json.dumps({"goal": "clear" + HOSTILE, "id": "g1"}) + "\n")
     proc = _batch(goals, workspace, server.base_url)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.code == 0, proc.stderr
     assert "batch: 1 run: 1 success" in proc.stdout
     assert "clear␛]0;pwned␇␛[2J\\x9b31m\\u202eevil" in proc.stdout
     assert _raw_controls(proc.stdout + proc.stderr) == set()

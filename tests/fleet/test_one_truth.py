@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.fleet.conftest import SUBPROCESS_PATH, batch_db, ruizn
-from tests.fleet.test_approval_db import log_of, model, of_type
+from tests.fleet.conftest import SUBPROCESS_PATH, batch_db, log_of, of_type, ruizn, writes_model
 from tests.shell.cli.conftest import cli_env
 
 pytestmark = pytest.mark.slow
@@ -28,7 +27,7 @@ def awaiting(workspace: Path, environ: dict[str, str]) -> subprocess.CompletedPr
 def test_an_approved_fleet_call_runs_once_whatever_the_order(
     workspace: Path, server_factory: Any, order: str
 ) -> None:
-    server = server_factory(model)
+    server = server_factory(writes_model)
     environ = cli_env(server.base_url, PYTHONPATH=SUBPROCESS_PATH)
     first = awaiting(workspace, environ)
     assert first.returncode == 4, first.stdout + first.stderr

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import shlex
 import signal
-import subprocess
 import sys
 import threading
 from collections import Counter
@@ -25,17 +24,17 @@ from tests.fleet.conftest import (
     batch_db,
     env,
     first_text,
+    of_type,
     ruizn,
     start_worker,
     statuses,
     wait_for,
 )
-from tests.paths import TESTS
-from tests.shell.cli.conftest import cli_env, ruizn_command
+from tests.mcp_servers import DEMO
+from tests.shell.cli.conftest import cli_env, run_cli
 
 pytestmark = pytest.mark.slow
 
-DEMO = TESTS / "mcp_servers" / "demo.py"
 DEMO_COMMAND = shlex.join([sys.executable, str(DEMO)])
 ENV_TEXT = "DB_PASSWORD=hunter2\n"
 # Named so the redactor leaves its value in the log (a $..._TOKEN value is scrubbed there),
@@ -177,10 +176,6 @@ def stored_events(db: str) -> dict[str, list[dict[str, Any]]]:
         }
     finally:
         store.close()
-
-
-def of_type(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [e for e in events if e["type"] == kind]
 
 
 def results(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -330,26 +325,22 @@ def test_batch_honours_every_run_option(
     server = server_factory(script())
     (workspace / ".env").write_text(ENV_TEXT)
     goals = write_goals(workspace)
-    header_value = "batch-header-9"
+    header_value = value = "batch-header-9"
     token = "batch-site-7"
-    proc = subprocess.run(
+    proc = run_cli(
         [
-            *ruizn_command(),
             "batch",
             str(goals),
             "--concurrency",
             "4",
-            *cli_options(http_demo, f"web:{HEADER}={header_value}"),
+            *cli_options(http_demo, f"web:{HEADER}={value}"),
         ],
-        cwd=workspace,
+        workspace=workspace,
         env=cli_env(server.base_url, PYTHONPATH=SUBPROCESS_PATH, **{TOKEN_ENV: token}),
-        capture_output=True,
-        text=True,
         timeout=180,
-        check=False,
     )
     assert "Traceback" not in proc.stderr, proc.stderr
-    assert proc.returncode == 1, proc.stdout + proc.stderr  # flaky-once ends with error
+    assert proc.code == 1, proc.stdout + proc.stderr  # flaky-once ends with error
     assert f"batch: {len(LINES)} runs: 1 awaiting_approval, 1 error, 13 success" in proc.stdout
     db = batch_db(workspace)
     check_runs(

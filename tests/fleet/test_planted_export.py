@@ -4,14 +4,13 @@ run folder: a planted link beside it is never written through."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from ruizn.fleet.database import EventStore
 from tests.conftest import PRECIOUS
 from tests.fakeapi import Stream, Text
-from tests.shell.cli.conftest import cli_env, ruizn_command
+from tests.shell.cli.conftest import run_cli
 
 
 def test_export_replaces_a_planted_link_instead_of_writing_through_it(
@@ -38,16 +37,13 @@ def test_batch_into_a_planted_run_folder_changes_no_file_outside_it(
     (planted / "events.jsonl.export").symlink_to(precious)
     goals = workspace / "goals.jsonl"
     goals.write_text(json.dumps({"id": "planted", "goal": "x"}) + "\n", encoding="utf-8")
-    done = subprocess.run(
-        [*ruizn_command(), "batch", str(goals), "--concurrency", "1"],
-        cwd=workspace,
-        env=cli_env(server.base_url),
-        capture_output=True,
-        text=True,
+    done = run_cli(
+        ["batch", str(goals), "--concurrency", "1"],
+        workspace=workspace,
+        base_url=server.base_url,
         timeout=120,
-        check=False,
     )
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert precious.read_text() == PRECIOUS
     lines = (planted / "events.jsonl").read_text(encoding="utf-8").splitlines()
     assert json.loads(lines[-1])["status"] == "success"

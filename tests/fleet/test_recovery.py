@@ -14,12 +14,13 @@ from ruizn.fleet.app import FleetContext, execute
 from ruizn.fleet.database import EventStore
 from ruizn.fleet.driver import RunInput
 from ruizn.fleet.resume import ResumeOrder
+from ruizn.limits import Limits
 from ruizn.serde import encode
 from ruizn.settings import RunSettings
 from ruizn.state import ToolUseBlock
 from tests.fakeapi import HttpError
 from tests.fleet.tools import NOTES, NoteTool, make_tools
-from tests.shell.cli.conftest import API_KEY
+from tests.shell.cli.conftest import API_KEY, read_events
 
 
 def test_a_tool_in_flight_at_the_crash_is_answered_interrupted_and_never_run_again(
@@ -73,7 +74,7 @@ def test_a_tool_in_flight_at_the_crash_is_answered_interrupted_and_never_run_aga
     assert result["status"] == "success"
     assert not (workspace / NOTES).exists(), "the interrupted tool ran again"
     log = tmp_path / "logs" / "r1" / "events.jsonl"
-    events = [json.loads(line) for line in log.read_text().splitlines()]
+    events = read_events(log)
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     assert events[4]["type"] == "run_resumed"
     assert events[5]["type"] == "tool_call_finished"
@@ -117,7 +118,7 @@ def test_a_resume_order_is_applied_once_however_often_its_workflow_runs(tmp_path
     ctx, spec = _context(tmp_path), _spec()
     assert execute(ctx, spec)["status"] == "max_steps"  # the offline model read README.md
     stopped = _events(ctx.store)
-    order = ResumeOrder(run=spec, after_seq=len(stopped), max_steps=2, max_tokens=None)
+    order = ResumeOrder(run=spec, after_seq=len(stopped), limits=Limits(max_steps=2))
     result = execute(ctx, spec, order=order)
     assert (result["status"], result["steps"]) == ("success", 2)
     events = _events(ctx.store)
@@ -140,7 +141,7 @@ def test_a_resumed_run_that_stops_again_is_not_resumed_again_by_its_order(
     monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
     ctx, spec = _context(tmp_path), _spec("claude-sonnet-5-5", max_steps=5)
     assert execute(ctx, spec)["status"] == "error"  # no retries, the API is down
-    order = ResumeOrder(run=spec, after_seq=len(_events(ctx.store)), max_steps=5, max_tokens=None)
+    order = ResumeOrder(run=spec, after_seq=len(_events(ctx.store)), limits=Limits(max_steps=5))
     assert execute(ctx, spec, order=order)["status"] == "error"  # down still
     after = _events(ctx.store)
     assert [e["type"] for e in after].count("run_resumed") == 1
@@ -155,7 +156,7 @@ def test_a_resume_cut_short_goes_on_without_resuming_again(tmp_path: Path) -> No
     ctx, spec = _context(tmp_path), _spec()
     execute(ctx, spec)
     after = len(_events(ctx.store))
-    order = ResumeOrder(run=spec, after_seq=after, max_steps=3, max_tokens=200)
+    order = ResumeOrder(run=spec, after_seq=after, limits=Limits(max_steps=3, max_tokens=200))
     execute(ctx, spec, order=order)
     # The worker died right after the order's run_resumed and the next call's start: another
     # worker's database holds only that much when DBOS gives it the order's workflow.

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from tests.conftest import run_python
 
 
 def test_help_lists_the_fleet_commands_without_importing_dbos() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "ruizn", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+    proc = run_python("-X", "importtime", "-m", "ruizn", "--help", check=True)
     for command in ("batch", "worker", "submit"):
         assert f"  {command} " in proc.stdout
     imported = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines()}

@@ -44,6 +44,7 @@ from ruizn.events import (
     ToolCallFinished,
     UserMessage,
 )
+from ruizn.limits import Limits
 from ruizn.reducers import rebuild, reduce, start
 from ruizn.resuming import ResumeRefused, plan_continue, plan_resume, resume_decisions
 from ruizn.settings import APPROVAL_MODES, EFFORT_LEVELS, THINKING_MODES, RunSettings
@@ -391,7 +392,7 @@ def simulate(
         state = rebuild(events)
         assert state == runner.state, "the state a stop left equals the replay of its log"
         try:
-            plan = plan_resume(state, max_steps=None, max_tokens=None)
+            plan = plan_resume(state, Limits())
         except ResumeRefused:
             # Killed after the last step, or after an answer cut at max_tokens, before its
             # run_finished: the user does what the message says (a higher --max-steps or
@@ -411,7 +412,7 @@ def simulate(
         message = data.draw(texts.filter(str.strip), label="message")
         budget = data.draw(st.none() | st.integers(1, 3), label="budget")
         try:
-            plan = plan_continue(final, message, max_steps=budget, max_tokens=None)
+            plan = plan_continue(final, message, Limits(max_steps=budget))
         except ResumeRefused:
             break  # calls left unanswered (awaiting approval): continue says resume first
         final = _go_on(

@@ -25,6 +25,7 @@ from ruizn.effects.models.function import FunctionModel
 from ruizn.effects.runlog.sink import MemorySink
 from ruizn.effects.tools.base import ToolRegistry
 from ruizn.events import Event, LlmCallStarted, Parent, RunResumed, RunStarted, UserMessage
+from ruizn.limits import Limits
 from ruizn.reducers import rebuild
 from ruizn.resuming import ResumeRefused, plan_continue, plan_resume
 from ruizn.shell.runner import AgentRunner
@@ -140,13 +141,13 @@ def test_a_fork_driven_on_by_the_runner_is_rebuilt_exactly_by_its_log(
     )
     message = None
     try:
-        plan = plan_resume(state, max_steps=state.step + 2, max_tokens=None)
+        plan = plan_resume(state, Limits(max_steps=state.step + 2))
     except ResumeRefused:
         plan = None
     if plan is None or data.draw(st.booleans(), label="continue instead?"):
         message = data.draw(texts.filter(str.strip), label="message")
         try:
-            plan = plan_continue(state, message, max_steps=2, max_tokens=None)
+            plan = plan_continue(state, message, Limits(max_steps=2))
         except ResumeRefused:
             return  # calls left waiting: only a resume with decisions goes on from here
     runner.resume(plan, message=message)

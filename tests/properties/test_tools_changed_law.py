@@ -28,7 +28,8 @@ from ruizn.events import (
 )
 from ruizn.reducers import rebuild
 from ruizn.settings import RunSettings
-from ruizn.shell.runner import AgentRunner, ToolChange
+from ruizn.shell.runner import AgentRunner
+from ruizn.shell.toolchange import ToolChange
 from ruizn.state import ErrorType, JsonObject, ToolResult, ToolUseBlock, Usage
 from ruizn.toolsource import SourceKind, ToolSource
 from tests.properties.runs import runs_settings

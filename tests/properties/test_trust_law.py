@@ -78,7 +78,7 @@ def test_an_edited_run_started_is_refused_and_nothing_acts(
             return  # the same event written another way (60 for 60.0): not an edit
         refusal = UntrustedRun
     with pytest.raises(refusal):
-        agent.resume(log, max_steps=5)
+        agent.resume(log, limits=ruizn.Limits(max_steps=5))
     assert log.read_bytes() == before
     assert calls == []
 
@@ -105,5 +105,7 @@ def test_the_same_run_unedited_resumes(tmp_path: Path) -> None:
     )
     first = agent.run("say something")
     assert first.status is ruizn.Status.MAX_STEPS
-    assert agent.resume(first.run_id, max_steps=5).status is ruizn.Status.SUCCESS
+    assert (
+        agent.resume(first.run_id, limits=ruizn.Limits(max_steps=5)).status is ruizn.Status.SUCCESS
+    )
     assert calls == ["model", "model"]

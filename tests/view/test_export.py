@@ -8,9 +8,7 @@ without --otlp.
 
 from __future__ import annotations
 
-import json
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,8 +18,9 @@ import pytest
 
 import ruizn
 from ruizn.view.spans import span_id, trace_id
+from tests.conftest import run_python
 from tests.fakeapi import Stream, Text, ToolUse, Usage
-from tests.shell.cli.conftest import cli_env, normalise_log, normalise_stdout, run_cli
+from tests.shell.cli.conftest import cli_env, normalise_log, normalise_stdout, read_events, run_cli
 from tests.view.demo import demo_run, demo_script, make_workspace
 from tests.view.receiver import HangingPort, OtlpReceiver, attributes, closed_port_url
 
@@ -34,10 +33,6 @@ CLIENT, INTERNAL = 3, 1  # opentelemetry.proto.trace.v1.Span.SpanKind
 STATUS_ERROR = 2
 
 
-def _events(log: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
-
-
 def _ns(ts: float) -> int:
     return round(ts * 1e9)
 
@@ -47,7 +42,7 @@ def test_export_sends_every_span_of_the_run_with_the_logs_times_and_ids(
 ) -> None:
     workspace = make_workspace(tmp_path / "ws")
     run = demo_run(workspace, server_factory(demo_script()))
-    events = _events(run.log_path)
+    events = read_events(run.log_path)
     run_id = events[0]["run_id"]
     with OtlpReceiver() as receiver:
         result = run_cli(["export", "last", "--otlp", receiver.url], workspace=workspace)
@@ -308,7 +303,7 @@ def test_a_collector_that_is_down_or_hangs_never_changes_the_run(
     )
     # the loop was never held up: the run's own time is what a run takes, and the process
     # waited at most the 2 s flush for a collector that had not failed yet
-    finished = _events(exported.log_path)[-1]
+    finished = read_events(exported.log_path)[-1]
     assert finished["type"] == "run_finished"
     assert finished["elapsed"] < 2.0
     assert took < 15
@@ -327,14 +322,7 @@ def test_help_and_view_never_import_opentelemetry(tmp_path: Path, server_factory
     modules, and `ruizn view` neither OpenTelemetry nor the SDK of the model."""
 
     def imported(args: list[str], cwd: Path) -> set[str]:
-        proc = subprocess.run(
-            [sys.executable, "-X", "importtime", "-m", "ruizn", *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-            cwd=cwd,
-        )
+        proc = run_python("-X", "importtime", "-m", "ruizn", *args, cwd=cwd, check=True)
         assert "view" in proc.stdout
         return {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
 

@@ -15,7 +15,6 @@ import re
 import sqlite3
 import stat
 import sys
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -24,56 +23,8 @@ import pytest
 from tests.fakeapi import Stream, Text, ToolUse, tool_loop
 from tests.shell.cli.conftest import cli_env, run_cli
 from tests.view.chromium import dump_dom, screenshot
+from tests.view.conftest import Dom, artifacts, view_page
 from tests.view.demo import FINAL_ANSWER, demo_run, demo_script, make_workspace
-
-
-class Dom(HTMLParser):
-    """The elements of a dumped page (tag, attributes) and its text, outside <script>."""
-
-    def __init__(self, html: str) -> None:
-        super().__init__(convert_charrefs=True)
-        self.elements: list[tuple[str, dict[str, str | None]]] = []
-        self.texts: list[str] = []
-        self._in_script = 0
-        self.feed(html)
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.elements.append((tag, dict(attrs)))
-        if tag == "script":
-            self._in_script += 1
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "script":
-            self._in_script -= 1
-
-    def handle_data(self, data: str) -> None:
-        if not self._in_script:
-            self.texts.append(data)
-
-    @property
-    def text(self) -> str:
-        return "".join(self.texts)
-
-    def tags(self, name: str) -> list[dict[str, str | None]]:
-        return [attrs for tag, attrs in self.elements if tag == name]
-
-    def by_class(self, cls: str) -> list[dict[str, str | None]]:
-        return [a for _, a in self.elements if cls in (a.get("class") or "").split()]
-
-
-def _view(workspace: Path, *args: str) -> Path:
-    result = run_cli(["view", "last", *args], workspace=workspace)
-    assert result.code == 0, result.stderr
-    assert result.stderr == ""
-    page = Path(result.stdout.strip())
-    assert page.is_absolute() or (workspace / page).is_file()
-    return page if page.is_absolute() else workspace / page
-
-
-def _artifacts(tmp_path: Path) -> Path:
-    folder = Path(os.environ.get("RUIZN_TEST_ARTIFACTS") or tmp_path)
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 def test_the_page_of_a_real_run_shows_its_steps_calls_and_answer(
@@ -81,7 +32,7 @@ def test_the_page_of_a_real_run_shows_its_steps_calls_and_answer(
 ) -> None:
     workspace = make_workspace(tmp_path / "ws")
     run = demo_run(workspace, server_factory(demo_script()))
-    page = _view(workspace)
+    page = view_page(workspace)
     assert page == run.log_path.parent / "view.html"
     html = page.read_text(encoding="utf-8")
     # self-contained: nothing is loaded from anywhere, and the policy forbids it too
@@ -133,7 +84,7 @@ def test_the_page_of_a_real_run_shows_its_steps_calls_and_answer(
     assert len(set(tool_tops)) == 3
     assert any("failed" in cls for cls, _ in step1_bars)  # the failed attempt's bar
 
-    shot = screenshot(page, _artifacts(tmp_path) / "view.png")
+    shot = screenshot(page, artifacts(tmp_path) / "view.png")
     assert shot.stat().st_size > 10_000  # a drawn page, not a blank one
 
 
@@ -182,7 +133,7 @@ def test_a_hostile_transcript_is_shown_as_text_and_runs_nothing(
     goal = "Summarise evil.md " + PAYLOADS[2]
     run = run_cli(["run", "--goal", goal], workspace=workspace, base_url=server.base_url)
     assert run.code == 0, run.stderr
-    page = _view(workspace)
+    page = view_page(workspace)
     html = page.read_text(encoding="utf-8")
     # the data cannot close its element: no `<` from the log is in the file at all
     data = html.split('<script type="application/json" id="run-data">', 1)[1]
@@ -294,7 +245,7 @@ def test_view_db_draws_a_fleet_run_like_the_local_one(tmp_path: Path, server_fac
     store.close()
     assert sqlite3.connect(tmp_path / "fleet.sqlite").execute("select 1").fetchone()
 
-    local = _view(workspace)
+    local = view_page(workspace)
     result = run_cli(["view", "--db", db, run_id], workspace=workspace)
     assert result.code == 0, result.stderr
     fleet_page = workspace / result.stdout.strip()
@@ -337,7 +288,7 @@ def test_a_stopped_and_resumed_run_shows_both_sessions(tmp_path: Path, server_fa
     env = cli_env(server.base_url)
     resumed = run_cli(["resume", "last", "--max-steps", "5"], workspace=workspace, env=env)
     assert resumed.code == 0, resumed.stderr
-    dom = Dom(dump_dom(_view(workspace)))
+    dom = Dom(dump_dom(view_page(workspace)))
     text = dom.text
     assert "2 sessions" in text
     assert "finished: max steps · 1 step" in text
@@ -360,7 +311,7 @@ def test_a_planted_view_html_link_is_replaced_never_written_through(
     precious = tmp_path / "precious.txt"
     precious.write_text("mine", encoding="utf-8")
     (run.log_path.parent / "view.html").symlink_to(precious)
-    page = _view(workspace)
+    page = view_page(workspace)
     assert precious.read_text(encoding="utf-8") == "mine"
     assert not page.is_symlink()
     assert page.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")

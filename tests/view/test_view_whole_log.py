@@ -22,7 +22,7 @@ from tests.fakeapi.replies import Thinking
 from tests.mcp_servers.media import png
 from tests.shell.cli.conftest import Result, run_cli
 from tests.view.chromium import dump_dom, screenshot
-from tests.view.test_view_page import Dom, _artifacts, _view
+from tests.view.conftest import Dom, artifacts, view_page
 
 TOOLS_PY = '''
 import struct
@@ -107,7 +107,7 @@ def run_and_page(tmp_path: Path, server_factory: Any) -> tuple[Result, Path]:
         base_url=server.base_url,
     )
     assert run.code == 0, run.stderr
-    return run, _view(workspace)
+    return run, view_page(workspace)
 
 
 def _style_pct(style: str, key: str) -> float:
@@ -179,7 +179,7 @@ def test_the_page_shows_clearing_images_one_scale_agreeing_times_and_folded_thin
     assert "1 tool call" in text
     assert not re.search(r"\b1 tool calls\b", text)
 
-    shot = screenshot(page, _artifacts(tmp_path) / "view-whole-log.png", size=(1400, 900))
+    shot = screenshot(page, artifacts(tmp_path) / "view-whole-log.png", size=(1400, 900))
     assert shot.stat().st_size > 10_000
 
 

@@ -148,15 +148,12 @@ def _resume_of(stop: Stop, state: ExecutionContext, *, vouched: bool) -> Resume:
     always = tuple(d.id for d in stop.decisions if d.approved and d.always)
     deny = tuple(d.id for d in stop.decisions if not d.approved)
     reasons = [d.reason for d in stop.decisions if not d.approved and d.reason]
-    max_steps = resumed.max_steps
+    limits = resumed.limits
     if stop.message is not None:  # continue's --max-steps is the budget for the message
-        max_steps -= state.step
+        limits = evolve(limits, max_steps=resumed.max_steps - state.step)
     approval = None if resumed.approval is None else _approval(resumed.approval, vouched=vouched)
     return Resume(
-        max_steps=max_steps,
-        max_tokens=resumed.max_tokens,
-        max_cost=resumed.max_cost,
-        max_context=resumed.max_context,
+        limits=limits,
         approve=approve,
         deny=deny,
         always=always,

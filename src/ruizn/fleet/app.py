@@ -44,6 +44,7 @@ from ruizn.fleet.resume import RESUME_WORKFLOW, ResumeOrder, order_from_json
 from ruizn.fleet.signing import SIGNATURE, FleetKey
 from ruizn.format import counted
 from ruizn.grant import grant_of
+from ruizn.limits import Limits
 from ruizn.shell.outcome import Resume
 from ruizn.state import Status
 
@@ -194,7 +195,7 @@ def execute(
         # none is decided twice.
         given = order.still_waiting(state) if order is not None else None
         request = Resume(
-            max_steps=state.settings.max_steps,
+            limits=Limits(max_steps=state.settings.max_steps),
             approve=given.approve if given is not None else (),
             deny=given.deny if given is not None else (),
             reason=given.reason if given is not None else None,

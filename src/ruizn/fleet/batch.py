@@ -1,47 +1,41 @@
-"""`ruizn batch GOALS.jsonl`: a fleet of one machine, on SQLite under the log dir."""
+"""`ruizn batch GOALS.jsonl`: a fleet of one machine, on SQLite in the user's state directory.
+
+A library: `run_batch` returns a `BatchReport` and tells a `BatchWatcher` as it goes; it
+prints nothing and raises `FleetRefused` when it cannot start (shell/cli/fleet_printer.py
+draws it)."""
 
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from attrs import evolve
 
-from ruizn.fleet.errors import fail, need_fleet_extra
-from ruizn.fleet.worker import shown
-from ruizn.format import counted, human_seconds, tokens, usd
-from ruizn.settings import RunSettings
+from ruizn.fleet.errors import BatchInterrupted, FleetRefused, need_fleet_extra
+from ruizn.fleet.reports import BatchOptions, BatchProgress, BatchReport, BatchWatcher, RunResult
+
+__all__ = ["BATCH_WORKER", "budget_name", "database_of", "run_batch"]
 
 # Batch runs belong to one fixed executor id: a batch started again recovers them.
 BATCH_WORKER = "batch"
 
 
-def batch(
-    goals: str,
-    *,
-    concurrency: int,
-    workspace: str,
-    log_dir: str | None,
-    tools_from: str | None,
-    settings: RunSettings,
-    mcp_headers: tuple[str, ...] = (),
-    trust: bool = False,
-) -> tuple[str, ...]:
-    """Run the goals; return each run's status (the CLI turns them into the exit code).
+def run_batch(options: BatchOptions, watcher: BatchWatcher | None = None) -> BatchReport:
+    """Run the goals of `options.goals`; return each run's end, in the file's order.
 
-    `mcp_headers` (`NAME:KEY=VALUE`) are the header values given on the command line: the
-    runs get them in memory, never through the database (the settings record the names). A
-    run that waits for approval (nobody is asked) ends `awaiting_approval`; `ruizn resume
-    --db URL RUN --approve ...` (the batch prints URL) queues it with the decisions, and the
-    next `ruizn batch` of the file runs what is queued and reports the run's last end.
+    A run that waits for approval (nobody is asked) ends `awaiting_approval`; `ruizn resume
+    --db URL RUN --approve ...` (URL: the report's `database_url`) queues it with the
+    decisions, and the next batch of the file runs what is queued and reports the run's
+    last end. Started again with the same file, a batch resumes: finished runs are not run
+    again.
 
     The batch's database lives in the user's state directory, keyed by the log root, never
     in the workspace (`database_of`); every run is signed with the user's fleet key, and
-    only signed runs and proven results count (fleet/signing.py). `trust`: queued runs the
-    key did not sign are run too, after their grant is shown."""
+    only signed runs and proven results count (fleet/signing.py). Ctrl-C while it waits
+    raises `BatchInterrupted` (the runs in flight stop where they are)."""
+    watcher = watcher or BatchWatcher()
     need_fleet_extra()
     from dbos import DBOS, SetWorkflowID
 
@@ -61,57 +55,57 @@ def batch(
     from ruizn.fleet.helpers import requeue_orphans
     from ruizn.fleet.signing import FleetKey, FleetKeyError
 
-    folder = Path(workspace).resolve()
-    defaults = RunInput(run_id="", goal="", settings=evolve(settings, workspace=str(folder)))
-    path = Path(goals)
+    folder = Path(options.workspace).resolve()
+    settings = evolve(options.settings, workspace=str(folder))
+    defaults = RunInput(run_id="", goal="", settings=settings)
+    path = Path(options.goals)
     try:
         key = FleetKey.of_user(os.environ)
     except FleetKeyError as exc:
-        fail(str(exc))
+        raise FleetRefused(str(exc)) from None
     try:
         specs = read_goals(path, defaults, digest=key.digest)
-        tools = load_tools_factory(tools_from)
+        tools = load_tools_factory(options.tools_from)
     except (GoalsError, ToolsFromError) as exc:
-        fail(str(exc))
+        raise FleetRefused(str(exc)) from None
     if any(s.settings.model != "test" for s in specs) and not os.environ.get("ANTHROPIC_API_KEY"):
-        fail("ANTHROPIC_API_KEY is not set: set it, or give the runs model 'test' (offline)")
-    root = default_root(folder, log_dir).resolve()
+        raise FleetRefused(
+            "ANTHROPIC_API_KEY is not set: set it, or give the runs model 'test' (offline)"
+        )
+    root = default_root(folder, options.log_dir).resolve()
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        fail(f"cannot create the log dir {root}: {exc.strerror or exc}")
+        raise FleetRefused(f"cannot create the log dir {root}: {exc.strerror or exc}") from None
     planted = root / "fleet.sqlite"
     database = database_of(root, os.environ)
     if planted.exists():
         # Where batches kept it before: now it may only be a file that came with the
         # workspace, so it is data, never opened (a person may still name it: --db).
-        _warn(
+        watcher.warn(
             f"not opening {planted}: a database found in the workspace is not this user's;"
             f" the batch's database is {database}"
         )
     try:
         database.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as exc:
-        fail(f"cannot create the batch's database folder {database.parent}: {exc.strerror}")
+        raise FleetRefused(
+            f"cannot create the batch's database folder {database.parent}: {exc.strerror}"
+        ) from None
     url = f"sqlite:///{database}"
     try:
         store = EventStore(url)
     except StoreUnreachable as exc:
-        fail(str(exc))
-    if settings.max_cost is not None:
-        # --max-cost is each run's budget and, here, the whole batch's: started again with
-        # the same file, the batch goes on with what its runs have spent.
-        store.open_budget(budget_name(path), settings.max_cost, [spec.run_id for spec in specs])
+        raise FleetRefused(str(exc)) from None
+    if options.batch_max_cost is not None:
+        # The whole batch's budget (each run's own is its settings' max_cost): started
+        # again with the same file, the batch goes on with what its runs have spent.
+        store.open_budget(
+            budget_name(path), options.batch_max_cost, [spec.run_id for spec in specs]
+        )
     # At high concurrency, helper processes take part of the slots (fleet/helpers.py).
     helpers, own = _helpers(
-        concurrency,
-        url=url,
-        store=store,
-        root=root,
-        folder=folder,
-        tools_from=tools_from,
-        trust=trust,
-        mcp_headers=mcp_headers,
+        options, url=url, store=store, root=root, folder=folder, watcher=watcher
     )
     launch(
         url,
@@ -122,10 +116,10 @@ def batch(
         tools=tools,
         workspace=str(folder),
         polling=queue_polling_for(own),
-        mcp_headers=mcp_headers,
+        mcp_headers=options.mcp_headers,
         key=key,
-        trust=trust,
-        warn=_warn,
+        trust=options.trust,
+        warn=watcher.warn,
     )
     requeue_orphans(helpers.workers if helpers is not None else ())
     if helpers is not None:
@@ -146,58 +140,52 @@ def batch(
             latest,
             TERMINAL,
             key,
+            watcher=watcher,
             done=strangers,
-            interval=polling_for(concurrency),
+            interval=polling_for(options.concurrency),
         )
         if helpers is not None:
             helpers.stop()
     except KeyboardInterrupt:
-        print(
-            f"ruizn: batch interrupted; run `ruizn batch {goals}` again to resume",
-            file=sys.stderr,
-            flush=True,
-        )
         # Runs in flight stop where they are, as after kill -9: the next batch resumes them.
-        os._exit(130)
-    _summary(results, goals_by_id)
-    if any(r.get("status") == "awaiting_approval" for r in results.values()):
-        print(f"decide with: ruizn resume --db {url} RUN --approve ID|all (or --deny)")
+        raise BatchInterrupted(options.goals) from None
     shutdown()
     store.close()
-    return tuple(str(r.get("status")) for r in results.values())
+    return BatchReport(
+        results=tuple(RunResult.of(r, goals_by_id[r], results[r]) for r in goals_by_id),
+        database_url=url,
+    )
 
 
 def _helpers(
-    concurrency: int,
+    options: BatchOptions,
     *,
     url: str,
     store: Any,
     root: Path,
     folder: Path,
-    tools_from: str | None,
-    trust: bool,
-    mcp_headers: tuple[str, ...],
+    watcher: BatchWatcher,
 ) -> tuple[Any, int]:
     """(the helper processes or None, the slots of the batch's own process)."""
     from ruizn.fleet.app import migrate, queue_polling_for
     from ruizn.fleet.helpers import HelperConfig, Helpers, helper_count, split
 
-    count = helper_count(concurrency)
+    count = helper_count(options.concurrency)
     if count == 0:
-        return None, concurrency
-    own, each = split(concurrency, count)
+        return None, options.concurrency
+    own, each = split(options.concurrency, count)
     migrate(url, store)  # the schema is whole before a helper opens the database
     config = HelperConfig(
         url=url,
         log_root=str(root),
         workspace=str(folder),
-        tools_from=tools_from,
+        tools_from=options.tools_from,
         concurrency=each,
         polling=queue_polling_for(each),
-        trust=trust,
-        mcp_headers=mcp_headers,
+        trust=options.trust,
+        mcp_headers=options.mcp_headers,
     )
-    return Helpers(count, config, _warn), own
+    return Helpers(count, config, watcher.warn), own
 
 
 def database_of(root: Path, environ: Any) -> Path:
@@ -205,14 +193,10 @@ def database_of(root: Path, environ: Any) -> Path:
     workspace, one per log root (so one per workspace by default)."""
     import hashlib
 
-    from ruizn.effects.runlog.trust import state_dir
+    from ruizn.effects.userconfig.dirs import state_dir
 
     digest = hashlib.sha256(str(root.resolve()).encode("utf-8", "surrogateescape")).hexdigest()
     return state_dir(environ) / "batch" / digest[:32] / "fleet.sqlite"
-
-
-def _warn(line: str) -> None:
-    print(f"ruizn: {shown(line)}", file=sys.stderr, flush=True)
 
 
 def _stored_input(status: Any) -> Any:
@@ -255,11 +239,6 @@ def _not_ours(dbos: Any, signed: dict[str, dict[str, Any]], key: Any) -> dict[st
             why = "the batch's database holds another run under this id: not run"
             strangers[status.workflow_id] = {"status": "error", "error": why}
     return strangers
-
-
-def _cost(result: dict[str, Any]) -> float | None:
-    cost = result.get("cost")
-    return float(cost) if isinstance(cost, int | float) else None
 
 
 def budget_name(goals: Path) -> str:
@@ -313,23 +292,22 @@ def _wait(
     terminal: frozenset[str],
     key: Any,
     *,
+    watcher: BatchWatcher,
     done: dict[str, dict[str, Any]],
     interval: float = 0.1,
 ) -> dict[str, dict[str, Any]]:
-    """One line per finished run; on a terminal, also a bar that is redrawn in place. A
-    result counts only with the proof of the user's key for the input it ran (`done`: the
-    runs already settled). Every `interval` seconds it reads the statuses alone
-    (`statuses_of`), and the inputs and outputs only of the runs that ended since."""
+    """Each run's result, the watcher told of each as it ends and of the batch after each
+    poll. A result counts only with the proof of the user's key for the input it ran
+    (`done`: the runs already settled). Every `interval` seconds it reads the statuses
+    alone (`statuses_of`), and the inputs and outputs only of the runs that ended since."""
     from ruizn.fleet.app import statuses_of
 
     run_of = {workflow_id: run_id for run_id, workflow_id in latest.items()}
     ids = list(run_of)
     done = dict(done)
     total = len(ids) + len(done)
-    width = len(str(total))
     for count, (run_id, result) in enumerate(done.items(), start=1):
-        print(f"[{count:>{width}}/{total}] {_row(run_id, result)}", flush=True)
-    bar = sys.stdout.isatty()
+        watcher.finished(RunResult.of(run_id, goals[run_id], result), count, total)
     while len(done) < total:
         statuses = statuses_of([w for w in ids if run_of[w] not in done])
         running = sum(status == "PENDING" for status in statuses.values())
@@ -338,89 +316,31 @@ def _wait(
             run_id = run_of[status.workflow_id]
             if status.status not in terminal:  # an end is for good: not seen, not counted
                 continue
-            signature = _stored_input(status)
-            signature = signature.get("signature") if isinstance(signature, dict) else None
-            if status.status == "SUCCESS" and isinstance(status.output, dict):
-                result = dict(status.output)
-                if not (isinstance(signature, str) and key.proven(signature, result)):
-                    result = {"status": "error", "error": "a result not proven by this key"}
-                result.pop("proof", None)
-            else:
-                result = {"status": "error", "error": f"{status.status}: {status.error}"}
-            done[run_id] = result
-            line = f"[{len(done):>{width}}/{total}] {_row(run_id, result)}"
-            if bar:  # a line longer than the terminal would wrap, and the bar with it
-                from ruizn.shell.table import clip, terminal_width
-
-                line = "\r\x1b[K" + clip(line, terminal_width() or len(line))
-            print(line, flush=True)
-        if bar:
-            failed = sum(r.get("status") != "success" for r in done.values())
-            used_in = sum(int(r.get("input_tokens") or 0) for r in done.values())
-            used_out = sum(int(r.get("output_tokens") or 0) for r in done.values())
-            from ruizn.shell.table import clip, terminal_width
-
-            progress = (
-                f"{len(done)}/{total} done · {failed} failed · {running} running"
-                f" · in {tokens(used_in)} out {tokens(used_out)} tok"
+            done[run_id] = _result(status, key)
+            watcher.finished(RunResult.of(run_id, goals[run_id], done[run_id]), len(done), total)
+        watcher.progress(
+            BatchProgress(
+                done=len(done),
+                total=total,
+                failed=sum(r.get("status") != "success" for r in done.values()),
+                running=running,
+                input_tokens=sum(int(r.get("input_tokens") or 0) for r in done.values()),
+                output_tokens=sum(int(r.get("output_tokens") or 0) for r in done.values()),
             )
-            sys.stdout.write("\r\x1b[K" + clip(progress, (terminal_width() or 999) - 1))
-            sys.stdout.flush()
+        )
         if len(done) < total:
             time.sleep(interval)
-    if bar:
-        sys.stdout.write("\r\x1b[K")
     return done
 
 
-def _row(run_id: str, result: dict[str, Any]) -> str:
-    parts = [run_id, str(result.get("status"))]
-    if "steps" in result:
-        parts.append(counted(int(result["steps"]), "step"))
-        parts.append(human_seconds(float(result.get("elapsed") or 0.0)))
-        parts.append(
-            f"in {tokens(int(result.get('input_tokens') or 0))}"
-            f" out {tokens(int(result.get('output_tokens') or 0))}"
-        )
-        parts.append(usd(_cost(result)))
-    if result.get("error"):
-        parts.append(" ".join(str(result["error"]).split())[:120])
-    return shown(" · ".join(parts))
-
-
-def _summary(results: dict[str, dict[str, Any]], goals: dict[str, str]) -> None:
-    counts: dict[str, int] = {}
-    for result in results.values():
-        counts[str(result.get("status"))] = counts.get(str(result.get("status")), 0) + 1
-    print()
-    # The same table as `ruizn runs`: it fits the terminal, and piped every row is whole.
-    from ruizn.shell.table import Column, render, terminal_width
-
-    columns = (
-        Column(title="RUN", width=28),
-        Column(title="STATUS", width=10),
-        Column(title="STEPS", right=True, width=5, drop=1),
-        Column(title="TIME", right=True, width=7, drop=3),
-        Column(title="IN", right=True, width=8, drop=5),
-        Column(title="OUT", right=True, width=7, drop=4),
-        Column(title="COST", right=True, width=12, drop=2),
-    )
-    rows = []
-    for run_id in goals:
-        r = results[run_id]
-        rows.append(
-            [
-                shown(run_id),
-                shown(str(r.get("status"))),
-                str(r.get("steps", "")),
-                human_seconds(float(r.get("elapsed") or 0.0)),
-                tokens(int(r.get("input_tokens") or 0)),
-                tokens(int(r.get("output_tokens") or 0)),
-                usd(_cost(r)) if "steps" in r else "",
-            ]
-        )
-    lasts = [" ".join(shown(goal).split()) for goal in goals.values()]
-    for line in render(columns, rows, last="GOAL", lasts=lasts, width=terminal_width()):
-        print(line)
-    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    print(f"\nbatch: {counted(len(results), 'run')}: {summary}", flush=True)
+def _result(status: Any, key: Any) -> dict[str, Any]:
+    """A terminal workflow's result, believed only with the key's proof for its input."""
+    signature = _stored_input(status)
+    signature = signature.get("signature") if isinstance(signature, dict) else None
+    if status.status == "SUCCESS" and isinstance(status.output, dict):
+        result = dict(status.output)
+        if not (isinstance(signature, str) and key.proven(signature, result)):
+            result = {"status": "error", "error": "a result not proven by this key"}
+        result.pop("proof", None)
+        return result
+    return {"status": "error", "error": f"{status.status}: {status.error}"}

@@ -105,6 +105,12 @@ def _parse(
     run_id = body.pop("id", None)
     if run_id is not None and not _good_id(run_id):
         raise GoalsError(f"{where}: 'id' must be {ID_RULE}, not {json.dumps(run_id)}")
+    if "batch_max_cost" in body:
+        # One line is one run: the whole batch's budget is the command's, never a line's.
+        raise GoalsError(
+            f"{where}: batch_max_cost is the whole batch's budget: give --batch-max-cost USD"
+            " on the command line (a line's max_cost is its run's own budget)"
+        )
     unknown = sorted(set(body) - set(OPTIONS))
     if unknown:
         known = ", ".join(["goal", "id", *OPTIONS])

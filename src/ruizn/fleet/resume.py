@@ -34,6 +34,7 @@ from typing import Any
 from attrs import evolve, frozen
 
 from ruizn.fleet.driver import RunInput, input_from_json, input_to_json
+from ruizn.limits import Limits
 from ruizn.resuming import ResumePlan, ResumeRefused, plan_resume, resume_decisions
 from ruizn.shell.outcome import Resume
 from ruizn.state import ExecutionContext, JsonObject, Status
@@ -64,10 +65,7 @@ class ResumeOrder:
 
     run: RunInput
     after_seq: int
-    max_steps: int | None
-    max_tokens: int | None
-    max_cost: float | None = None
-    max_context: int | None = None
+    limits: Limits
     approve: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
     reason: str | None = None
@@ -76,10 +74,7 @@ class ResumeOrder:
         """What the worker resumes the run with: the one record a local `ruizn resume`
         builds too."""
         return Resume(
-            max_steps=self.max_steps,
-            max_tokens=self.max_tokens,
-            max_cost=self.max_cost,
-            max_context=self.max_context,
+            limits=self.limits,
             approve=self.approve,
             deny=self.deny,
             reason=self.reason,
@@ -110,10 +105,7 @@ class Checked:
         return ResumeOrder(
             run=run,
             after_seq=after_seq,
-            max_steps=self.plan.max_steps,
-            max_tokens=self.plan.max_tokens,
-            max_cost=self.plan.max_cost,
-            max_context=self.plan.max_context,
+            limits=self.plan.limits,
             approve=self.approve,
             deny=self.deny,
             reason=self.reason,
@@ -133,10 +125,12 @@ def order_to_json(order: ResumeOrder) -> dict[str, Any]:
     return {
         "run": input_to_json(order.run),
         "after_seq": order.after_seq,
-        "max_steps": order.max_steps,
-        "max_tokens": order.max_tokens,
-        "max_cost": order.max_cost,
-        "max_context": order.max_context,
+        # Flat, as queued orders have always been (one may wait in the queue across an
+        # upgrade).
+        "max_steps": order.limits.max_steps,
+        "max_tokens": order.limits.max_tokens,
+        "max_cost": order.limits.max_cost,
+        "max_context": order.limits.max_context,
         "approve": list(order.approve),
         "deny": list(order.deny),
         "reason": order.reason,
@@ -147,10 +141,12 @@ def order_from_json(data: dict[str, Any]) -> ResumeOrder:
     return ResumeOrder(
         run=input_from_json(data["run"]),
         after_seq=data["after_seq"],
-        max_steps=data["max_steps"],
-        max_tokens=data["max_tokens"],
-        max_cost=data.get("max_cost"),
-        max_context=data.get("max_context"),
+        limits=Limits(
+            max_steps=data["max_steps"],
+            max_tokens=data["max_tokens"],
+            max_cost=data.get("max_cost"),
+            max_context=data.get("max_context"),
+        ),
         approve=tuple(data.get("approve", ())),
         deny=tuple(data.get("deny", ())),
         reason=data.get("reason"),
@@ -188,10 +184,7 @@ def check_resume(
     state: ExecutionContext | None,
     workflows: Iterable[Workflow],
     *,
-    max_steps: int | None,
-    max_tokens: int | None,
-    max_cost: float | None = None,
-    max_context: int | None = None,
+    limits: Limits,
     approve: tuple[str, ...] = (),
     deny: tuple[str, ...] = (),
     reason: str | None = None,
@@ -223,13 +216,7 @@ def check_resume(
             " workers cannot decide: give --approve ID|all or --deny ID|all"
         )
     try:
-        plan = plan_resume(
-            state,
-            max_steps=max_steps,
-            max_tokens=max_tokens,
-            max_cost=max_cost,
-            max_context=max_context,
-        )
+        plan = plan_resume(state, limits)
     except ResumeRefused as exc:
         raise FleetResumeRefused(str(exc)) from None
     if plan is None:

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ruizn.effects.runlog.trust import state_dir
+from ruizn.effects.userconfig.dirs import state_dir
 
 KEY_FILE = "fleet.key"
 SIGNATURE = "signature"

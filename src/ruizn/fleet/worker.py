@@ -1,24 +1,33 @@
-"""`ruizn worker`, `ruizn submit`, and the reading commands against the fleet's database."""
+"""`ruizn worker`, `ruizn submit`, `ruizn resume --db`, and the store that the reading
+commands open on the fleet's database. A library: each returns a report (fleet/reports.py)
+or raises `FleetRefused`; the CLI prints them."""
 
 from __future__ import annotations
 
 import os
 import signal
 import socket
-import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attrs import evolve
 
-from ruizn.fleet.errors import fail, need_fleet_extra
+from ruizn.fleet.errors import FleetRefused, need_fleet_extra
+from ruizn.fleet.reports import NothingQueued, Queued, Submitted, WorkerStopped
 from ruizn.format import counted
 from ruizn.settings import RunSettings
 from ruizn.terminal import visible
 
 if TYPE_CHECKING:  # `runs --db` and `show --db` import this module, not the builder
     from ruizn.shell.outcome import Resume
+
+__all__ = ["open_store", "resume_db", "shown", "submit", "work"]
+
+
+def _quiet(_line: str) -> None:
+    pass
 
 
 def shown(text: str) -> str:
@@ -34,7 +43,7 @@ def open_store(db: str) -> Any:
     try:
         return EventStore(db)
     except StoreUnreachable as exc:
-        fail(str(exc))
+        raise FleetRefused(str(exc)) from None
 
 
 def work(
@@ -47,7 +56,14 @@ def work(
     log_dir: str | None,
     tools_from: str | None,
     trust: bool = False,
-) -> int:
+    announce: Callable[[str], None] = _quiet,
+    stop: threading.Event | None = None,
+) -> WorkerStopped:
+    """Take runs from the fleet's database until `stop` is set (by default: SIGINT or
+    SIGTERM, whose handlers this installs). `announce` is told what the worker does, a line
+    at a time (ready, a dead worker's runs taken back, a run's end). On return the worker
+    has marked itself dead: its runs in flight go to the other workers, and the caller
+    should end the process at once (os._exit), so that none goes on here meanwhile."""
     key = _key()
     store = open_store(db)
     from dbos import DBOS
@@ -60,16 +76,20 @@ def work(
     try:
         tools = load_tools_factory(tools_from)
     except ToolsFromError as exc:
-        fail(str(exc))
+        raise FleetRefused(str(exc)) from None
     name = worker_id or f"{socket.gethostname()}-{os.getpid()}"
     folder = Path(workspace).resolve()
     root = default_root(folder, log_dir).resolve()
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise FleetRefused(f"cannot create the log dir {root}: {exc.strerror or exc}") from None
 
     def say(message: str) -> None:
-        print(shown(f"[worker {name}] {message}"), flush=True)
+        announce(f"[worker {name}] {message}")
 
-    stop = threading.Event()
+    own_signals = stop is None
+    halt = threading.Event() if stop is None else stop
     launched = threading.Event()
 
     def take_over(dead: str) -> None:
@@ -88,7 +108,7 @@ def work(
 
     def beat() -> None:
         interval = max(min(dead_after / 3, 5.0), 0.2)
-        while not stop.wait(interval):
+        while not halt.wait(interval):
             try:
                 store.heartbeat(name)
                 if launched.is_set():
@@ -117,38 +137,37 @@ def work(
             trust=trust,
         )
     except StoreUnreachable as exc:  # another process held the schema lock too long
-        fail(str(exc))
+        raise FleetRefused(str(exc)) from None
     # Loaded now, not by the first run: a run taken over from a dead worker should not
     # wait a second more for the SDK's import.
     import ruizn.effects.models.anthropic  # noqa: F401
 
     launched.set()
     say(f"ready · concurrency {concurrency} · logs {root}")
-    signals = [signal.SIGINT, signal.SIGTERM]
-    for sig in signals:
-        signal.signal(sig, lambda *_: stop.set())
-    while not stop.wait(0.5):
+    if own_signals:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: halt.set())
+    while not halt.wait(0.5):
         pass
     # Hand the runs in flight back at once: a heartbeat of 0 makes this worker dead for
-    # every other one, whose next beat puts its runs back on the queue. The process ends
-    # right after, so no run goes on here while another worker takes it.
+    # every other one, whose next beat puts its runs back on the queue.
     try:
         store.mark_dead(name)
-    finally:
-        say("stopped; runs in flight go to the other workers")
-        sys.stdout.flush()
-        os._exit(130)
+    except Exception as exc:  # stopping anyway: the heartbeat ages, and they take over
+        error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+        return WorkerStopped(name=name, log_root=root, error=error)
+    return WorkerStopped(name=name, log_root=root)
 
 
 def _key() -> Any:
-    """The user's fleet key (fleet/signing.py), or one line and exit 2."""
+    """The user's fleet key (fleet/signing.py), or FleetRefused."""
     need_fleet_extra()
     from ruizn.fleet.signing import FleetKey, FleetKeyError
 
     try:
         return FleetKey.of_user(os.environ)
     except FleetKeyError as exc:
-        fail(str(exc))
+        raise FleetRefused(str(exc)) from None
 
 
 def submit(
@@ -157,11 +176,17 @@ def submit(
     goal: str | None,
     *,
     settings: RunSettings,
-) -> int:
+    batch_max_cost: float | None = None,
+    queued: Callable[[str], None] = _quiet,
+) -> Submitted:
+    """Queue GOALS.jsonl's runs (or the one `goal`) on the fleet, signed with the user's
+    key; `queued` is told each run id as it is queued. `settings.max_cost` is each run's
+    budget; `batch_max_cost` the whole submission's, held in the database for every
+    worker."""
     if (goals is None) == (goal is None):
-        fail("give GOALS.jsonl or --goal TEXT (one of them)")
+        raise FleetRefused("give GOALS.jsonl or --goal TEXT (one of them)")
     if goal is not None and not goal.strip():
-        fail("--goal must not be empty")
+        raise FleetRefused("--goal must not be empty")
     need_fleet_extra()
     from ruizn.effects.runlog.store import new_run_id
     from ruizn.fleet.driver import RunInput, input_to_json
@@ -175,7 +200,7 @@ def submit(
             # A file submitted twice is two batches: the ids carry the submission's time.
             specs = read_goals(Path(goals), defaults, id_prefix=submission, local=False)
         except GoalsError as exc:
-            fail(str(exc))
+            raise FleetRefused(str(exc)) from None
     else:
         specs = [evolve(defaults, run_id=new_run_id())]
     store = open_store(db)
@@ -184,10 +209,11 @@ def submit(
     from ruizn.fleet.app import APP_VERSION, QUEUE, WORKFLOW
 
     client = _client(db, store)
-    if settings.max_cost is not None:
-        # Each run's budget, and the whole submission's, held in the database for every
-        # worker: before the runs are queued, so none starts without it.
-        store.open_budget(f"submit-{submission}", settings.max_cost, [s.run_id for s in specs])
+    if batch_max_cost is not None:
+        # The whole submission's budget, before the runs are queued, so none starts
+        # without it.
+        store.open_budget(f"submit-{submission}", batch_max_cost, [s.run_id for s in specs])
+    done: list[str] = []
     try:
         for spec in specs:
             store.note_submitted(spec.run_id, goal=spec.goal)
@@ -201,11 +227,12 @@ def submit(
                 },
                 key.signed(input_to_json(spec)),
             )
-            print(spec.run_id, flush=True)
+            done.append(spec.run_id)
+            queued(spec.run_id)
     finally:
         client.destroy()
         store.close()
-    return 0
+    return Submitted(run_ids=tuple(done))
 
 
 def _client(db: str, store: Any) -> Any:
@@ -218,15 +245,15 @@ def _client(db: str, store: Any) -> Any:
         migrate(db, store)  # the queue's tables, if no worker has started yet
         return DBOSClient(system_database_url=db)
     except Exception as exc:
-        fail(f"cannot reach the database: {str(exc).splitlines()[0][:200]}")
+        raise FleetRefused(f"cannot reach the database: {str(exc).splitlines()[0][:200]}") from None
 
 
-def resume_db(db: str, run: str, request: Resume) -> int:
+def resume_db(db: str, run: str, request: Resume) -> Queued | NothingQueued:
     """`ruizn resume --db`: check the run can go on (and the decisions given, against the
     calls its stored events show waiting), then queue an order for the workers (see
-    fleet/resume.py). Nothing is written or queued when it cannot. Of the request, the
-    limits, the read timeout and the decisions apply: a worker has its own workspace, MCP
-    header values and trust."""
+    fleet/resume.py). Nothing is written or queued when it cannot (FleetRefused). Of the
+    request, the limits, the read timeout and the decisions apply: a worker has its own
+    workspace, MCP header values and trust."""
     from ruizn.fleet.resume import NothingToQueue
 
     key = _key()
@@ -239,36 +266,30 @@ def resume_db(db: str, run: str, request: Resume) -> int:
             run = DbRunStore(store, Path(".")).find(run).run_id
         except RunNotFound as exc:
             store.close()
-            fail(str(exc))
+            raise FleetRefused(str(exc)) from None
     client = _client(db, store)
     try:
-        checked = _queue_resume(store, client, run, request, where=_safe(db), key=key)
-    except NothingToQueue as done:  # as a local resume: said, exit 0
-        print(shown(str(done)), flush=True)
-        return 0
+        checked, workflow_id = _queue_resume(store, client, run, request, where=_safe(db), key=key)
+    except NothingToQueue as done:  # as a local resume: said, not an error
+        return NothingQueued(run_id=run, message=str(done))
     finally:
         client.destroy()
         store.close()
     plan = checked.plan
-    limits = f"max_steps {plan.max_steps}"
-    if plan.max_tokens is not None:
-        limits += f", max_tokens {plan.max_tokens}"
-    if plan.max_cost is not None:
-        limits += f", max_cost {plan.max_cost:g}"
-    if plan.max_context is not None:
-        limits += f", max_context {plan.max_context}"
-    if checked.approve:
-        limits += f"; approve {', '.join(checked.approve)}"
-    if checked.deny:
-        limits += f"; deny {', '.join(checked.deny)}"
-    print(shown(f"{run} queued to resume on the fleet ({limits})"), flush=True)
-    return 0
+    return Queued(
+        run_id=run,
+        workflow_id=workflow_id,
+        limits=plan.limits,
+        approve=tuple(checked.approve),
+        deny=tuple(checked.deny),
+    )
 
 
 def _queue_resume(
     store: Any, client: Any, run: str, request: Resume, *, where: str, key: Any
-) -> Any:
-    """What was queued (a `resume.Checked`); one line and exit 2 when nothing is. The order
+) -> tuple[Any, str]:
+    """What was queued (a `resume.Checked`) and its workflow id; FleetRefused when nothing
+    is. The order
     is signed with the user's key; a run the key did not queue is refused (its grant said)
     unless `request.trust`."""
     from dbos import WorkflowSerializationFormat
@@ -311,26 +332,23 @@ def _queue_resume(
         runs = DbRunStore(store, Path("."))
         state = runs.load(runs.find(run)).state if store.has_run(run) else None
     except LogError as exc:
-        fail(f"run {run}: its events in the database do not replay: {exc}")
+        raise FleetRefused(f"run {run}: its events in the database do not replay: {exc}") from None
     try:
         checked = check_resume(
             run,
             state,
             workflows,
-            max_steps=request.max_steps,
-            max_tokens=request.max_tokens,
-            max_cost=request.max_cost,
-            max_context=request.max_context,
+            limits=request.limits,
             approve=request.approve,
             deny=request.deny,
             reason=request.reason,
         )
     except RunNotStored:
-        fail(f"no run {run!r} in the database {where}")
+        raise FleetRefused(f"no run {run!r} in the database {where}") from None
     except NothingToQueue:
         raise
     except FleetResumeRefused as exc:
-        fail(str(exc))
+        raise FleetRefused(str(exc)) from None
     assert state is not None  # check_resume refuses a run with no events
     submitted = next((_submitted_input(w.input) for w in statuses if w.workflow_id == run), None)
     run_input = input_of_run(state, submitted)
@@ -338,7 +356,7 @@ def _queue_resume(
         from ruizn.grant import grant_of
 
         grant = grant_of(run_input.settings).summary()
-        fail(
+        raise FleetRefused(
             shown(
                 f"run {run} in {where} was not queued with your fleet key; resuming it would"
                 f" grant: {grant}; give --trust to resume it so"
@@ -365,8 +383,10 @@ def _queue_resume(
                 key.signed(order_to_json(order)),
             )
     except DBOSWorkflowIDInUseError:
-        fail(f"run {run} was queued to resume by another command just now ({workflow_id})")
-    return checked
+        raise FleetRefused(
+            f"run {run} was queued to resume by another command just now ({workflow_id})"
+        ) from None
+    return checked, workflow_id
 
 
 def _submitted_input(stored: Any) -> dict[str, Any] | None:

@@ -2,75 +2,60 @@
 
     agent = ruizn.Agent(model="claude-sonnet-5-5", tools=[add], workspace=".")
     result = agent.run("What is 2 + 3?")
-    result = agent.resume(result.run_id, max_steps=40)
+    result = agent.resume(result.run_id, limits=ruizn.Limits(max_steps=40))
 
 Every run is built here, whoever asks for it (`ruizn run` and `ruizn resume`, a fleet worker,
 a library call): its `RunSettings` become a provider, a tool registry (built-ins, `--tool`
 specs, plug-ins, the caller's tools, MCP servers), a redactor, the store's writer and an
-`AgentRunner`. Read `_open` from top to bottom to see how. The CLI and the fleet choose the
-options, add what only they have (a printer, a terminal to ask, a database store) and map the
-typed exceptions raised here to exit codes; nothing here prints or exits the process.
+`AgentRunner` (shell/wiring.py: read `Wiring._open` from top to bottom to see how). Whom a
+resume trusts is shell/trusting.py; structured output's schema, shell/structured.py. The CLI
+and the fleet choose the options, add what only they have (a printer, a terminal to ask, a
+database store) and map the typed exceptions raised here to exit codes; nothing here prints
+or exits the process.
 """
 
 from __future__ import annotations
 
 import contextlib
-import inspect
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from attrs import asdict, evolve
 
-from ruizn.bounds import deeper_than, too_deep
 from ruizn.cassette.fork import fork_prefix
 from ruizn.effects.mcp.config import MCPServer
-from ruizn.effects.models.function import FunctionModel, ReplyFunction
+from ruizn.effects.models.function import ReplyFunction
 from ruizn.effects.models.pricing import Pricer, SharedBudget, default_pricer
-from ruizn.effects.models.provider import ModelCatalog, Provider, ProviderConfigError
+from ruizn.effects.models.provider import Provider
 from ruizn.effects.person.approval import ApproveFunction, Approver, CallbackApprover
 from ruizn.effects.runlog.reader import LOG_NAME, iter_events
 from ruizn.effects.runlog.sink import EventSink, MemorySink
-from ruizn.effects.runlog.store import FileStore, RunStore, fleet_owner, new_run_id, settled
+from ruizn.effects.runlog.store import RunStore, fleet_owner, new_run_id, settled
 from ruizn.effects.runlog.trust import NOT_STARTED_HERE, TrustStore
-from ruizn.effects.tools.base import BaseTool, ToolRegistry
-from ruizn.effects.tools.bash import ShellJobs, shell_config, shell_tools
-from ruizn.effects.tools.bwrap import find_bwrap, probe, shell_environment
-from ruizn.effects.tools.loader import Toolbox
-from ruizn.effects.tools.workspace import workspace_sandbox
 from ruizn.events import Event, LlmToken, Parent, RunFinished, RunResumed, RunStarted
-from ruizn.grant import grant_of
-from ruizn.modelfacts import check as check_model
-from ruizn.modelfacts import deprecation_line, fitted
-from ruizn.redact import Redactor, secrets_from_env
-from ruizn.redact import api_key_problem as key_whitespace_problem
+from ruizn.limits import Limits
 from ruizn.reducers import reasked, rebuild, reduce
 from ruizn.reducers import start as start_state
 from ruizn.resuming import ResumePlan, ResumeRefused, plan_continue, plan_resume, resume_decisions
 from ruizn.settings import (
-    TEST_MODEL,
     ConfigError,
-    JsonObject,
     RunSettings,
     settings_from,
 )
 from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session, UntrustedRun
-from ruizn.shell.runner import AgentRunner, Subscriber
+from ruizn.shell.runner import Subscriber
+from ruizn.shell.structured import check_output_schema, output_schema_of
 from ruizn.shell.toolkit import (
-    ChangedTool,
     Notice,
     ToolLike,
-    mcp_source,
-    mcp_toolset,
-    source_of,
-    tool_from,
-    with_flags,
 )
-from ruizn.state import ExecutionContext, Usage
-from ruizn.toolsource import SourceKind, ToolSource
+from ruizn.shell.trusting import accepted_fork, trusted_plan
+from ruizn.shell.wiring import Wiring, resolved
+from ruizn.state import Usage
 from ruizn.version import __version__
 
 if TYPE_CHECKING:
@@ -79,7 +64,7 @@ if TYPE_CHECKING:
     )
 
 
-class Agent:
+class Agent(Wiring):
     def __init__(
         self,
         model: str | ReplyFunction | Provider | None = None,
@@ -150,18 +135,13 @@ class Agent:
         self._hook_runner = hook_runner
         self._typed: Callable[[Any], Any] | None = None
         if output_type is not None:
-            schema, self._typed = _output_schema_of(output_type)
+            schema, self._typed = output_schema_of(output_type)
             options["output_schema"] = schema
         servers = tuple(mcp)
         if servers:
             options["mcp_servers"] = tuple(server.describe() for server in servers)
         self.settings = settings_from(**{**asdict(base, recurse=False), **options})
-        if self.settings.output_schema is not None:
-            from ruizn.rules import schema_problem
-
-            problem = schema_problem(self.settings.output_schema)
-            if problem is not None:
-                raise ConfigError(f"output_schema: {problem}")
+        check_output_schema(self.settings.output_schema)
         self._model = model
         self._tools = tuple(tools)
         self._builtins = builtins
@@ -196,38 +176,45 @@ class Agent:
         async for event in self._streamed(lambda: self.start(goal)):
             yield event
 
-    def resume(self, run: str | Path, **options: Any) -> RunResult:
+    def resume(self, run: str | Path, *, limits: Limits | None = None, **options: Any) -> RunResult:
         """Continue a stopped run in the same log (blocking); `options` are `Resume`'s
-        fields. See `resume_async`."""
-        return anyio.run(lambda: self.resume_async(run, **options))
+        other fields. See `resume_async`."""
+        return anyio.run(lambda: self.resume_async(run, limits=limits, **options))
 
-    async def resume_async(self, run: str | Path, **options: Any) -> RunResult:
+    async def resume_async(
+        self, run: str | Path, *, limits: Limits | None = None, **options: Any
+    ) -> RunResult:
         """Continue `run` (an id, `last`, a run folder or an events.jsonl) where it stopped,
-        with the same tools and MCP servers, appending to its log. `options` are `Resume`'s
-        fields (the new limits, decisions for the calls it waits on, `trust`...).
+        with the same tools and MCP servers, appending to its log. `limits` are the new ones
+        (`ruizn.Limits`; None keeps the run's); `options` are `Resume`'s other fields
+        (decisions for the calls it waits on, `trust`...).
 
         Raises `UntrustedRun` for a run ruizn did not start on this machine (or whose log
         changed since) unless `trust=True`, `NothingToResume` for a run that succeeded,
         `ResumeRefused` for limits or decisions that cannot apply, `RunLocked` while another
         process writes it. Nothing is written, imported or started before those checks."""
-        async with self.start_resume(run, Resume(**options)) as session:
+        async with self.start_resume(run, Resume(limits=limits, **options)) as session:
             return await session.drive()
 
-    def continue_run(self, run: str | Path, message: str, **options: Any) -> RunResult:
+    def continue_run(
+        self, run: str | Path, message: str, *, limits: Limits | None = None, **options: Any
+    ) -> RunResult:
         """Add `message` to a run that ended and go on in the same log (blocking); see
         `continue_async`."""
-        return anyio.run(lambda: self.continue_async(run, message, **options))
+        return anyio.run(lambda: self.continue_async(run, message, limits=limits, **options))
 
-    async def continue_async(self, run: str | Path, message: str, **options: Any) -> RunResult:
+    async def continue_async(
+        self, run: str | Path, message: str, *, limits: Limits | None = None, **options: Any
+    ) -> RunResult:
         """`ruizn continue`: a resume that adds a person's message. The model sees the whole
-        conversation, then `message`. `options` are `Resume`'s fields; `max_steps` is the
-        budget for this message (the run's new total is its steps plus that many).
+        conversation, then `message`. `options` are `Resume`'s other fields; `limits.max_steps`
+        is the budget for this message (the run's new total is its steps plus that many).
 
         Works on a run that ended in success, max_steps or error (an answer cut at max_tokens
         too). A run that stopped inside a model call or with tool calls unanswered (awaiting
         approval) raises `ResumeRefused`: `resume` it first. Trust, locking and errors are
         `resume_async`'s."""
-        request = Resume(**options, message=message)
+        request = Resume(limits=limits, **options, message=message)
         async with self.start_resume(run, request) as session:
             return await session.drive()
 
@@ -252,7 +239,7 @@ class Agent:
         assert isinstance(first, RunStarted)
         vouched = self._trust.problem(first, ref.path) is None
         if not vouched and trust:
-            self._accepted_fork(rebuild(events))
+            accepted_fork(self.settings.workspace, rebuild(events))
             vouched = True
         run_id = new_run_id()
         head = evolve(
@@ -314,31 +301,6 @@ class Agent:
             hook_runner=hook_runner,
         )
 
-    def _accepted_fork(self, state: ExecutionContext) -> None:
-        """What `trust=True` may vouch for in a fork, as `resume --trust` accepts a run: the
-        workspace must be the one this agent works in; an `always` approval read from a log
-        is never vouched for (a resume of the fork, asked first, turns it into `ask`)."""
-        here = str(_resolved(self.settings.workspace))
-        if here != str(_resolved(state.settings.workspace)):
-            raise ResumeRefused(
-                f"run {state.run_id} names the workspace {state.settings.workspace}, not"
-                f" {here}: fork from there, or give --workspace {state.settings.workspace}"
-            )
-        if state.settings.approval == "always":
-            raise ResumeRefused(
-                f"run {state.run_id} approves every tool call (approval always) and was not"
-                " started here: fork it without --trust, then `ruizn resume NEW` asks"
-            )
-
-    def store(self) -> RunStore:
-        """Where this agent's runs live."""
-        if self._store is None:
-            workspace = Path(self.settings.workspace)
-            self._store = FileStore.at(workspace, self._log_dir)
-        return self._store
-
-    # -- building a run -----------------------------------------------------------------------
-
     @contextlib.asynccontextmanager
     async def start(
         self, goal: str, *, run_id: str | None = None, parent: Parent | None = None
@@ -351,7 +313,7 @@ class Agent:
         settings = self.settings
         if not _is_folder(settings.workspace):
             raise ConfigError(f"the workspace {settings.workspace} is not a folder")
-        workspace = _resolved(settings.workspace)
+        workspace = resolved(settings.workspace)
         settings = evolve(settings, workspace=str(workspace))
         self._check_budget(settings.model, settings.max_cost)
         rerun = parent is not None and parent.kind == "rerun"
@@ -419,24 +381,9 @@ class Agent:
             if request.message is not None:
                 if request.approve or request.deny:
                     raise ResumeRefused("--approve/--deny go with resume, not with a message")
-                plan: ResumePlan | None = evolve(
-                    plan_continue(
-                        state,
-                        request.message,
-                        max_steps=request.max_steps,
-                        max_tokens=request.max_tokens,
-                    ),
-                    max_cost=request.max_cost,
-                    max_context=request.max_context,
-                )
+                plan: ResumePlan | None = plan_continue(state, request.message, request.limits)
             else:
-                plan = plan_resume(
-                    state,
-                    max_steps=request.max_steps,
-                    max_tokens=request.max_tokens,
-                    max_cost=request.max_cost,
-                    max_context=request.max_context,
-                )
+                plan = plan_resume(state, request.limits)
             if plan is None:
                 if request.approve or request.deny:  # a decision for a run that waits for none
                     raise ResumeRefused(
@@ -444,7 +391,15 @@ class Agent:
                         " no call awaits approval"
                     )
                 raise NothingToResume(state)
-            plan = self._trusted_plan(state, first, ref.path, plan, request)
+            plan = trusted_plan(
+                self._trust,
+                workspace=self.settings.workspace,
+                state=state,
+                first=first,
+                log=ref.path,
+                plan=plan,
+                request=request,
+            )
             settings = evolve(
                 state.settings,
                 workspace=plan.workspace or state.settings.workspace,
@@ -454,11 +409,11 @@ class Agent:
                 raise ConfigError(
                     f"run {state.run_id} uses model {settings.model}, not {self._model}"
                 )
-            self._check_budget(settings.model, plan.max_cost)
+            self._check_budget(settings.model, plan.limits.max_cost)
             if not _is_folder(settings.workspace):
                 raise ResumeRefused(f"the run's workspace {settings.workspace} no longer exists")
-            here = str(_resolved(self.settings.workspace))
-            if str(_resolved(settings.workspace)) != here:
+            here = str(resolved(self.settings.workspace))
+            if str(resolved(settings.workspace)) != here:
                 # A copy of a project resumes into the folder the run was started in: say so.
                 self._notice(
                     f"run {state.run_id} works in its own workspace {settings.workspace},"
@@ -520,299 +475,6 @@ class Agent:
                 " cannot be kept for it"
             )
 
-    def _trusted_plan(
-        self,
-        state: ExecutionContext,
-        first: RunStarted,
-        log: Path,
-        plan: ResumePlan,
-        request: Resume,
-    ) -> ResumePlan:
-        """The plan with what trust decides. A run this user's ruizn started (its record
-        matches the log) goes on as recorded, with what the command line overrides. Any other
-        goes on only if a person accepted its grant (`trust`), and then in the folder that
-        person names, and never with an `always` approval they did not give now."""
-        approval = request.approval
-        if request.vouched or self._trust.problem(first, log) is None:
-            return evolve(plan, approval=approval)
-        if not request.trust:
-            reason = self._trust.problem(first, log) or NOT_STARTED_HERE
-            verb = "resume" if request.message is None else "continue"
-            raise UntrustedRun(state.run_id, reason, grant_of(state.settings, state), verb=verb)
-        here = str(_resolved(self.settings.workspace))
-        if here != str(_resolved(state.settings.workspace)):
-            raise ResumeRefused(
-                f"run {state.run_id} names the workspace {state.settings.workspace}, not"
-                f" {here}: run from there, or give --workspace {state.settings.workspace}"
-            )
-        if approval is None and state.settings.approval == "always":
-            approval = "ask"  # an `always` read from a log is never applied silently
-        # Nor are the log's approvals (a call approved and not run, an "always" rule):
-        # asked again, unless the person accepted them all, seeing them in the grant.
-        reask = not request.keep_approvals and _holds_approvals(state)
-        return evolve(plan, workspace=here, approval=approval, reask=reask)
-
-    @contextlib.asynccontextmanager
-    async def _open(
-        self,
-        settings: RunSettings,
-        root: Path,
-        run_id: str,
-        sink: EventSink,
-        state: ExecutionContext | None,
-    ) -> AsyncIterator[tuple[AgentRunner, RunSettings]]:
-        """The provider, the tools and the runner for `settings`; for a new run (`state` is
-        None) the settings come back filled in (tools, sources, servers)."""
-        provider = self._provider(settings)
-        jobs = None
-        try:
-            if state is None:
-                settings = await self._fitted(provider, settings)
-                if settings.output_schema is not None and not settings.output_mode:
-                    # Asked once, recorded in run_started: a replay or rerun never asks again.
-                    settings = evolve(settings, output_mode=await _output_mode(provider, settings))
-            jobs = self._shell_jobs(settings, root)
-            shell = shell_tools(jobs) if jobs is not None else ()
-            registry, sources = self._local_tools(settings, root, state, shell)
-            servers = self._mcp_servers(settings)
-            async with mcp_toolset(
-                servers,
-                Path(settings.workspace),
-                root / ".mcp" / run_id,
-                lambda text: self._notice(f"mcp: {text}"),
-                self._environ,
-            ) as (mcp_tools, mcp_records, watch):
-                registry = ToolRegistry([*registry, *mcp_tools], timeout=settings.tool_timeout)
-                for schema in registry.tool_schemas():
-                    if state is None and deeper_than(schema):
-                        raise ConfigError(too_deep(f"the schema of tool {schema['name']!r}"))
-                if state is None:
-                    sources = (*sources, *(mcp_source(tool) for tool in mcp_tools))
-                    settings = evolve(
-                        settings,
-                        tool_sources=with_flags(sources, registry),
-                        mcp_servers=mcp_records,
-                    )
-                else:
-                    registry = ToolRegistry(
-                        self._unchanged(settings, registry, mcp_tools),
-                        timeout=settings.tool_timeout,
-                    )
-                # The environment's secrets, and the values given for the MCP servers
-                # (--mcp-header, --mcp-env), wherever they would reach the log.
-                redactor = Redactor(
-                    secrets=(
-                        *secrets_from_env(self._environ),
-                        *(value for server in servers for value in server.secret_values()),
-                    )
-                )
-                runner = AgentRunner(
-                    provider=provider,
-                    registry=registry,
-                    sink=sink,
-                    subscribers=self._subscribers,
-                    clock=time.time,
-                    timer=time.monotonic,
-                    state=state,
-                    redact=redactor.redact_event if redactor else None,
-                    approver=self._approver,
-                    watch=watch,
-                    pricer=self._pricer,
-                    budget=self._budget,
-                    instructions=_subfolder_instructions(settings),
-                    hooks=self._hooks_for(settings),
-                    transcript=str(root / run_id / LOG_NAME),
-                )
-                yield runner, settings
-        finally:
-            if jobs is not None:
-                jobs.close()  # every process the run started ends with it
-            await _aclose(provider)
-
-    async def _fitted(self, provider: Provider, settings: RunSettings) -> RunSettings:
-        """A new run's settings checked against what the Models API says of its model, before
-        its first request: a retired model or a thinking/effort choice it refuses is a
-        ModelRefused; a deprecated one a warning (once: a run starts once). A model the API
-        does not describe passes as it is."""
-        catalog = getattr(provider, "catalog", None)
-        if not isinstance(catalog, ModelCatalog):
-            return settings
-        facts = await catalog.describe(settings.model)
-        if facts is None:
-            return settings
-        listing = await catalog.models() if facts.lifecycle == "retired" else ()
-        check_model(settings, facts, listing)
-        warning = deprecation_line(facts)
-        if warning is not None:
-            self._notice(warning)
-        return fitted(settings, facts)
-
-    def _shell_jobs(self, settings: RunSettings, root: Path) -> ShellJobs | None:
-        """The run's process table when it offers the shell, after checking that bubblewrap
-        confines commands here (fail closed: SandboxUnavailable, before any request)."""
-        if not settings.shell:
-            return None
-        workspace = Path(settings.workspace).resolve()
-        logs = root.resolve()
-        mcp_env = [str(k) for record in settings.mcp_servers for k in record.get("env", ())]
-        environ = shell_environment(self._environ, drop=mcp_env)
-        bwrap = find_bwrap(self._environ)
-        config = shell_config(
-            workspace=workspace,
-            # Hidden unless hiding them would hide the workspace too (--log-dir . or above).
-            hidden=(logs,) if logs != workspace and logs not in workspace.parents else (),
-            allow_read=tuple(Path(p).expanduser().resolve() for p in settings.shell_allow_read),
-            network=settings.shell_network,
-            sandbox=settings.sandbox,
-            bwrap=bwrap,
-            environ=environ,
-            timeout=settings.shell_timeout,
-        )
-        if config.confinement is not None:
-            probe(bwrap, config.confinement, environ)
-        else:
-            self._notice(
-                "warning: --sandbox off: bash commands run unconfined, with your user's access"
-                " to every file and the network"
-            )
-        return ShellJobs(config)
-
-    def _hooks_for(self, settings: RunSettings) -> HookExecutor | None:
-        if not settings.hooks:
-            return None
-        if self._hook_runner is not None:
-            return self._hook_runner
-        from ruizn.effects.hooks.command import CommandHooks
-
-        return CommandHooks(Path(settings.workspace), self._environ)
-
-    def _provider(self, settings: RunSettings) -> Provider:
-        model = self._model
-        if model is None or isinstance(model, str):
-            if settings.model == TEST_MODEL:
-                from ruizn.effects.models.offline import TestModelProvider
-
-                return TestModelProvider(Path(settings.workspace))
-            problem = self._key_problem()
-            if problem is not None:
-                raise ProviderConfigError(problem)
-            from ruizn.effects.models.anthropic import AnthropicProvider
-
-            return AnthropicProvider(read_timeout=settings.read_timeout)
-        if hasattr(model, "stream") and not inspect.isfunction(model):
-            return model  # type: ignore[return-value]
-        return FunctionModel(model)
-
-    def _key_problem(self) -> str | None:
-        if not self._environ.get("ANTHROPIC_API_KEY"):
-            return "ANTHROPIC_API_KEY is not set: set it, or try --model test (offline)"
-        # A key read from a CRLF file keeps its \r; the HTTP client would put the key itself
-        # into its error text. Refuse it before anything is sent or logged.
-        return key_whitespace_problem(self._environ)
-
-    def _local_tools(
-        self,
-        settings: RunSettings,
-        root: Path,
-        state: ExecutionContext | None,
-        shell: tuple[BaseTool, ...] = (),
-    ) -> tuple[ToolRegistry, tuple[ToolSource, ...]]:
-        """A new run's tools: the built-ins, its specs and plug-ins, then the caller's. A
-        resumed run's: the ones it started with, loaded again from where they came from."""
-        from ruizn.effects.tools.function import tool as as_tool
-        from ruizn.effects.tools.loader import collect_tools, load_sources
-
-        sandbox = workspace_sandbox(
-            Path(settings.workspace), root, allow_secret_files=settings.allow_secret_files
-        )
-        if state is not None:
-            recorded = tuple(s for s in settings.tool_sources if s.kind is not SourceKind.MCP)
-            given = {made.name: made for made in (tool_from(t, as_tool) for t in self._tools)}
-            given |= {made.name: made for made in shell}
-            if not settings.tool_sources:  # a run from before sources were recorded
-                return collect_tools(sandbox, plugins=False).registry(), ()
-            loadable = tuple(s for s in recorded if s.tool not in given)
-            loaded = load_sources(loadable, sandbox, timeout=settings.tool_timeout)
-            by_name = {tool.name: tool for tool in loaded} | given
-            return ToolRegistry(by_name[s.tool] for s in recorded), recorded
-        toolbox = self.toolbox(settings, root)
-        tools = [*(loaded.tool for loaded in toolbox.tools), *shell]
-        sources = list(toolbox.sources)
-        sources += [ToolSource(tool=t.name, kind=SourceKind.BUILTIN, ref=t.name) for t in shell]
-        for item in self._tools:
-            made = tool_from(item, as_tool)
-            tools.append(made)
-            sources.append(source_of(made))
-        return ToolRegistry(tools), tuple(sources)
-
-    def toolbox(self, settings: RunSettings | None = None, root: Path | None = None) -> Toolbox:
-        """The tools a new run gets before the caller's and the MCP servers': the built-ins,
-        the `tool_specs` and the plug-ins, each with where it came from (`ruizn tools`).
-        Raises ToolLoadError for a spec that cannot load; a plug-in that cannot is a notice."""
-        from ruizn.effects.tools.loader import collect_tools
-
-        settings = self.settings if settings is None else settings
-        root = self.store().root if root is None else root
-        sandbox = workspace_sandbox(
-            Path(settings.workspace).resolve(), root, allow_secret_files=settings.allow_secret_files
-        )
-        toolbox = collect_tools(
-            sandbox,
-            settings.tool_specs,
-            plugins=settings.plugins,
-            builtins=None if self._builtins else (),
-            timeout=settings.tool_timeout,
-        )
-        for warning in toolbox.warnings:
-            self._notice(f"warning: {warning}")
-        return toolbox
-
-    async def mcp_tools(self) -> tuple[BaseTool, ...]:
-        """The tools this agent's MCP servers offer now, as a run would get them (`ruizn
-        tools --mcp`): the servers are started, listed and stopped. Each tool's `source()`
-        says where it comes from and whether it only reads. Raises McpStartupError (one line,
-        naming the server) when a server cannot start or list its tools."""
-        settings = self.settings
-        async with mcp_toolset(
-            self._servers,
-            _resolved(settings.workspace),
-            None,
-            lambda text: self._notice(f"mcp: {text}"),
-            self._environ,
-        ) as (tools, _, _):
-            return tools
-
-    def _unchanged(
-        self, settings: RunSettings, registry: ToolRegistry, mcp_tools: tuple[BaseTool, ...]
-    ) -> list[BaseTool]:
-        """A resumed run's registry, with each MCP tool the servers now list otherwise than
-        the run recorded replaced by one that refuses its calls (a notice says which)."""
-        from ruizn.effects.mcp.toolset import mcp_tool_changes
-
-        changed = mcp_tool_changes(
-            recorded_sources=settings.tool_sources,
-            recorded_tools=settings.tools,
-            current_sources=[mcp_source(tool) for tool in mcp_tools],
-            current_tools=[tool.schema() for tool in mcp_tools],
-        )
-        if not changed:
-            return list(registry)
-        recorded = {str(schema.get("name")): schema for schema in settings.tools}
-        kept = [tool for tool in registry if tool.name not in changed]
-        for name, reason in changed.items():
-            self._notice(f"mcp: {reason}: its calls are refused, not run")
-            kept.append(ChangedTool.of(name, recorded.get(name, {"name": name}), reason))
-        return kept
-
-    def _mcp_servers(self, settings: RunSettings) -> tuple[MCPServer, ...]:
-        if self._servers:
-            return self._servers
-        if not settings.mcp_servers:
-            return ()
-        from ruizn.effects.mcp.config import servers_from_records
-
-        return servers_from_records(settings.mcp_servers, self._mcp_headers, environ=self._environ)
-
     async def _streamed(
         self, opening: Callable[[], contextlib.AbstractAsyncContextManager[Session]]
     ) -> AsyncIterator[Event]:
@@ -834,39 +496,6 @@ class Agent:
                             yield event
         finally:
             self._subscribers = self._subscribers[:-1]
-
-
-async def _output_mode(provider: Provider, settings: RunSettings) -> Literal["format", "tool"]:
-    """Constrained decoding (output_config.format) where the Models API says the model
-    supports it; else the final tool, which every model with tools can call."""
-    catalog = getattr(provider, "catalog", None)
-    if not isinstance(catalog, ModelCatalog):
-        return "tool"
-    facts = await catalog.describe(settings.model)
-    return "format" if facts is not None and facts.structured_outputs is True else "tool"
-
-
-def _output_schema_of(output_type: Any) -> tuple[JsonObject, Callable[[Any], Any] | None]:
-    """A JSON Schema dict as given (the output stays the JSON value); a pydantic model or a
-    TypedDict as pydantic describes it, with the function that makes the value that type."""
-    if isinstance(output_type, dict):
-        return output_type, None
-    from pydantic import TypeAdapter
-
-    try:
-        adapter: TypeAdapter[Any] = TypeAdapter(output_type)
-        schema = adapter.json_schema()
-    except Exception as exc:  # pydantic's errors for a type it cannot describe
-        raise ConfigError(f"output_type {output_type!r} has no JSON Schema: {exc}") from None
-    return schema, adapter.validate_python
-
-
-def _subfolder_instructions(settings: RunSettings) -> Any:
-    if not settings.project_instructions:
-        return None
-    from ruizn.effects.project.instructions import SubfolderInstructions
-
-    return SubfolderInstructions(Path(settings.workspace))
 
 
 def _torn(replayed: Any) -> int:
@@ -902,21 +531,6 @@ class _Sessions:
 
     def lost(self) -> float:
         return round(max(0.0, self._last - self._start), 3) if self._open else 0.0
-
-
-def _holds_approvals(state: ExecutionContext) -> bool:
-    grant = grant_of(state.settings, state)
-    return bool(grant.preapproved or grant.always_tools)
-
-
-def _resolved(path: str) -> Path:
-    return Path(path).resolve()
-
-
-async def _aclose(provider: Provider) -> None:
-    close = getattr(provider, "aclose", None)
-    if close is not None:
-        await close()
 
 
 def run(goal: str, **options: Any) -> RunResult:

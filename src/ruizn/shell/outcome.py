@@ -12,6 +12,7 @@ from attrs import field, frozen
 from ruizn.effects.runlog.trust import TrustStore
 from ruizn.events import RunStarted
 from ruizn.grant import Grant
+from ruizn.limits import Limits
 from ruizn.resuming import ResumeRefused
 from ruizn.settings import (
     ApprovalMode,
@@ -45,20 +46,18 @@ def call_ids(ids: Iterable[str]) -> tuple[str, ...]:
     return tuple(ids)
 
 
+def limits_or_none(limits: Limits | None) -> Limits:
+    return Limits() if limits is None else limits
+
+
 @frozen(kw_only=True)
 class Resume:
     """How a stopped run goes on (`Agent.resume`, `ruizn resume`)."""
 
-    max_steps: int | None = None
-    """The run's new step total (None: another batch as big as the first after max_steps,
-    else the run's own)."""
-    max_tokens: int | None = None
-    """A new per-call limit (lets an answer cut at max_tokens go on)."""
-    max_cost: float | None = None
-    """The run's new budget in USD, a total for the whole run (None: the run's own; a run
-    stopped by its budget needs a new one above what it has spent)."""
-    max_context: int | None = None
-    """A new context limit in tokens (0: off; None: the run's own)."""
+    limits: Limits = field(factory=Limits, converter=limits_or_none)
+    """The new limits (each None: the run's own). `max_steps` is the run's new step total
+    (None: another batch as big as the first after max_steps, else the run's own); a run
+    stopped by its budget needs a `max_cost` above what it has spent."""
     approve: tuple[str, ...] = field(default=(), converter=call_ids)
     """Waiting tool calls to approve, by id, or "all"."""
     deny: tuple[str, ...] = field(default=(), converter=call_ids)
@@ -83,8 +82,8 @@ class Resume:
     """The store vouches for the run (a fleet's database): no trust record is needed."""
     message: str | None = None
     """A person's new message (`continue_run`, `ruizn continue`): the run goes on with it
-    after its whole history, and `max_steps` is the budget for this message (the run's new
-    total is the steps it has taken plus that many; None: the run's own limit)."""
+    after its whole history, and `limits.max_steps` is the budget for this message (the run's
+    new total is the steps it has taken plus that many; None: the run's own limit)."""
 
 
 class NothingToResume(ResumeRefused):

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import anyio
-from attrs import evolve, frozen
+from attrs import evolve
 
 from ruizn.decide import (
     AnswerDenied,
@@ -35,19 +35,17 @@ from ruizn.decide import (
     approvals_to_request,
     next_action,
     reply_refusal,
-    stale_result,
 )
 from ruizn.effects.hooks.command import HookExecutor
 from ruizn.effects.models.pricing import Pricer, SharedBudget
 from ruizn.effects.models.provider import ModelReply, Provider, ProviderError, ReplayDiverged
 from ruizn.effects.person.approval import Approver, needs_approval_of
 from ruizn.effects.runlog.sink import EventSink, LogLost, SinkError
-from ruizn.effects.tools.base import BaseTool, ToolRegistry, invoke_tool
+from ruizn.effects.tools.base import ToolRegistry
 from ruizn.events import (
     BudgetSpent,
     ContextCleared,
     Event,
-    HookRan,
     LlmCallFailed,
     LlmCallStarted,
     LlmResponse,
@@ -60,73 +58,32 @@ from ruizn.events import (
     ToolApprovalDecided,
     ToolApprovalRequested,
     ToolCallFinished,
-    ToolCallStarted,
-    ToolsChanged,
     UserMessage,
 )
-from ruizn.hooks import matching, payload, post_notes
-from ruizn.media import fit as fit_media
-from ruizn.media import text_of
-from ruizn.reducers import InvalidTransition, add_tokens, reduce, start
+from ruizn.reducers import add_tokens, reduce, start
 from ruizn.request import MessagesRequest, plan_request
 from ruizn.resuming import ResumePlan, interrupted_calls, interrupted_result
 from ruizn.rules import ApprovalDecision
-from ruizn.settings import HookSpec, RunSettings
+from ruizn.settings import RunSettings
+from ruizn.shell.toolcalls import PathInstructions, ToolCalls
+from ruizn.shell.toolchange import ToolWatch
 from ruizn.state import (
     ErrorType,
     ExecutionContext,
-    Phase,
     Status,
-    TextBlock,
     ToolCall,
     ToolResult,
 )
-from ruizn.toolsource import SourceKind, ToolSource
 from ruizn.version import __version__
 
 E = TypeVar("E", bound=Event)
 Subscriber = Callable[[Event], None]
 
 
-@frozen(kw_only=True)
-class ToolChange:
-    """Tools a run's tool source changed (an MCP server's list): `tools`, with their
-    `sources` in the same order, take the place of the run's tools named in `replaces`."""
+class AgentRunner(ToolCalls):
+    """Drives one run (new or replayed); its tool calls, hooks and tool changes are its parts
+    in shell/toolcalls.py, shell/hookcalls.py and shell/toolchange.py."""
 
-    servers: tuple[str, ...]
-    tools: tuple[BaseTool, ...]
-    sources: tuple[ToolSource, ...]
-    replaces: frozenset[str]
-
-
-class ToolWatch(Protocol):
-    """Tools that may change while a run goes on (MCP servers' notifications/tools/
-    list_changed). The runner asks `pending` before each action and, between steps or
-    between a turn's calls, takes the change as a `tools_changed` event."""
-
-    def pending(self) -> bool:
-        """Whether a change may be waiting (cheap)."""
-        ...
-
-    async def refresh(self, settings: RunSettings) -> ToolChange | None:
-        """The change, against the run's tools as `settings` record them; None when there
-        is none, or it was refused (the watch says why)."""
-        ...
-
-    def refused(self, reason: str) -> None:
-        """The run could not take the change (its log refused it)."""
-        ...
-
-
-class PathInstructions(Protocol):
-    """Project instructions for a path a file tool touched (effects.project.instructions)."""
-
-    def given_in(self, messages: Iterable[Any], root: Iterable[Any]) -> None: ...
-
-    def for_path(self, raw: str) -> str | None: ...
-
-
-class AgentRunner:
     def __init__(
         self,
         *,
@@ -237,14 +194,16 @@ class AgentRunner:
         request still missing is logged, then each decision. `message` is a person's new
         message (`ruizn continue`, planned by `decide.plan_continue`), logged last."""
         interrupted = interrupted_calls(self.state, self._read_only)
+        limits = plan.limits
+        assert limits.max_steps is not None  # a plan always sets the total (ResumePlan)
         self._emit(
             RunResumed,
-            max_steps=plan.max_steps,
-            max_tokens=plan.max_tokens,
+            max_steps=limits.max_steps,
+            max_tokens=limits.max_tokens,
             workspace=plan.workspace,
             approval=plan.approval,
-            max_cost=plan.max_cost,
-            max_context=plan.max_context,
+            max_cost=limits.max_cost,
+            max_context=limits.max_context,
             torn_bytes=torn_bytes,
             reask=plan.reask,
             elapsed=plan.lost,
@@ -257,10 +216,6 @@ class AgentRunner:
                 self._decide(decision, always=decision.always)
         if message is not None:
             self._emit(UserMessage, text=message)
-
-    def _read_only(self, name: str) -> bool:
-        tool = self._registry.get(name)
-        return tool is not None and tool.read_only
 
     async def drive(self) -> ExecutionContext:
         """Run until the core says finish. Ends the log with RunFinished whenever it can.
@@ -437,217 +392,6 @@ class AgentRunner:
             )
         return reply
 
-    async def _run_tools(self, calls: Sequence[ToolCall]) -> None:
-        """Run a turn's calls, up to `tool_concurrency` at once. A tool marked `sequential`
-        runs alone, as a barrier, in the order the model asked. Events are logged in the
-        order things happen; the reducer merges the results in tool_use order."""
-        batch: list[ToolCall] = []
-        for call in calls:
-            tool = self._registry.get(call.name)
-            if tool is not None and getattr(tool, "sequential", False):
-                await self._run_batch(batch)
-                batch = []
-                await self._run_tool(call)
-            else:
-                batch.append(call)
-        await self._run_batch(batch)
-
-    async def _run_batch(self, calls: Sequence[ToolCall]) -> None:
-        concurrency = self.state.settings.tool_concurrency
-        if len(calls) <= 1 or concurrency == 1:
-            for call in calls:
-                await self._take_tool_changes()  # one call may change the next one's tool
-                await self._run_tool(call)
-            return
-        limiter = anyio.CapacityLimiter(concurrency)
-
-        async def one(call: ToolCall) -> None:
-            async with limiter:
-                await self._run_tool(call)
-
-        try:
-            async with anyio.create_task_group() as group:
-                for call in calls:
-                    group.start_soon(one, call)
-        except BaseExceptionGroup as failed:
-            # invoke_tool never raises, so this is the log failing (or a bug): the first such
-            # error ends the run as it would in the sequential path, not wrapped in a group.
-            raise first_error(failed) from None
-
-    async def _take_tool_changes(self) -> None:
-        """Between steps, or between the calls of a turn, take a change of the run's tools:
-        logged as `tools_changed` (the next request offers exactly its tools, on replay and
-        resume too) and the registry swapped. A call of the turn whose tool is gone or
-        changed is then answered with why (the reducer marks it, decide answers it)."""
-        watch = self._watch
-        if watch is None or not watch.pending():
-            return
-        state = self.state
-        if state.status is not Status.RUNNING or state.phase not in (Phase.READY, Phase.TOOLS):
-            return
-        change = await watch.refresh(state.settings)
-        if change is None:
-            return
-        state = self.state
-        settings = state.settings
-        tools = (
-            *(t for t in settings.tools if t.get("name") not in change.replaces),
-            *(tool.schema() for tool in change.tools),
-        )
-        sources = (
-            *(s for s in settings.tool_sources if s.tool not in change.replaces),
-            *change.sources,
-        )
-        try:
-            registry = ToolRegistry(
-                [*(t for t in self._registry if t.name not in change.replaces), *change.tools],
-                timeout=self._registry.timeout,
-            )
-        except ValueError as exc:  # a name both the change and the run's other tools hold
-            watch.refused(str(exc))
-            return
-        if tools != settings.tools or sources != settings.tool_sources:
-            try:
-                self._emit(ToolsChanged, servers=change.servers, tools=tools, tool_sources=sources)
-            except InvalidTransition as exc:  # not written: the run goes on as it was
-                watch.refused(str(exc))
-                return
-        self._registry = registry
-        self.needs_approval = needs_approval_of(registry)
-
-    async def _run_tool(self, call: ToolCall) -> None:
-        if call.id in self.state.turn_stale:  # its tool changed since this batch was planned
-            self._emit(ToolCallFinished, id=call.id, result=stale_result(self.state, call))
-            return
-        self._emit(ToolCallStarted, id=call.id, name=call.name, input=call.input)
-        if not self._read_only(call.name):
-            # On disk before the tool acts: after a power cut, resume must find the call
-            # started and answer it `interrupted`, never run it a second time.
-            self._sink.sync()  # a SinkError ends the run as a failed write does
-        began = self._timer()
-        try:
-            result = await invoke_tool(self._registry, call)
-        except anyio.get_cancelled_exc_class():
-            # A tool that ends its work when cancelled (bash kills the command's process
-            # group) says so in the log, so resume need not answer "effects unknown".
-            stopped = getattr(self._registry.get(call.name), "stopped_on_cancel", None)
-            if isinstance(stopped, str):
-                result = ToolResult.error(ErrorType.INTERRUPTED, stopped)
-                with contextlib.suppress(SinkError):
-                    self._emit(
-                        ToolCallFinished, id=call.id, result=result, duration=self._timer() - began
-                    )
-            raise
-        if not isinstance(result.content, str):
-            # Its images, checked against what the run's requests hold already: an image the
-            # API would refuse becomes a line saying why (ruizn.media). No await between
-            # this and the emit, so calls finishing in parallel are counted one by one.
-            content, _ = fit_media(result.content, self.state.media)
-            result = evolve(result, content=content)
-        result = self._with_instructions(call, result)
-        post = matching(self.state.settings, "PostToolUse", call.name)
-        if post:
-            response = {"content": text_of(result.content), "is_error": result.is_error}
-            runs = await self._run_hooks("PostToolUse", post, call, tool_response=response)
-            notes = post_notes(runs)
-            if notes:
-                content = result.content
-                result = evolve(
-                    result,
-                    content=f"{content}\n\n{notes}"
-                    if isinstance(content, str)
-                    else (*content, TextBlock(text=notes)),
-                )
-        self._emit(ToolCallFinished, id=call.id, result=result, duration=self._timer() - began)
-
-    async def _run_hooks(
-        self,
-        event: str,
-        specs: Sequence[HookSpec],
-        call: ToolCall | None = None,
-        **fields: Any,
-    ) -> list[HookRan]:
-        """Run `specs` one after another for `event`, logging each answer (hook_ran)."""
-        runner = self._hooks
-        if runner is None:  # pragma: no cover - the builder gives one to a run with hooks
-            raise RuntimeError("a run with hooks needs a hook runner")
-        state = self.state
-        if call is not None:
-            fields = {
-                "tool_name": call.name,
-                "tool_input": call.input,
-                "tool_use_id": call.id,
-                **fields,
-            }
-        elif event in ("UserPromptSubmit", "SessionStart"):
-            fields = {"prompt": state.goal} if event == "UserPromptSubmit" else fields
-            if event == "SessionStart":
-                fields = {"source": "startup", "model": state.settings.model}
-        elif event == "Stop":
-            fields = {"stop_hook_active": state.stop_blocked}
-        data = payload(
-            event,
-            run_id=state.run_id,
-            transcript=self._transcript,
-            settings=state.settings,
-            **fields,
-        )
-        logged: list[HookRan] = []
-        for spec in specs:
-            run = await runner.run(spec, data)
-            found = run.outcome
-            decision = "stop" if found.stop is not None else found.decision
-            self._emit(
-                HookRan,
-                hook_event=event,
-                command=spec.command,
-                exit_code=run.exit_code,
-                decision=decision,
-                reason=found.stop if found.stop is not None else found.reason,
-                context=found.context,
-                updated_input=found.updated_input,
-                tool_use_id=None if call is None else call.id,
-                duration=round(run.duration, 3),
-                error=found.error,
-            )
-            event_record = self._last
-            assert isinstance(event_record, HookRan)
-            logged.append(event_record)
-            if decision == "stop":
-                break
-        return logged
-
-    async def _session_end(self, status: Status) -> None:
-        """SessionEnd hooks, told how the run ends, before its run_finished."""
-        state = self.state
-        specs = matching(state.settings, "SessionEnd")
-        if specs and state.phase in (Phase.READY, Phase.TOOLS, Phase.DONE):
-            await self._run_hooks("SessionEnd", specs, reason=status.value)
-
-    def _with_instructions(self, call: ToolCall, result: ToolResult) -> ToolResult:
-        """The result with the nearest subfolder instructions file not given yet, if the
-        call is a built-in file tool's on a path."""
-        finder = self._instructions
-        path = call.input.get("path")
-        if finder is None or result.is_error or not isinstance(path, str):
-            return result
-        state = self.state
-        if not any(
-            s.tool == call.name and s.kind is SourceKind.BUILTIN
-            for s in state.settings.tool_sources
-        ):
-            return result
-        if not self._instructions_ready:
-            finder.given_in(state.messages, state.settings.instructions)
-            self._instructions_ready = True
-        block = finder.for_path(path)
-        if block is None:
-            return result
-        content = result.content
-        if isinstance(content, str):
-            return evolve(result, content=f"{content}\n\n{block}")
-        return evolve(result, content=(*content, TextBlock(text=block)))
-
     def _request_approvals(self, calls: Sequence[ToolCall]) -> None:
         for call in calls:
             self._emit(ToolApprovalRequested, id=call.id, name=call.name, input=call.input)
@@ -719,17 +463,6 @@ class AgentRunner:
                 self._state = new_state
             raise
         self._state = new_state
-
-
-def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The error a task group's failure stands for: the first sink error, else the first."""
-    for exc in group.exceptions:
-        if isinstance(exc, BaseExceptionGroup):
-            return first_error(exc)
-        if isinstance(exc, SinkError):
-            return exc
-    first = group.exceptions[0]
-    return first_error(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 def _unchanged(event: Event) -> Event:

@@ -8,19 +8,19 @@ so `grep` and files see all of it.
 
 from __future__ import annotations
 
-import shutil
 import sys
 import unicodedata
 from collections.abc import Sequence
-
-from attrs import frozen
+from typing import NamedTuple
 
 # The goal is worth a column of its own: below this, columns that can go go first.
 GOAL_ROOM = 16
 
 
-@frozen(kw_only=True)
-class Column:
+class Column(NamedTuple):
+    """A column's layout. A NamedTuple, not an attrs record: a warm `ruizn runs` prints
+    through this module and must start without importing attrs (issue #33)."""
+
     title: str
     right: bool = False  # numbers line up on the right
     width: int = 0  # the least width piped (a fixed layout scripts may read)
@@ -31,6 +31,8 @@ def terminal_width() -> int | None:
     """The terminal's columns when stdout is one (COLUMNS wins, as shutil reads it)."""
     if not sys.stdout.isatty():
         return None
+    import shutil  # only at a terminal: piped `ruizn runs` starts without it
+
     return shutil.get_terminal_size().columns
 
 

@@ -15,7 +15,7 @@ from ruizn.settings import (
     JsonObject,
     RunSettings,
 )
-from ruizn.shell.runner import ToolChange, ToolWatch
+from ruizn.shell.toolchange import ToolChange, ToolWatch
 from ruizn.state import ErrorType, ToolResult
 from ruizn.toolsource import SourceKind, ToolSource
 

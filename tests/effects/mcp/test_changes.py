@@ -11,7 +11,7 @@ from ruizn.effects.mcp.config import MCPServer
 from ruizn.effects.mcp.toolset import McpToolset, mcp_tool_changes
 from ruizn.state import JsonObject
 from ruizn.toolsource import SourceKind, ToolSource
-from tests.effects.mcp.test_toolset import SERVERS
+from tests.mcp_servers import SERVERS
 
 ECHO_SCHEMA: JsonObject = {
     "type": "object",

@@ -4,96 +4,35 @@ and over Streamable HTTP on 127.0.0.1: what the model sees, and every way a serv
 from __future__ import annotations
 
 import os
-import re
 import signal
-import socket
-import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
 import pytest
 
 from ruizn.effects.mcp.config import MCPServer
-from ruizn.effects.mcp.connection import McpTool
 from ruizn.effects.mcp.names import McpStartupError
 from ruizn.effects.mcp.toolset import McpToolset
-from ruizn.effects.tools.base import ToolRegistry, invoke_tool
 from ruizn.state import (
     ErrorType,
     ImageBlock,
     ImageSource,
     JsonObject,
     TextBlock,
-    ToolCall,
     ToolResult,
 )
+from tests.effects.mcp.conftest import demo, gone, pids_in, toolset, wait_until
 from tests.fakeapi import free_port
-from tests.paths import TESTS
+from tests.mcp_servers import DEMO, SERVERS, start_http_demo, stop_http_demo
 
 pytestmark = pytest.mark.anyio
 
-SERVERS = TESTS / "mcp_servers"
-DEMO = str(SERVERS / "demo.py")
 # The 1x1 PNG tests/mcp_servers/demo.py's picture tool returns.
 TINY_PNG = (
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
 )
 RESTARTED = "[ruizn restarted MCP server demo, which had stopped]\n"
-
-
-def demo(name: str = "demo", **kw: float) -> MCPServer:
-    return MCPServer.stdio(name, sys.executable, [DEMO], **kw)
-
-
-class Run:
-    """An open toolset, with its registry and the notices it gave."""
-
-    def __init__(self, toolset: McpToolset, tools: tuple[McpTool, ...], notices: list[str]):
-        self.toolset = toolset
-        self.tools = tools
-        self.registry = ToolRegistry(tools)
-        self.notices = notices
-
-    async def call(self, tool: str, /, **arguments: object) -> ToolResult:
-        return await invoke_tool(self.registry, ToolCall(id="toolu_1", name=tool, input=arguments))
-
-    async def pid(self, server: str = "demo") -> int:
-        result = await self.call(f"mcp__{server}__pid")
-        return int(result.content.splitlines()[-1])
-
-
-@asynccontextmanager
-async def toolset(*servers: MCPServer, **kw: object) -> AsyncIterator[Run]:
-    notices: list[str] = []
-    ts = McpToolset(servers, on_notice=notices.append, **kw)  # type: ignore[arg-type]
-    async with ts as tools:
-        yield Run(ts, tools, notices)
-
-
-def gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    # Still there, or a zombie nobody reaped: both are an orphan for our purpose.
-    return False
-
-
-async def wait_until(condition: object, what: str, limit: float = 10.0) -> None:
-    assert callable(condition)
-    with anyio.move_on_after(limit):
-        # Polling is the point: the condition is another process's state or the toolset's.
-        while not condition():  # noqa: ASYNC110
-            await anyio.sleep(0.02)
-        return
-    raise AssertionError(f"waited {limit}s for {what}")
-
-
-def pids_in(stderr_file: Path) -> list[int]:
-    return [int(p) for p in re.findall(r"pid (\d+)", stderr_file.read_text())]
 
 
 # -- stdio -----------------------------------------------------------------------------------
@@ -336,52 +275,6 @@ async def test_cancelled_during_start_up_leaves_no_process(tmp_path: Path) -> No
 # -- Streamable HTTP -------------------------------------------------------------------------
 
 
-def start_http_demo(port: int) -> subprocess.Popen[bytes]:
-    """The demo server over Streamable HTTP on 127.0.0.1, as a process of its own."""
-    proc = subprocess.Popen(
-        [sys.executable, DEMO, "--http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    _wait_for_port(port, proc)
-    return proc
-
-
-def stop_http_demo(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
-@pytest.fixture(scope="module")
-def http_demo() -> Iterator[str]:
-    port = free_port()
-    proc = start_http_demo(port)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        stop_http_demo(proc)
-
-
-def _wait_for_port(port: int, proc: subprocess.Popen[bytes]) -> None:
-    import time
-
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the HTTP demo server exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-        except OSError:
-            time.sleep(0.05)
-        else:
-            return
-    raise RuntimeError("the HTTP demo server did not open its port")
-
-
 async def test_http_tools_calls_and_headers(http_demo: str) -> None:
     server = MCPServer.http("web", http_demo, headers={"X-Demo-Token": "s3cret"}, timeout=5)
     async with toolset(server) as run:
@@ -439,7 +332,7 @@ async def test_describe_records_no_secret_and_resume_can_reconnect(http_demo: st
             "name": "demo",
             "transport": "stdio",
             "command": sys.executable,
-            "args": [DEMO],
+            "args": [str(DEMO)],
             "env": [],
         },
     )

@@ -16,7 +16,8 @@ from ruizn.effects.mcp.config import MCPServer
 from ruizn.effects.mcp.names import McpStartupError
 from ruizn.effects.mcp.stderr import STDERR_KEEP, StderrFile
 from ruizn.state import ToolResult
-from tests.effects.mcp.test_toolset import SERVERS, gone, pids_in, toolset
+from tests.effects.mcp.conftest import gone, pids_in, toolset
+from tests.mcp_servers import SERVERS
 
 pytestmark = pytest.mark.anyio
 

@@ -60,11 +60,6 @@ USAGE = WireUsage(10, 5, 2, 3)
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def serve() -> Iterator[Any]:
     started: list[FakeAnthropic] = []
 

@@ -3,8 +3,6 @@ is the pinned one, and a model nobody prices has no price (never zero)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from decimal import Decimal
 
 import pytest
@@ -13,6 +11,7 @@ from hypothesis import strategies as st
 
 from ruizn.effects.models.pricing import GenaiPrices, _Rates, fast_cost, library_cost
 from ruizn.state import Usage
+from tests.conftest import run_python
 
 PRICES = GenaiPrices()
 
@@ -96,7 +95,5 @@ def test_the_offline_model_never_loads_the_price_list() -> None:
         " p = GenaiPrices(); assert p.cost('test', Usage()) is None;"
         " assert p.context_window('test') is None; print('genai_prices' in sys.modules)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
-    )
+    out = run_python("-c", code, check=True)
     assert out.stdout.strip() == "False"

@@ -32,6 +32,7 @@ from ruizn.events import (
     RunStarted,
     ToolCallStarted,
 )
+from ruizn.limits import Limits
 from ruizn.reducers import rebuild
 from ruizn.resuming import ResumePlan, plan_resume
 from ruizn.serde import decode
@@ -172,7 +173,7 @@ def test_after_a_power_cut_at_any_moment_resume_never_runs_poke_twice(tmp_path: 
     cuts = 0
     for event, disk in seen:
         state = rebuild(decode(line) for line in disk)
-        plan = plan_resume(state, max_steps=5, max_tokens=None)
+        plan = plan_resume(state, Limits(max_steps=5))
         if plan is not None:
             cuts += 1
             _check_resume(state, plan, ran_before, event)

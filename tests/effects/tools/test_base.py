@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -27,6 +26,7 @@ from ruizn.effects.tools.base import (
 )
 from ruizn.effects.tools.read import ReadFileTool
 from ruizn.state import ErrorType, JsonObject, ToolCall, ToolResult
+from tests.conftest import run_python
 from tests.effects.tools.conftest import ticking_while
 
 pytestmark = pytest.mark.anyio
@@ -260,9 +260,7 @@ def test_an_abandoned_blocking_tool_does_not_keep_the_process_alive() -> None:
         """
     )
     try:
-        done = subprocess.run(
-            [sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=2
-        )
+        done = run_python("-c", script, timeout=2)
     except subprocess.TimeoutExpired:
         pytest.fail("the process was still alive 2 s after its run ended")
     assert done.stdout.strip() == "timeout"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ import ruizn
 from ruizn.effects.models.provider import ModelReply
 from ruizn.events import ToolCallFinished, ToolCallStarted
 from ruizn.state import TextBlock, ToolUseBlock, Usage
+from tests.conftest import run_python
 from tests.paths import TESTS
 
 
@@ -130,7 +130,7 @@ def test_importing_ruizn_loads_no_heavy_module() -> None:
         "import sys, ruizn; ruizn.__version__;"
         " print(sorted(m for m in ('anyio','anthropic','pydantic') if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = run_python("-c", code, check=True)
     assert out.stdout.strip() == "[]"
 
 
@@ -202,7 +202,7 @@ def test_a_budget_stops_a_library_run_and_resume_goes_on_with_a_new_total(
     assert result.state.step == 3
     with pytest.raises(ruizn.ResumeRefused, match="new total above"):
         agent.resume(result.run_id)
-    done = agent.resume(result.run_id, max_cost=3.0)
+    done = agent.resume(result.run_id, limits=ruizn.Limits(max_cost=3.0))
     assert done.status is ruizn.Status.SUCCESS
     assert done.cost == pytest.approx(1.8)
     assert ruizn.replay(done.log_path).cost == done.cost

@@ -113,7 +113,7 @@ def test_continue_run_adds_a_message_to_a_finished_run(tmp_path: Path) -> None:
 
     agent = ruizn.Agent(model, workspace=tmp_path)
     first = agent.run("hello")
-    more = agent.continue_run(first.run_id, "and again", max_steps=1)
+    more = agent.continue_run(first.run_id, "and again", limits=ruizn.Limits(max_steps=1))
     assert more.status is ruizn.Status.SUCCESS
     assert more.output == "answer 2"
     assert [m["role"] for m in seen[1]] == ["user", "assistant", "user"]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from tests.fakeapi import Reply, Stream, Text, ToolUse
+from tests.shell.cli.conftest import read_events
+
+events = read_events  # the approval tests' name for it
 
 
 def turns_model(
@@ -28,10 +30,6 @@ def turns_model(
 
 def write(call_id: str, path: str, content: str) -> ToolUse:
     return ToolUse(call_id, "write_file", {"path": path, "content": content})
-
-
-def events(log: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
 
 
 def of_type(log: Path, kind: str) -> list[dict[str, Any]]:

@@ -1,4 +1,7 @@
-"""Fixtures for driving the real `ruizn` CLI as a subprocess against the fake API server."""
+"""Helpers for driving the real `ruizn` CLI as a subprocess against the fake API server:
+`run_cli` (one command to its end), `start_cli` (a running one), their environment, and
+what the tests of interruptions share. `workspace` and `server_factory` are fixtures of
+tests/conftest.py."""
 
 from __future__ import annotations
 
@@ -7,14 +10,14 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pytest
 from attrs import frozen
 
-from tests.fakeapi import FakeAnthropic
+from tests.fakeapi import Stream, Text
 from tests.paths import RECORDINGS  # noqa: F401 - tests import it from here
 
 API_KEY = "sk-ant-test-0123456789-SECRET"
@@ -35,7 +38,7 @@ class Result:
         return self.new_logs[0]
 
     def events(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.log_path.read_text().splitlines()]
+        return read_events(self.log_path)
 
 
 def cli_env(base_url: str | None, **extra: str) -> dict[str, str]:
@@ -46,6 +49,13 @@ def cli_env(base_url: str | None, **extra: str) -> dict[str, str]:
     if base_url is not None:
         env["ANTHROPIC_BASE_URL"] = base_url
     env.update(extra)
+    return env
+
+
+def offline_env() -> dict[str, str]:
+    """No key, no server: what the offline model, a rerun and a refusal need."""
+    env = cli_env(None)
+    del env["ANTHROPIC_API_KEY"]
     return env
 
 
@@ -61,11 +71,16 @@ def run_cli(
     env: dict[str, str] | None = None,
     timeout: float = 60,
     stdin: Any = None,
+    input: str | None = None,
+    command: Sequence[str] | None = None,
+    **popen: Any,
 ) -> Result:
+    """`ruizn ARGS` in `workspace` to its end (`command` instead of `python -m ruizn` for
+    another way in); `popen` passes on (preexec_fn, start_new_session)."""
     runs = workspace / ".ruizn" / "runs"
     before = set(runs.glob("*/events.jsonl"))
     proc = subprocess.run(
-        [*ruizn_command(), *args],
+        [*(command if command is not None else ruizn_command()), *args],
         cwd=workspace,
         env=env if env is not None else cli_env(base_url),
         capture_output=True,
@@ -73,31 +88,99 @@ def run_cli(
         timeout=timeout,
         check=False,
         stdin=stdin,
+        input=input,
+        **popen,
     )
     new = tuple(sorted(set(runs.glob("*/events.jsonl")) - before))
     return Result(proc.returncode, proc.stdout, proc.stderr, workspace, new)
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "README.md").write_text("# Demo\n\nA small demo project.\n", encoding="utf-8")
-    return ws
+def modules_after(args: Sequence[str], *, cwd: Path, env: dict[str, str]) -> tuple[str, set[str]]:
+    """`ruizn ARGS` run in a fresh interpreter: what it printed, and every module it had
+    imported by its end (what start-up pays for)."""
+    from tests.conftest import run_python
+
+    code = (
+        "import sys\n"
+        f"sys.argv = ['ruizn', *{list(args)!r}]\n"
+        "from ruizn.shell.cli.main import main\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('\\n'.join(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    done = run_python("-c", code, cwd=cwd, env=env)
+    return done.stdout, set(done.stderr.split())
 
 
-@pytest.fixture
-def server_factory() -> Iterator[Any]:
-    started: list[FakeAnthropic] = []
+def start_cli(
+    args: Sequence[str],
+    *,
+    workspace: Path,
+    base_url: str | None = None,
+    env: dict[str, str] | None = None,
+    stdout: Any = subprocess.PIPE,
+    stderr: Any = subprocess.PIPE,
+    text: bool = True,
+    **popen: Any,
+) -> subprocess.Popen[Any]:
+    """`ruizn ARGS` started in `workspace` and left running, its output piped (as text unless
+    `text` is False); `popen` passes on (stdin, start_new_session, preexec_fn)."""
+    return subprocess.Popen(
+        [*ruizn_command(), *args],
+        cwd=workspace,
+        env=env if env is not None else cli_env(base_url),
+        stdout=stdout,
+        stderr=stderr,
+        text=text,
+        **popen,
+    )
 
-    def make(script: Any) -> FakeAnthropic:
-        server = FakeAnthropic(script).start()
-        started.append(server)
-        return server
 
-    yield make
-    for server in started:
-        server.stop()
+def slow_answer(delay: float = 0.05) -> Stream:
+    """An answer that streams for seconds: time to interrupt it."""
+    return Stream((Text("word " * 400, chunk=5),), token_delay=delay)
+
+
+def wait_for_event(
+    log_root: Path, kind: str, proc: subprocess.Popen[str], *, count: int = 1, timeout: float = 60
+) -> Path:
+    """The log under `log_root` once it holds `count` events of type `kind`, the run still
+    live (the test interrupts it there)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"the run ended before {count} {kind}: {proc.communicate()}")
+        for log in log_root.glob("*/events.jsonl"):
+            if log.read_text(encoding="utf-8").count(f'"type":"{kind}"') >= count:
+                return log
+        time.sleep(0.02)
+    raise AssertionError(f"no {count} {kind} in {timeout} s")
+
+
+def wait_for_tokens(log_root: Path, count: int, proc: subprocess.Popen[str]) -> Path:
+    """The log under `log_root` once it holds `count` streamed tokens (the run still live)."""
+    return wait_for_event(log_root, "llm_token", proc, count=count, timeout=20)
+
+
+def live_run(workspace: Path, server_factory: Any) -> tuple[subprocess.Popen[str], Path]:
+    """A run still streaming its answer (3 tokens in), and its log."""
+    server = server_factory([slow_answer(0.05)])
+    proc = start_cli(["run", "--goal", "slow"], workspace=workspace, base_url=server.base_url)
+    log = wait_for_tokens(workspace / ".ruizn" / "runs", 3, proc)
+    return proc, log
+
+
+def read_events(log: Path) -> list[dict[str, Any]]:
+    """A log's events, one JSON object a line."""
+    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+
+
+def only_log(workspace: Path) -> Path:
+    """The one run log in `workspace`."""
+    (log,) = (workspace / ".ruizn" / "runs").glob("*/events.jsonl")
+    return log
 
 
 _RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{6}")

@@ -4,109 +4,18 @@ shows and types answers; Ctrl-C is the byte ^C, which the terminal turns into SI
 
 from __future__ import annotations
 
-import errno
-import fcntl
-import os
-import select
-import subprocess
-import termios
-import time
 from pathlib import Path
 from typing import Any
 
 from ruizn.effects.runlog.reader import replay_file
 from tests.fakeapi import ToolUse
 from tests.shell.cli.approval_helpers import events, of_type, tool_results, turns_model, write
-from tests.shell.cli.conftest import cli_env, ruizn_command, run_cli
-
-PROMPT = "approve? [y]es"
-
-
-def _controlling_terminal() -> None:
-    # In the child, after setsid (start_new_session): fd 0 becomes its controlling terminal,
-    # so ^C typed there sends SIGINT to it, as in a shell.
-    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-
-class Terminal:
-    def __init__(self, args: list[str], workspace: Path, env: dict[str, str]) -> None:
-        master, slave = os.openpty()
-        self.proc = subprocess.Popen(
-            [*ruizn_command(), *args],
-            cwd=workspace,
-            env=env,
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            start_new_session=True,
-            preexec_fn=_controlling_terminal,  # noqa: PLW1509 - the test's own child, no threads
-        )
-        os.close(slave)
-        self.master = master
-        self.seen = bytearray()
-        self._closed = False
-
-    @property
-    def text(self) -> str:
-        # The terminal turns \n into \r\n on output (ONLCR); undo that for the checks.
-        return self.seen.decode("utf-8", errors="replace").replace("\r\n", "\n")
-
-    def _read(self, wait: float) -> bool:
-        """Read what is there within `wait` seconds; False once the other side is gone."""
-        if self._closed:
-            return False
-        ready, _, _ = select.select([self.master], [], [], wait)
-        if not ready:
-            return True
-        try:
-            chunk = os.read(self.master, 65536)
-        except OSError as exc:  # EIO: every slave descriptor is closed
-            if exc.errno != errno.EIO:
-                raise
-            chunk = b""
-        if not chunk:
-            self._closed = True
-            return False
-        self.seen += chunk
-        return True
-
-    def expect(self, text: str, *, count: int = 1, timeout: float = 30) -> str:
-        deadline = time.monotonic() + timeout
-        while self.text.count(text) < count:
-            assert time.monotonic() < deadline, f"{text!r} not shown in time:\n{self.text}"
-            if not self._read(0.2):
-                raise AssertionError(f"the CLI ended before showing {text!r}:\n{self.text}")
-        return self.text
-
-    def type(self, keys: bytes) -> None:
-        os.write(self.master, keys)
-
-    def finish(self, timeout: float = 60) -> int:
-        deadline = time.monotonic() + timeout
-        while self._read(0.2) and time.monotonic() < deadline:
-            if self.proc.poll() is not None and not select.select([self.master], [], [], 0)[0]:
-                break
-        try:
-            return self.proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-        finally:
-            self.close()
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        if self.master >= 0:
-            os.close(self.master)
-            self.master = -1
+from tests.shell.cli.conftest import cli_env, only_log, run_cli
+from tests.shell.cli.terminals import PROMPT, Terminal
 
 
 def _start(args: list[str], workspace: Path, server: Any) -> Terminal:
     return Terminal(args, workspace, cli_env(server.base_url, COLUMNS="200"))
-
-
-def _log(workspace: Path) -> Path:
-    (log,) = (workspace / ".ruizn" / "runs").glob("*/events.jsonl")
-    return log
 
 
 def test_y_approves_after_showing_the_diff_and_a_bad_answer_asks_again(
@@ -128,7 +37,7 @@ def test_y_approves_after_showing_the_diff_and_a_bad_answer_asks_again(
     assert term.finish() == 0, term.text
     assert (workspace / "README.md").read_text() == "# Demo\n\nA tiny demo project.\n"
     assert "[approval] approved · toolu_e1 · by user" in term.text
-    (decided,) = of_type(_log(workspace), "tool_approval_decided")
+    (decided,) = of_type(only_log(workspace), "tool_approval_decided")
     assert (decided["approved"], decided["by"], decided["always"]) == (True, "user", False)
 
 
@@ -144,7 +53,7 @@ def test_n_denies_and_the_model_hears_the_reason(workspace: Path, server_factory
     assert result["is_error"] is True
     assert result["content"].endswith("the user denied this call. Reason: keep the tree clean")
     assert "[approval] denied · toolu_w1 · by user: keep the tree clean" in term.text
-    assert of_type(_log(workspace), "tool_call_finished")[0]["result"]["error_type"] == "denied"
+    assert of_type(only_log(workspace), "tool_call_finished")[0]["result"]["error_type"] == "denied"
 
 
 def test_a_approves_the_tool_for_the_rest_of_the_run_by_the_always_rule(
@@ -162,7 +71,7 @@ def test_a_approves_the_tool_for_the_rest_of_the_run_by_the_always_rule(
     assert term.text.count(PROMPT) == 1  # asked once, for the first call
     for name, text in (("one.txt", "1\n"), ("two.txt", "2\n"), ("three.txt", "3\n")):
         assert (workspace / name).read_text() == text
-    decided = of_type(_log(workspace), "tool_approval_decided")
+    decided = of_type(only_log(workspace), "tool_approval_decided")
     assert [(d["id"], d["by"], d["always"]) for d in decided] == [
         ("toolu_1", "user", True),
         ("toolu_2", "always-rule", False),
@@ -178,7 +87,7 @@ def test_ctrl_c_at_the_prompt_cancels_the_run_and_resume_asks_again(
     term.expect(PROMPT)
     term.type(b"\x03")  # ^C: the terminal sends SIGINT
     assert term.finish() == 130, term.text
-    log = _log(workspace)
+    log = only_log(workspace)
     assert events(log)[-1]["status"] == "cancelled"
     state = replay_file(log).state  # the log is whole and valid
     assert [c.id for c in state.awaiting_approval] == ["toolu_w1"]
@@ -213,7 +122,7 @@ def test_kill_9_at_the_prompt_then_resume_the_same_calls_wait_and_nothing_runs_t
     term.expect(PROMPT, count=2)
     term.proc.kill()
     term.finish()
-    log = _log(workspace)
+    log = only_log(workspace)
     assert not any(e["type"] == "run_finished" for e in events(log))  # killed: no last word
     assert not (workspace / "a.txt").exists()  # nothing ran before every call was decided
     run_id = log.parent.name

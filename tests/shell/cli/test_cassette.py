@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +15,14 @@ from tests.fakeapi import HttpError, Stream, Text, ToolUse, Usage
 from tests.golden.compare import check_golden
 from tests.paths import TESTS
 from tests.shell.cli.approval_helpers import turns_model, write
-from tests.shell.cli.conftest import cli_env, normalise_stdout, ruizn_command, run_cli
-from tests.shell.cli.test_log_truth import _live_run
-from tests.shell.cli.test_trust import READ, plant, settings
+from tests.shell.cli.conftest import (
+    live_run,
+    normalise_stdout,
+    offline_env,
+    read_events,
+    run_cli,
+)
+from tests.shell.cli.planted import READ, plant, settings
 
 GOLDEN = TESTS / "golden" / "cli"
 SHOUT = '''import ruizn
@@ -49,10 +53,6 @@ def _runs(workspace: Path) -> list[Path]:
     return sorted((workspace / ".ruizn" / "runs").glob("*/events.jsonl"))
 
 
-def _events(log: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
-
-
 def _one_line_refusal(result: Any, *words: str) -> None:
     assert result.code == 2, (result.stdout, result.stderr)
     assert result.stderr.count("\n") == 1, result.stderr
@@ -70,13 +70,6 @@ def _stable(text: str) -> str:
         return seen.setdefault(found.group(0), f"RUN_{len(seen) + 1}".ljust(22, "_"))
 
     return normalise_stdout(re.sub(r"\d{8}-\d{6}-[0-9a-f]{6}", name, text))
-
-
-def _offline() -> dict[str, str]:
-    """No key, no server: what a rerun needs."""
-    env = cli_env(None)
-    del env["ANTHROPIC_API_KEY"]
-    return env
 
 
 # -- continue -------------------------------------------------------------------------------
@@ -115,17 +108,13 @@ def test_continue_after_max_steps_takes_its_message_on_stdin_and_a_step_budget(
     server = server_factory([_shout("toolu_1", "hi"), Stream((Text("Shouted: HI."),))])
     first = _run_shouting(workspace, server, "shout hi", "--max-steps", "1")
     assert first.code == 3, first.stderr
-    done = subprocess.run(
-        [*ruizn_command(), "continue", "last", "--max-steps", "2"],
-        cwd=workspace,
-        env=cli_env(server.base_url),
+    done = run_cli(
+        ["continue", "last", "--max-steps", "2"],
+        workspace=workspace,
+        base_url=server.base_url,
         input="now tell me what you shouted",
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
     )
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     resumed = next(e for e in first.events() if e["type"] == "run_resumed")
     assert resumed["max_steps"] == 1 + 2  # the steps taken, plus the budget for the message
     last = server.requests[1].body["messages"][-1]
@@ -167,7 +156,7 @@ def test_continue_bad_input_is_one_line_and_writes_nothing(
 
 
 def test_continue_of_a_run_being_written_is_refused(workspace: Path, server_factory: Any) -> None:
-    proc, log = _live_run(workspace, server_factory)
+    proc, log = live_run(workspace, server_factory)
     try:
         refused = run_cli(["continue", log.parent.name, "hurry"], workspace=workspace)
         _one_line_refusal(refused, f"process {proc.pid}")
@@ -194,7 +183,7 @@ def test_fork_holds_the_parents_events_and_goes_on_from_there(
     assert parent.code == 0, parent.stderr
     log = parent.log_path
     original = log.read_bytes()
-    events = _events(log)
+    events = read_events(log)
     at = next(e["seq"] for e in events if e["type"] == "tool_call_finished")
     forked = run_cli(["fork", "last", "--at", str(at)], workspace=workspace)
     assert forked.code == 0, forked.stderr
@@ -203,7 +192,7 @@ def test_fork_holds_the_parents_events_and_goes_on_from_there(
     fork_log = forked.new_logs[0]
     assert fork_log.parent.name == fork_id
     assert log.read_bytes() == original  # the parent is never touched
-    head = _events(fork_log)[0]
+    head = read_events(fork_log)[0]
     assert head["run_id"] == fork_id
     assert head["parent"] == {"run_id": log.parent.name, "seq": at, "kind": "fork"}
     # the new log alone rebuilds the parent's state at `at`
@@ -229,7 +218,7 @@ def test_fork_inside_a_call_or_past_the_log_is_refused_naming_the_nearest_points
 ) -> None:
     server = server_factory([_shout("toolu_1", "hi"), Stream((Text("Shouted."),))])
     parent = _run_shouting(workspace, server, "shout hi")
-    events = _events(parent.log_path)
+    events = read_events(parent.log_path)
     token = next(e["seq"] for e in events if e["type"] == "llm_token")
     result = next(e["seq"] for e in events if e["type"] == "tool_call_finished")
     inside = run_cli(["fork", "last", "--at", str(token)], workspace=workspace)
@@ -262,7 +251,7 @@ def test_a_fork_of_a_planted_log_is_not_trusted_unless_vouched_for(workspace: Pa
 
 
 def test_fork_of_a_run_being_written_is_refused(workspace: Path, server_factory: Any) -> None:
-    proc, log = _live_run(workspace, server_factory)
+    proc, log = live_run(workspace, server_factory)
     try:
         refused = run_cli(["fork", log.parent.name, "--at", "1"], workspace=workspace)
         _one_line_refusal(refused, f"process {proc.pid}")
@@ -287,21 +276,21 @@ def test_rerun_of_an_unchanged_run_is_identical_offline(
 ) -> None:
     recorded = _recorded_shout(workspace, server_factory)
     rec_id = recorded.log_path.parent.name
-    again = run_cli(["rerun", rec_id], workspace=workspace, env=_offline())
+    again = run_cli(["rerun", rec_id], workspace=workspace, env=offline_env())
     assert again.code == 0, again.stderr
     assert again.stdout.count("\n") == 1
     assert again.stdout.startswith("identical: rerun ")
     assert f" of {rec_id} (2 model calls, 1 tool result, status success)" in again.stdout
     rerun_log = again.log_path
-    assert _events(rerun_log)[0]["parent"] == {
+    assert read_events(rerun_log)[0]["parent"] == {
         "run_id": rec_id,
-        "seq": len(_events(recorded.log_path)),
+        "seq": len(read_events(recorded.log_path)),
         "kind": "rerun",
     }
     same = run_cli(["diff", rec_id, rerun_log.parent.name], workspace=workspace)
     assert same.code == 0, same.stdout
     assert same.stdout.startswith("no difference")
-    shown = run_cli(["rerun", rec_id, "--show"], workspace=workspace, env=_offline())
+    shown = run_cli(["rerun", rec_id, "--show"], workspace=workspace, env=offline_env())
     assert normalise_stdout(shown.stdout).startswith(normalise_stdout(recorded.stdout))
 
 
@@ -310,10 +299,10 @@ def test_rerun_catches_a_changed_tool_naming_the_seq_the_call_and_the_tool(
 ) -> None:
     recorded = _recorded_shout(workspace, server_factory)
     (workspace / "my_tools.py").write_text(SHOUT.replace(".upper()", ".lower()"), encoding="utf-8")
-    changed = run_cli(["rerun", "last"], workspace=workspace, env=_offline())
+    changed = run_cli(["rerun", "last"], workspace=workspace, env=offline_env())
     assert changed.code == 1, changed.stderr
     result_seq = next(
-        e["seq"] for e in _events(recorded.log_path) if e["type"] == "tool_call_finished"
+        e["seq"] for e in read_events(recorded.log_path) if e["type"] == "tool_call_finished"
     )
     first = changed.stdout.splitlines()[0]
     assert f"diverged at seq {result_seq}: the result of toolu_1 (shout) differs" in first
@@ -323,7 +312,7 @@ def test_rerun_catches_a_changed_tool_naming_the_seq_the_call_and_the_tool(
         _stable(changed.stdout),
         update=update_goldens,
     )
-    stopped = _events(changed.log_path)
+    stopped = read_events(changed.log_path)
     assert stopped[-1]["type"] == "run_finished"
     assert stopped[-1]["status"] == "error"
     assert "left its recording" in stopped[-1]["error"]
@@ -349,13 +338,13 @@ def test_rerun_serves_failed_attempts_resumes_and_continues_as_recorded(
     assert run_cli(["continue", "last", "more"], workspace=workspace, base_url=url).code == 0
     rec_id = recorded.log_path.parent.name
     asked = len(server.requests)
-    again = run_cli(["rerun", rec_id], workspace=workspace, env=_offline())
+    again = run_cli(["rerun", rec_id], workspace=workspace, env=offline_env())
     assert again.code == 0, again.stdout + again.stderr
     assert "identical" in again.stdout
     assert len(server.requests) == asked
-    kinds = [e["type"] for e in _events(recorded.log_path)]
+    kinds = [e["type"] for e in read_events(recorded.log_path)]
     assert "llm_call_failed" in kinds
-    assert [e["type"] for e in _events(again.log_path)] == kinds
+    assert [e["type"] for e in read_events(again.log_path)] == kinds
     same = run_cli(["diff", rec_id, again.log_path.parent.name], workspace=workspace)
     assert same.code == 0, same.stdout
 
@@ -370,7 +359,7 @@ def test_rerun_bad_input_is_one_line_and_writes_nothing(
     missing = run_cli(
         ["rerun", str(recorded.log_path), "--workspace", str(elsewhere)],
         workspace=elsewhere,
-        env=_offline(),
+        env=offline_env(),
     )
     _one_line_refusal(missing, "my_tools.py")
     assert not (elsewhere / ".ruizn").exists()
@@ -380,7 +369,7 @@ def test_rerun_bad_input_is_one_line_and_writes_nothing(
     bad = run_cli(["run", "fail"], workspace=workspace, base_url=failing.base_url)
     assert bad.code == 1
     before = _runs(workspace)
-    empty = run_cli(["rerun", "last"], workspace=workspace, env=_offline())
+    empty = run_cli(["rerun", "last"], workspace=workspace, env=offline_env())
     _one_line_refusal(empty, "no model reply")
     assert _runs(workspace) == before
 
@@ -391,7 +380,7 @@ def test_rerun_of_a_planted_recording_imports_nothing_without_trust(workspace: P
         f"open({str(marker)!r}, 'w').close()\n\ndef tool(x: int) -> int:\n    return x\n"
     )
     planted = plant(workspace, settings(workspace, tool_specs=("evil.py:tool",), tools=(READ,)))
-    refused = run_cli(["rerun", planted.parent.name], workspace=workspace, env=_offline())
+    refused = run_cli(["rerun", planted.parent.name], workspace=workspace, env=offline_env())
     _one_line_refusal(refused, "was not started by ruizn on this machine", "rerun with --trust")
     assert not marker.exists()
     assert _runs(workspace) == [planted]
@@ -400,9 +389,9 @@ def test_rerun_of_a_planted_recording_imports_nothing_without_trust(workspace: P
 def test_rerun_of_a_recording_being_written_is_refused(
     workspace: Path, server_factory: Any
 ) -> None:
-    proc, log = _live_run(workspace, server_factory)
+    proc, log = live_run(workspace, server_factory)
     try:
-        refused = run_cli(["rerun", log.parent.name], workspace=workspace, env=_offline())
+        refused = run_cli(["rerun", log.parent.name], workspace=workspace, env=offline_env())
         _one_line_refusal(refused, f"process {proc.pid}")
     finally:
         proc.terminate()
@@ -430,10 +419,10 @@ def test_diff_of_two_runs_names_where_they_part_and_what_each_came_to(
     a, b, c = (r.log_path.parent.name for r in runs)
     same = run_cli(["diff", a, b], workspace=workspace)
     assert same.code == 0, same.stdout
-    assert same.stdout == f"no difference ({len(_events(runs[0].log_path))} events)\n"
+    assert same.stdout == f"no difference ({len(read_events(runs[0].log_path))} events)\n"
     differ = run_cli(["diff", a, c], workspace=workspace)
     assert differ.code == 1, differ.stderr
-    text_seq = next(e["seq"] for e in _events(runs[0].log_path) if e["type"] == "llm_token")
+    text_seq = next(e["seq"] for e in read_events(runs[0].log_path) if e["type"] == "llm_token")
     assert differ.stdout.startswith(f"runs differ: seq {text_seq} of A, seq {text_seq} of B\n")
     check_golden(
         GOLDEN / "diff_two_answers" / "stdout.txt",
@@ -449,7 +438,7 @@ def test_diff_of_a_run_and_its_continuation_names_the_first_new_event(
     server = server_factory([Stream((Text("Hi."),)), Stream((Text("Again."),))])
     first = run_cli(["run", "say hi"], workspace=workspace, base_url=server.base_url)
     parent = first.log_path.parent.name
-    end = len(_events(first.log_path))
+    end = len(read_events(first.log_path))
     fork = run_cli(["fork", parent, "--at", str(end)], workspace=workspace).stdout.strip()
     assert run_cli(["diff", parent, fork], workspace=workspace).code == 0
     assert (

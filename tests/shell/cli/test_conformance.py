@@ -29,11 +29,6 @@ _SSE = sorted(RECORDINGS.glob("*.response.sse")) if RECORDINGS.is_dir() else []
 _KEPT = {"text", "tool_use", "thinking", "redacted_thinking"}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _expected(path: Path) -> tuple[list[Any], str | None, Usage, str, bool]:
     """Fold the raw SSE into (blocks, stop_reason, usage, streamed text, tool JSON complete)."""
     blocks: dict[int, dict[str, Any]] = {}

@@ -86,7 +86,7 @@ def test_eight_40kb_reads_under_max_context_30000_keep_every_request_under_it(
     for body in bodies:
         marks = breakpoints(body)
         assert len(marks) <= 4
-    log = [json.loads(line) for line in result.log_path.read_text().splitlines()]
+    log = result.events()
     cleared = [e for e in log if e["type"] == "context_cleared"]
     assert cleared, "nothing was cleared"
     assert all(e["limit"] == LIMIT for e in cleared)
@@ -154,6 +154,6 @@ def test_a_newest_turn_that_cannot_fit_ends_the_run_with_the_context_error(
     assert f"continue with: ruizn resume {run_id} --max-context " in result.stderr
     assert "larger context window" not in result.stdout
     assert len(server.requests) == 1  # the request that could not fit was never sent
-    log = [json.loads(line) for line in result.log_path.read_text().splitlines()]
+    log = result.events()
     assert log[-1]["status"] == "error"
     assert not [e for e in log if e["type"] == "context_cleared"]

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.fakeapi import Reply, Stream, Text, ToolUse, Usage
-from tests.shell.cli.conftest import run_cli
+from tests.shell.cli.conftest import read_events, run_cli
 
 # claude-sonnet-5-5 (the default): $2 per million input tokens, $10 per million output tokens.
 STEP = Usage(input_tokens=150_000, output_tokens=15_000)  # $0.30 + $0.15
@@ -35,10 +35,6 @@ def reads_then_answers(reads: int, *, usage: Usage = STEP) -> Any:
     return reply
 
 
-def events(log: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in log.read_text().splitlines()]
-
-
 def test_two_steps_of_150k_in_15k_out_on_sonnet_5_5_cost_90_cents(
     workspace: Path, server_factory: Any
 ) -> None:
@@ -47,10 +43,10 @@ def test_two_steps_of_150k_in_15k_out_on_sonnet_5_5_cost_90_cents(
     result = run_cli(["run", "read the readme"], workspace=workspace, base_url=url)
     assert result.code == 0, result.stderr
     assert re.search(r"\[run\] success · 2 steps · .* · \$0\.90\n", result.stdout), result.stdout
-    responses = [e for e in events(result.log_path) if e["type"] == "llm_response"]
+    responses = [e for e in read_events(result.log_path) if e["type"] == "llm_response"]
     assert [r["cost"] for r in responses] == [0.45, 0.45]
     assert {r["priced_by"] for r in responses} == {"genai-prices 0.2.3"}
-    finished = events(result.log_path)[-1]
+    finished = read_events(result.log_path)[-1]
     assert finished["type"] == "run_finished"
     assert finished["cost"] == 0.9
     run_id = result.log_path.parent.name
@@ -114,7 +110,7 @@ def test_a_budget_stops_the_run_before_the_next_call_and_a_resume_goes_on_with_a
     assert "[run] max_cost · 2 steps · " in result.stdout
     run_id = result.log_path.parent.name
     assert f"continue with: ruizn resume {run_id} --max-cost 1.40" in result.stderr
-    assert events(result.log_path)[-1]["status"] == "max_cost"
+    assert read_events(result.log_path)[-1]["status"] == "max_cost"
 
     # Money is never added without being asked for: the stopped run needs a new total.
     again = run_cli(["resume", run_id], workspace=workspace, base_url=url)
@@ -129,7 +125,7 @@ def test_a_budget_stops_the_run_before_the_next_call_and_a_resume_goes_on_with_a
     more = run_cli(["resume", run_id, "--max-cost", "1.30"], workspace=workspace, base_url=url)
     assert more.code == 3, more.stderr
     assert len(server.requests) == 3
-    log = events(result.log_path)
+    log = read_events(result.log_path)
     resumed = [e for e in log if e["type"] == "run_resumed"]
     assert resumed[-1]["max_cost"] == 1.3
     assert log[-1]["status"] == "max_cost"

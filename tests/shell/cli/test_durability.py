@@ -7,8 +7,6 @@ import os
 import random
 import shutil
 import signal
-import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,13 @@ import pytest
 
 from ruizn.effects.runlog.reader import replay_file
 from tests.fakeapi import HttpError, Reply, Stream, Text, ToolUse, tool_loop
-from tests.shell.cli.conftest import cli_env, ruizn_command, run_cli
+from tests.shell.cli.conftest import (
+    read_events,
+    run_cli,
+    slow_answer,
+    start_cli,
+    wait_for_tokens,
+)
 
 
 class Switch:
@@ -28,36 +32,6 @@ class Switch:
     def __call__(self, body: dict[str, Any], index: int) -> Reply:
         reply: Reply = self.reply(body, index) if callable(self.reply) else self.reply
         return reply
-
-
-def _slow_answer(delay: float = 0.05) -> Stream:
-    return Stream((Text("word " * 400, chunk=5),), token_delay=delay)
-
-
-def _lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-
-
-def _wait_for_tokens(log_root: Path, count: int, proc: subprocess.Popen[str]) -> Path:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "the run ended before it was interrupted"
-        for log in log_root.glob("*/events.jsonl"):
-            if log.read_text(encoding="utf-8").count('"type":"llm_token"') >= count:
-                return log
-        time.sleep(0.02)
-    raise AssertionError("no tokens streamed in time")
-
-
-def _start(args: list[str], workspace: Path, base_url: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [*ruizn_command(), *args],
-        cwd=workspace,
-        env=cli_env(base_url),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def _valid_history(body: dict[str, Any]) -> None:
@@ -104,7 +78,7 @@ def test_replay_prints_the_live_transcript_and_the_live_state(
     assert replayed.stdout == live.stdout  # byte for byte
     as_json = run_cli(["replay", "--json", live.log_path.parent.name], workspace=workspace)
     state = json.loads(as_json.stdout)
-    final = _lines(live.log_path)[-1]
+    final = read_events(live.log_path)[-1]
     assert state["status"] == final["status"]
     assert state["step"] == final["steps"]
     assert state["usage"] == final["usage"]
@@ -118,15 +92,15 @@ def test_replay_prints_the_live_transcript_and_the_live_state(
 def test_sigint_while_streaming_cancels_cleanly_and_resume_completes(
     workspace: Path, server_factory: Any
 ) -> None:
-    script = Switch(_slow_answer())
+    script = Switch(slow_answer())
     server = server_factory(script)
-    proc = _start(["run", "--goal", "talk"], workspace, server.base_url)
-    log = _wait_for_tokens(workspace / ".ruizn" / "runs", 5, proc)
+    proc = start_cli(["run", "--goal", "talk"], workspace=workspace, base_url=server.base_url)
+    log = wait_for_tokens(workspace / ".ruizn" / "runs", 5, proc)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=20)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
-    events = _lines(log)
+    events = read_events(log)
     assert events[-1]["type"] == "run_finished"
     assert events[-1]["status"] == "cancelled"
     streamed = "".join(e["text"] for e in events if e["type"] == "llm_token")
@@ -140,7 +114,7 @@ def test_sigint_while_streaming_cancels_cleanly_and_resume_completes(
     assert resumed.code == 0, resumed.stderr
     assert log.read_bytes().startswith(before)  # appended, nothing rewritten
     _valid_history(server.requests[-1].body)
-    after = _lines(log)
+    after = read_events(log)
     assert [e["seq"] for e in after] == list(range(1, len(after) + 1))
     assert any(e["type"] == "run_resumed" for e in after)
     assert after[-1]["status"] == "success"
@@ -149,9 +123,9 @@ def test_sigint_while_streaming_cancels_cleanly_and_resume_completes(
 def test_second_sigint_exits_at_once_and_the_log_still_replays(
     workspace: Path, server_factory: Any
 ) -> None:
-    server = server_factory(Switch(_slow_answer()))
-    proc = _start(["run", "--goal", "talk"], workspace, server.base_url)
-    log = _wait_for_tokens(workspace / ".ruizn" / "runs", 3, proc)
+    server = server_factory(Switch(slow_answer()))
+    proc = start_cli(["run", "--goal", "talk"], workspace=workspace, base_url=server.base_url)
+    log = wait_for_tokens(workspace / ".ruizn" / "runs", 3, proc)
     proc.send_signal(signal.SIGINT)
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=20)
@@ -161,10 +135,10 @@ def test_second_sigint_exits_at_once_and_the_log_still_replays(
 
 
 def test_sigkill_mid_stream_then_replay_and_resume(workspace: Path, server_factory: Any) -> None:
-    script = Switch(_slow_answer())
+    script = Switch(slow_answer())
     server = server_factory(script)
-    proc = _start(["run", "--goal", "talk"], workspace, server.base_url)
-    log = _wait_for_tokens(workspace / ".ruizn" / "runs", 5, proc)
+    proc = start_cli(["run", "--goal", "talk"], workspace=workspace, base_url=server.base_url)
+    log = wait_for_tokens(workspace / ".ruizn" / "runs", 5, proc)
     proc.kill()
     proc.communicate(timeout=20)
     before = log.read_bytes()
@@ -175,7 +149,7 @@ def test_sigkill_mid_stream_then_replay_and_resume(workspace: Path, server_facto
     resumed = run_cli(["resume", str(log)], workspace=workspace, base_url=server.base_url)
     assert resumed.code == 0, resumed.stderr
     assert log.read_bytes()[: len(before.rsplit(b"\n", 1)[0])] == before.rsplit(b"\n", 1)[0]
-    assert _lines(log)[-1]["status"] == "success"
+    assert read_events(log)[-1]["status"] == "success"
 
 
 def _cut_points(lines: list[bytes]) -> dict[str, int]:
@@ -230,7 +204,7 @@ def test_a_log_cut_by_kill_9_replays_to_its_last_whole_event_and_resumes(
     new = log.read_bytes()
     assert new.startswith(whole_lines)  # no whole line before the cut changed
     _valid_history(server.requests[-1].body)
-    assert _lines(log)[-1]["status"] == "success"
+    assert read_events(log)[-1]["status"] == "success"
 
 
 def test_resume_after_max_steps_continues_with_a_new_limit(
@@ -247,7 +221,7 @@ def test_resume_after_max_steps_continues_with_a_new_limit(
         base_url=server.base_url,
     )
     assert resumed.code == 0, resumed.stderr
-    events = _lines(first.log_path)
+    events = read_events(first.log_path)
     assert events[-1]["status"] == "success"
     assert events[-1]["steps"] == 4
     _valid_history(server.requests[-1].body)
@@ -277,9 +251,11 @@ def test_runs_and_show_list_every_kind_of_run(workspace: Path, server_factory: A
     bad = server_factory([HttpError(400, "invalid_request_error", "messages: bad")])
     errored = run_cli(["run", "--goal", "an error"], workspace=workspace, base_url=bad.base_url)
     assert errored.code == 1
-    slow = server_factory(Switch(_slow_answer()))
-    proc = _start(["run", "--goal", "a cancelled one"], workspace, slow.base_url)
-    _wait_for_tokens(workspace / ".ruizn" / "runs", 3, proc)
+    slow = server_factory(Switch(slow_answer()))
+    proc = start_cli(
+        ["run", "--goal", "a cancelled one"], workspace=workspace, base_url=slow.base_url
+    )
+    wait_for_tokens(workspace / ".ruizn" / "runs", 3, proc)
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=20)
     torn_dir = workspace / ".ruizn" / "runs" / "20000101-000000-torn00"

@@ -26,10 +26,6 @@ def _scan_for_key(result: Result) -> None:
             assert API_KEY not in path.read_text(encoding="utf-8", errors="replace")
 
 
-def _events(result: Result) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in result.log_path.read_text().splitlines()]
-
-
 def _run(workspace: Path, url: str, *extra: str) -> Result:
     result = run_cli(["run", "--goal", "go", *extra], workspace=workspace, base_url=url)
     _scan_for_key(result)
@@ -54,7 +50,7 @@ def test_fault_429_is_retried_visibly_honouring_retry_after(
     assert "[retry] attempt 1 failed: HTTP 429" in result.stdout
     retry = next(line for line in result.stdout.splitlines() if line.startswith("[retry]"))
     assert retry.count("request-id") == 1, retry  # said once, not twice
-    failed = [e for e in _events(result) if e["type"] == "llm_call_failed"]
+    failed = [e for e in result.events() if e["type"] == "llm_call_failed"]
     assert failed[0]["status_code"] == 429
     assert failed[0]["will_retry"] is True
     assert failed[0]["request_id"].startswith("req_fake_")
@@ -71,7 +67,7 @@ def test_fault_5xx_retried_then_fails_naming_status_and_request_id(
     result = _run(workspace, server.base_url, "--max-retries", "2")
     assert result.code == 1
     assert len(server.requests) == 3
-    events = _events(result)
+    events = result.events()
     final = events[-1]
     assert final["status"] == "error"
     assert f"HTTP {status}" in final["error"]
@@ -83,7 +79,7 @@ def test_fault_5xx_retried_then_fails_naming_status_and_request_id(
 def test_fault_connection_refused_is_retried_then_fails(workspace: Path) -> None:
     result = _run(workspace, f"http://127.0.0.1:{free_port()}", "--max-retries", "1")
     assert result.code == 1
-    final = _events(result)[-1]
+    final = result.events()[-1]
     assert final["status"] == "error"
     assert "connection" in final["error"]
     assert "[retry] attempt 1 failed: connection error" in result.stdout
@@ -95,7 +91,7 @@ def test_fault_overloaded_error_inside_a_200_stream_retries_the_call(
     server = server_factory([Stream((Text("partial words here"),), error_after=4), OK])
     result = _run(workspace, server.base_url)
     assert result.code == 0, result.stderr
-    events = _events(result)
+    events = result.events()
     failed = [e for e in events if e["type"] == "llm_call_failed"]
     assert failed[0]["error_type"] == "overloaded_error"
     # the failed attempt's tokens are in the log ...
@@ -116,7 +112,7 @@ def test_fault_connection_dropped_mid_stream_retries_the_call(
     server = server_factory([Stream((Text("half an answer"),), drop_after=4), OK])
     result = _run(workspace, server.base_url)
     assert result.code == 0, result.stderr
-    failed = [e for e in _events(result) if e["type"] == "llm_call_failed"]
+    failed = [e for e in result.events() if e["type"] == "llm_call_failed"]
     assert failed[0]["error_type"] == "connection_error"
     assert "broke mid-stream" in failed[0]["message"]
 
@@ -128,7 +124,7 @@ def test_fault_stalled_stream_past_the_read_timeout_retries_the_call(
     server = server_factory([stall, OK])
     result = _run(workspace, server.base_url, "--read-timeout", "0.5")
     assert result.code == 0, result.stderr
-    failed = [e for e in _events(result) if e["type"] == "llm_call_failed"]
+    failed = [e for e in result.events() if e["type"] == "llm_call_failed"]
     assert failed[0]["error_type"] == "stream_timeout"
 
 
@@ -138,7 +134,7 @@ def test_fault_mid_stream_errors_beyond_the_limit_end_the_run(
     server = server_factory([Stream((Text("x"),), error_after=2)] * 3)
     result = _run(workspace, server.base_url, "--max-retries", "2")
     assert result.code == 1
-    assert "(after 3 attempts)" in _events(result)[-1]["error"]
+    assert "(after 3 attempts)" in result.events()[-1]["error"]
 
 
 @pytest.mark.parametrize("status", [401, 403])
@@ -156,14 +152,14 @@ def test_fault_auth_failure_is_not_retried(
     assert result.code == 1
     assert len(server.requests) == 1
     assert "authentication failed: check ANTHROPIC_API_KEY" in result.stdout
-    assert _events(result)[-1]["error"].startswith("authentication failed")
+    assert result.events()[-1]["error"].startswith("authentication failed")
 
 
 def test_fault_400_reports_the_apis_own_message(workspace: Path, server_factory: Any) -> None:
     server = server_factory([HttpError(400, "invalid_request_error", "max_tokens: too large")])
     result = _run(workspace, server.base_url)
     assert result.code == 1
-    assert "invalid request: max_tokens: too large" in _events(result)[-1]["error"]
+    assert "invalid request: max_tokens: too large" in result.events()[-1]["error"]
 
 
 def test_fault_unknown_model_404_names_the_model(workspace: Path, server_factory: Any) -> None:
@@ -172,7 +168,7 @@ def test_fault_unknown_model_404_names_the_model(workspace: Path, server_factory
     )
     result = _run(workspace, server.base_url, "--model", "claude-nope")
     assert result.code == 1
-    assert "model not found: 'claude-nope'" in _events(result)[-1]["error"]
+    assert "model not found: 'claude-nope'" in result.events()[-1]["error"]
 
 
 def test_fault_max_tokens_inside_a_tool_use_is_not_run(
@@ -186,7 +182,7 @@ def test_fault_max_tokens_inside_a_tool_use_is_not_run(
     server = server_factory([cut, Stream((Text("I'll keep it short."),))])
     result = _run(workspace, server.base_url)
     assert result.code == 0, result.stderr
-    events = _events(result)
+    events = result.events()
     assert not any(e["type"] == "tool_call_started" for e in events)  # never run
     answer = server.requests[1].body["messages"][-1]["content"][0]
     assert answer["tool_use_id"] == "toolu_cut"
@@ -200,7 +196,7 @@ def test_fault_max_tokens_in_a_text_answer_is_an_error(
     server = server_factory([Stream((Text("cut off mid"),), stop_reason="max_tokens")])
     result = _run(workspace, server.base_url, "--max-tokens", "5")
     assert result.code == 1
-    assert "max_tokens (5)" in _events(result)[-1]["error"]
+    assert "max_tokens (5)" in result.events()[-1]["error"]
 
 
 # --- the tools -------------------------------------------------------------------------------
@@ -241,7 +237,7 @@ def test_fault_read_file_attacks_get_error_results_and_the_run_goes_on(
     # The calls run side by side and finish in any order: read the answers by id.
     kind = {
         e["id"]: e["result"]["error_type"]
-        for e in _events(result)
+        for e in result.events()
         if e["type"] == "tool_call_finished"
     }
     assert [kind[f"t{i}"] for i in range(len(attacks))] == ["permission_error"] * 4 + [

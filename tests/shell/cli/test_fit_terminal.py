@@ -8,14 +8,13 @@ the room that is left, cut with "…" only when it must. Piped, every line is wh
 from __future__ import annotations
 
 import json
-import subprocess
 import unicodedata
 from pathlib import Path
 
 import pytest
 
-from tests.shell.cli.conftest import cli_env, ruizn_command
-from tests.shell.cli.test_terminal_safety import run_on_pty
+from tests.shell.cli.conftest import cli_env, run_cli
+from tests.shell.cli.terminals import run_on_pty
 
 pytestmark = pytest.mark.slow
 
@@ -36,15 +35,8 @@ def _env(columns: int) -> dict[str, str]:
 
 
 def _piped(args: list[str], workspace: Path) -> str:
-    done = subprocess.run(
-        [*ruizn_command(), *args],
-        cwd=workspace,
-        env=_env(80),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_cli(args, workspace=workspace, env=_env(80))
+    assert done.code == 0, done.stderr
     return done.stdout
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -22,8 +21,13 @@ import pytest
 from ruizn.effects.runlog.reader import MAX_LINE_BYTES
 from tests.conftest import PRECIOUS
 from tests.fakeapi import Stream, Text, ToolUse, tool_loop
-from tests.shell.cli.conftest import Result, cli_env, ruizn_command, run_cli
-from tests.shell.cli.test_durability import _start, _wait_for_tokens
+from tests.shell.cli.conftest import (
+    Result,
+    ruizn_command,
+    run_cli,
+    start_cli,
+    wait_for_tokens,
+)
 
 # A command that meets a planted file answers at once; this only stops a hang.
 PROMPT = 30
@@ -225,17 +229,15 @@ sys.exit(os.waitstatus_to_exitcode(status))
 def _measured(args: list[str], workspace: Path, server: Any) -> tuple[Result, int]:
     """Run the CLI; its result and its own peak RSS in bytes (Linux reports kilobytes)."""
     with tempfile.NamedTemporaryFile("r") as report:
-        proc = subprocess.run(
-            [sys.executable, "-c", _LAUNCHER, report.name, *ruizn_command(), *args],
-            cwd=workspace,
-            env=cli_env(server.base_url),
-            capture_output=True,
-            text=True,
+        result = run_cli(
+            args,
+            workspace=workspace,
+            base_url=server.base_url,
             timeout=PROMPT,
-            check=False,
+            command=[sys.executable, "-c", _LAUNCHER, report.name, *ruizn_command()],
         )
         peak = int(report.read())
-    return Result(proc.returncode, proc.stdout, proc.stderr, workspace), peak
+    return result, peak
 
 
 def test_a_2gb_last_line_is_refused_in_bounded_memory_and_nothing_is_cut(
@@ -340,8 +342,8 @@ def test_the_recovery_copy_replaces_a_planted_link_instead_of_writing_through_it
             Stream((Text("done"),)),
         ]
     )
-    proc = _start(["run", "--goal", "x"], workspace, server.base_url)
-    log = _wait_for_tokens(workspace / ".ruizn" / "runs", 1, proc)
+    proc = start_cli(["run", "--goal", "x"], workspace=workspace, base_url=server.base_url)
+    log = wait_for_tokens(workspace / ".ruizn" / "runs", 1, proc)
     log.with_name("events.recovered.jsonl").symlink_to(precious)
     log.unlink()
     _, err = proc.communicate(timeout=PROMPT)

@@ -9,17 +9,11 @@ from typing import Any
 import pytest
 
 from tests.fakeapi import Stream, Text
-from tests.shell.cli.conftest import cli_env, run_cli
+from tests.shell.cli.conftest import offline_env, run_cli
 
 OK = Stream((Text("The rest of it."),))
 
 pytestmark = pytest.mark.slow
-
-
-def _offline() -> dict[str, str]:
-    env = cli_env(None)
-    env.pop("ANTHROPIC_API_KEY")
-    return env
 
 
 def test_a_user_set_max_context_names_resume_with_a_larger_one(workspace: Path) -> None:
@@ -27,7 +21,7 @@ def test_a_user_set_max_context_names_resume_with_a_larger_one(workspace: Path) 
     stopped = run_cli(
         ["run", "--model", "test", "--max-context", "1000", "--goal", "read big.txt"],
         workspace=workspace,
-        env=_offline(),
+        env=offline_env(),
     )
     assert stopped.code == 1, stopped.stderr
     run_id = stopped.log_path.parent.name
@@ -43,7 +37,7 @@ def test_a_user_set_max_context_names_resume_with_a_larger_one(workspace: Path) 
     )
     # The command it names goes on, and the run ends well.
     resumed = run_cli(
-        ["resume", run_id, "--max-context", found.group(1)], workspace=workspace, env=_offline()
+        ["resume", run_id, "--max-context", found.group(1)], workspace=workspace, env=offline_env()
     )
     assert resumed.code == 0, resumed.stderr
     assert "[run] success" in resumed.stdout

@@ -15,21 +15,20 @@ from pathlib import Path
 from typing import Any
 
 from tests.fakeapi import HttpError, Stream, Text, ToolUse
-from tests.shell.cli.conftest import cli_env, run_cli
-from tests.shell.cli.test_durability import _slow_answer, _start, _wait_for_tokens
-
-
-def _live_run(workspace: Path, server_factory: Any) -> tuple[subprocess.Popen[str], Path]:
-    server = server_factory([_slow_answer(0.05)])
-    proc = _start(["run", "--goal", "slow"], workspace, server.base_url)
-    log = _wait_for_tokens(workspace / ".ruizn" / "runs", 3, proc)
-    return proc, log
+from tests.shell.cli.conftest import (
+    cli_env,
+    live_run,
+    run_cli,
+    slow_answer,
+    start_cli,
+    wait_for_tokens,
+)
 
 
 def test_resume_of_a_live_run_is_refused_and_the_live_log_stays_whole(
     workspace: Path, server_factory: Any
 ) -> None:
-    proc, log = _live_run(workspace, server_factory)
+    proc, log = live_run(workspace, server_factory)
     try:
         result = run_cli(["resume", log.parent.name], workspace=workspace)
         assert result.code == 2
@@ -46,7 +45,7 @@ def test_resume_of_a_live_run_is_refused_and_the_live_log_stays_whole(
 
 
 def test_kill_9_of_the_holder_leaves_no_stale_lock(workspace: Path, server_factory: Any) -> None:
-    proc, _ = _live_run(workspace, server_factory)
+    proc, _ = live_run(workspace, server_factory)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
     runs = run_cli(["runs"], workspace=workspace)
@@ -66,10 +65,12 @@ def test_two_resumes_at_once_exactly_one_proceeds(workspace: Path, server_factor
         ["run", "--goal", "x", "--max-tokens", "5"], workspace=workspace, base_url=first.base_url
     )
     assert run.code == 1  # cut at max_tokens
-    server = server_factory([_slow_answer(0.02), _slow_answer(0.02)])
+    server = server_factory([slow_answer(0.02), slow_answer(0.02)])
     procs = [
-        _start(
-            ["resume", run.log_path.parent.name, "--max-tokens", "50"], workspace, server.base_url
+        start_cli(
+            ["resume", run.log_path.parent.name, "--max-tokens", "50"],
+            workspace=workspace,
+            base_url=server.base_url,
         )
         for _ in range(2)
     ]
@@ -244,8 +245,8 @@ def test_a_log_deleted_mid_run_stops_the_run_and_is_recovered(
             Stream((Text("done"),)),
         ]
     )
-    proc = _start(["run", "--goal", "x"], workspace, server.base_url)
-    log = _wait_for_tokens(workspace / ".ruizn" / "runs", 1, proc)
+    proc = start_cli(["run", "--goal", "x"], workspace=workspace, base_url=server.base_url)
+    log = wait_for_tokens(workspace / ".ruizn" / "runs", 1, proc)
     log.unlink()
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 1, err

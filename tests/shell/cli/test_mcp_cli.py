@@ -3,26 +3,29 @@ MCP server over stdio (tests/mcp_servers/demo.py)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
 import shutil
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.effects.mcp.test_toolset import start_http_demo, stop_http_demo
 from tests.fakeapi import Stream, Text, ToolUse, free_port
-from tests.paths import TESTS
-from tests.shell.cli.conftest import API_KEY, cli_env, ruizn_command, run_cli
+from tests.mcp_servers import DEMO, start_http_demo, stop_http_demo
+from tests.shell.cli.conftest import (
+    API_KEY,
+    cli_env,
+    read_events,
+    ruizn_command,
+    run_cli,
+    start_cli,
+    wait_for_event,
+)
 
-DEMO = TESTS / "mcp_servers" / "demo.py"
 DEMO_SPEC = "demo=" + shlex.join([sys.executable, str(DEMO)])
 
 
@@ -134,35 +137,21 @@ def test_ctrl_c_during_an_mcp_call_stops_the_server(workspace: Path, server_fact
             ),
         ]
     )
-    proc = subprocess.Popen(
-        [*ruizn_command(), "run", "--goal", "wait", "--mcp", DEMO_SPEC],
-        cwd=workspace,
-        env=cli_env(server.base_url),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    proc = start_cli(
+        ["run", "--goal", "wait", "--mcp", DEMO_SPEC],
+        workspace=workspace,
+        base_url=server.base_url,
     )
-    log = _wait_for_event(workspace / ".ruizn" / "runs", "tool_call_started", proc)
+    log = wait_for_event(workspace / ".ruizn" / "runs", "tool_call_started", proc)
     proc.send_signal(signal.SIGINT)
     _stdout, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
-    events = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    events = read_events(log)
     assert events[-1]["type"] == "run_finished"
     assert events[-1]["status"] == "cancelled"
     [pid] = _server_pids(log.parent)
     assert _gone(pid)
-
-
-def _wait_for_event(root: Path, kind: str, proc: subprocess.Popen[str]) -> Path:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.communicate()[1]
-        for log in root.glob("*/events.jsonl"):
-            if f'"type":"{kind}"' in log.read_text(encoding="utf-8"):
-                return log
-        time.sleep(0.05)
-    raise AssertionError(f"no {kind} in time")
 
 
 def test_resume_reconnects_the_runs_mcp_servers(workspace: Path, server_factory: Any) -> None:
@@ -302,18 +291,14 @@ def test_a_server_cannot_read_the_api_key_from_ruizns_environment(
             Stream((Text("done"),)),
         ]
     )
-    proc = subprocess.run(
-        [*_as_a_plain_user(), *ruizn_command(), "run", "--goal", "x", "--mcp", _hostile_spec()],
-        cwd=workspace,
-        env=cli_env(server.base_url),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    done = run_cli(
+        ["run", "--goal", "x", "--mcp", _hostile_spec()],
+        workspace=workspace,
+        base_url=server.base_url,
+        command=[*_as_a_plain_user(), *ruizn_command()],
     )
-    assert proc.returncode == 0, proc.stderr
-    [log] = (workspace / ".ruizn" / "runs").glob("*/events.jsonl")
-    events = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    assert done.code == 0, done.stderr
+    events = done.events()
     [finished] = [e for e in events if e["type"] == "tool_call_finished"]
     # Not "[redacted]": the redactor hides the key from the log, but the server had read it.
     assert finished["result"]["content"].startswith("DENIED: PermissionError"), finished

@@ -16,8 +16,8 @@ import pytest
 
 from ruizn.effects.runlog.store import replay
 from ruizn.serde import state_from_json
-from tests.effects.mcp.test_toolset import start_http_demo, stop_http_demo
 from tests.fakeapi import Stream, Text, ToolUse, free_port
+from tests.mcp_servers import start_http_demo, stop_http_demo
 from tests.mcp_servers.media import png
 from tests.paths import REPO, TESTS
 from tests.shell.cli.conftest import run_cli

@@ -8,7 +8,6 @@ new command or a new option is covered without touching this file.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,8 @@ from typing import Any
 import click
 import pytest
 
-from ruizn.shell.cli.main import cli, main
+from ruizn.shell.cli.main import COMMANDS, cli, main
+from ruizn.shell.cli.main import command as command_named
 from ruizn.shell.cli.options import option_named
 from tests.shell.cli.conftest import cli_env, run_cli
 
@@ -24,7 +24,7 @@ EXIT_USAGE = 2
 
 
 def _commands() -> list[tuple[str, click.Command]]:
-    return sorted(cli.commands.items())
+    return [(name, command_named(name)) for name in sorted(COMMANDS)]
 
 
 def _top_options() -> list[click.Option]:
@@ -111,7 +111,7 @@ def test_an_option_before_a_command_applies_or_is_refused(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    command = cli.commands[name]
+    command = command_named(name)
     option = next(param for param in _top_options() if param.name == option_name)
     given = _value(option, tmp_path)
     code, seen, err = _invoke([*given, name, *_required(command, tmp_path)], monkeypatch, capsys)
@@ -160,7 +160,7 @@ def test_an_environment_variable_is_no_typed_option(
 ) -> None:
     # RUIZN_MODEL set in a shell's profile must not make `ruizn tools` an error.
     seen: dict[str, Any] = {}
-    monkeypatch.setattr(cli.commands["tools"], "callback", lambda **kw: seen.update(kw))
+    monkeypatch.setattr(command_named("tools"), "callback", lambda **kw: seen.update(kw))
     monkeypatch.setattr(sys, "argv", ["ruizn", "tools"])
     monkeypatch.setenv("RUIZN_MODEL", "test")
     with pytest.raises(SystemExit) as stopped:
@@ -197,15 +197,8 @@ def test_tool_before_tools_is_listed(workspace: Path) -> None:
 @pytest.mark.slow
 def test_mcp_before_tools_starts_the_server(workspace: Path) -> None:
     # Before: the built-ins listed, exit 0, the server never tried.
-    proc = subprocess.run(
-        [sys.executable, "-m", "ruizn", "--mcp", "x=ruizn-no-such-command", "tools"],
-        cwd=workspace,
-        env=cli_env(None),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == EXIT_USAGE
+    proc = run_cli(["--mcp", "x=ruizn-no-such-command", "tools"], workspace=workspace)
+    assert proc.code == EXIT_USAGE
     assert proc.stderr.strip() == (
         "ruizn: error: MCP server x: command not found: ruizn-no-such-command"
     )

@@ -7,7 +7,6 @@ clear-screen, C1 and bidi codes in the message, and its package name holds one t
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ import pytest
 from ruizn.terminal import UNSAFE
 from tests.fakeapi import Stream, Text
 from tests.fleet.conftest import SUBPROCESS_PATH
-from tests.shell.cli.conftest import cli_env, ruizn_command
+from tests.shell.cli.conftest import Result, cli_env, run_cli
 
 HOSTILE = "\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m red\\u202e evil"
 SHOWN = "␛]0;pwned␇␛[2J\\x9b31m red\\u202e evil"
@@ -37,16 +36,9 @@ def hostile_plugin(tmp_path: Path) -> Path:
     return folder
 
 
-def _run(args: list[str], workspace: Path, base_url: str | None, site: Path) -> Any:
-    return subprocess.run(
-        [*ruizn_command(), *args],
-        cwd=workspace,
-        env=cli_env(base_url, PYTHONPATH=f"{site}:{SUBPROCESS_PATH}"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+def _run(args: list[str], workspace: Path, base_url: str | None, site: Path) -> Result:
+    env = cli_env(base_url, PYTHONPATH=f"{site}:{SUBPROCESS_PATH}")
+    return run_cli(args, workspace=workspace, env=env)
 
 
 def _inert(text: str) -> bool:
@@ -58,7 +50,7 @@ def test_a_broken_plugin_is_one_inert_warning_and_the_run_goes_on(
 ) -> None:
     server = server_factory([Stream((Text("ok"),))])
     proc = _run(["run", "--goal", "go"], workspace, server.base_url, hostile_plugin)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.code == 0, proc.stderr
     warnings = [line for line in proc.stderr.splitlines() if line.startswith("ruizn: warning:")]
     assert warnings == [
         "ruizn: warning: plug-in 'hostile' (hostile-plugin␛[8m 0.1) could not be loaded:"
@@ -72,7 +64,7 @@ def test_a_broken_tool_spec_is_one_inert_error(workspace: Path, hostile_plugin: 
     proc = _run(
         ["run", "--goal", "go", "--tool", "hostile_plugin:tools"], workspace, None, hostile_plugin
     )
-    assert proc.returncode == 2
+    assert proc.code == 2
     assert proc.stderr == (
         "ruizn: error: tool spec 'hostile_plugin:tools': cannot import hostile_plugin:"
         f" RuntimeError: {SHOWN}\n"
@@ -89,7 +81,7 @@ def test_a_broken_tools_from_module_is_one_inert_error(
     proc = _run(
         [command, *where, "--tools-from", "hostile_plugin:make"], workspace, None, hostile_plugin
     )
-    assert proc.returncode == 2
+    assert proc.code == 2
     assert proc.stderr == (
         "ruizn: error: --tools-from 'hostile_plugin:make': cannot import hostile_plugin:"
         f" RuntimeError: {SHOWN}\n"

@@ -22,11 +22,6 @@ from tests.shell.cli.conftest import API_KEY
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def _run(server: Any, workspace: Path, tmp_path: Path, max_steps: int = 20) -> Any:
     log = tmp_path / "20260101-000000-abcdef" / "events.jsonl"
     runner = AgentRunner(

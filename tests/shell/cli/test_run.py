@@ -146,7 +146,7 @@ def test_requests_carry_cache_breakpoints(workspace: Path, server_factory: Any) 
         marks = json.dumps(body).count('"cache_control"')
         assert marks <= 4
     # the rolling breakpoint lets every step from the second on read the history
-    log = [json.loads(line) for line in result.log_path.read_text().splitlines()]
+    log = result.events()
     usages = [e["usage"] for e in log if e["type"] == "llm_response"]
     assert all(u["cache_read_input_tokens"] > 0 for u in usages[1:])
     final = log[-1]

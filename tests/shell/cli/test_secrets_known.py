@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.fakeapi import Stream, Text
-from tests.paths import TESTS
+from tests.mcp_servers import DEMO
 from tests.shell.cli.conftest import API_KEY, cli_env, run_cli
 
-DEMO = TESTS / "mcp_servers" / "demo.py"
 TOKEN = "ghp_TOKENthatMustNeverShow0123"
 
 

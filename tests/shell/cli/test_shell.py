@@ -19,7 +19,7 @@ from ruizn.view.page import page_data
 from ruizn.view.timeline import project
 from tests.fakeapi import ToolUse
 from tests.shell.cli.approval_helpers import events, of_type, tool_results, turns_model
-from tests.shell.cli.conftest import API_KEY, cli_env, ruizn_command, run_cli
+from tests.shell.cli.conftest import API_KEY, cli_env, run_cli, start_cli, wait_for_event
 from tests.view.chromium import dump_dom
 
 
@@ -235,28 +235,6 @@ def test_a_background_server_is_read_with_bash_output_and_killed_when_the_run_en
     ) in shown.stdout
 
 
-def _start(args: list[str], workspace: Path, base_url: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [*ruizn_command(), *args],
-        cwd=workspace,
-        env=cli_env(base_url),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def _wait_for(log_root: Path, kind: str, proc: subprocess.Popen[str]) -> Path:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        for log in log_root.glob("*/events.jsonl"):
-            if any(e["type"] == kind for e in events(log)):
-                return log
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.05)
-    raise AssertionError(f"no {kind} in time")
-
-
 def test_ctrl_c_kills_a_running_command_and_every_background_one(
     workspace: Path, server_factory: Any
 ) -> None:
@@ -268,10 +246,12 @@ def test_ctrl_c_kills_a_running_command_and_every_background_one(
             ]
         )
     )
-    proc = _start(
-        ["run", "--goal", "wait", "--shell", "--approval", "always"], workspace, server.base_url
+    proc = start_cli(
+        ["run", "--goal", "wait", "--shell", "--approval", "always"],
+        workspace=workspace,
+        base_url=server.base_url,
     )
-    log = _wait_for(workspace / ".ruizn" / "runs", "tool_call_started", proc)
+    log = wait_for_event(workspace / ".ruizn" / "runs", "tool_call_started", proc)
     deadline = time.monotonic() + 30
     while not _processes_with("sleep 4712") and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -297,10 +277,12 @@ def test_kill_9_mid_command_then_resume_never_runs_it_twice(
     workspace: Path, server_factory: Any
 ) -> None:
     server = server_factory(turns_model([[bash("k1", "sleep 3; echo once >> done")]]))
-    proc = _start(
-        ["run", "--goal", "work", "--shell", "--approval", "always"], workspace, server.base_url
+    proc = start_cli(
+        ["run", "--goal", "work", "--shell", "--approval", "always"],
+        workspace=workspace,
+        base_url=server.base_url,
     )
-    log = _wait_for(workspace / ".ruizn" / "runs", "tool_call_started", proc)
+    log = wait_for_event(workspace / ".ruizn" / "runs", "tool_call_started", proc)
     proc.kill()
     proc.communicate(timeout=20)
     time.sleep(0.5)

@@ -13,8 +13,8 @@ import pytest
 from ruizn.terminal import revealed
 from tests.fakeapi import Stream, Text, ToolUse
 from tests.shell.cli.approval_helpers import turns_model, write
-from tests.shell.cli.conftest import cli_env, run_cli
-from tests.shell.cli.test_approval_terminal import PROMPT, Terminal
+from tests.shell.cli.conftest import cli_env, read_events, run_cli
+from tests.shell.cli.terminals import PROMPT, Terminal
 
 
 def test_an_unwritable_state_folder_is_one_line_and_the_run_works(
@@ -103,7 +103,7 @@ def test_a_session_that_died_counts_in_the_runs_time(workspace: Path, server_fac
     from ruizn.events import LlmCallStarted, LlmResponse, RunStarted
     from ruizn.serde import encode
     from ruizn.state import TextBlock, ToolUseBlock
-    from tests.shell.cli.test_trust import RUN, settings
+    from tests.shell.cli.planted import RUN, settings
 
     server = server_factory([Stream((Text("Done."),))])
     call = ToolUseBlock(id="toolu_r", name="read_file", input={"path": "README.md"})
@@ -121,7 +121,7 @@ def test_a_session_that_died_counts_in_the_runs_time(workspace: Path, server_fac
     log.write_text("".join(encode(e) + "\n" for e in stream))
     done = run_cli(["resume", "last", "--trust"], workspace=workspace, base_url=server.base_url)
     assert done.code == 0, done.stderr
-    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    lines = read_events(log)
     (resumed,) = [e for e in lines if e["type"] == "run_resumed"]
     assert resumed["elapsed"] == 30.5
     finished = lines[-1]

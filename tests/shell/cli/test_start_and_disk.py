@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from tests.fakeapi import Stream, Text
-from tests.shell.cli.conftest import cli_env, ruizn_command, run_cli
+from tests.shell.cli.conftest import (
+    Result,
+    cli_env,
+    run_cli,
+    slow_answer,
+    start_cli,
+    wait_for_tokens,
+)
 
 
 def _every_log_replays(workspace: Path) -> int:
@@ -36,13 +43,10 @@ def test_a_signal_at_20_moments_of_the_first_second_leaves_no_unreadable_log(
 ) -> None:
     rng = random.Random(20261203)
     for _ in range(20):
-        proc = subprocess.Popen(
-            [*ruizn_command(), "run", "--model", "test", "--goal", "read README.md"],
-            cwd=workspace,
-            env=cli_env(None),
+        proc = start_cli(
+            ["run", "--model", "test", "--goal", "read README.md"],
+            workspace=workspace,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
         )
         time.sleep(rng.uniform(0.0, 1.0))
         proc.send_signal(rng.choice([signal.SIGINT, signal.SIGTERM, signal.SIGHUP]))
@@ -61,17 +65,11 @@ def _limited(max_bytes: int) -> Any:
     return limit
 
 
-def _run_limited(
-    workspace: Path, base_url: str, max_bytes: int
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*ruizn_command(), "run", "--goal", "talk"],
-        cwd=workspace,
-        env=cli_env(base_url),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+def _run_limited(workspace: Path, base_url: str, max_bytes: int) -> Result:
+    return run_cli(
+        ["run", "--goal", "talk"],
+        workspace=workspace,
+        base_url=base_url,
         preexec_fn=_limited(max_bytes),
     )
 
@@ -81,7 +79,7 @@ def test_a_log_that_cannot_be_written_at_start_is_one_line_and_no_run(
 ) -> None:
     server = server_factory([Stream((Text("hello"),))])
     done = _run_limited(workspace, server.base_url, 200)  # run_started alone is larger
-    assert done.returncode == 1, done.stderr
+    assert done.code == 1, done.stderr
     assert done.stderr.count("\n") == 1
     assert "cannot write the event log" in done.stderr
     assert "EFBIG" in done.stderr or "too large" in done.stderr
@@ -94,7 +92,7 @@ def test_a_write_that_fails_mid_run_is_one_line_and_the_log_still_replays(
 ) -> None:
     server = server_factory([Stream((Text("word " * 2000, chunk=5),))])
     done = _run_limited(workspace, server.base_url, 12_000)
-    assert done.returncode == 1, done.stderr
+    assert done.code == 1, done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("ruizn: error:")]
     assert len(errors) == 1, done.stderr
     assert "Traceback" not in done.stderr
@@ -102,11 +100,10 @@ def test_a_write_that_fails_mid_run_is_one_line_and_the_log_still_replays(
 
 
 def test_sighup_ends_a_run_cancelled_like_sigterm(workspace: Path, server_factory: Any) -> None:
-    from tests.shell.cli.test_durability import _slow_answer, _start, _wait_for_tokens
 
-    server = server_factory([_slow_answer(0.05)])
-    proc = _start(["run", "--goal", "slow"], workspace, server.base_url)
-    log = _wait_for_tokens(workspace / ".ruizn" / "runs", 3, proc)
+    server = server_factory([slow_answer(0.05)])
+    proc = start_cli(["run", "--goal", "slow"], workspace=workspace, base_url=server.base_url)
+    log = wait_for_tokens(workspace / ".ruizn" / "runs", 3, proc)
     proc.send_signal(signal.SIGHUP)
     proc.communicate(timeout=30)
     assert proc.returncode == 130
@@ -138,13 +135,7 @@ def test_a_closed_pipe_is_no_error_for_any_command(workspace: Path) -> None:
         ["tools"],
         ["tools", "--json"],
     ):
-        proc = subprocess.Popen(
-            [*ruizn_command(), *args],
-            cwd=workspace,
-            env=cli_env(None),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
+        proc = start_cli(args, workspace=workspace, text=False)
         assert proc.stdout is not None
         proc.stdout.readline()
         proc.stdout.close()  # the reader goes away, as `| head -1` does

@@ -9,19 +9,13 @@ colour codes.
 
 from __future__ import annotations
 
-import errno
-import json
-import os
 import re
-import select
-import subprocess
-import time
-import tty
 from pathlib import Path
 from typing import Any
 
 from tests.fakeapi import HttpError, Stream, Text, ToolUse
-from tests.shell.cli.conftest import cli_env, ruizn_command, run_cli
+from tests.shell.cli.conftest import cli_env, only_log, read_events, run_cli
+from tests.shell.cli.terminals import run_on_pty
 
 # Each escape class of issue 10.
 CLIPBOARD = "\x1b]52;c;ZXZpbA==\x07"
@@ -40,45 +34,6 @@ ACTIVE = frozenset(
                      *range(0x2066, 0x206A))
 ) - {"\n", "\t"}  # fmt: skip
 OWN_SGR = re.compile(r"\x1b\[(?:0|2|31|32)m")
-
-
-def run_on_pty(args: list[str], workspace: Path, env: dict[str, str]) -> tuple[int, str]:
-    """Run the CLI with a pseudo-terminal as its stdout and stderr; return what it showed."""
-    master, slave = os.openpty()
-    tty.setraw(slave)  # no output processing: what we read is what ruizn wrote
-    proc = subprocess.Popen(
-        [*ruizn_command(), *args],
-        cwd=workspace,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=slave,
-        stderr=slave,
-    )
-    os.close(slave)
-    received = bytearray()
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 1.0)
-            if not ready:
-                if proc.poll() is not None:
-                    break
-                continue
-            try:
-                chunk = os.read(master, 65536)
-            except OSError as exc:  # EIO: every slave descriptor is closed
-                if exc.errno != errno.EIO:
-                    raise
-                break
-            if not chunk:
-                break
-            received += chunk
-        code = proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        os.close(master)
-    return code, received.decode("utf-8")
 
 
 def assert_inert(shown: str) -> None:
@@ -127,8 +82,8 @@ def test_a_hostile_run_reaches_the_terminal_inert_live_and_in_runs_show_replay(
     assert "[run] error: invalid request: bad ␛]52;c;" in OWN_SGR.sub("", live)
 
     # The log keeps the exact text.
-    (log,) = (workspace / ".ruizn" / "runs").glob("*/events.jsonl")
-    events = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    log = only_log(workspace)
+    events = read_events(log)
     assert events[0]["goal"] == goal
     assert EVIL in "".join(e["text"] for e in events if e["type"] == "llm_token")
     # The API's error text is kept as one line (whitespace folded), its control codes intact.

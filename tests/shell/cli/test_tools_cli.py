@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import pytest
 
 from ruizn.effects.tools.loader import BUILTINS
+from tests.conftest import run_python
 from tests.fakeapi import Stream, Text, ToolUse
 from tests.shell.cli.conftest import cli_env, run_cli
 
@@ -94,16 +94,13 @@ def test_the_console_script_finds_a_module_in_the_current_directory(
     # `ruizn` (not `python -m ruizn`): its sys.path[0] is the venv's bin/, not the cwd.
     script = Path(sys.executable).with_name("ruizn")
     server = server_factory(_add_then_answer())
-    done = subprocess.run(
-        [str(script), "run", "--goal", "2 + 3?", "--tool", "my_tools:add", "--no-plugins"],
-        cwd=tools_workspace,
-        env=cli_env(server.base_url),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    done = run_cli(
+        ["run", "--goal", "2 + 3?", "--tool", "my_tools:add", "--no-plugins"],
+        workspace=tools_workspace,
+        base_url=server.base_url,
+        command=[str(script)],
     )
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     assert _tool_results(server, 1) == [("toolu_1", "5", False)]
 
 
@@ -212,14 +209,7 @@ def test_tools_as_text_names_each_source_and_prints_its_schema(
 
 
 def test_help_imports_neither_the_sdk_nor_anyio_nor_pydantic(workspace: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "ruizn", "--help"],
-        cwd=workspace,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_python("-X", "importtime", "-m", "ruizn", "--help", cwd=workspace)
     assert done.returncode == 0
     assert "--tool MODULE:ATTR" in done.stdout
     imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.fakeapi import Stream, Text, ToolUse
-from tests.shell.cli.conftest import run_cli
-from tests.shell.cli.test_durability import _start
+from tests.shell.cli.conftest import read_events, run_cli, start_cli
 
 SHOUT = '''import ruizn
 
@@ -90,8 +89,10 @@ def test_ctrl_c_during_parallel_calls_leaves_a_log_that_replays_and_resumes(
     server = server_factory(
         [_calls("nap", {"label": "a"}, {"label": "b"}, {"label": "c"}), Stream((Text("ok"),))]
     )
-    proc = _start(
-        ["run", "--goal", "nap", "--tool", "slow_tools.py:nap"], workspace, server.base_url
+    proc = start_cli(
+        ["run", "--goal", "nap", "--tool", "slow_tools.py:nap"],
+        workspace=workspace,
+        base_url=server.base_url,
     )
     deadline = time.monotonic() + 30
     log = None
@@ -110,7 +111,7 @@ def test_ctrl_c_during_parallel_calls_leaves_a_log_that_replays_and_resumes(
     assert sorted(state["tools_in_flight"]) == ["toolu_nap_0", "toolu_nap_1", "toolu_nap_2"]
     resumed = run_cli(["resume", "last"], workspace=workspace, base_url=server.base_url)
     assert resumed.code == 0, resumed.stderr
-    events = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    events = read_events(log)
     answers = [e for e in events if e["type"] == "tool_call_finished"]
     # not read-only: never run again, each answered `interrupted` exactly once
     assert sorted(a["id"] for a in answers) == ["toolu_nap_0", "toolu_nap_1", "toolu_nap_2"]

@@ -25,8 +25,8 @@ from ruizn.serde import encode
 from ruizn.state import Status, TextBlock, ToolResult, ToolUseBlock
 from tests.shell.cli.approval_helpers import of_type, turns_model
 from tests.shell.cli.conftest import cli_env, run_cli
-from tests.shell.cli.test_approval_terminal import PROMPT, Terminal
-from tests.shell.cli.test_trust import RUN, settings
+from tests.shell.cli.planted import RUN, settings
+from tests.shell.cli.terminals import PROMPT, Terminal
 
 PRECIOUS = "precious\n"
 

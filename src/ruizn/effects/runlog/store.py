@@ -48,12 +48,14 @@ __all__ = [
     "RunRef",
     "RunStore",
     "default_root",
+    "info",
     "iter_runs",
     "load",
     "new_run_id",
     "replay",
     "resolve_run",
     "settled",
+    "started_at",
 ]
 
 LAST = "last"
@@ -97,7 +99,7 @@ def resolve_run(run: str | Path, root: Path) -> Path:
     raise RunNotFound(f"no run {str(run)!r}: not a log file, a run folder, or a run id in {root}")
 
 
-def _started_at(folder: Path) -> float:
+def started_at(folder: Path) -> float:
     """The ts of the run's first line (its start), or -1 if it cannot be read."""
     try:
         with open_log(folder / LOG_NAME) as f:
@@ -117,7 +119,7 @@ def iter_run_folders(root: Path) -> Iterator[Path]:
     folders = [
         p for p in root.iterdir() if not p.name.startswith(".") and os.path.lexists(p / LOG_NAME)
     ]
-    folders.sort(key=lambda p: (_started_at(p), p.name), reverse=True)
+    folders.sort(key=lambda p: (started_at(p), p.name), reverse=True)
     return iter(folders)
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from attrs import frozen
 
+from ruizn.effects.userconfig.dirs import state_dir
 from ruizn.events import RunStarted
 from ruizn.serde import encode
 
@@ -43,15 +44,6 @@ class TrustRecord:
     size: int
     digest: str
     open: bool
-
-
-def state_dir(environ: Mapping[str, str]) -> Path:
-    """The user's ruizn state folder (never inside a workspace)."""
-    if environ.get("RUIZN_STATE_DIR"):
-        return Path(environ["RUIZN_STATE_DIR"])
-    if environ.get("XDG_STATE_HOME"):
-        return Path(environ["XDG_STATE_HOME"]) / "ruizn"
-    return Path(environ.get("HOME") or Path.home()) / ".local" / "state" / "ruizn"
 
 
 def run_key(first: RunStarted) -> str:

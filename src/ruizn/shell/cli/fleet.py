@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ruizn.shell.cli.exits import EXIT_AWAITING_APPROVAL, EXIT_ERROR, EXIT_OK, Exit, fail
+from ruizn.shell.cli.exits import EXIT_CANCELLED, EXIT_OK, Exit, fail
 from ruizn.shell.cli.options import settings_options
 
 if TYPE_CHECKING:  # `--help` does not pay for pathlib (and urllib, ipaddress) at start-up
@@ -22,13 +22,25 @@ DB_HELP = "The fleet's Postgres URL (env RUIZN_DB)."
 
 
 def _fleet(work: Callable[[], int]) -> int:
-    """A fleet function's refusal (FleetError) is one line and exit 2."""
-    from ruizn.fleet.errors import FleetError
+    """A fleet function's refusal (FleetRefused) is one line and exit 2."""
+    from ruizn.fleet.errors import FleetRefused
 
     try:
         return work()
-    except FleetError as exc:
+    except FleetRefused as exc:
         fail(str(exc))
+
+
+def _batch_max_cost(f: Any) -> Any:
+    return click.option(
+        "--batch-max-cost",
+        type=click.FloatRange(min=0, min_open=True, max=1e12),
+        default=None,
+        metavar="USD",
+        help="A budget in US dollars for the whole batch, shared by its runs and held in the"
+        " database: once their calls cost this much, no run makes another (each ends"
+        " max_cost). --max-cost is each run's own.",
+    )(f)
 
 
 def _worker_options(f: Any) -> Any:
@@ -105,6 +117,7 @@ def _names_only(headers: tuple[str, ...]) -> tuple[str, ...]:
 @click.command("batch")
 @click.argument("goals", type=click.Path(dir_okay=False))
 @_worker_options
+@_batch_max_cost
 @settings_options
 def batch_command(
     goals: str,
@@ -114,6 +127,7 @@ def batch_command(
     log_dir: str | None,
     tools_from: str | None,
     trust: bool,
+    batch_max_cost: float | None,
     **options: Any,
 ) -> None:
     """Run every goal of GOALS.jsonl, N at once, on this machine (SQLite in the user's state
@@ -122,35 +136,46 @@ def batch_command(
     Running it again with the same file resumes: finished runs are not run again, and runs
     queued by `ruizn resume --db URL RUN` (the batch prints URL) go on. Exit 0 when every
     run succeeded, 4 when the others await approval, else 1."""
-    from ruizn.fleet.batch import batch
+    import os
+
+    from ruizn.fleet.batch import run_batch
+    from ruizn.fleet.errors import BatchInterrupted
+    from ruizn.fleet.reports import BatchOptions
+    from ruizn.shell.cli.fleet_printer import (
+        TerminalWatcher,
+        batch_exit,
+        print_batch,
+        print_interrupted,
+    )
 
     settings, headers = _settings(options, workspace)
+    batch = BatchOptions(
+        goals=goals,
+        settings=settings,
+        concurrency=concurrency,
+        workspace=workspace,
+        log_dir=log_dir,
+        tools_from=tools_from,
+        mcp_headers=headers,
+        trust=trust,
+        batch_max_cost=batch_max_cost,
+    )
 
     def run() -> int:
-        return _batch_exit(
-            batch(
-                goals,
-                concurrency=concurrency,
-                workspace=workspace,
-                log_dir=log_dir,
-                tools_from=tools_from,
-                settings=settings,
-                mcp_headers=headers,
-                trust=trust,
-            )
-        )
+        watcher = TerminalWatcher()
+        try:
+            report = run_batch(batch, watcher)
+        except BatchInterrupted as exc:
+            watcher.close()
+            print_interrupted(str(exc))
+            # Runs in flight stop where they are, as after kill -9: DBOS's threads are
+            # not waited for.
+            os._exit(EXIT_CANCELLED)
+        watcher.close()
+        print_batch(report)
+        return batch_exit(report.statuses)
 
     raise Exit(_fleet(run))
-
-
-def _batch_exit(statuses: tuple[str, ...]) -> int:
-    """0 when every run succeeded; 4 when the others only wait for approval (as a single
-    run's exit); else 1."""
-    if all(status == "success" for status in statuses):
-        return EXIT_OK
-    if all(status in ("success", "awaiting_approval") for status in statuses):
-        return EXIT_AWAITING_APPROVAL
-    return EXIT_ERROR
 
 
 @click.command("worker")
@@ -166,9 +191,20 @@ def _batch_exit(statuses: tuple[str, ...]) -> int:
 @_worker_options
 def worker_command(db: str, worker_id: str | None, dead_after: float, **options: Any) -> None:
     """Take runs from the fleet's database until Ctrl-C or SIGTERM."""
-    from ruizn.fleet.worker import work
+    import os
 
-    raise Exit(_fleet(lambda: work(db, worker_id=worker_id, dead_after=dead_after, **options)))
+    from ruizn.fleet.worker import work
+    from ruizn.shell.cli.fleet_printer import print_stopped, say
+
+    def run() -> int:
+        stopped = work(db, worker_id=worker_id, dead_after=dead_after, announce=say, **options)
+        try:
+            print_stopped(stopped)
+        finally:
+            # At once: no run goes on here while another worker takes it over.
+            os._exit(EXIT_CANCELLED)
+
+    raise Exit(_fleet(run))
 
 
 @click.command("submit")
@@ -180,36 +216,45 @@ def worker_command(db: str, worker_id: str | None, dead_after: float, **options:
     default=".",
     help="Workspace on the workers, relative to each worker's own (default: theirs).",
 )
+@_batch_max_cost
 @settings_options
 def submit_command(
-    goals: str | None, db: str, goal: str | None, workspace: str, **options: Any
+    goals: str | None,
+    db: str,
+    goal: str | None,
+    workspace: str,
+    batch_max_cost: float | None,
+    **options: Any,
 ) -> None:
     """Queue GOALS.jsonl (or --goal TEXT) on the fleet; prints the run ids.
 
     An MCP server's header is given by name (--mcp-header NAME:KEY): each worker sends the
     value of its own $RUIZN_MCP_HEADER_<NAME>_<KEY>."""
     from ruizn.fleet.worker import submit
+    from ruizn.shell.cli.fleet_printer import print_run_id
 
     options["mcp_headers"] = _names_only(options["mcp_headers"])
     settings, _headers = _settings(options, workspace)
-    raise Exit(_fleet(lambda: submit(db, goals, goal, settings=settings)))
 
+    def run() -> int:
+        submit(
+            db, goals, goal, settings=settings, batch_max_cost=batch_max_cost, queued=print_run_id
+        )
+        return EXIT_OK
 
-def register(cli: click.Group) -> None:
-    for command in (batch_command, worker_command, submit_command):
-        cli.add_command(command)
+    raise Exit(_fleet(run))
 
 
 def db_store(db: str, root: Path) -> Any:
     """A fleet's database as the RunStore that `runs`, `show` and `replay` read."""
-    from ruizn.fleet.errors import FleetError
+    from ruizn.fleet.errors import FleetRefused
 
     try:
         from ruizn.fleet.dbstore import DbRunStore
         from ruizn.fleet.worker import open_store
 
         return DbRunStore(open_store(db), root)
-    except FleetError as exc:
+    except FleetRefused as exc:
         fail(str(exc))
 
 
@@ -217,5 +262,10 @@ def resume_db(db: str, run: str, request: Any) -> int:
     """`ruizn resume --db`: the request (an `agent.Resume`: limits, read timeout, decisions)
     goes to the fleet as an order."""
     from ruizn.fleet.worker import resume_db as resume
+    from ruizn.shell.cli.fleet_printer import print_queued
 
-    return _fleet(lambda: resume(db, run, request))
+    def queue() -> int:
+        print_queued(resume(db, run, request))
+        return EXIT_OK
+
+    return _fleet(queue)

@@ -42,7 +42,8 @@ from ruizn.shell.cli.approval import awaiting_report, terminal_approver
 from ruizn.shell.cli.exits import EXIT_CODES, EXIT_ERROR, EXIT_OK, EXIT_USAGE, echo_error, fail
 from ruizn.shell.cli.printer import StdoutPrinter
 from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session, UntrustedRun
-from ruizn.shell.runner import Subscriber, first_error
+from ruizn.shell.runner import Subscriber
+from ruizn.shell.toolcalls import first_error
 from ruizn.state import ExecutionContext, Status
 
 T = TypeVar("T")

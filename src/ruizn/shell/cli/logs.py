@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ruizn.effects.runlog.reader import LogError, Replayed, TornTail
-from ruizn.effects.runlog.store import RunInfo, RunNotFound, RunRef, RunStore, settled
+from ruizn.effects.runlog.store import RunNotFound, RunRef, RunStore, settled
 from ruizn.events import (
     ContextCleared,
     Event,
@@ -35,6 +35,7 @@ from ruizn.settings import RunSettings
 from ruizn.shell.cli.approval import describe_call
 from ruizn.shell.cli.exits import EXIT_ERROR, EXIT_OK, fail
 from ruizn.shell.cli.printer import StdoutPrinter
+from ruizn.shell.cli.runs_list import status_word
 from ruizn.shell.table import cells, clip, terminal_width
 from ruizn.state import (
     ExecutionContext,
@@ -185,69 +186,6 @@ def _step_costs(model: str, responses: list[LlmResponse]) -> tuple[list[str], fl
     return lines, total, priced_now
 
 
-def _status_word(run: RunInfo) -> str:
-    word = run.status
-    if run.live and run.pid:
-        return f"{word} (pid {run.pid})"
-    if run.worker:  # a fleet's run: the worker that runs it, or ran it last
-        return f"{word} ({visible(run.worker)})"
-    pending = len(run.pending_approval)
-    if pending and word != "awaiting_approval":  # stopped at the prompt (Ctrl-C, kill -9)
-        return f"{word}, {pending} awaiting approval"
-    return word
-
-
-def list_runs(store: RunStore) -> int:
-    # At a terminal the table fits its width, the goal taking what is left; piped (grep, a
-    # file), every row is whole.
-    from ruizn.shell.table import Column, render
-
-    try:
-        runs = list(store.runs())
-    except RunNotFound as exc:
-        fail(visible(str(exc)))
-    columns = (
-        Column(title="RUN", width=22),
-        Column(title="STATUS", width=17),
-        Column(title="STEPS", right=True, width=5, drop=1),
-        Column(title="TIME", right=True, width=7, drop=3),
-        Column(title="IN", right=True, width=9, drop=5),
-        Column(title="OUT", right=True, width=7, drop=4),
-        Column(title="COST", right=True, width=9, drop=2),
-    )
-    rows: list[list[str]] = []
-    goals: list[str] = []
-    whole: list[bool] = []
-    for run in runs:
-        run_id = visible(run.run_id)
-        if run.replayed is None:
-            # The reason in full, not cut to the width: it names the file and why (a
-            # fleet's run not started yet shows its goal).
-            word = visible(" ".join(run.status.split()))
-            rows.append([run_id, word, "", "", "", "", ""])
-            goals.append(visible(" ".join(str(run.reason or run.goal or "").split())))
-            whole.append(True)
-            continue
-        state = run.replayed.state
-        rows.append(
-            [
-                run_id,
-                visible(_status_word(run)),
-                str(state.step),
-                human_seconds(state.elapsed),
-                tokens(state.usage.total_input_tokens),
-                tokens(state.usage.output_tokens),
-                _cost_cell(state.total_cost),
-            ]
-        )
-        goals.append(visible(" ".join(state.goal.split())))
-        whole.append(False)
-    width = terminal_width()
-    for line in render(columns, rows, last="GOAL", lasts=goals, width=width, whole=whole):
-        print(line)
-    return EXIT_OK
-
-
 def _times(count: int) -> str:
     return {1: "once", 2: "twice"}.get(count, f"{count} times")
 
@@ -258,12 +196,6 @@ def _lineage(parent: Parent | None) -> list[tuple[str, str]]:
     if parent.kind == "rerun":
         return [("rerun of", f"{parent.run_id} (its {counted(parent.seq, 'event')} re-driven)")]
     return [("forked", f"from {parent.run_id} at seq {parent.seq}")]
-
-
-def _cost_cell(cost: float | None) -> str:
-    # Unknown: a model with no known price, or calls logged before ruizn priced them
-    # (`ruizn show RUN` prices those now).
-    return "unknown" if cost is None else usd(cost)
 
 
 def _cost_line(state: ExecutionContext, total: float | None, priced_now: int) -> str:
@@ -403,7 +335,7 @@ def show_run(store: RunStore, run: str) -> int:
         *(("hook", hook) for hook in grant.hooks),
         *(("approved", call) for call in grant.preapproved),
         *(("always", f"tool {name}") for name in grant.always_tools),
-        ("status", _status_word(found) + (f" · {state.error}" if state.error else "")),
+        ("status", status_word(found) + (f" · {state.error}" if state.error else "")),
         ("steps", f"{state.step} of {state.settings.max_steps}"),
         ("time", human_seconds(state.elapsed)),
         ("tools", tools or "none"),

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ruizn.settings import (
+from ruizn.defaults import (
     APPROVAL_MODES,
     DEFAULT_APPROVAL,
     DEFAULT_MAX_RETRIES,
@@ -137,8 +137,8 @@ def settings_options(f: Any) -> Any:
         ),
         max_cost_option(
             "A budget in US dollars for the run (all its sessions): it stops before the next"
-            " model call once its calls cost this much, exit 3. With batch/submit, also the"
-            " budget of the whole batch."
+            " model call once its calls cost this much, exit 3. With batch/submit, each"
+            " run's own (--batch-max-cost: the whole batch's)."
         ),
         max_context_option(
             "The most input tokens a request may hold; the oldest tool results are cleared"
@@ -494,11 +494,15 @@ def _flag(option: click.Option, *, secondary: bool = False) -> str:
 
 def _belongs(group: click.Group, param: click.Option, name: str) -> str:
     flag = _flag(param)
+    ctx = click.Context(group)
+    found = ((other, group.get_command(ctx, other)) for other in group.list_commands(ctx))
     takers = sorted(
         (
             other
-            for other, command in group.commands.items()
-            if not command.hidden and option_named(command, param.name or "") is not None
+            for other, command in found
+            if command is not None
+            and not command.hidden
+            and option_named(command, param.name or "") is not None
         ),
         key=lambda other: (other != "run", other),
     )

@@ -1,0 +1,97 @@
+"""The runner's hook calls: a run's hook commands (settings.hooks) run one after another
+for an event, each answer logged as `hook_ran` (what decide reads to go on)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ruizn.effects.hooks.command import HookExecutor
+from ruizn.events import Event, HookRan
+from ruizn.hooks import matching, payload
+from ruizn.settings import HookSpec
+from ruizn.state import ExecutionContext, Phase, Status, ToolCall
+
+E = TypeVar("E", bound=Event)
+
+
+class HookCalls:
+    """The part of `AgentRunner` (shell/runner.py) that runs hooks."""
+
+    _hooks: HookExecutor | None
+    _transcript: str
+    _last: Event | None
+
+    if TYPE_CHECKING:  # the runner's, which this part of it uses
+
+        @property
+        def state(self) -> ExecutionContext: ...
+
+        def _emit(self, cls: type[E], **fields: Any) -> None: ...
+
+    async def _run_hooks(
+        self,
+        event: str,
+        specs: Sequence[HookSpec],
+        call: ToolCall | None = None,
+        **fields: Any,
+    ) -> list[HookRan]:
+        """Run `specs` one after another for `event`, logging each answer (hook_ran)."""
+        runner = self._hooks
+        if runner is None:  # pragma: no cover - the builder gives one to a run with hooks
+            raise RuntimeError("a run with hooks needs a hook runner")
+        state = self.state
+        if call is not None:
+            fields = {
+                "tool_name": call.name,
+                "tool_input": call.input,
+                "tool_use_id": call.id,
+                **fields,
+            }
+        elif event in ("UserPromptSubmit", "SessionStart"):
+            fields = {"prompt": state.goal} if event == "UserPromptSubmit" else fields
+            if event == "SessionStart":
+                fields = {"source": "startup", "model": state.settings.model}
+        elif event == "Stop":
+            fields = {"stop_hook_active": state.stop_blocked}
+        data = payload(
+            event,
+            run_id=state.run_id,
+            transcript=self._transcript,
+            settings=state.settings,
+            **fields,
+        )
+        logged: list[HookRan] = []
+        for spec in specs:
+            run = await runner.run(spec, data)
+            found = run.outcome
+            decision = "stop" if found.stop is not None else found.decision
+            self._emit(
+                HookRan,
+                hook_event=event,
+                command=spec.command,
+                exit_code=run.exit_code,
+                decision=decision,
+                reason=found.stop if found.stop is not None else found.reason,
+                context=found.context,
+                updated_input=found.updated_input,
+                tool_use_id=None if call is None else call.id,
+                duration=round(run.duration, 3),
+                error=found.error,
+            )
+            event_record = self._last
+            assert isinstance(event_record, HookRan)
+            logged.append(event_record)
+            if decision == "stop":
+                break
+        return logged
+
+    async def _session_end(self, status: Status) -> None:
+        """SessionEnd hooks, told how the run ends, before its run_finished."""
+        state = self.state
+        specs = matching(state.settings, "SessionEnd")
+        if specs and state.phase in (Phase.READY, Phase.TOOLS, Phase.DONE):
+            await self._run_hooks("SessionEnd", specs, reason=status.value)
+
+
+__all__ = ("HookCalls",)

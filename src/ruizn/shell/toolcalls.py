@@ -1,0 +1,165 @@
+"""The runner's tool calls: a turn's calls run (up to `tool_concurrency` at once, a
+`sequential` tool alone), each started and finished in the log, its result fitted (images),
+given a subfolder's instructions and its PostToolUse hooks' notes."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+import anyio
+from attrs import evolve
+
+from ruizn.decide import stale_result
+from ruizn.effects.runlog.sink import EventSink, SinkError
+from ruizn.effects.tools.base import invoke_tool
+from ruizn.events import ToolCallFinished, ToolCallStarted
+from ruizn.hooks import matching, post_notes
+from ruizn.media import fit as fit_media
+from ruizn.media import text_of
+from ruizn.shell.hookcalls import HookCalls
+from ruizn.shell.toolchange import ToolChanges
+from ruizn.state import ErrorType, TextBlock, ToolCall, ToolResult
+from ruizn.toolsource import SourceKind
+
+
+class PathInstructions(Protocol):
+    """Project instructions for a path a file tool touched (effects.project.instructions)."""
+
+    def given_in(self, messages: Iterable[Any], root: Iterable[Any]) -> None: ...
+
+    def for_path(self, raw: str) -> str | None: ...
+
+
+class ToolCalls(HookCalls, ToolChanges):
+    """The part of `AgentRunner` (shell/runner.py) that runs tool calls."""
+
+    _sink: EventSink
+    _timer: Callable[[], float]
+    _instructions: PathInstructions | None
+    _instructions_ready: bool
+
+    async def _run_tools(self, calls: Sequence[ToolCall]) -> None:
+        """Run a turn's calls, up to `tool_concurrency` at once. A tool marked `sequential`
+        runs alone, as a barrier, in the order the model asked. Events are logged in the
+        order things happen; the reducer merges the results in tool_use order."""
+        batch: list[ToolCall] = []
+        for call in calls:
+            tool = self._registry.get(call.name)
+            if tool is not None and getattr(tool, "sequential", False):
+                await self._run_batch(batch)
+                batch = []
+                await self._run_tool(call)
+            else:
+                batch.append(call)
+        await self._run_batch(batch)
+
+    async def _run_batch(self, calls: Sequence[ToolCall]) -> None:
+        concurrency = self.state.settings.tool_concurrency
+        if len(calls) <= 1 or concurrency == 1:
+            for call in calls:
+                await self._take_tool_changes()  # one call may change the next one's tool
+                await self._run_tool(call)
+            return
+        limiter = anyio.CapacityLimiter(concurrency)
+
+        async def one(call: ToolCall) -> None:
+            async with limiter:
+                await self._run_tool(call)
+
+        try:
+            async with anyio.create_task_group() as group:
+                for call in calls:
+                    group.start_soon(one, call)
+        except BaseExceptionGroup as failed:
+            # invoke_tool never raises, so this is the log failing (or a bug): the first such
+            # error ends the run as it would in the sequential path, not wrapped in a group.
+            raise first_error(failed) from None
+
+    def _read_only(self, name: str) -> bool:
+        tool = self._registry.get(name)
+        return tool is not None and tool.read_only
+
+    async def _run_tool(self, call: ToolCall) -> None:
+        if call.id in self.state.turn_stale:  # its tool changed since this batch was planned
+            self._emit(ToolCallFinished, id=call.id, result=stale_result(self.state, call))
+            return
+        self._emit(ToolCallStarted, id=call.id, name=call.name, input=call.input)
+        if not self._read_only(call.name):
+            # On disk before the tool acts: after a power cut, resume must find the call
+            # started and answer it `interrupted`, never run it a second time.
+            self._sink.sync()  # a SinkError ends the run as a failed write does
+        began = self._timer()
+        try:
+            result = await invoke_tool(self._registry, call)
+        except anyio.get_cancelled_exc_class():
+            # A tool that ends its work when cancelled (bash kills the command's process
+            # group) says so in the log, so resume need not answer "effects unknown".
+            stopped = getattr(self._registry.get(call.name), "stopped_on_cancel", None)
+            if isinstance(stopped, str):
+                result = ToolResult.error(ErrorType.INTERRUPTED, stopped)
+                with contextlib.suppress(SinkError):
+                    self._emit(
+                        ToolCallFinished, id=call.id, result=result, duration=self._timer() - began
+                    )
+            raise
+        if not isinstance(result.content, str):
+            # Its images, checked against what the run's requests hold already: an image the
+            # API would refuse becomes a line saying why (ruizn.media). No await between
+            # this and the emit, so calls finishing in parallel are counted one by one.
+            content, _ = fit_media(result.content, self.state.media)
+            result = evolve(result, content=content)
+        result = self._with_instructions(call, result)
+        post = matching(self.state.settings, "PostToolUse", call.name)
+        if post:
+            response = {"content": text_of(result.content), "is_error": result.is_error}
+            runs = await self._run_hooks("PostToolUse", post, call, tool_response=response)
+            notes = post_notes(runs)
+            if notes:
+                content = result.content
+                result = evolve(
+                    result,
+                    content=f"{content}\n\n{notes}"
+                    if isinstance(content, str)
+                    else (*content, TextBlock(text=notes)),
+                )
+        self._emit(ToolCallFinished, id=call.id, result=result, duration=self._timer() - began)
+
+    def _with_instructions(self, call: ToolCall, result: ToolResult) -> ToolResult:
+        """The result with the nearest subfolder instructions file not given yet, if the
+        call is a built-in file tool's on a path."""
+        finder = self._instructions
+        path = call.input.get("path")
+        if finder is None or result.is_error or not isinstance(path, str):
+            return result
+        state = self.state
+        if not any(
+            s.tool == call.name and s.kind is SourceKind.BUILTIN
+            for s in state.settings.tool_sources
+        ):
+            return result
+        if not self._instructions_ready:
+            finder.given_in(state.messages, state.settings.instructions)
+            self._instructions_ready = True
+        block = finder.for_path(path)
+        if block is None:
+            return result
+        content = result.content
+        if isinstance(content, str):
+            return evolve(result, content=f"{content}\n\n{block}")
+        return evolve(result, content=(*content, TextBlock(text=block)))
+
+
+def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The error a task group's failure stands for: the first sink error, else the first."""
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            return first_error(exc)
+        if isinstance(exc, SinkError):
+            return exc
+    first = group.exceptions[0]
+    return first_error(first) if isinstance(first, BaseExceptionGroup) else first
+
+
+__all__ = ("PathInstructions", "ToolCalls", "first_error")

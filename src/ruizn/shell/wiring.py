@@ -1,0 +1,369 @@
+"""How `ruizn.Agent` wires a run: the provider for its model, its tools (built-ins, `--tool`
+specs, plug-ins, the caller's, MCP servers'), the shell's sandbox, its hooks and the
+`AgentRunner` that drives it. `Agent` (shell/agent.py) decides which run and how it goes on;
+this part builds what the run needs, and closes it after.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from attrs import evolve
+
+from ruizn.bounds import deeper_than, too_deep
+from ruizn.effects.mcp.config import MCPServer
+from ruizn.effects.models.function import FunctionModel, ReplyFunction
+from ruizn.effects.models.pricing import Pricer, SharedBudget
+from ruizn.effects.models.provider import ModelCatalog, Provider, ProviderConfigError
+from ruizn.effects.person.approval import Approver
+from ruizn.effects.runlog.reader import LOG_NAME
+from ruizn.effects.runlog.sink import EventSink
+from ruizn.effects.runlog.store import FileStore, RunStore
+from ruizn.effects.tools.base import BaseTool, ToolRegistry
+from ruizn.effects.tools.bash import ShellJobs, shell_config, shell_tools
+from ruizn.effects.tools.bwrap import find_bwrap, probe, shell_environment
+from ruizn.effects.tools.loader import Toolbox
+from ruizn.effects.tools.workspace import workspace_sandbox
+from ruizn.modelfacts import check as check_model
+from ruizn.modelfacts import deprecation_line, fitted
+from ruizn.redact import Redactor, secrets_from_env
+from ruizn.redact import api_key_problem as key_whitespace_problem
+from ruizn.settings import (
+    TEST_MODEL,
+    ConfigError,
+    RunSettings,
+)
+from ruizn.shell.runner import AgentRunner, Subscriber
+from ruizn.shell.structured import output_mode
+from ruizn.shell.toolkit import (
+    ChangedTool,
+    Notice,
+    ToolLike,
+    mcp_source,
+    mcp_toolset,
+    source_of,
+    tool_from,
+    with_flags,
+)
+from ruizn.state import ExecutionContext
+from ruizn.toolsource import SourceKind, ToolSource
+
+if TYPE_CHECKING:
+    from ruizn.effects.hooks.command import (
+        HookExecutor,  # imported at run time only with servers (see mcp_toolset)
+    )
+
+
+class Wiring:
+    """The part of `Agent` that builds a run's provider, tools, MCP servers and runner from
+    what the agent was given (its attributes, set by `Agent.__init__`)."""
+
+    settings: RunSettings
+    _model: str | ReplyFunction | Provider | None
+    _tools: tuple[ToolLike, ...]
+    _builtins: bool
+    _servers: tuple[MCPServer, ...]
+    _mcp_headers: tuple[str, ...]
+    _approver: Approver | None
+    _store: RunStore | None
+    _log_dir: str | Path | None
+    _subscribers: tuple[Subscriber, ...]
+    _notice: Notice
+    _environ: Mapping[str, str]
+    _pricer: Pricer
+    _budget: SharedBudget | None
+    _hook_runner: HookExecutor | None
+
+    def store(self) -> RunStore:
+        """Where this agent's runs live."""
+        if self._store is None:
+            workspace = Path(self.settings.workspace)
+            self._store = FileStore.at(workspace, self._log_dir)
+        return self._store
+
+    @contextlib.asynccontextmanager
+    async def _open(
+        self,
+        settings: RunSettings,
+        root: Path,
+        run_id: str,
+        sink: EventSink,
+        state: ExecutionContext | None,
+    ) -> AsyncIterator[tuple[AgentRunner, RunSettings]]:
+        """The provider, the tools and the runner for `settings`; for a new run (`state` is
+        None) the settings come back filled in (tools, sources, servers)."""
+        provider = self._provider(settings)
+        jobs = None
+        try:
+            if state is None:
+                settings = await self._fitted(provider, settings)
+                if settings.output_schema is not None and not settings.output_mode:
+                    # Asked once, recorded in run_started: a replay or rerun never asks again.
+                    settings = evolve(settings, output_mode=await output_mode(provider, settings))
+            jobs = self._shell_jobs(settings, root)
+            shell = shell_tools(jobs) if jobs is not None else ()
+            registry, sources = self._local_tools(settings, root, state, shell)
+            servers = self._mcp_servers(settings)
+            async with mcp_toolset(
+                servers,
+                Path(settings.workspace),
+                root / ".mcp" / run_id,
+                lambda text: self._notice(f"mcp: {text}"),
+                self._environ,
+            ) as (mcp_tools, mcp_records, watch):
+                registry = ToolRegistry([*registry, *mcp_tools], timeout=settings.tool_timeout)
+                for schema in registry.tool_schemas():
+                    if state is None and deeper_than(schema):
+                        raise ConfigError(too_deep(f"the schema of tool {schema['name']!r}"))
+                if state is None:
+                    sources = (*sources, *(mcp_source(tool) for tool in mcp_tools))
+                    settings = evolve(
+                        settings,
+                        tool_sources=with_flags(sources, registry),
+                        mcp_servers=mcp_records,
+                    )
+                else:
+                    registry = ToolRegistry(
+                        self._unchanged(settings, registry, mcp_tools),
+                        timeout=settings.tool_timeout,
+                    )
+                # The environment's secrets, and the values given for the MCP servers
+                # (--mcp-header, --mcp-env), wherever they would reach the log.
+                redactor = Redactor(
+                    secrets=(
+                        *secrets_from_env(self._environ),
+                        *(value for server in servers for value in server.secret_values()),
+                    )
+                )
+                runner = AgentRunner(
+                    provider=provider,
+                    registry=registry,
+                    sink=sink,
+                    subscribers=self._subscribers,
+                    clock=time.time,
+                    timer=time.monotonic,
+                    state=state,
+                    redact=redactor.redact_event if redactor else None,
+                    approver=self._approver,
+                    watch=watch,
+                    pricer=self._pricer,
+                    budget=self._budget,
+                    instructions=_subfolder_instructions(settings),
+                    hooks=self._hooks_for(settings),
+                    transcript=str(root / run_id / LOG_NAME),
+                )
+                yield runner, settings
+        finally:
+            if jobs is not None:
+                jobs.close()  # every process the run started ends with it
+            await _aclose(provider)
+
+    async def _fitted(self, provider: Provider, settings: RunSettings) -> RunSettings:
+        """A new run's settings checked against what the Models API says of its model, before
+        its first request: a retired model or a thinking/effort choice it refuses is a
+        ModelRefused; a deprecated one a warning (once: a run starts once). A model the API
+        does not describe passes as it is."""
+        catalog = getattr(provider, "catalog", None)
+        if not isinstance(catalog, ModelCatalog):
+            return settings
+        facts = await catalog.describe(settings.model)
+        if facts is None:
+            return settings
+        listing = await catalog.models() if facts.lifecycle == "retired" else ()
+        check_model(settings, facts, listing)
+        warning = deprecation_line(facts)
+        if warning is not None:
+            self._notice(warning)
+        return fitted(settings, facts)
+
+    def _shell_jobs(self, settings: RunSettings, root: Path) -> ShellJobs | None:
+        """The run's process table when it offers the shell, after checking that bubblewrap
+        confines commands here (fail closed: SandboxUnavailable, before any request)."""
+        if not settings.shell:
+            return None
+        workspace = Path(settings.workspace).resolve()
+        logs = root.resolve()
+        mcp_env = [str(k) for record in settings.mcp_servers for k in record.get("env", ())]
+        environ = shell_environment(self._environ, drop=mcp_env)
+        bwrap = find_bwrap(self._environ)
+        config = shell_config(
+            workspace=workspace,
+            # Hidden unless hiding them would hide the workspace too (--log-dir . or above).
+            hidden=(logs,) if logs != workspace and logs not in workspace.parents else (),
+            allow_read=tuple(Path(p).expanduser().resolve() for p in settings.shell_allow_read),
+            network=settings.shell_network,
+            sandbox=settings.sandbox,
+            bwrap=bwrap,
+            environ=environ,
+            timeout=settings.shell_timeout,
+        )
+        if config.confinement is not None:
+            probe(bwrap, config.confinement, environ)
+        else:
+            self._notice(
+                "warning: --sandbox off: bash commands run unconfined, with your user's access"
+                " to every file and the network"
+            )
+        return ShellJobs(config)
+
+    def _hooks_for(self, settings: RunSettings) -> HookExecutor | None:
+        if not settings.hooks:
+            return None
+        if self._hook_runner is not None:
+            return self._hook_runner
+        from ruizn.effects.hooks.command import CommandHooks
+
+        return CommandHooks(Path(settings.workspace), self._environ)
+
+    def _provider(self, settings: RunSettings) -> Provider:
+        model = self._model
+        if model is None or isinstance(model, str):
+            if settings.model == TEST_MODEL:
+                from ruizn.effects.models.offline import TestModelProvider
+
+                return TestModelProvider(Path(settings.workspace))
+            problem = self._key_problem()
+            if problem is not None:
+                raise ProviderConfigError(problem)
+            from ruizn.effects.models.anthropic import AnthropicProvider
+
+            return AnthropicProvider(read_timeout=settings.read_timeout)
+        if hasattr(model, "stream") and not inspect.isfunction(model):
+            return model  # type: ignore[return-value]
+        return FunctionModel(model)
+
+    def _key_problem(self) -> str | None:
+        if not self._environ.get("ANTHROPIC_API_KEY"):
+            return "ANTHROPIC_API_KEY is not set: set it, or try --model test (offline)"
+        # A key read from a CRLF file keeps its \r; the HTTP client would put the key itself
+        # into its error text. Refuse it before anything is sent or logged.
+        return key_whitespace_problem(self._environ)
+
+    def _local_tools(
+        self,
+        settings: RunSettings,
+        root: Path,
+        state: ExecutionContext | None,
+        shell: tuple[BaseTool, ...] = (),
+    ) -> tuple[ToolRegistry, tuple[ToolSource, ...]]:
+        """A new run's tools: the built-ins, its specs and plug-ins, then the caller's. A
+        resumed run's: the ones it started with, loaded again from where they came from."""
+        from ruizn.effects.tools.function import tool as as_tool
+        from ruizn.effects.tools.loader import collect_tools, load_sources
+
+        sandbox = workspace_sandbox(
+            Path(settings.workspace), root, allow_secret_files=settings.allow_secret_files
+        )
+        if state is not None:
+            recorded = tuple(s for s in settings.tool_sources if s.kind is not SourceKind.MCP)
+            given = {made.name: made for made in (tool_from(t, as_tool) for t in self._tools)}
+            given |= {made.name: made for made in shell}
+            if not settings.tool_sources:  # a run from before sources were recorded
+                return collect_tools(sandbox, plugins=False).registry(), ()
+            loadable = tuple(s for s in recorded if s.tool not in given)
+            loaded = load_sources(loadable, sandbox, timeout=settings.tool_timeout)
+            by_name = {tool.name: tool for tool in loaded} | given
+            return ToolRegistry(by_name[s.tool] for s in recorded), recorded
+        toolbox = self.toolbox(settings, root)
+        tools = [*(loaded.tool for loaded in toolbox.tools), *shell]
+        sources = list(toolbox.sources)
+        sources += [ToolSource(tool=t.name, kind=SourceKind.BUILTIN, ref=t.name) for t in shell]
+        for item in self._tools:
+            made = tool_from(item, as_tool)
+            tools.append(made)
+            sources.append(source_of(made))
+        return ToolRegistry(tools), tuple(sources)
+
+    def toolbox(self, settings: RunSettings | None = None, root: Path | None = None) -> Toolbox:
+        """The tools a new run gets before the caller's and the MCP servers': the built-ins,
+        the `tool_specs` and the plug-ins, each with where it came from (`ruizn tools`).
+        Raises ToolLoadError for a spec that cannot load; a plug-in that cannot is a notice."""
+        from ruizn.effects.tools.loader import collect_tools
+
+        settings = self.settings if settings is None else settings
+        root = self.store().root if root is None else root
+        sandbox = workspace_sandbox(
+            Path(settings.workspace).resolve(), root, allow_secret_files=settings.allow_secret_files
+        )
+        toolbox = collect_tools(
+            sandbox,
+            settings.tool_specs,
+            plugins=settings.plugins,
+            builtins=None if self._builtins else (),
+            timeout=settings.tool_timeout,
+        )
+        for warning in toolbox.warnings:
+            self._notice(f"warning: {warning}")
+        return toolbox
+
+    async def mcp_tools(self) -> tuple[BaseTool, ...]:
+        """The tools this agent's MCP servers offer now, as a run would get them (`ruizn
+        tools --mcp`): the servers are started, listed and stopped. Each tool's `source()`
+        says where it comes from and whether it only reads. Raises McpStartupError (one line,
+        naming the server) when a server cannot start or list its tools."""
+        settings = self.settings
+        async with mcp_toolset(
+            self._servers,
+            resolved(settings.workspace),
+            None,
+            lambda text: self._notice(f"mcp: {text}"),
+            self._environ,
+        ) as (tools, _, _):
+            return tools
+
+    def _unchanged(
+        self, settings: RunSettings, registry: ToolRegistry, mcp_tools: tuple[BaseTool, ...]
+    ) -> list[BaseTool]:
+        """A resumed run's registry, with each MCP tool the servers now list otherwise than
+        the run recorded replaced by one that refuses its calls (a notice says which)."""
+        from ruizn.effects.mcp.toolset import mcp_tool_changes
+
+        changed = mcp_tool_changes(
+            recorded_sources=settings.tool_sources,
+            recorded_tools=settings.tools,
+            current_sources=[mcp_source(tool) for tool in mcp_tools],
+            current_tools=[tool.schema() for tool in mcp_tools],
+        )
+        if not changed:
+            return list(registry)
+        recorded = {str(schema.get("name")): schema for schema in settings.tools}
+        kept = [tool for tool in registry if tool.name not in changed]
+        for name, reason in changed.items():
+            self._notice(f"mcp: {reason}: its calls are refused, not run")
+            kept.append(ChangedTool.of(name, recorded.get(name, {"name": name}), reason))
+        return kept
+
+    def _mcp_servers(self, settings: RunSettings) -> tuple[MCPServer, ...]:
+        if self._servers:
+            return self._servers
+        if not settings.mcp_servers:
+            return ()
+        from ruizn.effects.mcp.config import servers_from_records
+
+        return servers_from_records(settings.mcp_servers, self._mcp_headers, environ=self._environ)
+
+
+def _subfolder_instructions(settings: RunSettings) -> Any:
+    if not settings.project_instructions:
+        return None
+    from ruizn.effects.project.instructions import SubfolderInstructions
+
+    return SubfolderInstructions(Path(settings.workspace))
+
+
+def resolved(path: str) -> Path:
+    return Path(path).resolve()
+
+
+async def _aclose(provider: Provider) -> None:
+    close = getattr(provider, "aclose", None)
+    if close is not None:
+        await close()
+
+
+__all__: Sequence[str] = ("Wiring", "resolved")
