@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from tests.fleet.test_batch import (
     mid_tool_turn,
     write_goals,
 )
+from tests.shell.cli.conftest import run_cli, start_cli
 
 pytestmark = [
     pytest.mark.slow,
@@ -67,12 +67,11 @@ def test_a_batch_killed_takes_its_helper_and_a_smaller_batch_finishes_every_run(
 ) -> None:
     server = server_factory(note_loop(TOOL_TURNS, token_delay=0.03))
     goals = write_goals(workspace)
-    proc = subprocess.Popen(
+    proc = start_cli(
         batch_args(goals, concurrency=16),
-        cwd=workspace,
+        workspace=workspace,
         env=helped(server.base_url),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        text=False,
     )
     try:
         helpers = wait_for(lambda: helpers_of(proc.pid), 60, "the batch's helper process")
@@ -89,16 +88,10 @@ def test_a_batch_killed_takes_its_helper_and_a_smaller_batch_finishes_every_run(
     wait_for(lambda: not any(alive(pid) for pid in helpers), 10, "the helper to die")
     assert sum(finished(p) for p in logs(workspace).values()) < RUNS, "nothing was cut"
     # Started again with 4 slots (no helper): the helper's runs are resumed here too.
-    again = subprocess.run(
-        batch_args(goals, concurrency=4),
-        cwd=workspace,
-        env=env(server.base_url),
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
+    again = run_cli(
+        batch_args(goals, concurrency=4), workspace=workspace, env=env(server.base_url), timeout=180
     )
-    assert again.returncode == 0, again.stderr
+    assert again.code == 0, again.stderr
     assert f"batch: {RUNS} runs: {RUNS} success" in again.stdout
     assert check_every_run(workspace, server.requests) >= 1
 
@@ -108,13 +101,8 @@ def test_a_helper_killed_alone_leaves_its_runs_to_the_batch(
 ) -> None:
     server = server_factory(note_loop(TOOL_TURNS, token_delay=0.03))
     goals = write_goals(workspace)
-    proc = subprocess.Popen(
-        batch_args(goals, concurrency=16),
-        cwd=workspace,
-        env=helped(server.base_url),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    proc = start_cli(
+        batch_args(goals, concurrency=16), workspace=workspace, env=helped(server.base_url)
     )
     try:
         helpers = wait_for(lambda: helpers_of(proc.pid), 60, "the batch's helper process")
