@@ -14,8 +14,8 @@ import sqlalchemy as sa
 
 from ruizn.fleet.database import BUDGETS, EventStore
 from tests.fakeapi import Reply, Stream, Text, ToolUse
+from tests.fleet.batching import CALL, STEP
 from tests.fleet.conftest import SUBPROCESS_PATH, batch_db, first_text, ruizn
-from tests.fleet.test_budget import CALL, STEP
 from tests.shell.cli.conftest import cli_env, ruizn_command
 
 pytestmark = pytest.mark.slow

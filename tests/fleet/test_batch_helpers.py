@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 from ruizn.fleet.helpers import helper_count
-from tests.fleet.conftest import note_loop, wait_for
-from tests.fleet.test_batch import (
+from tests.fleet.batching import (
     RUNS,
     TOOL_TURNS,
     batch_args,
@@ -25,6 +24,7 @@ from tests.fleet.test_batch import (
     mid_tool_turn,
     write_goals,
 )
+from tests.fleet.conftest import note_loop, wait_for
 from tests.shell.cli.conftest import run_cli, start_cli
 
 pytestmark = [

@@ -14,7 +14,8 @@ import sqlalchemy as sa
 
 from ruizn.fleet.database import BUDGETS, EventStore
 from ruizn.fleet.dbstore import DbRunStore
-from tests.fakeapi import Reply, Stream, Text, ToolUse, Usage
+from tests.fakeapi import Reply, Stream, Text, ToolUse
+from tests.fleet.batching import CALL, STEP
 from tests.fleet.conftest import (
     env,
     first_text,
@@ -29,8 +30,6 @@ pytestmark = pytest.mark.slow
 
 RUNS = 6
 BUDGET = 2.0
-CALL = 0.45  # 150,000 tokens in and 15,000 out on claude-sonnet-5-5 ($2 and $10 per MTok)
-STEP = Usage(input_tokens=150_000, output_tokens=15_000)
 
 
 def priced_notes(body: dict[str, Any], index: int) -> Reply:
