@@ -49,7 +49,7 @@ def helpers_of(batch: int) -> list[int]:
             args = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"ruizn.fleet.helpers" in args and str(batch).encode() in args:
+        if b"ruizn.shell.cli.batch_helper" in args and str(batch).encode() in args:
             found.append(int(entry.name))
     return found
 

@@ -24,13 +24,11 @@ import contextlib
 import json
 import os
 import select
-import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 from attrs import frozen
@@ -40,7 +38,6 @@ SLOTS_PER_HELPER = 8
 HELPER_PREFIX = "batch-h"
 # How long a batch waits for its helpers to be ready before it queues its runs anyway.
 READY_TIMEOUT = 30.0
-_PR_SET_PDEATHSIG = 1
 
 
 def helper_count(concurrency: int, environ: Mapping[str, str] | None = None) -> int:
@@ -91,7 +88,7 @@ class Helpers:
         for k in range(1, count + 1):
             worker = f"{HELPER_PREFIX}{k}"
             proc = subprocess.Popen(
-                [sys.executable, "-m", "ruizn.fleet.helpers", str(os.getpid()), worker],
+                [sys.executable, "-m", "ruizn.shell.cli.batch_helper", str(os.getpid()), worker],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
             )
@@ -185,56 +182,3 @@ def _config_json(config: HelperConfig) -> dict[str, Any]:
         "trust": config.trust,
         "mcp_headers": list(config.mcp_headers),
     }
-
-
-def _die_with(parent: int) -> None:
-    """The kernel kills this process when the batch's dies; if it already has, end now."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != parent:
-        os._exit(1)
-
-
-def main(argv: list[str]) -> None:
-    """A helper: `python -m ruizn.fleet.helpers PARENT_PID WORKER`, its config on stdin."""
-    _die_with(int(argv[0]))
-    worker = argv[1]
-    data = json.loads(sys.stdin.buffer.readline())
-    from ruizn.fleet.app import launch
-    from ruizn.fleet.database import EventStore
-    from ruizn.fleet.driver import load_tools_factory
-    from ruizn.fleet.signing import FleetKey
-    from ruizn.fleet.worker import shown
-
-    def warn(line: str) -> None:
-        print(f"ruizn: {shown(line)}", file=sys.stderr, flush=True)
-
-    launch(
-        str(data["url"]),
-        store=EventStore(str(data["url"])),
-        log_root=Path(data["log_root"]),
-        worker=worker,
-        concurrency=int(data["concurrency"]),
-        tools=load_tools_factory(data["tools_from"]),
-        workspace=str(data["workspace"]),
-        polling=float(data["polling"]),
-        mcp_headers=tuple(str(h) for h in data["mcp_headers"]),
-        key=FleetKey.of_user(os.environ),
-        trust=bool(data["trust"]),
-        warn=warn,
-    )
-    sys.stdout.write("ready\n")
-    sys.stdout.flush()
-    sys.stdin.buffer.read()  # until the batch closes it, or dies
-    # At once, as after kill -9: a run still going (the batch is being stopped) resumes from
-    # its events next time.
-    os._exit(0)
-
-
-if __name__ == "__main__":
-    try:
-        main(sys.argv[1:])
-    except Exception as exc:  # one line on stderr; the batch goes on without this helper
-        print(f"ruizn: a batch helper could not start: {type(exc).__name__}", file=sys.stderr)
-        os._exit(1)
