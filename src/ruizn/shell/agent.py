@@ -41,18 +41,11 @@ from ruizn.limits import Limits
 from ruizn.reducers import reasked, rebuild, reduce
 from ruizn.reducers import start as start_state
 from ruizn.resuming import ResumePlan, ResumeRefused, plan_continue, plan_resume, resume_decisions
-from ruizn.settings import (
-    ConfigError,
-    RunSettings,
-    settings_from,
-)
+from ruizn.settings import ConfigError, RunSettings, settings_from
 from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session, UntrustedRun
 from ruizn.shell.runner import Subscriber
 from ruizn.shell.structured import check_output_schema, output_schema_of
-from ruizn.shell.toolkit import (
-    Notice,
-    ToolLike,
-)
+from ruizn.shell.toolkit import Notice, ToolLike
 from ruizn.shell.trusting import accepted_fork, trusted_plan
 from ruizn.shell.wiring import Wiring, resolved
 from ruizn.state import Usage
