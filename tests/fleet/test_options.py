@@ -275,8 +275,11 @@ def check_runs(
 
     # --read-timeout 2: the stalled stream is cut and asked again; the line's 30 waits it out.
     cut = of_type(runs["slow-cut"], "llm_call_failed")
-    assert [(e["error_type"], e["will_retry"]) for e in cut] == [("stream_timeout", True)]
-    assert asked["slow slow-cut"] == 2
+    kinds = [(e["error_type"], e["will_retry"]) for e in cut]
+    # On a loaded machine the request asked again may pass 2 s too: each cut is asked again.
+    assert kinds[0] == ("stream_timeout", True)
+    assert all(retry for _, retry in kinds), kinds
+    assert asked["slow slow-cut"] == len(cut) + 1
     assert settings["slow-waited"]["read_timeout"] == 30.0
     assert not of_type(runs["slow-waited"], "llm_call_failed")
     assert asked["slow slow-waited"] == 1
