@@ -276,13 +276,19 @@ def test_ctrl_c_kills_a_running_command_and_every_background_one(
 def test_kill_9_mid_command_then_resume_never_runs_it_twice(
     workspace: Path, server_factory: Any
 ) -> None:
-    server = server_factory(turns_model([[bash("k1", "sleep 3; echo once >> done")]]))
+    command = "echo > started; sleep 3; echo once >> done"
+    server = server_factory(turns_model([[bash("k1", command)]]))
     proc = start_cli(
         ["run", "--goal", "work", "--shell", "--approval", "always"],
         workspace=workspace,
         base_url=server.base_url,
     )
     log = wait_for_event(workspace / ".ruizn" / "runs", "tool_call_started", proc)
+    # Mid-command: the sandbox is up and the command running (a kill in the few ms while
+    # bubblewrap sets itself up is test_bash's known gap).
+    deadline = time.monotonic() + 20
+    while not (workspace / "started").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
     proc.kill()
     proc.communicate(timeout=20)
     # the sandbox dies with ruizn (the kernel's parent-death signals: slow on a loaded machine,

@@ -13,7 +13,8 @@ and `bash_kill`, over one `ShellJobs` table per run.
 - A background call returns an id at once; `bash_output(id)` returns what it printed since
   the last read, `bash_kill(id)` ends it. `ShellJobs.close()` kills every process the run
   started when the run ends, however it ends; a kill -9 of ruizn takes them too
-  (bubblewrap's --die-with-parent; unsandboxed, PR_SET_PDEATHSIG on the shell).
+  (PR_SET_PDEATHSIG set before exec, on bubblewrap or the shell, and bubblewrap's
+  --die-with-parent inside; docs/shell.md says the gap left while bubblewrap sets up).
 - `bash` is not read-only: a call a crash interrupted is never run again on resume
   (decide.interrupted_calls). Each call needs approval unless the run's rules approve it
   (rules.rule_decision: `--allow-command`, `--approval always`).
@@ -35,7 +36,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -241,7 +242,9 @@ class ShellJobs:
                 start_new_session=True,
                 close_fds=True,
                 pass_fds=() if info_write is None else (info_write,),
-                preexec_fn=None if box is not None else _die_with_parent,  # noqa: PLW1509
+                # Sandboxed too: bubblewrap sets its own parent-death signal only once it
+                # runs, so a kill -9 of ruizn between fork and then would leave it running.
+                preexec_fn=_dying_with(os.getpid()),  # noqa: PLW1509
             )
         except BaseException:
             if info_read is not None:
@@ -269,10 +272,18 @@ class ShellJobs:
             job.wait_gone(5)
 
 
-def _die_with_parent() -> None:
-    """In the unsandboxed child, before exec: SIGKILL it when ruizn dies."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+def _dying_with(parent: int) -> Callable[[], None]:
+    """For the child, between fork and exec: SIGKILL it when ruizn dies, and end it at once if
+    ruizn already has. libc is looked up here, in ruizn: the forked child of a threaded process
+    must not take the loader's locks."""
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def die_with_parent() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return die_with_parent
 
 
 def _seconds(value: float) -> str:
