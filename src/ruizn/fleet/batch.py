@@ -103,7 +103,7 @@ def run_batch(options: BatchOptions, watcher: BatchWatcher | None = None) -> Bat
         store.open_budget(
             budget_name(path), options.batch_max_cost, [spec.run_id for spec in specs]
         )
-    # At high concurrency, helper processes take part of the slots (fleet/helpers.py).
+    # With RUIZN_BATCH_HELPERS=N, helper processes take part of the slots (fleet/helpers.py).
     helpers, own = _helpers(
         options, url=url, store=store, root=root, folder=folder, watcher=watcher
     )

@@ -1,5 +1,5 @@
-"""A batch's helper processes: at high concurrency, `ruizn batch` runs part of its slots in
-other processes of this machine, on the same SQLite database, to use more than one core (a
+"""A batch's helper processes: with `RUIZN_BATCH_HELPERS=N` (opt-in), `ruizn batch` runs part
+of its slots in other processes of this machine, on the same SQLite database, to use more than one core (a
 process runs its runs' Python on one core at a time: a batch of 16 was bound by it).
 
 Each helper is a DBOS executor of its own (`batch-h1`, ...) on the batch's queue; DBOS's
@@ -33,26 +33,22 @@ from typing import Any
 
 from attrs import frozen
 
-# One helper per this many slots (the batch's own process keeps a share of them).
-SLOTS_PER_HELPER = 8
 HELPER_PREFIX = "batch-h"
 # How long a batch waits for its helpers to be ready before it queues its runs anyway.
 READY_TIMEOUT = 30.0
 
 
 def helper_count(concurrency: int, environ: Mapping[str, str] | None = None) -> int:
-    """How many helpers a batch of `concurrency` starts: one per 8 slots, at most one per
-    core the machine has idle (by its load average: on a machine already busy, a second
-    process gets no core of its own and only adds its start-up and its share of the
-    database). RUIZN_BATCH_HELPERS=N decides instead (0: none)."""
+    """How many helpers a batch of `concurrency` starts: `RUIZN_BATCH_HELPERS=N` (at most one
+    fewer than the slots), else none. Opt-in: on a two-core machine, where the model API's
+    side shares the cores, a helper measured no faster (docs/benchmark.md), and a machine's
+    load says little about the next minute."""
     if not sys.platform.startswith("linux"):
         return 0
     given = (os.environ if environ is None else environ).get("RUIZN_BATCH_HELPERS", "")
     if given.strip().isdigit():
-        return min(int(given), concurrency - 1)
-    cores = os.cpu_count() or 1
-    idle = int(cores - os.getloadavg()[0])
-    return max(0, min(idle, cores - 1, concurrency // SLOTS_PER_HELPER))
+        return max(0, min(int(given), concurrency - 1))
+    return 0
 
 
 def split(concurrency: int, helpers: int) -> tuple[int, int]:
