@@ -1,6 +1,6 @@
 """A batch's helper processes: with `RUIZN_BATCH_HELPERS=N` (opt-in), `ruizn batch` runs part
-of its slots in other processes of this machine, on the same SQLite database, to use more than one core (a
-process runs its runs' Python on one core at a time: a batch of 16 was bound by it).
+of its slots in other processes of this machine, on the same SQLite database, to use more than
+one core (a process runs its runs' Python on one core at a time: a batch of 16 was bound by it).
 
 Each helper is a DBOS executor of its own (`batch-h1`, ...) on the batch's queue; DBOS's
 SQLite transactions are IMMEDIATE, so a queued run is dequeued by exactly one process. What
