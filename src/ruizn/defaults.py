@@ -12,6 +12,7 @@ from typing import Literal
 __all__ = [
     "APPROVAL_MODES",
     "DEFAULT_APPROVAL",
+    "DEFAULT_HOOK_TIMEOUT",
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_MAX_STEPS",
     "DEFAULT_MAX_TOKENS",
@@ -24,12 +25,14 @@ __all__ = [
     "DEFAULT_TOOL_CONCURRENCY",
     "DEFAULT_TOOL_TIMEOUT",
     "EFFORT_LEVELS",
+    "HOOK_EVENTS",
     "OUTPUT_MODES",
     "PROJECT_INSTRUCTIONS_CAP",
     "TEST_MODEL",
     "THINKING_MODES",
     "ApprovalMode",
     "Effort",
+    "HookEvent",
     "OutputMode",
     "ThinkingMode",
 ]
@@ -74,3 +77,17 @@ THINKING_MODES: tuple[ThinkingMode, ...] = ("adaptive", "off")
 # --effort: `output_config.effort`; None sends none (the model's default, high).
 Effort = Literal["low", "medium", "high", "xhigh", "max"]
 EFFORT_LEVELS: tuple[Effort, ...] = ("low", "medium", "high", "xhigh", "max")
+# The hook events ruizn fires, named and shaped as Claude Code's (see ruizn.hooks).
+HookEvent = Literal[
+    "PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SessionStart", "SessionEnd"
+]
+HOOK_EVENTS: tuple[HookEvent, ...] = (
+    "PreToolUse",
+    "PostToolUse",
+    "UserPromptSubmit",
+    "Stop",
+    "SessionStart",
+    "SessionEnd",
+)
+# A hook command's timeout in seconds where its config gives none (Claude Code's default).
+DEFAULT_HOOK_TIMEOUT = 60.0

@@ -12,8 +12,9 @@ from typing import Any, ClassVar, Literal
 
 from attrs import field, frozen
 
+from ruizn.defaults import ApprovalMode
 from ruizn.limits import Limits
-from ruizn.settings import ApprovalMode, RunSettings
+from ruizn.settings import RunSettings
 from ruizn.state import (
     ContentBlock,
     DecidedBy,

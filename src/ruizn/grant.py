@@ -13,7 +13,8 @@ import json
 
 from attrs import frozen
 
-from ruizn.settings import ApprovalMode, JsonObject, RunSettings
+from ruizn.defaults import ApprovalMode
+from ruizn.settings import JsonObject, RunSettings
 from ruizn.state import ExecutionContext
 from ruizn.toolsource import SourceKind
 

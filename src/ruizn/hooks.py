@@ -28,7 +28,8 @@ from typing import Any
 
 from attrs import frozen
 
-from ruizn.settings import ApprovalMode, HookSpec, JsonObject, RunSettings
+from ruizn.defaults import ApprovalMode
+from ruizn.settings import HookSpec, JsonObject, RunSettings
 
 BLOCKING_EXIT = 2
 # Stronger decisions win when several PreToolUse hooks answer one call (Claude Code's order).

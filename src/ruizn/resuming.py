@@ -10,12 +10,12 @@ from collections.abc import Callable
 from attrs import evolve, field, frozen
 
 from ruizn.decide import NeedsApproval, approval_candidates
+from ruizn.defaults import ApprovalMode
 from ruizn.format import counted
 from ruizn.limits import Limits
 from ruizn.rules import (
     ApprovalDecision,
 )
-from ruizn.settings import ApprovalMode
 from ruizn.state import (
     ErrorType,
     ExecutionContext,

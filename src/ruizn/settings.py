@@ -1,5 +1,5 @@
-"""A run's settings, as one record, and the one home of every default (the plain constants
-in `ruizn.defaults`, re-exported here).
+"""A run's settings, as one record; every default it uses has its one home in
+`ruizn.defaults` (plain constants, no attrs, so the CLI starts fast).
 
 `RunSettings` is what a run is: its model, limits, prompt, workspace, tools and where they
 came from, MCP servers, approval mode and retry policy. The same record is what a user asks
@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 from attrs import field, fields, frozen
 
 from ruizn.defaults import (
     APPROVAL_MODES,
     DEFAULT_APPROVAL,
+    DEFAULT_HOOK_TIMEOUT,
     DEFAULT_MAX_RETRIES,
     DEFAULT_MAX_STEPS,
     DEFAULT_MAX_TOKENS,
@@ -32,52 +33,27 @@ from ruizn.defaults import (
     DEFAULT_TOOL_CONCURRENCY,
     DEFAULT_TOOL_TIMEOUT,
     EFFORT_LEVELS,
+    HOOK_EVENTS,
     OUTPUT_MODES,
-    PROJECT_INSTRUCTIONS_CAP,
-    TEST_MODEL,
     THINKING_MODES,
     ApprovalMode,
     Effort,
+    HookEvent,
     OutputMode,
     ThinkingMode,
 )
 from ruizn.toolsource import ToolSource
 
-# The plain defaults live in ruizn.defaults (no attrs, for the CLI's start-up); this module
-# re-exports them, and stays their home for the library.
+# The plain defaults live in ruizn.defaults (no attrs, for the CLI's start-up): their one
+# home; this module uses them and does not re-export them.
 __all__ = [
-    "APPROVAL_MODES",
-    "DEFAULT_APPROVAL",
-    "DEFAULT_HOOK_TIMEOUT",
-    "DEFAULT_MAX_RETRIES",
-    "DEFAULT_MAX_STEPS",
-    "DEFAULT_MAX_TOKENS",
-    "DEFAULT_MODEL",
-    "DEFAULT_OUTPUT_RETRIES",
-    "DEFAULT_READ_TIMEOUT",
-    "DEFAULT_RETRY_BASE_DELAY",
-    "DEFAULT_SHELL_TIMEOUT",
-    "DEFAULT_SYSTEM",
-    "DEFAULT_TOOL_CONCURRENCY",
-    "DEFAULT_TOOL_TIMEOUT",
-    "EFFORT_LEVELS",
-    "HOOK_EVENTS",
-    "OUTPUT_MODES",
-    "PROJECT_INSTRUCTIONS_CAP",
     "RESUMABLE",
     "SETTINGS_FIELDS",
-    "TEST_MODEL",
-    "THINKING_MODES",
-    "ApprovalMode",
     "ConfigError",
-    "Effort",
-    "HookEvent",
     "HookSpec",
     "Instructions",
     "JsonObject",
-    "OutputMode",
     "RunSettings",
-    "ThinkingMode",
     "Validator",
     "settings_from",
 ]
@@ -199,21 +175,6 @@ def _path_text(value: Any) -> Any:
 def _tuple(value: Any) -> Any:
     """Lists (JSON, a caller's list) become the tuples a frozen record holds."""
     return tuple(value) if isinstance(value, list) else value
-
-
-# The hook events ruizn fires, named and shaped as Claude Code's (see ruizn.hooks).
-HookEvent = Literal[
-    "PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SessionStart", "SessionEnd"
-]
-HOOK_EVENTS: tuple[HookEvent, ...] = (
-    "PreToolUse",
-    "PostToolUse",
-    "UserPromptSubmit",
-    "Stop",
-    "SessionStart",
-    "SessionEnd",
-)
-DEFAULT_HOOK_TIMEOUT = 60.0
 
 
 def _hook_event(_: object, __: object, value: Any) -> None:

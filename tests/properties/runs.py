@@ -31,6 +31,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from ruizn.decide import approval_candidates
+from ruizn.defaults import APPROVAL_MODES, EFFORT_LEVELS, THINKING_MODES
 from ruizn.effects.models.function import FunctionModel
 from ruizn.effects.models.provider import ModelReply, ProviderError
 from ruizn.effects.person.approval import Answer, needs_approval_of
@@ -47,7 +48,7 @@ from ruizn.events import (
 from ruizn.limits import Limits
 from ruizn.reducers import rebuild, reduce, start
 from ruizn.resuming import ResumeRefused, plan_continue, plan_resume, resume_decisions
-from ruizn.settings import APPROVAL_MODES, EFFORT_LEVELS, THINKING_MODES, RunSettings
+from ruizn.settings import RunSettings
 from ruizn.shell.runner import AgentRunner
 from ruizn.state import (
     ContentBlock,

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ruizn.defaults import HOOK_EVENTS
 from ruizn.events import (
     EVENT_TYPES,
     Event,
@@ -22,7 +23,7 @@ from ruizn.events import (
     ToolApprovalRequested,
 )
 from ruizn.serde import DecodeError, decode, encode
-from ruizn.settings import HOOK_EVENTS, HookSpec, Instructions, RunSettings
+from ruizn.settings import HookSpec, Instructions, RunSettings
 from ruizn.state import JsonObject, Status
 from ruizn.toolsource import SourceKind, ToolSource
 from tests.properties.runs import json_objects, json_values, runs_settings, simulate, texts

@@ -269,10 +269,10 @@ REMEMBER_SECONDS = 300.0
 def remember() -> None:
     """Also loads now what every run of the process needs, not in its first runs (which
     all wait for it): the SDK's modules and the price list (a tenth of a second each)."""
+    from ruizn.defaults import DEFAULT_MODEL
     from ruizn.effects.models.catalog import remember_facts
     from ruizn.effects.models.pricing import default_pricer
     from ruizn.effects.tools.loader import remember_plugins
-    from ruizn.settings import DEFAULT_MODEL
 
     remember_plugins(REMEMBER_SECONDS)
     remember_facts(REMEMBER_SECONDS)

@@ -9,14 +9,12 @@ from typing import Any
 
 from attrs import field, frozen
 
+from ruizn.defaults import ApprovalMode
 from ruizn.effects.runlog.trust import TrustStore
 from ruizn.events import RunStarted
 from ruizn.grant import Grant
 from ruizn.limits import Limits
 from ruizn.resuming import ResumeRefused
-from ruizn.settings import (
-    ApprovalMode,
-)
 from ruizn.shell.runner import AgentRunner
 from ruizn.state import ExecutionContext, Status, TextBlock, Usage
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from attrs import evolve
 
 from ruizn.bounds import deeper_than, too_deep
+from ruizn.defaults import TEST_MODEL
 from ruizn.effects.mcp.config import MCPServer
 from ruizn.effects.models.function import FunctionModel, ReplyFunction
 from ruizn.effects.models.pricing import Pricer, SharedBudget
@@ -33,7 +34,7 @@ from ruizn.modelfacts import check as check_model
 from ruizn.modelfacts import deprecation_line, fitted
 from ruizn.redact import Redactor, secrets_from_env
 from ruizn.redact import api_key_problem as key_whitespace_problem
-from ruizn.settings import TEST_MODEL, ConfigError, RunSettings
+from ruizn.settings import ConfigError, RunSettings
 from ruizn.shell.runner import AgentRunner, Subscriber
 from ruizn.shell.structured import output_mode
 from ruizn.shell.toolkit import (

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from ruizn.bounds import deeper_than
+from ruizn.defaults import HOOK_EVENTS
 from ruizn.hooks import matcher_problem
-from ruizn.settings import HOOK_EVENTS, ConfigError, HookSpec
+from ruizn.settings import ConfigError, HookSpec
 
 PROJECT_HOOKS = Path(".ruizn") / "hooks.json"
 MAX_CONFIG = 1 << 20

@@ -22,7 +22,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any, Protocol
 
-from ruizn.settings import TEST_MODEL
+from ruizn.defaults import TEST_MODEL
 from ruizn.state import Usage
 
 PROVIDER = "anthropic"

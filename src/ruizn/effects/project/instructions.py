@@ -14,8 +14,9 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
+from ruizn.defaults import PROJECT_INSTRUCTIONS_CAP
 from ruizn.request import instructions_block
-from ruizn.settings import PROJECT_INSTRUCTIONS_CAP, Instructions
+from ruizn.settings import Instructions
 from ruizn.state import ContentBlock, Message, TextBlock, ToolResultBlock
 
 NAMES = ("AGENTS.md", "CLAUDE.md")
