@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ruizn.defaults import DEFAULT_TOOL_TIMEOUT
 from ruizn.effects.tools.base import (
-    DEFAULT_TIMEOUT,
     BaseTool,
     BlockingTool,
     ToolInputError,
@@ -389,7 +389,7 @@ async def test_cancellation_propagates_and_no_result_is_returned(
 
 
 def test_the_default_timeout_is_ten_seconds(tmp_path: Path) -> None:
-    assert DEFAULT_TIMEOUT == 10.0
+    assert DEFAULT_TOOL_TIMEOUT == 10.0
     assert Sleepy().timeout == 10.0
     assert ReadFileTool(tmp_path).timeout == 10.0
     assert Sleepy(timeout=0.3).timeout == 0.3

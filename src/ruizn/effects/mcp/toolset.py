@@ -45,6 +45,7 @@ import anyio.abc
 import mcp.types as mt
 from attrs import frozen
 
+from ruizn.defaults import DEFAULT_TOOL_TIMEOUT
 from ruizn.effects.mcp.config import MCPServer
 from ruizn.effects.mcp.connection import McpTool, Server, tool_class
 from ruizn.effects.mcp.names import McpStartupError, api_names, mcp_ref, schema_problem
@@ -55,7 +56,6 @@ from ruizn.effects.mcp.text import (
     clip,
     one_line,
 )
-from ruizn.effects.tools.base import DEFAULT_TIMEOUT
 from ruizn.redact import Redactor, secrets_from_env
 from ruizn.state import JsonObject
 from ruizn.terminal import visible
@@ -81,7 +81,7 @@ class McpToolset:
         self,
         servers: Sequence[MCPServer],
         *,
-        default_timeout: float = DEFAULT_TIMEOUT,
+        default_timeout: float = DEFAULT_TOOL_TIMEOUT,
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
         max_restarts: int = 1,
         cwd: Path | None = None,

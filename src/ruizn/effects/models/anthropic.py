@@ -39,6 +39,7 @@ import httpx2
 from anthropic._streaming import SSEDecoder
 
 from ruizn.bounds import MAX_LINE_DEPTH, deeper_than
+from ruizn.defaults import DEFAULT_READ_TIMEOUT
 from ruizn.effects.models.catalog import AnthropicCatalog
 from ruizn.effects.models.provider import ModelReply, ProviderConfigError, ProviderError
 from ruizn.effects.models.stream import ENCODER, StreamedReply, invalid, one_line, short
@@ -48,8 +49,6 @@ from ruizn.state import (
     JsonObject,
     Message,
 )
-
-DEFAULT_READ_TIMEOUT = 60.0
 
 
 @functools.cache

@@ -22,10 +22,10 @@ import anyio.lowlevel
 import jsonschema
 import jsonschema.exceptions
 
+from ruizn.defaults import DEFAULT_TOOL_TIMEOUT
 from ruizn.media import Image, returned
 from ruizn.state import ErrorType, JsonObject, ToolCall, ToolResult
 
-DEFAULT_TIMEOUT = 10.0
 # Error text is for the model: a line or two. jsonschema quotes the offending value whole,
 # and a model can send a 100 KB string where a number belongs.
 _MAX_ERROR_CHARS = 300
@@ -46,7 +46,7 @@ class BaseTool(abc.ABC):
     # Safe to run again after a crash interrupted it (resume re-runs these).
     read_only: ClassVar[bool] = False
     # Also a class attribute, so a subclass with its own __init__ still has one.
-    timeout: float = DEFAULT_TIMEOUT
+    timeout: float = DEFAULT_TOOL_TIMEOUT
     # A timeout the tool chose itself (`@ruizn.tool(timeout=...)`, an MCP server's config):
     # it wins over the run's `tool_timeout`. None: the run's applies (see ToolRegistry).
     own_timeout: float | None = None
@@ -56,7 +56,7 @@ class BaseTool(abc.ABC):
     # at class level must be a staticmethod, or Python binds it as a method.
     needs_approval: ApprovalPolicy = False
 
-    def __init__(self, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, *, timeout: float = DEFAULT_TOOL_TIMEOUT) -> None:
         self.timeout = timeout
 
     @abc.abstractmethod

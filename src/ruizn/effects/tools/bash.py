@@ -43,11 +43,11 @@ from typing import ClassVar
 import anyio
 from attrs import frozen
 
+from ruizn.defaults import DEFAULT_SHELL_TIMEOUT
 from ruizn.effects.tools.base import BaseTool, ToolInputError, run_blocking
 from ruizn.effects.tools.bwrap import Confinement, bwrap_argv
 from ruizn.state import ErrorType, JsonObject, ToolResult
 
-DEFAULT_SHELL_TIMEOUT = 120.0
 MAX_TIMEOUT = 600.0
 # What the model reads of a command's output: the head and the tail, the middle cut.
 HEAD_BYTES = 8 * 1024

@@ -24,8 +24,8 @@ import pydantic_core
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema
 
+from ruizn.defaults import DEFAULT_TOOL_TIMEOUT
 from ruizn.effects.tools.base import (
-    DEFAULT_TIMEOUT,
     ApprovalPolicy,
     BaseTool,
     ToolInputError,
@@ -70,7 +70,7 @@ class FunctionTool(BaseTool, Generic[P, R]):
             raise ToolDefinitionError(f"@tool needs a function, not {type(func).__name__}")
         # First, so nothing the function carries in its __dict__ overwrites the tool's own.
         functools.update_wrapper(self, func)
-        super().__init__(timeout=DEFAULT_TIMEOUT if timeout is None else timeout)
+        super().__init__(timeout=DEFAULT_TOOL_TIMEOUT if timeout is None else timeout)
         # Given: it wins over the run's --tool-timeout; None: the run's applies.
         self.own_timeout = timeout
         self.func = func

@@ -28,7 +28,8 @@ import jsonschema
 import jsonschema.exceptions
 from attrs import frozen
 
-from ruizn.effects.tools.base import DEFAULT_TIMEOUT, BaseTool, ToolRegistry
+from ruizn.defaults import DEFAULT_TOOL_TIMEOUT
+from ruizn.effects.tools.base import BaseTool, ToolRegistry
 from ruizn.effects.tools.read import ReadFileTool
 from ruizn.effects.tools.search import GlobTool, GrepTool, ListDirTool
 from ruizn.effects.tools.workspace import Sandbox
@@ -105,7 +106,7 @@ def collect_tools(
     *,
     plugins: bool = True,
     builtins: Iterable[str] | None = None,
-    timeout: float = DEFAULT_TIMEOUT,
+    timeout: float = DEFAULT_TOOL_TIMEOUT,
 ) -> Toolbox:
     """The built-ins, then each spec's tools, then the plug-ins' tools.
 
@@ -156,7 +157,7 @@ def collect_tools(
 
 
 def load_sources(
-    sources: Iterable[ToolSource], workspace: Workspace, *, timeout: float = DEFAULT_TIMEOUT
+    sources: Iterable[ToolSource], workspace: Workspace, *, timeout: float = DEFAULT_TOOL_TIMEOUT
 ) -> tuple[BaseTool, ...]:
     """The tools `sources` name, loaded again (for resume), in the same order.
 

@@ -13,7 +13,8 @@ import os
 from pathlib import Path
 from typing import ClassVar
 
-from ruizn.effects.tools.base import DEFAULT_TIMEOUT, BlockingTool, ToolInputError
+from ruizn.defaults import DEFAULT_TOOL_TIMEOUT
+from ruizn.effects.tools.base import BlockingTool, ToolInputError
 from ruizn.effects.tools.workspace import Sandbox, shown
 from ruizn.state import JsonObject, ToolResult
 
@@ -48,7 +49,7 @@ class ReadFileTool(BlockingTool):
         workspace: Sandbox | Path,
         *,
         max_bytes: int = MAX_BYTES,
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout: float = DEFAULT_TOOL_TIMEOUT,
     ) -> None:
         super().__init__(timeout=timeout)
         self.sandbox = sandbox_of(workspace)

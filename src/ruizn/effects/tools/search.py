@@ -19,7 +19,8 @@ from typing import ClassVar, Protocol, cast
 
 import re2  # google-re2: linear-time matching, so no pattern can burn a core
 
-from ruizn.effects.tools.base import DEFAULT_TIMEOUT, BaseTool, BlockingTool, ToolInputError
+from ruizn.defaults import DEFAULT_TOOL_TIMEOUT
+from ruizn.effects.tools.base import BaseTool, BlockingTool, ToolInputError
 from ruizn.effects.tools.read import sandbox_of
 from ruizn.effects.tools.workspace import (
     MAX_PARTS,
@@ -100,7 +101,7 @@ class _SandboxTool(BlockingTool):
     read_only = True
 
     def __init__(
-        self, workspace: Sandbox | os.PathLike[str] | str, *, timeout: float = DEFAULT_TIMEOUT
+        self, workspace: Sandbox | os.PathLike[str] | str, *, timeout: float = DEFAULT_TOOL_TIMEOUT
     ) -> None:
         super().__init__(timeout=timeout)
         self.sandbox = sandbox_of(workspace)
@@ -527,7 +528,7 @@ def _clip_line(line: str) -> str:
 
 
 def builtin_read_only_tools(
-    sandbox: Sandbox, *, timeout: float = DEFAULT_TIMEOUT
+    sandbox: Sandbox, *, timeout: float = DEFAULT_TOOL_TIMEOUT
 ) -> list[BaseTool]:
     """list_dir, glob and grep on one shared sandbox (read_file is built by the caller)."""
     return [

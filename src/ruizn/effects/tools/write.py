@@ -34,7 +34,8 @@ import secrets
 import stat
 from typing import ClassVar
 
-from ruizn.effects.tools.base import DEFAULT_TIMEOUT, BlockingTool, ToolInputError
+from ruizn.defaults import DEFAULT_TOOL_TIMEOUT
+from ruizn.effects.tools.base import BlockingTool, ToolInputError
 from ruizn.effects.tools.read import sandbox_of
 from ruizn.effects.tools.workspace import (
     Entry,
@@ -63,7 +64,7 @@ class _ChangingTool(BlockingTool):
         workspace: Sandbox | os.PathLike[str] | str,
         *,
         max_bytes: int = MAX_WRITE_BYTES,
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout: float = DEFAULT_TOOL_TIMEOUT,
     ) -> None:
         super().__init__(timeout=timeout)
         self.sandbox = sandbox_of(workspace)
