@@ -13,6 +13,7 @@ import json
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -184,6 +185,9 @@ def test_whatever_a_planted_database_holds_batch_runs_only_its_goals(
             assert (repo / ".ruizn" / "runs" / run_id / "events.jsonl").exists(), line
 
 
+REFUSED = "was not queued with this operator's fleet key: not run"
+
+
 @pytest.mark.parametrize("trust", [False, True])
 def test_a_worker_runs_only_runs_its_operators_key_signed(
     tmp_path: Path, repo: Path, trust: bool
@@ -202,14 +206,24 @@ def test_a_worker_runs_only_runs_its_operators_key_signed(
         stderr=subprocess.PIPE,
         text=True,
     )
+    lines: list[str] = []
+    reader = threading.Thread(
+        target=lambda: lines.extend(iter(proc.stdout.readline, "")),  # type: ignore[union-attr]
+        daemon=True,
+    )
+    reader.start()
     try:
         if trust:
             wait_for((repo / "PWNED-tool").exists, 60, "the trusted run")
         else:
-            time.sleep(8)
+            # Both queued runs refused (and the worker idle on an empty queue after).
+            wait_for(lambda: sum(REFUSED in line for line in lines) == 2, 60, "both refusals")
+            time.sleep(1)
     finally:
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=30)
+        reader.join(10)
+    out = "".join(lines)
     assert "Traceback" not in err, err
     if trust:
         assert "was not queued with this operator's fleet key; --trust: it runs with" in out
@@ -217,4 +231,4 @@ def test_a_worker_runs_only_runs_its_operators_key_signed(
         assert "MCP server: x: sh -c" in out
     else:
         nothing_ran(repo)
-        assert out.count("was not queued with this operator's fleet key: not run") == 2, out
+        assert out.count(REFUSED) == 2, out

@@ -230,9 +230,11 @@ def launch(
     key: FleetKey | None = None,
     trust: bool = False,
     warn: Callable[[str], None] | None = None,
+    offline: bool = False,
 ) -> None:
     """Start DBOS in this process: it recovers this executor's own pending workflows and
-    takes work from the queue, at most `concurrency` runs at once."""
+    takes work from the queue, at most `concurrency` runs at once. `offline`: every run it
+    will take uses the offline model (a batch knows; a worker does not)."""
     _Launched.context = FleetContext(
         store=store,
         log_root=log_root,
@@ -246,7 +248,7 @@ def launch(
         warn=warn,
     )
     quiet_dbos()
-    remember()
+    remember(offline=offline)
     migrate(url, store)
     config: DBOSConfig = {
         "name": "ruizn",
@@ -266,16 +268,19 @@ def launch(
 REMEMBER_SECONDS = 300.0
 
 
-def remember() -> None:
+def remember(*, offline: bool = False) -> None:
     """Also loads now what every run of the process needs, not in its first runs (which
-    all wait for it): the SDK's modules and the price list (a tenth of a second each)."""
+    all wait for it): the price list and, unless every run is offline, the SDK's modules
+    (importing them costs a CPU-second and more; an offline batch never uses them)."""
     from ruizn.defaults import DEFAULT_MODEL
-    from ruizn.effects.models.catalog import remember_facts
     from ruizn.effects.models.pricing import default_pricer
     from ruizn.effects.tools.loader import remember_plugins
 
     remember_plugins(REMEMBER_SECONDS)
-    remember_facts(REMEMBER_SECONDS)
+    if not offline:
+        from ruizn.effects.models.catalog import remember_facts
+
+        remember_facts(REMEMBER_SECONDS)
     default_pricer().context_window(DEFAULT_MODEL)  # loads the whole price list
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from attrs import evolve
 
+from ruizn.defaults import TEST_MODEL
 from ruizn.fleet.errors import BatchInterrupted, FleetRefused, need_fleet_extra
 from ruizn.fleet.reports import BatchOptions, BatchProgress, BatchReport, BatchWatcher, RunResult
 
@@ -68,7 +69,8 @@ def run_batch(options: BatchOptions, watcher: BatchWatcher | None = None) -> Bat
         tools = load_tools_factory(options.tools_from)
     except (GoalsError, ToolsFromError) as exc:
         raise FleetRefused(str(exc)) from None
-    if any(s.settings.model != "test" for s in specs) and not os.environ.get("ANTHROPIC_API_KEY"):
+    offline = all(s.settings.model == TEST_MODEL for s in specs)
+    if not offline and not os.environ.get("ANTHROPIC_API_KEY"):
         raise FleetRefused(
             "ANTHROPIC_API_KEY is not set: set it, or give the runs model 'test' (offline)"
         )
@@ -120,6 +122,7 @@ def run_batch(options: BatchOptions, watcher: BatchWatcher | None = None) -> Bat
         key=key,
         trust=options.trust,
         warn=watcher.warn,
+        offline=offline,
     )
     requeue_orphans(helpers.workers if helpers is not None else ())
     if helpers is not None:

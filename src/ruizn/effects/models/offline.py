@@ -18,7 +18,6 @@ from ruizn.format import counted
 from ruizn.request import MessagesRequest
 from ruizn.state import ContentBlock, TextBlock, ToolUseBlock, Usage
 
-TEST_MODEL = "test"
 _PATH_LIKE = re.compile(r"[A-Za-z0-9_./\-]+")
 
 
