@@ -69,12 +69,18 @@ def test_runs_of_no_runs_imports_nothing_heavy(tmp_path: Path) -> None:
     assert _heavy(modules) == set()
 
 
-def test_a_run_routes_the_sdk_logs(tmp_path: Path) -> None:
+def test_a_run_routes_the_sdk_logs_and_an_offline_run_never_imports_the_sdk(tmp_path: Path) -> None:
     # The commands that may talk to the API or an MCP server install the redacting handler
     # before they run; `--help` above does not.
+    env = cli_env(None, RUIZN_STATE_DIR=str(tmp_path / "state"))
+    runs = str(tmp_path / "runs")
     _, modules = modules_after(
-        ["run", "--model", "test", "--goal", "hi", "--log-dir", str(tmp_path / "runs")],
-        cwd=tmp_path,
-        env=cli_env(None, RUIZN_STATE_DIR=str(tmp_path / "state")),
+        ["run", "--model", "test", "--goal", "hi", "--log-dir", runs], cwd=tmp_path, env=env
     )
     assert "ruizn.shell.cli.sdklog" in modules
+    # An offline run, and a replay of any run, never import the SDK (1.8 CPU-seconds here).
+    assert "anthropic" not in modules
+    out, modules = modules_after(["replay", "last", "--log-dir", runs], cwd=tmp_path, env=env)
+    assert "hi" in out
+    assert "ruizn.reducers" in modules  # the check sees the replay's imports
+    assert "anthropic" not in modules
