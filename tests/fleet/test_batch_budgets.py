@@ -94,6 +94,25 @@ def test_a_goals_line_never_sets_the_batchs_budget(workspace: Path) -> None:
     assert refused.stdout == ""
 
 
+def test_a_batch_budget_for_a_model_without_a_price_is_refused_before_anything_runs(
+    workspace: Path,
+) -> None:
+    # Its runs would spend without counting: refused as `--max-cost` is for one run.
+    goals = workspace / "goals.jsonl"
+    goals.write_text('{"goal": "a"}\n{"goal": "b", "model": "claude-sonnet-5-5"}\n')
+    environ = cli_env(None, PYTHONPATH="")
+    db = workspace / "fleet.sqlite"
+    budget = ["--model", "test", "--batch-max-cost", "1"]
+    for args in (["batch", str(goals)], ["submit", "--db", f"sqlite:///{db}", "--goal", "a"]):
+        refused = ruizn([*args, *budget], workspace, environ)
+        assert refused.returncode == 2, refused.stderr
+        assert refused.stderr.startswith("ruizn: error: no known price for model test (")
+        assert refused.stderr.endswith(": a --batch-max-cost budget cannot be kept for it\n")
+        assert refused.stdout == ""
+    assert not (workspace / ".ruizn").exists()
+    assert not db.exists()
+
+
 def test_a_worker_whose_log_dir_cannot_be_made_says_so_in_one_line(workspace: Path) -> None:
     (workspace / "afile").write_text("not a folder\n")
     where = workspace / "afile" / "runs"

@@ -52,7 +52,7 @@ def run_batch(options: BatchOptions, watcher: BatchWatcher | None = None) -> Bat
     )
     from ruizn.fleet.database import EventStore, StoreUnreachable
     from ruizn.fleet.driver import RunInput, ToolsFromError, input_to_json, load_tools_factory
-    from ruizn.fleet.goals import GoalsError, read_goals
+    from ruizn.fleet.goals import GoalsError, read_goals, unkept_budget
     from ruizn.fleet.helpers import requeue_orphans
     from ruizn.fleet.signing import FleetKey, FleetKeyError
 
@@ -69,6 +69,9 @@ def run_batch(options: BatchOptions, watcher: BatchWatcher | None = None) -> Bat
         tools = load_tools_factory(options.tools_from)
     except (GoalsError, ToolsFromError) as exc:
         raise FleetRefused(str(exc)) from None
+    unkept = unkept_budget(specs, options.batch_max_cost)
+    if unkept is not None:
+        raise FleetRefused(unkept)
     offline = all(s.settings.model == TEST_MODEL for s in specs)
     if not offline and not os.environ.get("ANTHROPIC_API_KEY"):
         raise FleetRefused(

@@ -178,3 +178,22 @@ def _server_record(entry: object) -> JsonObject:
         entry, headers={str(n): "" for n in headers}, environ={str(n): "" for n in env}
     )
     return server.describe()
+
+
+def unkept_budget(runs: list[RunInput], batch_max_cost: float | None) -> str | None:
+    """Why a batch budget cannot be kept for these runs (one line), or None: a run whose
+    model has no known price would spend without counting, as `--max-cost` refuses for one
+    run."""
+    if batch_max_cost is None:
+        return None
+    from ruizn.effects.models.pricing import default_pricer
+    from ruizn.state import Usage
+
+    pricer = default_pricer()
+    for model in sorted({run.settings.model for run in runs}):
+        if pricer.cost(model, Usage()) is None:
+            return (
+                f"no known price for model {model} ({pricer.name}): a --batch-max-cost budget"
+                " cannot be kept for it"
+            )
+    return None

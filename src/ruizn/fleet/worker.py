@@ -190,7 +190,7 @@ def submit(
     need_fleet_extra()
     from ruizn.effects.runlog.store import new_run_id
     from ruizn.fleet.driver import RunInput, input_to_json
-    from ruizn.fleet.goals import GoalsError, read_goals
+    from ruizn.fleet.goals import GoalsError, read_goals, unkept_budget
 
     key = _key()
     defaults = RunInput(run_id="", goal=goal or "", settings=settings)
@@ -203,6 +203,9 @@ def submit(
             raise FleetRefused(str(exc)) from None
     else:
         specs = [evolve(defaults, run_id=new_run_id())]
+    unkept = unkept_budget(specs, batch_max_cost)
+    if unkept is not None:
+        raise FleetRefused(unkept)
     store = open_store(db)
     from dbos import WorkflowSerializationFormat
 
