@@ -13,7 +13,6 @@ import json
 import shutil
 import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -206,24 +205,14 @@ def test_a_worker_runs_only_runs_its_operators_key_signed(
         stderr=subprocess.PIPE,
         text=True,
     )
-    lines: list[str] = []
-    reader = threading.Thread(
-        target=lambda: lines.extend(iter(proc.stdout.readline, "")),  # type: ignore[union-attr]
-        daemon=True,
-    )
-    reader.start()
     try:
         if trust:
             wait_for((repo / "PWNED-tool").exists, 60, "the trusted run")
         else:
-            # Both queued runs refused (and the worker idle on an empty queue after).
-            wait_for(lambda: sum(REFUSED in line for line in lines) == 2, 60, "both refusals")
-            time.sleep(1)
+            time.sleep(8)
     finally:
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
-        reader.join(10)
-    out = "".join(lines)
+        out, err = proc.communicate(timeout=30)
     assert "Traceback" not in err, err
     if trust:
         assert "was not queued with this operator's fleet key; --trust: it runs with" in out
