@@ -186,14 +186,7 @@ def unkept_budget(runs: list[RunInput], batch_max_cost: float | None) -> str | N
     run."""
     if batch_max_cost is None:
         return None
-    from ruizn.effects.models.pricing import default_pricer
-    from ruizn.state import Usage
+    from ruizn.effects.models.pricing import unpriced
 
-    pricer = default_pricer()
-    for model in sorted({run.settings.model for run in runs}):
-        if pricer.cost(model, Usage()) is None:
-            return (
-                f"no known price for model {model} ({pricer.name}): a --batch-max-cost budget"
-                " cannot be kept for it"
-            )
-    return None
+    problems = (unpriced(m, "--batch-max-cost") for m in sorted({r.settings.model for r in runs}))
+    return next((problem for problem in problems if problem is not None), None)

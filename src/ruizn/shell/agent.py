@@ -29,7 +29,7 @@ from attrs import asdict, evolve
 from ruizn.cassette.fork import fork_prefix
 from ruizn.effects.mcp.config import MCPServer
 from ruizn.effects.models.function import ReplyFunction
-from ruizn.effects.models.pricing import Pricer, SharedBudget, default_pricer
+from ruizn.effects.models.pricing import Pricer, SharedBudget, default_pricer, unpriced
 from ruizn.effects.models.provider import Provider
 from ruizn.effects.person.approval import ApproveFunction, Approver, CallbackApprover
 from ruizn.effects.runlog.reader import LOG_NAME, iter_events
@@ -48,7 +48,6 @@ from ruizn.shell.structured import check_output_schema, output_schema_of
 from ruizn.shell.toolkit import Notice, ToolLike
 from ruizn.shell.trusting import accepted_fork, trusted_plan
 from ruizn.shell.wiring import Wiring, resolved
-from ruizn.state import Usage
 from ruizn.version import __version__
 
 if TYPE_CHECKING:
@@ -462,11 +461,9 @@ class Agent(Wiring):
 
     def _check_budget(self, model: str, max_cost: float | None) -> None:
         """A budget needs a price: a model the price list does not know is refused."""
-        if max_cost is not None and self._pricer.cost(model, Usage()) is None:
-            raise ConfigError(
-                f"no known price for model {model} ({self._pricer.name}): a --max-cost budget"
-                " cannot be kept for it"
-            )
+        problem = None if max_cost is None else unpriced(model, "--max-cost", self._pricer)
+        if problem is not None:
+            raise ConfigError(problem)
 
     async def _streamed(
         self, opening: Callable[[], contextlib.AbstractAsyncContextManager[Session]]

@@ -235,6 +235,18 @@ def price_now(model: str, usage: Usage, pricer: Pricer | None = None) -> float |
     return (pricer or default_pricer()).cost(model, usage)
 
 
+def unpriced(model: str, option: str, pricer: Pricer | None = None) -> str | None:
+    """Why a budget (`option`: `--max-cost`, `--batch-max-cost`) cannot be kept for runs of
+    `model`, in one line, or None: a model the price list does not know would spend without
+    counting."""
+    pricer = pricer or default_pricer()
+    if pricer.cost(model, Usage()) is not None:
+        return None
+    return (
+        f"no known price for model {model} ({pricer.name}): a {option} budget cannot be kept for it"
+    )
+
+
 __all__ = [
     "FixedPrices",
     "GenaiPrices",
@@ -242,4 +254,5 @@ __all__ = [
     "SharedBudget",
     "default_pricer",
     "price_now",
+    "unpriced",
 ]
