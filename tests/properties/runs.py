@@ -400,8 +400,10 @@ def simulate(
             # --max-tokens). Found by these laws; the CLI behaves the same.
             plan = plan_resume(
                 state,
-                max_steps=max(state.settings.max_steps, state.step + 1),
-                max_tokens=state.settings.max_tokens * 2,
+                Limits(
+                    max_steps=max(state.settings.max_steps, state.step + 1),
+                    max_tokens=state.settings.max_tokens * 2,
+                ),
             )
         if plan is None:
             final = state
