@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 import time
 import tracemalloc
 from pathlib import Path
@@ -425,12 +426,32 @@ async def test_reading_does_not_block_the_event_loop(ws: Path) -> None:
             time.sleep(0.3)  # blocking I/O, in the worker thread
             return super().run(input)
 
+    slow = SlowDisk(ws)
+    slow.in_place = False  # a network mount (see test_mounts.py): the read may hang
     async with anyio.create_task_group() as group:
         group.start_soon(tick)
-        result = await read(ws, "big.txt", tool=SlowDisk(ws))
+        result = await read(ws, "big.txt", tool=slow)
         group.cancel_scope.cancel()
     assert result.content == "z" * MAX_BYTES + TRUNCATED
     assert ticks >= 15  # ~30 in 0.3 s
+
+
+async def test_a_local_workspace_is_read_in_place_and_a_remote_one_in_a_thread(ws: Path) -> None:
+    threads: list[str] = []
+
+    class Watched(ReadFileTool):
+        def run(self, input: JsonObject) -> ToolResult | str:
+            threads.append(threading.current_thread().name)
+            return super().run(input)
+
+    local = Watched(ws)
+    assert local.in_place  # tmp_path is on this machine's disk or in its memory
+    remote = Watched(ws)
+    remote.in_place = False
+    assert await read(ws, "README.md", tool=local) == ToolResult.ok("# Demo\n")
+    assert await read(ws, "README.md", tool=remote) == ToolResult.ok("# Demo\n")
+    assert threads[0] == threading.current_thread().name
+    assert threads[1] != threading.current_thread().name
 
 
 # --- property: no path made of these pieces ever reads outside ---------------------------------

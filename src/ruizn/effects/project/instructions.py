@@ -74,6 +74,8 @@ class SubfolderInstructions:
 
     def __init__(self, workspace: Path, *, cap: int = PROJECT_INSTRUCTIONS_CAP) -> None:
         self._workspace = workspace.resolve()
+        self._root = str(self._workspace)
+        self._inside = os.path.join(self._root, "")  # with its trailing separator
         self._cap = cap
         self._given: set[str] | None = None
 
@@ -90,22 +92,26 @@ class SubfolderInstructions:
         """The block to append for a call that touched `raw`, or None (nothing new)."""
         if self._given is None:
             self._given = set()
+        # os.path, not pathlib: this runs on every file tool call, and pathlib's objects
+        # cost twice the system calls' time. realpath is what Path.resolve() runs.
+        root = self._root
         try:
-            target = (self._workspace / raw).resolve()
-            target.relative_to(self._workspace)
-        except (OSError, ValueError, RuntimeError):
+            target = os.path.realpath(os.path.join(root, raw))
+        except (OSError, ValueError):
             return None
-        folder = target if target.is_dir() else target.parent
-        while folder != self._workspace:
-            if not folder.is_relative_to(self._workspace):
+        if target != root and not target.startswith(self._inside):
+            return None
+        folder = target if os.path.isdir(target) else os.path.dirname(target)
+        while folder != root:
+            if not folder.startswith(self._inside):
                 return None
-            found = _read_in(folder, self._workspace, self._cap)
+            found = _read_in(Path(folder), self._workspace, self._cap)
             if found is not None:
                 if found.path in self._given:
                     return None
                 self._given.add(found.path)
                 return instructions_block(found.path, found.text, found.size)
-            folder = folder.parent
+            folder = os.path.dirname(folder)
         return None
 
 

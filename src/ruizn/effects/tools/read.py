@@ -15,7 +15,9 @@ from typing import ClassVar
 
 from ruizn.defaults import DEFAULT_TOOL_TIMEOUT
 from ruizn.effects.tools.base import BlockingTool, ToolInputError
+from ruizn.effects.tools.mounts import local_tree
 from ruizn.effects.tools.workspace import Sandbox, shown
+from ruizn.media import Image
 from ruizn.state import JsonObject, ToolResult
 
 MAX_BYTES = 512 * 1024
@@ -55,6 +57,17 @@ class ReadFileTool(BlockingTool):
         self.sandbox = sandbox_of(workspace)
         self.workspace = self.sandbox.root
         self.max_bytes = max_bytes
+        # On local file systems a read of at most max_bytes is too short to be worth a
+        # worker thread's hand-over; elsewhere (NFS, FUSE) it may hang, so it keeps the
+        # thread and its timeout.
+        self.in_place = local_tree(self.workspace)
+
+    async def invoke(self, input: JsonObject) -> ToolResult | str:
+        if self.in_place:
+            return self.run(input)
+        result = await super().invoke(input)
+        assert not isinstance(result, Image)  # run() returns text
+        return result
 
     def run(self, input: JsonObject) -> ToolResult | str:
         given = input["path"]
