@@ -271,16 +271,19 @@ REMEMBER_SECONDS = 300.0
 def remember(*, offline: bool = False) -> None:
     """Also loads now what every run of the process needs, not in its first runs (which
     all wait for it): the price list and, unless every run is offline, the SDK's modules
-    (importing them costs a CPU-second and more; an offline batch never uses them)."""
+    (importing them costs a CPU-second and more; an offline batch never uses them) and the
+    TLS context every run's client shares."""
     from ruizn.defaults import DEFAULT_MODEL
     from ruizn.effects.models.pricing import default_pricer
     from ruizn.effects.tools.loader import remember_plugins
 
     remember_plugins(REMEMBER_SECONDS)
     if not offline:
+        from ruizn.effects.models.anthropic import tls_context
         from ruizn.effects.models.catalog import remember_facts
 
         remember_facts(REMEMBER_SECONDS)
+        tls_context()  # 10-50 ms of CPU each, which the first runs would otherwise race for
     default_pricer().context_window(DEFAULT_MODEL)  # loads the whole price list
 
 

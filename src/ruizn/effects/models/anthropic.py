@@ -26,6 +26,7 @@ import math
 import operator
 import os
 import ssl
+import threading
 import time
 from collections.abc import AsyncIterator
 from typing import Any, cast
@@ -50,13 +51,21 @@ from ruizn.state import (
     Message,
 )
 
+_TLS_LOCK = threading.Lock()
+
 
 @functools.cache
-def _tls_context() -> ssl.SSLContext:
+def _tls_context_once() -> ssl.SSLContext:
+    return httpx2.create_ssl_context()
+
+
+def tls_context() -> ssl.SSLContext:
     """The TLS settings every client of this process shares: the SDK's default context
     (its CA bundle, or SSL_CERT_FILE/SSL_CERT_DIR), built once. Loading the CA bundle costs
-    10-40 ms, and a fleet worker builds a provider for every run it takes."""
-    return httpx2.create_ssl_context()
+    10-50 ms of CPU, and a fleet process builds a provider for every run it takes: under
+    the lock, sixteen runs starting at once build it once, not sixteen times."""
+    with _TLS_LOCK:
+        return _tls_context_once()
 
 
 def _dumps(value: Any) -> bytes:
@@ -87,7 +96,7 @@ class AnthropicProvider:
             # The SDK's aiohttp transport: the same client, auth, headers and errors, with
             # a third less client time a step than httpx's (docs/benchmark.md).
             http_client = anthropic.DefaultAioHttpClient(
-                follow_redirects=False, verify=_tls_context()
+                follow_redirects=False, verify=tls_context()
             )
             self._client = anthropic.AsyncAnthropic(
                 api_key=key,
