@@ -86,11 +86,17 @@ class BlockingTool(BaseTool):
     alive after the run ended.
     """
 
+    # True when `run` is known to be short (read_file on a local file system, see
+    # effects/tools/mounts.py): it runs on the loop, without the thread's hand-over.
+    in_place: bool = False
+
     @abc.abstractmethod
     def run(self, input: JsonObject) -> ToolResult | str | Image:
         """The blocking work."""
 
     async def invoke(self, input: JsonObject) -> ToolResult | str | Image:
+        if self.in_place:
+            return self.run(input)
         return await run_blocking(lambda: self.run(input), name=f"tool-{self.name}")
 
 

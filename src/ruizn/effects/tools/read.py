@@ -17,7 +17,6 @@ from ruizn.defaults import DEFAULT_TOOL_TIMEOUT
 from ruizn.effects.tools.base import BlockingTool, ToolInputError
 from ruizn.effects.tools.mounts import local_tree
 from ruizn.effects.tools.workspace import Sandbox, shown
-from ruizn.media import Image
 from ruizn.state import JsonObject, ToolResult
 
 MAX_BYTES = 512 * 1024
@@ -61,13 +60,6 @@ class ReadFileTool(BlockingTool):
         # worker thread's hand-over; elsewhere (NFS, FUSE) it may hang, so it keeps the
         # thread and its timeout.
         self.in_place = local_tree(self.workspace)
-
-    async def invoke(self, input: JsonObject) -> ToolResult | str:
-        if self.in_place:
-            return self.run(input)
-        result = await super().invoke(input)
-        assert not isinstance(result, Image)  # run() returns text
-        return result
 
     def run(self, input: JsonObject) -> ToolResult | str:
         given = input["path"]
