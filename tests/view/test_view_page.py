@@ -77,26 +77,60 @@ def test_the_page_of_a_real_run_shows_its_steps_calls_and_answer(
     assert "cost unknown" not in text
     # tokens and cache reads of the first call as the log has them (1,850 + 1,600 written)
     assert "in 3,450 · out 96 · cache read 0 · cache write 1,600" in text
-    # step 1 asked for three calls at once: they ran side by side, in three lanes
+    # step 1 asked for three calls at once: calls whose run times overlapped (as the log
+    # has them) are drawn in lanes of their own, and no more lanes than the overlap needs.
+    # The two fetch_docs calls sleep 0.35 s and 0.2 s side by side, so they always overlap;
+    # read_file may finish before they start (it reads in place on a local disk).
     step1_bars = _bars_of_step(dump_dom(page), 1)
-    tool_tops = sorted(top for cls, top in step1_bars if "tool" in cls)
-    assert len(tool_tops) == 3
-    assert len(set(tool_tops)) == 3
-    assert any("failed" in cls for cls, _ in step1_bars)  # the failed attempt's bar
+    tool_bars = [(title.split(" · ")[0], top) for cls, top, title in step1_bars if "tool" in cls]
+    assert sorted(name for name, _ in tool_bars) == ["fetch_docs", "fetch_docs", "read_file"]
+    spans = _tool_spans(run.log_path, step=1)
+    assert len(spans) == 3
+    for (a, top_a), (b, top_b) in _pairs(list(zip(spans, (top for _, top in tool_bars)))):
+        if a[0] < b[1] and b[0] < a[1]:  # their run times overlapped
+            assert top_a != top_b
+    assert len({top for _, top in tool_bars}) == _most_at_once(spans)
+    assert _most_at_once(spans) >= 2  # the two fetch_docs calls
+    assert any("failed" in cls for cls, _, _ in step1_bars)  # the failed attempt's bar
 
     shot = screenshot(page, artifacts(tmp_path) / "view.png")
     assert shot.stat().st_size > 10_000  # a drawn page, not a blank one
 
 
-def _bars_of_step(html: str, step: int) -> list[tuple[str, int]]:
-    """(class, top px) of each bar in the timeline row of `step`."""
+def _bars_of_step(html: str, step: int) -> list[tuple[str, int, str]]:
+    """(class, top px, title) of each bar in the timeline row of `step`, in page order."""
     row = html.split(f'data-step="{step}"', 1)[1].split('class="row', 1)[0]
-    bars = re.findall(r'<div class="(bar [^"]*)"[^>]*style="([^"]*)"', row)
-    tops = []
-    for cls, style in bars:
-        top = re.search(r"top: (\d+)px", style)
-        tops.append((cls, int(top.group(1)) if top else 0))
-    return tops
+    bars = re.findall(r'<div (class="bar [^"]*"[^>]*)>', row)
+    found = []
+    for attrs in bars:
+        cls = re.search(r'class="([^"]*)"', attrs)
+        style = re.search(r'style="([^"]*)"', attrs)
+        title = re.search(r'title="([^"]*)"', attrs)
+        top = re.search(r"top: (\d+)px", style.group(1)) if style else None
+        assert cls is not None
+        found.append(
+            (cls.group(1), int(top.group(1)) if top else 0, title.group(1) if title else "")
+        )
+    return found
+
+
+def _tool_spans(log: Path, step: int) -> list[tuple[float, float]]:
+    """(started, finished) of each tool call of `step`, in the order they were asked for."""
+    events = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    responses = [e for e in events if e["type"] == "llm_response"]
+    asked = [b["id"] for b in responses[step - 1]["content"] if b.get("type") == "tool_use"]
+    started = {e["id"]: e["ts"] for e in events if e["type"] == "tool_call_started"}
+    finished = {e["id"]: e["ts"] for e in events if e["type"] == "tool_call_finished"}
+    return [(started[i], finished[i]) for i in asked]
+
+
+def _pairs(items: list[Any]) -> list[tuple[Any, Any]]:
+    return [(a, b) for n, a in enumerate(items) for b in items[n + 1 :]]
+
+
+def _most_at_once(spans: list[tuple[float, float]]) -> int:
+    """The most calls running at one moment."""
+    return max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans)
 
 
 PAYLOADS = (
