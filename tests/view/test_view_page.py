@@ -86,7 +86,8 @@ def test_the_page_of_a_real_run_shows_its_steps_calls_and_answer(
     assert sorted(name for name, _ in tool_bars) == ["fetch_docs", "fetch_docs", "read_file"]
     spans = _tool_spans(run.log_path, step=1)
     assert len(spans) == 3
-    for (a, top_a), (b, top_b) in _pairs(list(zip(spans, (top for _, top in tool_bars)))):
+    placed = list(zip(spans, (top for _, top in tool_bars), strict=True))
+    for (a, top_a), (b, top_b) in _pairs(placed):
         if a[0] < b[1] and b[0] < a[1]:  # their run times overlapped
             assert top_a != top_b
     assert len({top for _, top in tool_bars}) == _most_at_once(spans)
