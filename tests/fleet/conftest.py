@@ -22,6 +22,7 @@ from tests.fleet.pg import NoPostgres, postgres_server
 from tests.paths import REPO
 from tests.shell.cli.approval_helpers import write
 from tests.shell.cli.conftest import cli_env, ruizn_command
+from tests.warm_client import run_ruizn
 
 # For the CLI and workers run as subprocesses: ruizn from this tree's src, whichever
 # checkout an editable install points at, and the tests package (--tools-from) from its root.
@@ -116,16 +117,8 @@ def env(base_url: str | None, db: str) -> dict[str, str]:
 
 
 def ruizn(args: list[str], cwd: Path, environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """One `ruizn` command as a subprocess."""
-    return subprocess.run(
-        [*ruizn_command(), *args],
-        cwd=cwd,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    """One `ruizn` command to its end (a forked child of a warm ruizn, tests/warm_cli.py)."""
+    return run_ruizn(args, cwd=cwd, env=environ, timeout=60)
 
 
 @pytest.fixture

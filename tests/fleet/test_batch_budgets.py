@@ -5,7 +5,6 @@ command that cannot start says why in one line, exit 2."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,8 @@ from ruizn.fleet.database import BUDGETS, EventStore
 from tests.fakeapi import Reply, Stream, Text, ToolUse
 from tests.fleet.batching import CALL, STEP
 from tests.fleet.conftest import SUBPROCESS_PATH, batch_db, first_text, ruizn
-from tests.shell.cli.conftest import cli_env, ruizn_command
+from tests.shell.cli.conftest import cli_env
+from tests.warm_client import run_ruizn
 
 pytestmark = pytest.mark.slow
 
@@ -37,14 +37,11 @@ def batch(workspace: Path, base_url: str | None, *options: str) -> Any:
     goals.write_text("".join(json.dumps({"goal": f"task {i}"}) + "\n" for i in range(RUNS)))
     args = ["batch", str(goals), "--concurrency", "1", "--model", "claude-sonnet-5-5"]
     args += ["--tools-from", "tests.fleet.tools:make_tools"]
-    return subprocess.run(
-        [*ruizn_command(), *args, *options],
+    return run_ruizn(
+        [*args, *options],
         cwd=workspace,
         env=cli_env(base_url, PYTHONPATH=SUBPROCESS_PATH),
-        capture_output=True,
-        text=True,
         timeout=300,  # three runs in a row, on a loaded machine
-        check=False,
     )
 
 

@@ -19,6 +19,7 @@ from attrs import frozen
 
 from tests.fakeapi import Stream, Text
 from tests.paths import RECORDINGS  # noqa: F401 - tests import it from here
+from tests.warm_client import run_ruizn
 
 API_KEY = "sk-ant-test-0123456789-SECRET"
 
@@ -79,18 +80,30 @@ def run_cli(
     another way in); `popen` passes on (preexec_fn, start_new_session)."""
     runs = workspace / ".ruizn" / "runs"
     before = set(runs.glob("*/events.jsonl"))
-    proc = subprocess.run(
-        [*(command if command is not None else ruizn_command()), *args],
-        cwd=workspace,
-        env=env if env is not None else cli_env(base_url),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        stdin=stdin,
-        input=input,
-        **popen,
-    )
+    if command is None and not popen:
+        # In a forked child of a process that has imported ruizn and the SDK once, unless
+        # the command could tell it from a fresh interpreter (tests/warm_cli.py).
+        proc = run_ruizn(
+            args,
+            cwd=workspace,
+            env=env if env is not None else cli_env(base_url),
+            timeout=timeout,
+            stdin=stdin,
+            input=input,
+        )
+    else:
+        proc = subprocess.run(
+            [*(command if command is not None else ruizn_command()), *args],
+            cwd=workspace,
+            env=env if env is not None else cli_env(base_url),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            stdin=stdin,
+            input=input,
+            **popen,
+        )
     new = tuple(sorted(set(runs.glob("*/events.jsonl")) - before))
     return Result(proc.returncode, proc.stdout, proc.stderr, workspace, new)
 
