@@ -269,7 +269,19 @@ def test_runs_and_show_list_every_kind_of_run(workspace: Path, server_factory: A
     assert listing.code == 0, listing.stderr
     rows = listing.stdout.splitlines()[1:]
     assert len(rows) == 5
-    assert [r.split()[0] for r in rows] == sorted((r.split()[0] for r in rows), reverse=True)
+
+    # newest start first (the ts of a log's first line; ties and unreadable logs by run id):
+    # two runs started in the same second need not sort by their ids' random tails
+    def started(run_id: str) -> float:
+        first = (workspace / ".ruizn" / "runs" / run_id / "events.jsonl").open().readline()
+        try:
+            return float(json.loads(first)["ts"])
+        except (ValueError, KeyError, TypeError):
+            return -1.0
+
+    listed = [r.split()[0] for r in rows]
+    assert listed == sorted(listed, key=lambda i: (started(i), i), reverse=True)
+    assert listed[-1] == junk_dir.name  # a log that cannot be read lists last
     statuses = {row.split()[1] for row in rows}
     assert {"success", "error", "cancelled", "unreadable"} <= statuses
     assert any(s.endswith("+torn") for s in statuses)
