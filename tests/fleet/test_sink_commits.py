@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import sqlalchemy as sa
+
 from ruizn.events import (
     LlmCallStarted,
     LlmResponse,
@@ -54,3 +56,46 @@ def test_a_step_is_stored_before_the_effects_it_enables(tmp_path: Path) -> None:
     log = tmp_path / "logs" / "r1" / "events.jsonl"
     assert "".join(line + "\n" for line in store.lines("r1")) == log.read_text()
     assert _stored(store)[-1] == "llm_call_started"
+
+
+def test_on_sqlite_the_commits_that_must_survive_a_power_cut_are_synced(tmp_path: Path) -> None:
+    """Which commits wait for the disk (synchronous=FULL: the WAL is fsynced, and so is every
+    relaxed commit before it) and which do not (NORMAL): seen at each COMMIT that writes."""
+    store = EventStore(f"sqlite:///{tmp_path / 'fleet.sqlite'}")
+    modes: list[int] = []
+
+    @sa.event.listens_for(store.engine, "commit")
+    def seen(conn: sa.Connection) -> None:
+        raw = conn.connection.dbapi_connection
+        assert raw is not None
+        if raw.in_transaction:  # a commit that writes something
+            modes.append(raw.execute("PRAGMA synchronous").fetchone()[0])
+
+    FULL, NORMAL = 2, 1
+    sink = DbRunStore(store, tmp_path / "logs").new_writer("r1")
+    settings = RunSettings(model="test", max_steps=5, max_tokens=100, system="s")
+    call = {"text": "once"}
+
+    def commits(event: object) -> list[int]:
+        modes.clear()
+        sink(event)  # type: ignore[arg-type]
+        return list(modes)
+
+    assert FULL in commits(RunStarted(seq=1, ts=1.0, run_id="r1", goal="g", settings=settings))
+    assert commits(LlmCallStarted(seq=2, ts=1.0, step=1)) == []  # pending
+    answer = (ToolUseBlock(id="toolu_1", name="note", input=call),)
+    grouped = commits(LlmResponse(seq=3, ts=1.0, content=answer, stop_reason="tool_use"))
+    assert NORMAL in grouped
+    assert FULL not in grouped
+    sink(ToolCallStarted(seq=4, ts=1.0, id="toolu_1", name="note", input=call))
+    modes.clear()
+    sink.sync()  # before a tool that is not read-only runs: on disk
+    assert FULL in modes
+    done = commits(ToolCallFinished(seq=5, ts=1.0, id="toolu_1", result=ToolResult.ok("noted")))
+    assert NORMAL in done
+    assert FULL not in done
+    # A write that is not an event's (a worker's heartbeat) is durable too.
+    modes.clear()
+    store.heartbeat("w1")
+    assert FULL in modes
+    sink.close()

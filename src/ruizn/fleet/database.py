@@ -207,16 +207,18 @@ class EventStore:
             return 0
         first, last = lines[0][0], lines[-1][0]
         with self._transaction(durable=durable) as conn:
-            rows = conn.execute(
-                sa.select(EVENTS.c.seq, EVENTS.c.line).where(
-                    EVENTS.c.run_id == run_id, EVENTS.c.seq.between(first, last)
-                )
-            )
-            stored: dict[int, str] = {seq: line for seq, line in rows}
             top = conn.execute(
                 sa.select(sa.func.max(EVENTS.c.seq)).where(EVENTS.c.run_id == run_id)
             ).scalar()
             expected = (top or 0) + 1
+            stored: dict[int, str] = {}
+            if first < expected:  # some are stored already (a recovery writes them again)
+                rows = conn.execute(
+                    sa.select(EVENTS.c.seq, EVENTS.c.line).where(
+                        EVENTS.c.run_id == run_id, EVENTS.c.seq.between(first, last)
+                    )
+                )
+                stored = {seq: line for seq, line in rows}
             new: list[dict[str, object]] = []
             for seq, line in lines:
                 if seq in stored:
@@ -248,23 +250,27 @@ class EventStore:
 
     @contextlib.contextmanager
     def _writes(self) -> Iterator[sa.Connection]:
-        """A write transaction (committed at the end), this process's writers in turn."""
-        with self._one_writer, self.engine.begin() as conn:
+        """A durable write transaction (committed at the end), this process's writers in
+        turn."""
+        with self._transaction(durable=True) as conn:
             yield conn
 
     @contextlib.contextmanager
     def _transaction(self, *, durable: bool) -> Iterator[sa.Connection]:
+        # SQLite connections commit relaxed (synchronous=NORMAL, set on connect): most
+        # commits are a step's grouped events. A durable one switches to FULL around itself;
+        # in WAL mode its fsync makes every commit before it durable too.
         with self._one_writer, self.engine.connect() as conn:
-            relaxed = not durable and conn.dialect.name == "sqlite"
-            if relaxed:  # before the transaction begins: SQLite refuses it inside one
-                conn.exec_driver_sql("PRAGMA synchronous=NORMAL")
+            strict = durable and conn.dialect.name == "sqlite"
+            if strict:  # before the transaction begins: SQLite refuses it inside one
+                conn.exec_driver_sql("PRAGMA synchronous=FULL")
                 conn.commit()
             try:
                 with conn.begin():
                     yield conn
             finally:
-                if relaxed:  # the pool's next user of this connection commits durably
-                    conn.exec_driver_sql("PRAGMA synchronous=FULL")
+                if strict:
+                    conn.exec_driver_sql("PRAGMA synchronous=NORMAL")
                     conn.commit()
 
     def lines(self, run_id: str) -> Iterator[str]:
@@ -459,6 +465,9 @@ def _sqlite_pragmas(dbapi_connection: object, _record: object) -> None:
     # WAL lets the batch's readers (progress) and writers (runs) work at once.
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA busy_timeout=30000")
+    # Relaxed unless a write asks to be durable (EventStore._transaction): the commit
+    # survives the process dying, and the next durable commit's fsync takes it to disk.
+    cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
 
 
