@@ -86,16 +86,20 @@ def run_ruizn(
     timeout: float,
     stdin: Any = None,
     input: str | None = None,
+    command: Sequence[str] | None = None,
+    **popen: Any,
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m ruizn ARGS` in `cwd` to its end, its output captured as text, as
-    subprocess.run(capture_output=True, text=True) gives it (and raises on its timeout)."""
-    command = [sys.executable, "-m", "ruizn", *args]
-    warm = _run_warm(args, cwd=cwd, env=env, timeout=timeout, stdin=stdin, input=input)
-    if warm is not None:
-        code, out, err = warm
-        return subprocess.CompletedProcess(command, code, out, err)
+    """`python -m ruizn ARGS` (or `command` ARGS) in `cwd` to its end, its output captured
+    as text, as subprocess.run(capture_output=True, text=True) gives it (and raises on its
+    timeout). Warm unless another command or Popen options (preexec_fn...) are given."""
+    argv = [*(command or [sys.executable, "-m", "ruizn"]), *args]
+    if command is None and not popen:
+        warm = _run_warm(args, cwd=cwd, env=env, timeout=timeout, stdin=stdin, input=input)
+        if warm is not None:
+            code, out, err = warm
+            return subprocess.CompletedProcess(argv, code, out, err)
     return subprocess.run(
-        command,
+        argv,
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -104,6 +108,7 @@ def run_ruizn(
         check=False,
         stdin=stdin,
         input=input,
+        **popen,
     )
 
 

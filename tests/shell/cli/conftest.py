@@ -80,30 +80,18 @@ def run_cli(
     another way in); `popen` passes on (preexec_fn, start_new_session)."""
     runs = workspace / ".ruizn" / "runs"
     before = set(runs.glob("*/events.jsonl"))
-    if command is None and not popen:
-        # In a forked child of a process that has imported ruizn and the SDK once, unless
-        # the command could tell it from a fresh interpreter (tests/warm_cli.py).
-        proc = run_ruizn(
-            args,
-            cwd=workspace,
-            env=env if env is not None else cli_env(base_url),
-            timeout=timeout,
-            stdin=stdin,
-            input=input,
-        )
-    else:
-        proc = subprocess.run(
-            [*(command if command is not None else ruizn_command()), *args],
-            cwd=workspace,
-            env=env if env is not None else cli_env(base_url),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            stdin=stdin,
-            input=input,
-            **popen,
-        )
+    # In a forked child of a process that has imported ruizn and the SDK once, unless the
+    # command could tell it from a fresh interpreter (tests/warm_cli.py).
+    proc = run_ruizn(
+        args,
+        cwd=workspace,
+        env=env if env is not None else cli_env(base_url),
+        timeout=timeout,
+        stdin=stdin,
+        input=input,
+        command=command,
+        **popen,
+    )
     new = tuple(sorted(set(runs.glob("*/events.jsonl")) - before))
     return Result(proc.returncode, proc.stdout, proc.stderr, workspace, new)
 
