@@ -40,10 +40,8 @@ class _Server:
             cwd=self.folder,
         )
         assert self.proc.stdout is not None
-        ready = json.loads(self.proc.stdout.readline() or b"{}")
-        if "ready" not in ready:
+        if "ready" not in json.loads(self.proc.stdout.readline() or b"{}"):
             raise RuntimeError("the warm ruizn server did not start")
-        self.read_at_import: list[str] = ready["ready"]
         atexit.register(self.stop)
 
     def stop(self) -> None:
