@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from ruizn.bounds import MAX_DEPTH, MAX_LINE_DEPTH
 from ruizn.decide import CallModel, next_action
-from ruizn.effects.models.anthropic import AnthropicProvider, BodyEncoder
+from ruizn.effects.models.anthropic import BODY_BLOCK, AnthropicProvider, BodyEncoder
 from ruizn.effects.models.provider import ModelReply, ProviderConfigError, ProviderError
 from ruizn.events import LlmResponse
 from ruizn.request import build_request, plan_request
@@ -579,12 +579,13 @@ async def test_a_key_with_a_trailing_newline_is_stripped(serve: Any) -> None:
 # --- the request body ---------------------------------------------------------------------
 
 
-def _state(turns: int) -> ExecutionContext:
+def _state(turns: int, *, pad: int = 0) -> ExecutionContext:
     messages: list[Message] = [Message(role="user", content=(TextBlock(text="go 读"),))]
     for i in range(turns):
         call = ToolUseBlock(id=f"toolu_{i}", name="read_file", input={"path": f"f{i}", "n": 1.0})
         messages.append(Message(role="assistant", content=(TextBlock(text=" "), call)))
-        result = ToolResultBlock(tool_use_id=call.id, content=f"body {i}\n", is_error=i % 2 == 1)
+        text = f"body {i}\n" + "é" * pad
+        result = ToolResultBlock(tool_use_id=call.id, content=text, is_error=i % 2 == 1)
         messages.append(Message(role="user", content=(result,)))
     return ExecutionContext(
         run_id="r",
@@ -628,17 +629,38 @@ async def test_the_body_sent_is_the_cores_request_byte_for_byte(serve: Any) -> N
         assert sent.headers["content-type"] == "application/json"
 
 
+async def test_a_long_history_is_sent_in_blocks_as_one_exact_plain_body(serve: Any) -> None:
+    # Past BODY_BLOCK bytes of history the body goes out in blocks, with its length given.
+    long = _state(40, pad=2_000)  # about 170 KB of history
+    states = [long, evolve(long, messages=long.messages[:41]), _state(2), long]
+    assert len(BodyEncoder().chunks(plan_request(long))) > 2  # the blocks' way is taken
+    server = serve(*[Stream((Text("ok"),))] * len(states))
+    provider = AnthropicProvider(api_key=KEY, base_url=server.base_url)
+    for state in states:
+        async for _ in provider.stream(plan_request(state)):
+            pass
+    await provider.aclose()
+    expected = [_dumps({**build_request(state), "stream": True}) for state in states]
+    assert len(expected[0]) > 2 * BODY_BLOCK
+    assert [r.raw for r in server.requests] == expected
+    for sent in server.requests:  # a plain body: not chunked, its length declared
+        assert sent.headers["content-length"] == str(len(sent.raw))
+        assert "transfer-encoding" not in sent.headers
+
+
 @runs_settings(40)
-@given(st.data(), st.integers(1, 6))
+@given(st.data(), st.integers(1, 6), st.integers(1, 600))
 def test_the_cached_body_equals_a_fresh_encoding_on_every_step(
-    data: st.DataObject, max_steps: int
+    data: st.DataObject, max_steps: int, block: int
 ) -> None:
     run = simulate(data, max_steps=max_steps)
     encoder = BodyEncoder()  # one encoder for the whole run: its cache is exercised
+    small = BodyEncoder(block=block)  # ...and one whose blocks fill within a few messages
     for state in run.states:
         if isinstance(next_action(state), CallModel):
             fresh = _dumps({**build_request(state), "stream": True})
             assert encoder.encode(plan_request(state)) == fresh
+            assert b"".join(small.chunks(plan_request(state))) == fresh
             assert json.loads(fresh) == {**build_request(state), "stream": True}
 
 
@@ -665,8 +687,11 @@ def test_equal_messages_with_different_json_are_not_confused() -> None:
     assert twin == first  # 1 == 1.0, yet the JSON differs
     other = evolve(state, messages=(state.messages[0], twin, *state.messages[2:]))
     encoder = BodyEncoder()
+    small = BodyEncoder(block=1)  # every message its own block
     for each in (state, other, state):
-        assert encoder.encode(plan_request(each)) == _dumps({**build_request(each), "stream": True})
+        fresh = _dumps({**build_request(each), "stream": True})
+        assert encoder.encode(plan_request(each)) == fresh
+        assert b"".join(small.chunks(plan_request(each))) == fresh
     assert b'"n":1}' in encoder.encode(plan_request(other))
 
 

@@ -68,6 +68,13 @@ def tls_context() -> ssl.SSLContext:
         return _tls_context_once()
 
 
+# A request body whose history passed this size goes out in blocks of it, straight from the
+# encoder's cache: a 2 MB body (2,000 steps) was otherwise copied whole three times a step,
+# by our join, by aiohttp's join with the headers (on Python < 3.12.9) and by asyncio's
+# buffer. Smaller bodies go in one write, where one copy costs less than a stream's set-up.
+BODY_BLOCK = 64 * 1024
+
+
 def _dumps(value: Any) -> bytes:
     return ENCODER.encode(value).encode("utf-8")
 
@@ -114,7 +121,13 @@ class AnthropicProvider:
     async def stream(
         self, request: JsonObject | MessagesRequest
     ) -> AsyncIterator[str | ModelReply]:
-        body = self._encoder.encode(request)
+        chunks = self._encoder.chunks(request)
+        body: bytes | AsyncIterator[bytes] = chunks[0]
+        headers: dict[str, str] = {}
+        if len(chunks) > 1:
+            # With its length given, aiohttp writes each block as it is (no chunked
+            # framing, no join), and httpx adds no Transfer-Encoding.
+            body, headers = _sent(chunks), {"Content-Length": str(sum(map(len, chunks)))}
         model = request.model if isinstance(request, MessagesRequest) else request.get("model")
         response: httpx2.Response | None = None
         request_id: str | None = None
@@ -125,6 +138,7 @@ class AnthropicProvider:
                     "/v1/messages",
                     cast_to=httpx2.Response,  # the raw response: we read the events ourselves
                     content=body,
+                    options={"headers": headers},
                     stream=True,
                     stream_cls=anthropic.AsyncStream[Any],  # unused for a raw response
                 ),
@@ -243,6 +257,11 @@ def _model_missing(exc: anthropic.APIStatusError) -> bool:
     return exc.status_code == 404 and error_type == "not_found_error" and "model" in message
 
 
+async def _sent(chunks: tuple[bytes, ...]) -> AsyncIterator[bytes]:
+    for chunk in chunks:
+        yield chunk
+
+
 async def _ended(response: httpx2.Response) -> AsyncIterator[bytes]:
     """The body's bytes, then a blank line once it has ended cleanly.
 
@@ -260,21 +279,25 @@ class BodyEncoder:
 
     A `Message` is immutable, so its JSON never changes. The history only grows, and every
     message before the oldest rolling cache breakpoint is unmarked now and in every later
-    request: that prefix is kept joined, in a buffer extended in place by the messages that
-    enter it. The few messages from the breakpoint on are encoded fresh, and the head
-    (model, system, tools) once a run. The prefix is matched by identity (`is`), never by
-    equality: equal records can have different JSON (1 and 1.0, true and 1). So each step
-    costs the new messages plus one copy of the bytes into the body (at 2,000 steps the
-    body is 2 MB: the five copies a naive concatenation makes took 1.4 ms a step), not a
-    walk over the whole history. The bytes are exactly `_dumps({**to_json(), "stream":
-    true})`: the tests hold this encoder to that.
+    request: that prefix is kept encoded, joined with ",", in blocks of about `block` bytes
+    that never change once full (the last one grows in place). The few messages from the
+    breakpoint on are encoded fresh, and the head (model, system, tools) once a run. The
+    prefix is matched by identity (`is`), never by equality: equal records can have
+    different JSON (1 and 1.0, true and 1). So a step costs the new messages plus the copies
+    of the body into what is sent, not a walk over the whole history. The bytes are exactly
+    `_dumps({**to_json(), "stream": true})`: the tests hold this encoder to that.
+
+    `chunks` gives the body in those pieces, so that a long history is sent without being
+    copied whole again (see `AnthropicProvider.stream`); `encode` joins it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, block: int = BODY_BLOCK) -> None:
+        self._block = block
         self._prefix: tuple[Message, ...] = ()
-        # The prefix's messages, joined with ",". Only this encoder holds it; it grows in
-        # place (amortised O(new bytes)), and a history that is not the prefix's starts anew.
-        self._prefix_bytes = bytearray()
+        # The prefix's messages, joined with ",": full blocks (immutable, handed to the
+        # transport as they are) and the open one, which only this encoder holds and grows.
+        self._full: list[bytes] = []
+        self._open = bytearray()
         # The head (model, max_tokens, system, tools) is the same every step of a run: its
         # bytes are kept with what they were made from (system and tools by identity).
         self._head: tuple[tuple[object, ...], str, tuple[JsonObject, ...], bytes] | None = None
@@ -282,27 +305,53 @@ class BodyEncoder:
     def encode(self, request: JsonObject | MessagesRequest) -> bytes:
         if not isinstance(request, MessagesRequest):
             return _dumps({**request, "stream": True})
+        return b"".join(self._pieces(request))
+
+    def chunks(self, request: JsonObject | MessagesRequest) -> tuple[bytes, ...]:
+        """The body as a few immutable chunks whose join is `encode(request)`: one, until
+        the history fills a block; then the head, the full blocks as they are, and the rest."""
+        if not isinstance(request, MessagesRequest):
+            return (self.encode(request),)
+        pieces = self._pieces(request)
+        full = len(self._full)
+        if not full:
+            return (b"".join(pieces),)
+        # pieces: head, '"messages":[', the full blocks, then the open block, comma, tail, end
+        return (b"".join(pieces[:2]), *self._full, b"".join(pieces[2 + full :]))
+
+    def _pieces(self, request: MessagesRequest) -> list[bytes | bytearray]:
         messages, marked = request.messages, request.marked
         first = min(marked) if marked else len(messages)
-        prefix, joined = self._prefix, self._prefix_bytes
+        prefix = self._prefix
         done = len(prefix)
         if done > first or not all(map(operator.is_, prefix, messages)):
-            done, joined = 0, bytearray()
-            self._prefix, self._prefix_bytes = (), joined
+            done = 0
+            self._prefix, self._full, self._open = (), [], bytearray()
         if done < first:
+            full, open_, block = self._full, self._open, self._block
             for message in messages[done:first]:
-                if joined:
-                    joined += b","
-                joined += _dumps(message_json(message, marked=False))
+                if open_ or full:
+                    open_ += b","
+                open_ += _dumps(message_json(message, marked=False))
+                if len(open_) >= block:
+                    full.append(bytes(open_))
+                    open_ = bytearray()
+            self._open = open_
             self._prefix = messages[:first]
         tail = b",".join(
             _dumps(message_json(message, marked=index in marked))
             for index, message in enumerate(messages[first:], start=first)
         )
-        comma = b"," if joined and tail else b""
-        return b"".join(
-            (self._head_bytes(request), b',"messages":[', joined, comma, tail, b'],"stream":true}')
-        )
+        comma = b"," if (self._open or self._full) and tail else b""
+        return [
+            self._head_bytes(request),
+            b',"messages":[',
+            *self._full,
+            self._open,
+            comma,
+            tail,
+            b'],"stream":true}',
+        ]
 
     def _head_bytes(self, request: MessagesRequest) -> bytes:
         """`_dumps(head_json(request))` without its closing brace, encoded once a run."""
