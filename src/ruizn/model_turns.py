@@ -130,7 +130,8 @@ def on_llm_response(state: ExecutionContext, event: LlmResponse) -> ExecutionCon
     )
     return evolve(
         state,
-        messages=(*messages, Message(role="assistant", content=content)),
+        # `+` copies the history's tuple once; `(*messages, m)` goes through a list: twice.
+        messages=messages + (Message(role="assistant", content=content),),  # noqa: RUF005
         step=state.step + 1,
         attempt=0,
         failure=None,

@@ -122,7 +122,7 @@ def on_tool_call_finished(state: ExecutionContext, event: ToolCallFinished) -> E
     )
     return evolve(
         state,
-        messages=(*state.messages, answer),
+        messages=state.messages + (answer,),  # noqa: RUF005 - one copy (see model_turns)
         turn_calls=(),
         turn_results=TurnResults(),
         turn_open=0,
