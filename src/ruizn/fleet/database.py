@@ -249,13 +249,6 @@ class EventStore:
         return len(new)
 
     @contextlib.contextmanager
-    def _writes(self) -> Iterator[sa.Connection]:
-        """A durable write transaction (committed at the end), this process's writers in
-        turn."""
-        with self._transaction(durable=True) as conn:
-            yield conn
-
-    @contextlib.contextmanager
     def _transaction(self, *, durable: bool) -> Iterator[sa.Connection]:
         # SQLite connections commit relaxed (synchronous=NORMAL, set on connect): most
         # commits are a step's grouped events. A durable one switches to FULL around itself;
@@ -333,7 +326,7 @@ class EventStore:
     def note_submitted(self, run_id: str, *, goal: str) -> None:
         """A row for a run just submitted, unless the fleet knows it already."""
         now = time.time()
-        with self._writes() as conn:
+        with self._transaction(durable=True) as conn:
             known = conn.execute(sa.select(RUNS.c.run_id).where(RUNS.c.run_id == run_id)).first()
             if known is None:
                 conn.execute(
@@ -352,7 +345,7 @@ class EventStore:
         """A transaction that marks a known run queued again. The caller enqueues the run's
         workflow in it (the queue lives in the same database), so the mark and the queue
         entry commit together or not at all, and no worker can take the run in between."""
-        with self._writes() as conn:
+        with self._transaction(durable=True) as conn:
             conn.execute(
                 sa.update(RUNS)
                 .where(RUNS.c.run_id == run_id)
@@ -370,7 +363,7 @@ class EventStore:
     def open_budget(self, budget_id: str, max_cost: float, run_ids: Sequence[str]) -> None:
         """The budget `budget_id` of `max_cost` USD (a new limit for one that exists: a batch
         started again with another --max-cost), and its runs."""
-        with self._writes() as conn:
+        with self._transaction(durable=True) as conn:
             changed = conn.execute(
                 sa.update(BUDGETS).where(BUDGETS.c.budget_id == budget_id).values(max_cost=max_cost)
             ).rowcount
@@ -408,7 +401,7 @@ class EventStore:
 
     def heartbeat(self, worker_id: str) -> None:
         now = time.time()
-        with self._writes() as conn:
+        with self._transaction(durable=True) as conn:
             changed = conn.execute(
                 sa.update(WORKERS).where(WORKERS.c.worker_id == worker_id).values(heartbeat=now)
             ).rowcount
@@ -418,13 +411,13 @@ class EventStore:
                 )
 
     def mark_dead(self, worker_id: str) -> None:
-        with self._writes() as conn:
+        with self._transaction(durable=True) as conn:
             conn.execute(
                 sa.update(WORKERS).where(WORKERS.c.worker_id == worker_id).values(heartbeat=0.0)
             )
 
     def forget_worker(self, worker_id: str) -> None:
-        with self._writes() as conn:
+        with self._transaction(durable=True) as conn:
             conn.execute(sa.delete(WORKERS).where(WORKERS.c.worker_id == worker_id))
 
     def claim_dead(self, alive: str, dead_after: float) -> list[str]:
@@ -449,7 +442,7 @@ class EventStore:
                 .all()
             )
         for worker_id in stale:
-            with self._writes() as conn:
+            with self._transaction(durable=True) as conn:
                 won = conn.execute(
                     sa.update(WORKERS)
                     .where(WORKERS.c.worker_id == worker_id, WORKERS.c.heartbeat < cutoff)
