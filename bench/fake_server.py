@@ -15,7 +15,7 @@ token-throughput figure measures the client alone, not the server's per-event wr
 message, and any later request with "Done.": the many-calls-in-one-turn measure.
 `--bench-loop N` is `--tool-loop N` with a fixed usage instead of the prompt-cache emulation,
 whose cost grows with the history (90 ms a request at 2,000 steps). No gap holds server
-time either way; this only makes the long runs shorter.
+time either way; this only makes the long runs shorter. These servers keep no request.
 """
 
 from __future__ import annotations
@@ -82,7 +82,9 @@ def serve(script: Script) -> None:
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
-    server = fake.FakeAnthropic(script).start()
+    # keep=False: no request is read back here (GET /_stats gives the timings), and a
+    # 2,000-step run's kept bodies, gigabytes, slowed the client it served.
+    server = fake.FakeAnthropic(script, keep=False).start()
     print(server.base_url, flush=True)
     while not done.wait(0.2):  # a timed wait, so the main thread runs the handler promptly
         pass

@@ -99,14 +99,20 @@ class FakeAnthropic:
         port: int = 0,
         min_cache_tokens: int = 0,
         models: tuple[dict[str, Any], ...] | None = CATALOG,
+        keep: bool = True,
     ) -> None:
+        """`keep`: record every POST in `requests` (body, headers, raw bytes) for a test to
+        read. bench/'s long runs keep none: a 2,000-step run's would be gigabytes, and a
+        server that large slowed the client it served (docs/benchmark.md)."""
         self.script = script
+        self.keep = keep
         # The Models API's catalogue, and the Claude 5 rules its entries imply for POSTs (see
         # tests.fakeapi.models); None: no Models API (404) and no rules, like a bare proxy.
         self.models = models
         self.model_gets: list[str] = []  # the paths of the Models API requests, in order
         self.port = port
         self.requests: list[RecordedRequest] = []
+        self._posts = 0  # POSTs recorded (kept or not): the next one's index
         # One per POST, in the order the handlers finished (bench/ reads them via /_stats).
         self.timings: list[Timing] = []
         self.cache = PromptCache(min_cache_tokens)
@@ -168,10 +174,7 @@ class FakeAnthropic:
                 self._connections.discard(conn)
 
     def next_reply(self, body: dict[str, Any], headers: dict[str, str], raw: bytes = b"") -> Reply:
-        # Index and record under one lock so requests[i] is the request that got reply i.
-        with self._lock:
-            index = len(self.requests)
-            self.requests.append(RecordedRequest(body=body, headers=headers, raw=raw))
+        index = self.record(RecordedRequest(body=body, headers=headers, raw=raw))
         if callable(self.script):
             try:
                 return self.script(body, index)
@@ -203,9 +206,20 @@ class FakeAnthropic:
             ],
         }
 
+    def record(self, request: RecordedRequest) -> int:
+        """Count a POST (kept if `keep`); its index among the POSTs, under one lock so that
+        requests[i] is the request that got reply i."""
+        with self._lock:
+            index = self._posts
+            self._posts += 1
+            if self.keep:
+                self.requests.append(request)
+        return index
+
     def reset(self) -> None:
         """Forget the requests, their timings and the prompt cache (DELETE /_stats)."""
         with self._lock:
+            self._posts = 0
             self.requests.clear()
             self.timings.clear()
         self.cache.reset()
@@ -318,8 +332,8 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         refused = refusal(self.fake.models, body) if self.fake.models is not None else None
         if refused is not None:
-            with self.fake._lock:  # recorded like any request, but the script is not asked
-                self.fake.requests.append(RecordedRequest(body=body, headers=headers, raw=raw))
+            # Recorded like any request, but the script is not asked.
+            self.fake.record(RecordedRequest(body=body, headers=headers, raw=raw))
             status, error_type, message = refused
             self._json(status, error_body(error_type, message, request_id), request_id)
             return
