@@ -69,6 +69,36 @@ def test_long_output_keeps_its_head_and_tail_and_says_how_much_was_cut(tmp_path:
     assert len(result.encode()) < HEAD_BYTES + TAIL_BYTES + 500
 
 
+def test_a_sandboxed_command_runs_as_bash_c_would(tmp_path: Path) -> None:
+    # The command starts behind a guard (is ruizn still alive?), which leaves no trace: $0 is
+    # the shell, no descriptor of ruizn's is open, and BASH_ENV's file is read once.
+    (tmp_path / "env.sh").write_text(f"echo sourced >> {tmp_path}/count\n", encoding="utf-8")
+    environ = {**shell_environment(os.environ), "BASH_ENV": str(tmp_path / "env.sh")}
+    config = shell_config(
+        workspace=tmp_path,
+        hidden=(),
+        allow_read=(),
+        network=False,
+        sandbox=True,
+        bwrap=find_bwrap(os.environ),
+        environ=environ,
+        timeout=60,
+    )
+    jobs = ShellJobs(config)
+    bash = shell_tools(jobs)[0]
+    command = 'echo "$0"; echo "$BASH_ENV"; cd /proc/$$/fd && echo *'
+    try:
+        result = anyio.run(lambda: bash.invoke({"command": command}))
+    finally:
+        jobs.close()
+    assert isinstance(result, str)
+    shell, bash_env, fds = result.splitlines()[:3]
+    assert shell == "/bin/bash"
+    assert bash_env == str(tmp_path / "env.sh")
+    assert fds.split() == ["0", "1", "2", "3"]  # 3: the folder the glob reads
+    assert (tmp_path / "count").read_text(encoding="utf-8") == "sourced\n"
+
+
 def test_a_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     jobs = _jobs(tmp_path)
     bash = shell_tools(jobs)[0]
@@ -170,19 +200,7 @@ os.kill(os.getpid(), signal.SIGKILL)  # the instant the sandbox is exec'd, befor
 """
 
 
-@pytest.mark.parametrize(
-    "sandbox",
-    [
-        pytest.param(
-            "on",
-            marks=pytest.mark.xfail(
-                reason="known gap (docs/shell.md): killed while bubblewrap sets the sandbox"
-                " up, the sandbox's init is left orphaned and the command runs on",
-            ),
-        ),
-        "off",
-    ],
-)
+@pytest.mark.parametrize("sandbox", ["on", "off"])
 def test_ruizn_killed_the_instant_a_command_starts_takes_the_command_with_it(
     tmp_path: Path, sandbox: str
 ) -> None:

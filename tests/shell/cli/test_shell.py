@@ -285,7 +285,7 @@ def test_kill_9_mid_command_then_resume_never_runs_it_twice(
     )
     log = wait_for_event(workspace / ".ruizn" / "runs", "tool_call_started", proc)
     # Mid-command: the sandbox is up and the command running (a kill in the few ms while
-    # bubblewrap sets itself up is test_bash's known gap).
+    # bubblewrap sets itself up is test_bash's case: the command's guard).
     deadline = time.monotonic() + 20
     while not (workspace / "started").exists() and time.monotonic() < deadline:
         time.sleep(0.01)

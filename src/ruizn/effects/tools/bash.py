@@ -14,7 +14,7 @@ and `bash_kill`, over one `ShellJobs` table per run.
   the last read, `bash_kill(id)` ends it. `ShellJobs.close()` kills every process the run
   started when the run ends, however it ends; a kill -9 of ruizn takes them too
   (PR_SET_PDEATHSIG set before exec, on bubblewrap or the shell, and bubblewrap's
-  --die-with-parent inside; docs/shell.md says the gap left while bubblewrap sets up).
+  --die-with-parent inside, and `_guarded` for a kill while bubblewrap sets up).
 - `bash` is not read-only: a call a crash interrupted is never run again on resume
   (decide.interrupted_calls). Each call needs approval unless the run's rules approve it
   (rules.rule_decision: `--allow-command`, `--approval always`).
@@ -217,6 +217,12 @@ class ShellJobs:
         self.config = config
         self.jobs: dict[str, Job] = {}
         self._closed = False
+        # A pipe nobody writes to (see _guarded): the read end goes into every sandbox, the
+        # write end stays in ruizn alone (neither is inheritable), so once ruizn is gone
+        # the read end is at end of file.
+        self._alive: tuple[int, int] | None = None
+        if config.confinement is not None:
+            self._alive = os.pipe()
 
     def start(self, command: str, *, background: bool) -> Job:
         if self._closed:
@@ -226,10 +232,16 @@ class ShellJobs:
         box = config.confinement
         info_read: int | None = None
         info_write: int | None = None
+        environ = dict(config.environ)
+        passed: tuple[int, ...] = ()
         if box is not None:
             assert config.bwrap is not None
+            assert self._alive is not None
             info_read, info_write = os.pipe()
+            alive = self._alive[0]
+            argv = _guarded(config.shell, command, alive, environ.pop("BASH_ENV", ""))
             argv = bwrap_argv(config.bwrap, box, argv, info_fd=info_write)
+            passed = (info_write, alive)
         job_id = ("bg_" if background else "fg_") + secrets.token_hex(4)
         try:
             proc = subprocess.Popen(
@@ -237,11 +249,11 @@ class ShellJobs:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                env=dict(config.environ),
+                env=environ,
                 cwd=str(config.workspace),
                 start_new_session=True,
                 close_fds=True,
-                pass_fds=() if info_write is None else (info_write,),
+                pass_fds=passed,
                 # Sandboxed too: bubblewrap sets its own parent-death signal only once it
                 # runs, so a kill -9 of ruizn between fork and then would leave it running.
                 preexec_fn=_dying_with(os.getpid()),  # noqa: PLW1509
@@ -270,6 +282,28 @@ class ShellJobs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 job.proc.wait(timeout=5)
             job.wait_gone(5)
+        if self._alive is not None:
+            for fd in self._alive:
+                os.close(fd)
+            self._alive = None
+
+
+def _guarded(shell: str, command: str, alive: int, bash_env: str) -> list[str]:
+    """`shell -c command`, run only if ruizn still lives once the sandbox is set up.
+
+    bubblewrap's --die-with-parent ties the sandbox's pid 1 to bubblewrap only once it is
+    set; a kill -9 of ruizn before then leaves that pid 1 orphaned, and the command would
+    run on. By the time this first line runs inside, the chain ruizn -> bubblewrap -> pid 1
+    is in place, so a later death of ruizn ends the command; and if ruizn is dead already,
+    `alive` (the read end of ruizn's pipe) is at end of file, and the command does not
+    start. The fd is closed before `command` runs. BASH_ENV, taken out of the guard's
+    environment, is put back for the command, so its file is read once, as before.
+    """
+    guard = (
+        f"if read -t 0 -u {alive}; then exit 137; fi; exec {alive}<&-; "
+        '[ -z "$2" ] || export BASH_ENV="$2"; exec "$0" -c "$1"'
+    )
+    return [shell, "-c", guard, shell, command, bash_env]
 
 
 def _dying_with(parent: int) -> Callable[[], None]:
