@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fnmatch
 import os
 import stat
 import threading
@@ -13,9 +14,11 @@ from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ruizn.effects.tools.read import ReadFileTool
-from ruizn.effects.tools.workspace import Sandbox
+from ruizn.effects.tools.workspace import SECRET_FILE_PATTERNS, Sandbox
 from ruizn.state import ToolResult
 from tests.effects.tools.workspace_world import (
     KEY,
@@ -314,3 +317,41 @@ async def test_a_device_inside_the_workspace_is_refused_by_every_tool(ws: Path) 
     assert (ws / "zero").is_char_device()  # not replaced by write_file
     grep = await call(tools["grep"], {"pattern": "x"})  # walked past, never opened
     assert not grep.is_error
+
+
+_SECRET_WS = Path(__file__).parent  # any folder: only names are matched
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.text(max_size=30),
+        st.sampled_from(
+            [
+                ".env",
+                ".env.local",
+                "a.env",
+                "x.pem",
+                "key",
+                ".key",
+                "id_rsa.pub",
+                "id_rsa",
+                "credentials",
+                "credentials.json",
+                "credentials.yaml",
+                ".pgpass",
+                "a\nb.pem",
+                ".ENV",
+                "id_ed25519",
+                "x.p12",
+                ".netrc.bak",
+                "x.pem\n",
+            ]
+        ),
+    )
+)
+def test_a_name_is_secret_exactly_when_a_pattern_matches_it(name: str) -> None:
+    # One expression stands for the list: it must match what fnmatchcase matches, nothing else.
+    expected = any(fnmatch.fnmatchcase(name, pattern) for pattern in SECRET_FILE_PATTERNS)
+    with Sandbox(_SECRET_WS) as sandbox:
+        assert sandbox.is_secret(name) == expected

@@ -31,6 +31,7 @@ from __future__ import annotations
 import errno
 import fnmatch
 import os
+import re
 import stat
 import time
 import weakref
@@ -71,6 +72,9 @@ SECRET_FILE_PATTERNS: tuple[str, ...] = (
     "credentials",
     "credentials.json",
 )
+# The patterns as one expression, matched as fnmatchcase matches each (a read checks a name
+# three times, a search every name it meets: one match, not sixteen).
+_SECRET_NAME = re.compile("|".join(fnmatch.translate(p) for p in SECRET_FILE_PATTERNS))
 DEFAULT_EXCLUDED = (".ruizn",)
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
@@ -164,7 +168,7 @@ class Sandbox:
     def is_secret(self, name: str) -> bool:
         if self.allow_secret_files:
             return False
-        return any(fnmatch.fnmatchcase(name, pattern) for pattern in SECRET_FILE_PATTERNS)
+        return _SECRET_NAME.match(name) is not None
 
     def dup_root(self) -> int:
         return os.dup(self._root_fd)
