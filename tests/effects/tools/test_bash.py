@@ -20,8 +20,8 @@ from ruizn.state import ToolCall
 from tests.conftest import run_python
 
 
-def _jobs(workspace: Path, *, timeout: float = 120, network: bool = False) -> ShellJobs:
-    environ = shell_environment(os.environ)
+def _jobs(workspace: Path, *, timeout: float = 120, network: bool = False, **env: str) -> ShellJobs:
+    environ = {**shell_environment(os.environ), **env}
     return ShellJobs(
         shell_config(
             workspace=workspace,
@@ -73,18 +73,7 @@ def test_a_sandboxed_command_runs_as_bash_c_would(tmp_path: Path) -> None:
     # The command starts behind a guard (is ruizn still alive?), which leaves no trace: $0 is
     # the shell, no descriptor of ruizn's is open, and BASH_ENV's file is read once.
     (tmp_path / "env.sh").write_text(f"echo sourced >> {tmp_path}/count\n", encoding="utf-8")
-    environ = {**shell_environment(os.environ), "BASH_ENV": str(tmp_path / "env.sh")}
-    config = shell_config(
-        workspace=tmp_path,
-        hidden=(),
-        allow_read=(),
-        network=False,
-        sandbox=True,
-        bwrap=find_bwrap(os.environ),
-        environ=environ,
-        timeout=60,
-    )
-    jobs = ShellJobs(config)
+    jobs = _jobs(tmp_path, timeout=60, BASH_ENV=str(tmp_path / "env.sh"))
     bash = shell_tools(jobs)[0]
     command = 'echo "$0"; echo "$BASH_ENV"; cd /proc/$$/fd && echo *'
     try:
