@@ -102,8 +102,8 @@ class FakeAnthropic:
         keep: bool = True,
     ) -> None:
         """`keep`: record every POST in `requests` (body, headers, raw bytes) for a test to
-        read. bench/'s long runs keep none: a 2,000-step run's would be gigabytes, and a
-        server that large slowed the client it served (docs/benchmark.md)."""
+        read. bench/fake_server.py's servers keep none: a 2,000-step run's would be
+        gigabytes, and a server that large slowed the client it served (docs/benchmark.md)."""
         self.script = script
         self.keep = keep
         # The Models API's catalogue, and the Claude 5 rules its entries imply for POSTs (see
