@@ -25,6 +25,8 @@ GRANTS_NOTHING = frozenset(
         "max_tokens",
         "max_cost",
         "max_context",
+        "compact_at",
+        "compact_instructions",
         "system",
         "read_timeout",
         "max_retries",
