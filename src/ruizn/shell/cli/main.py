@@ -69,6 +69,11 @@ COMMANDS: dict[str, Entry] = {
         "Write a new run holding RUN's events up to SEQ, and print its id.",
         sdk=True,
     ),
+    "compact": Entry(
+        _CLI + "compact_cmd:compact_command",
+        "Compact RUN, a run that stopped: its history becomes one summary, recorded in its log.",
+        sdk=True,
+    ),
     "runs": Entry(
         _CLI + "log_cmd:runs_command",
         "List the runs, newest first: id, status, steps, time, tokens, cost, goal.",
