@@ -44,7 +44,9 @@ def compact_command(
     agent = terminal_agent(settings_or_fail(workspace=workspace), log_dir=log_dir)
     try:
         result = anyio.run(lambda: agent.compact_async(run, instructions=said, trust=trust))
-    except (*USAGE_ERRORS, UntrustedRun) as exc:
+    except USAGE_ERRORS as exc:
+        fail(str(exc))
+    except UntrustedRun as exc:
         fail(str(exc))
     except CompactionFailed as exc:
         click.echo(f"ruizn: {visible(str(exc))}", err=True)
