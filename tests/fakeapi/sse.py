@@ -247,7 +247,11 @@ def final_message(
         "content": [content_json(b) for b in reply.blocks],
         "stop_reason": reply.stop_reason,
         "stop_sequence": stop_sequence,
-        "usage": {**_start_usage(usage), "output_tokens": usage.output_tokens},
+        "usage": {
+            **_start_usage(usage),
+            "output_tokens": usage.output_tokens,
+            **({"iterations": list(reply.iterations)} if reply.iterations else {}),
+        },
     }
 
 
