@@ -29,10 +29,12 @@ import math
 
 from attrs import evolve
 
-from ruizn.events import ContextCompacted, LlmCallStarted
+from ruizn.events import ContextCompacted, HookRan, LlmCallStarted
+from ruizn.hooks import matching
 from ruizn.media import tally_of_run
 from ruizn.request import MessagesRequest, plan_request, rolling_breakpoints, system_prompt
 from ruizn.rules import InvalidTransition, spent_stop
+from ruizn.settings import HookSpec
 from ruizn.state import (
     CompactionBlock,
     ContentBlock,
@@ -79,11 +81,50 @@ def between_steps(state: ExecutionContext) -> bool:
     return state.turn_open == 0 and not state.tools_in_flight and len(state.messages) > 1
 
 
+def blocked(state: ExecutionContext) -> str | None:
+    """Why a PreCompact hook blocked the compaction this step, or None."""
+    return state.precompact_block if state.precompact_step == state.step else None
+
+
+def hook_notes(state: ExecutionContext) -> tuple[str, ...]:
+    """What this step's PreCompact hooks added to the summary's instructions."""
+    return state.precompact_notes if state.precompact_step == state.step else ()
+
+
+def precompact_ran(state: ExecutionContext) -> int:
+    return state.precompact_ran if state.precompact_step == state.step else 0
+
+
+def compact_fields(state: ExecutionContext, event: str) -> dict[str, object]:
+    """What a PreCompact or PostCompact hook is told, on Claude Code's contract (a manual
+    compaction gives its own `trigger` and `custom_instructions`)."""
+    if event == "PreCompact":
+        return {
+            "trigger": "auto",
+            "custom_instructions": state.settings.compact_instructions or "",
+        }
+    first = state.messages[0].content[0] if state.messages[0].content else None
+    summary = first.content if isinstance(first, CompactionBlock) else None
+    return {"trigger": state.compact_trigger or "auto", "compact_summary": summary or ""}
+
+
+def postcompact_due(state: ExecutionContext) -> tuple[HookSpec, ...]:
+    """The PostCompact hooks still to run for the compaction just made (none once a step
+    has followed it)."""
+    if not state.compactions or state.compacted_step != state.step:
+        return ()
+    specs = matching(state.settings, "PostCompact", state.compact_trigger or "auto")
+    return specs[state.postcompact_ran :]
+
+
 def due(state: ExecutionContext) -> bool:
     """Compact before the next request (phase READY, no attempt made yet): its input would
-    pass compact_at, or the context limit; not twice for the same step."""
+    pass compact_at, or the context limit; not twice for the same step, nor when a
+    PreCompact hook blocked it."""
     at = compact_threshold(state.settings)
     if at is None or state.compacted_step == state.step or not between_steps(state):
+        return False
+    if blocked(state) is not None:
         return False
     limit = context_limit(state.settings)
     over = state.context_tokens > at or (limit is not None and state.context_tokens > limit)
@@ -108,8 +149,8 @@ def too_long(status_code: int | None, message: str) -> bool:
 
 def instructions_of(state: ExecutionContext, extra: tuple[str, ...] = ()) -> str | None:
     """The summary's instructions: the run's (--compact-instructions), then any given now
-    (`ruizn compact --instructions`, a PreCompact hook), one paragraph each."""
-    parts = [state.settings.compact_instructions or "", *extra]
+    (`ruizn compact --instructions`), then what PreCompact hooks added, one paragraph each."""
+    parts = [state.settings.compact_instructions or "", *extra, *hook_notes(state)]
     text = "\n\n".join(part.strip() for part in parts if part and part.strip())
     return text or None
 
@@ -197,6 +238,33 @@ def check_started(state: ExecutionContext, event: LlmCallStarted) -> None:
         raise InvalidTransition("a compaction call the history does not call for")
     if state.phase is Phase.DONE and not window_exceeded(state):
         raise InvalidTransition("a compaction call after a finished turn")
+    if blocked(state) is not None:
+        raise InvalidTransition("a compaction call a PreCompact hook blocked")
+
+
+def on_compact_hook(state: ExecutionContext, event: HookRan) -> ExecutionContext:
+    """A PreCompact hook's answer (before this step's compaction: it may add instructions
+    or block it) or a PostCompact hook's (after it)."""
+    if event.hook_event == "PostCompact":
+        if not state.compactions or state.compacted_step != state.step:
+            raise InvalidTransition("hook_ran PostCompact with no compaction just made")
+        return evolve(state, postcompact_ran=state.postcompact_ran + 1)
+    if not between_steps(state) or state.compacting is not None:
+        raise InvalidTransition("hook_ran PreCompact with a call of the turn unanswered")
+    fresh = state.precompact_step != state.step
+    notes = () if fresh else state.precompact_notes
+    block = None if fresh else state.precompact_block
+    if event.decision == "block":
+        block = event.reason or "blocked by a PreCompact hook"
+    elif event.context:
+        notes = (*notes, event.context)
+    return evolve(
+        state,
+        precompact_step=state.step,
+        precompact_ran=(0 if fresh else state.precompact_ran) + 1,
+        precompact_notes=notes,
+        precompact_block=block,
+    )
 
 
 def _failed_long(state: ExecutionContext) -> bool:
@@ -250,6 +318,8 @@ def on_context_compacted(state: ExecutionContext, event: ContextCompacted) -> Ex
         compactions=state.compactions + 1,
         compacted_step=state.step,
         compacting=None,
+        postcompact_ran=0,
+        compact_trigger=event.trigger,
         attempt=0,
         failure=None,
         stop_reason=None,

@@ -16,8 +16,11 @@ from attrs import field, frozen
 
 from ruizn.compaction import (
     between_steps,
+    blocked,
     due,
     enabled,
+    postcompact_due,
+    precompact_ran,
     too_long,
     window_exceeded,
 )
@@ -228,6 +231,9 @@ def _next(state: ExecutionContext, needs_approval: NeedsApproval, *, can_ask: bo
                 if len(starting) > state.start_hooks_ran:
                     spec = starting[state.start_hooks_ran]
                     return RunHooks(event=spec.event, specs=(spec,))
+            after_compaction = postcompact_due(state)
+            if after_compaction:
+                return RunHooks(event="PostCompact", specs=after_compaction)
             failure = state.failure
             if failure is not None and not failure.will_retry:
                 said = _gave_up(failure.message, state.attempt)
@@ -236,13 +242,16 @@ def _next(state: ExecutionContext, needs_approval: NeedsApproval, *, can_ask: bo
                 elif too_long(400, failure.message):
                     said = compacted_too_big(state) or said
                 return Finish(status=Status.ERROR, error=said)
-            if failure is not None and (state.compacting is not None or failure.compact):
-                # A compaction call to try again, or the prompt that did not fit: compact.
+            if failure is not None and state.compacting is not None:
+                # A compaction call to try again.
                 return CompactContext(attempt=state.attempt + 1, delay=failure.retry_in)
+            if failure is not None and failure.compact:
+                # The prompt did not fit: compact (its PreCompact hooks first), then again.
+                return _compacting(state, CompactContext(attempt=state.attempt + 1))
             if failure is None and (stop := spent_stop(state)) is not None:
                 return Finish(status=stop.status, error=stop.error)
             if failure is None and state.attempt == 0 and due(state):
-                return CompactContext()
+                return _compacting(state, CompactContext())
             if failure is None and (stop := limit_stop(state)) is not None:
                 return Finish(status=stop.status, error=stop.error)
             if failure is None and state.attempt == 0 and over_limit(state):
@@ -268,7 +277,7 @@ def _next(state: ExecutionContext, needs_approval: NeedsApproval, *, can_ask: bo
             return _tools_turn(state, pending, needs_approval, can_ask=can_ask)
         case Phase.DONE:
             if window_exceeded(state):
-                return CompactContext(attempt=state.attempt + 1)
+                return _compacting(state, CompactContext(attempt=state.attempt + 1))
             if state.settings.output_schema is not None:
                 return _structured_end(state)
             stop = turn_stop(state)
@@ -279,6 +288,24 @@ def _next(state: ExecutionContext, needs_approval: NeedsApproval, *, can_ask: bo
             return Finish(status=Status.ERROR, error="the model call in flight was lost")
         case Phase.FINISHED:  # pragma: no cover - status is not running then
             return Finished(status=state.status)
+
+
+def _compacting(state: ExecutionContext, action: CompactContext) -> Action:
+    """The compaction, after the PreCompact hooks that match "auto" (once a step). One that
+    blocked it: a full window then ends the run; a history past --compact-at goes on
+    uncompacted (`due` says no more this step)."""
+    specs = matching(state.settings, "PreCompact", "auto")
+    ran = precompact_ran(state)
+    if ran < len(specs):
+        return RunHooks(event="PreCompact", specs=specs[ran:])
+    why = blocked(state)
+    if why is None:
+        return action
+    if action.attempt == 1 and state.phase is Phase.READY and state.failure is None:
+        return next_action(state)  # due() is False now: the step goes on uncompacted
+    return Finish(
+        status=Status.ERROR, error=f"the compaction was blocked by a PreCompact hook: {why}"
+    )
 
 
 def _pre_tool_hooks(state: ExecutionContext, pending: tuple[ToolCall, ...]) -> Action | None:

@@ -79,7 +79,14 @@ Effort = Literal["low", "medium", "high", "xhigh", "max"]
 EFFORT_LEVELS: tuple[Effort, ...] = ("low", "medium", "high", "xhigh", "max")
 # The hook events ruizn fires, named and shaped as Claude Code's (see ruizn.hooks).
 HookEvent = Literal[
-    "PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SessionStart", "SessionEnd"
+    "PreToolUse",
+    "PostToolUse",
+    "UserPromptSubmit",
+    "Stop",
+    "SessionStart",
+    "SessionEnd",
+    "PreCompact",
+    "PostCompact",
 ]
 HOOK_EVENTS: tuple[HookEvent, ...] = (
     "PreToolUse",
@@ -88,6 +95,8 @@ HOOK_EVENTS: tuple[HookEvent, ...] = (
     "Stop",
     "SessionStart",
     "SessionEnd",
+    "PreCompact",
+    "PostCompact",
 )
 # Compaction (docs/compaction.md): by default a request is compacted before it would pass
 # this share of the model's context window (in quarters: 3/4), leaving room for the answer

@@ -169,6 +169,8 @@ TRANSITIONS: Mapping[tuple[Phase, str], Phase | Rule] = {
     (_R, HookRan.TAG): _R,
     (_T, HookRan.TAG): _T,
     (_D, HookRan.TAG): Rule.AFTER_HOOK,
+    # PreCompact and PostCompact hooks around `ruizn compact` in a stopped run.
+    (_F, HookRan.TAG): _F,
 }
 
 # Which event types each phase accepts: derived from the table, never written twice.

@@ -366,6 +366,16 @@ def state_to_json(state: ExecutionContext) -> dict[str, Any]:
         # A run never compacted prints the state it printed before compaction existed.
         for name in ("compacting", "compacted_step", "compactions", "compaction_cost"):
             del data[name]
+    if state.precompact_step < 0 and not state.postcompact_ran:
+        for name in (
+            "precompact_step",
+            "precompact_ran",
+            "precompact_notes",
+            "precompact_block",
+            "postcompact_ran",
+            "compact_trigger",
+        ):
+            del data[name]
     return data
 
 

@@ -411,6 +411,15 @@ class ExecutionContext:
     compacted_step: int = -1
     compactions: int = 0
     compaction_cost: float = 0.0
+    # PreCompact hooks run before the compaction at step `precompact_step`: how many, what
+    # they added to the instructions, and why one blocked it; PostCompact hooks run after
+    # the last compaction.
+    precompact_step: int = -1
+    precompact_ran: int = 0
+    precompact_notes: tuple[str, ...] = ()
+    precompact_block: str | None = None
+    postcompact_ran: int = 0
+    compact_trigger: str | None = None  # what set off the last compaction (auto, manual)
 
     @property
     def total_cost(self) -> float | None:

@@ -289,9 +289,16 @@ class Agent(Wiring):
                     state.run_id, problem, grant_of(state.settings, state), verb="compact"
                 )
             root = ref.path.parent.parent
-            async with self._open(state.settings, root, ref.run_id, writer, state) as (runner, _):
-                state = await compact_stopped(runner, instructions)
-            self._trust.closed(first, ref.path)
+            try:
+                async with self._open(state.settings, root, ref.run_id, writer, state) as (
+                    runner,
+                    _,
+                ):
+                    state = await compact_stopped(runner, instructions)
+            finally:
+                # What it wrote (a compaction, hooks, a failure) is this user's: a resume
+                # goes on without asking.
+                self._trust.closed(first, ref.path)
             return Session.of(state, ref.run_id, ref.path)
         finally:
             writer.close()

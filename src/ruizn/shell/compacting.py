@@ -7,6 +7,7 @@ status: `resume` or `continue` then goes on from the summary.
 
 from __future__ import annotations
 
+from ruizn.compaction import blocked, instructions_of
 from ruizn.shell.runner import AgentRunner
 from ruizn.state import ExecutionContext, Phase
 
@@ -33,13 +34,26 @@ def compact_refusal(state: ExecutionContext) -> str | None:
 
 
 async def compact_stopped(runner: AgentRunner, instructions: str | None) -> ExecutionContext:
-    """Make the compaction call until it is done or gives up (then CompactionFailed)."""
+    """Its PreCompact hooks (matcher "manual"; one may block it: CompactionFailed), the
+    compaction call until it is done or gives up (CompactionFailed), then its PostCompact
+    hooks."""
+    told = instructions_of(runner.state, (instructions,) if instructions else ()) or ""
+    await runner.compact_hooks("PreCompact", "manual", custom_instructions=told)
+    why = blocked(runner.state)
+    if why is not None:
+        raise CompactionFailed(f"the compaction was blocked by a PreCompact hook: {why}")
+    await _compacted(runner, instructions)
+    await runner.compact_hooks("PostCompact", "manual")
+    return runner.state
+
+
+async def _compacted(runner: AgentRunner, instructions: str | None) -> None:
     attempt, delay = 1, 0.0
     while True:
         await runner.compact(attempt=attempt, delay=delay, manual=True, instructions=instructions)
         state = runner.state
         if state.compacting is None:
-            return state
+            return
         failure = state.failure
         assert failure is not None  # the call failed: the reducer keeps why
         if not failure.will_retry:

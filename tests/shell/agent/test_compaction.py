@@ -5,6 +5,7 @@ Models API entry takes it (claude-sonnet-5-5), ruizn's own summary for one that 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ import ruizn
 from ruizn.cassette.rerun import rerun_async
 from ruizn.effects.runlog.reader import iter_events
 from ruizn.events import ContextCompacted, LlmCallStarted, LlmResponse
+from ruizn.settings import HookSpec
+from ruizn.shell.compacting import CompactionFailed
 from ruizn.state import CompactionBlock, Status
 from tests.fakeapi import FakeAnthropic, HttpError, Reply, Stream, Text
 from tests.fakeapi.cache import boundaries
@@ -240,3 +243,34 @@ def test_compaction_off_keeps_the_old_ending(api: Any, workspace: Path) -> None:
     assert "narrower goal" in result.error
     starts = [e for e in iter_events(result.log_path) if isinstance(e, LlmCallStarted)]
     assert all(e.compaction is None for e in starts)
+
+
+def test_precompact_hooks_add_instructions_and_postcompact_hooks_see_the_summary(
+    api: Any, workspace: Path
+) -> None:
+    """Claude Code's contract: PreCompact (matcher auto/manual) is told the trigger, may add
+    instructions (plain stdout) or block (exit 2); PostCompact sees the summary."""
+    server = api(counting_loop(8))
+    seen = workspace / "post.json"
+    hooks = (
+        HookSpec(event="PreCompact", matcher="auto", command="echo keep every path"),
+        HookSpec(event="PreCompact", matcher="manual", command="exit 2"),
+        HookSpec(event="PostCompact", command=f"cat > {seen}"),
+    )
+    result = _agent(workspace, SERVER_FORM, compact_at=3_000, hooks=hooks).run("read it")
+    assert result.status is Status.SUCCESS, result.error
+    first = _compactions(result.log_path)[0]
+    assert first.instructions == "keep every path"
+    asked = next(r.body for r in server.requests if "compaction" in r.body)
+    assert asked["compaction"] == {"type": "summarize", "instructions": "keep every path"}
+    told = json.loads(seen.read_text())
+    assert told["hook_event_name"] == "PostCompact"
+    assert told["trigger"] == "auto"
+    assert "tool calls so far" in told["compact_summary"]
+    # By hand, the "manual" PreCompact hook blocks: nothing is compacted.
+    before = len(_compactions(result.log_path))
+    agent = _agent(workspace, SERVER_FORM, compact_at=3_000, hooks=hooks)
+    with pytest.raises(CompactionFailed, match="blocked by a PreCompact hook"):
+        agent.compact(result.run_id)
+    assert len(_compactions(result.log_path)) == before
+    assert ruizn.replay(result.log_path).status is Status.SUCCESS
