@@ -44,7 +44,7 @@ from ruizn.state import (
     TextBlock,
     ToolUseBlock,
 )
-from ruizn.window import ADDED_BYTES_PER_TOKEN, BLOCK_TOKENS, compact_threshold, context_limit
+from ruizn.window import ADDED_BYTES_PER_TOKEN, BLOCK_TOKENS, compact_threshold
 
 # What ruizn's own summary request asks (the client form); a run's --compact-instructions
 # (or a PreCompact hook's) follow it.
@@ -119,16 +119,15 @@ def postcompact_due(state: ExecutionContext) -> tuple[HookSpec, ...]:
 
 def due(state: ExecutionContext) -> bool:
     """Compact before the next request (phase READY, no attempt made yet): its input would
-    pass compact_at, or the context limit; not twice for the same step, nor when a
-    PreCompact hook blocked it."""
+    pass compact_at; not twice for the same step, nor when a PreCompact hook blocked it."""
     at = compact_threshold(state.settings)
     if at is None or state.compacted_step == state.step or not between_steps(state):
         return False
     if blocked(state) is not None:
         return False
-    limit = context_limit(state.settings)
-    over = state.context_tokens > at or (limit is not None and state.context_tokens > limit)
-    return over and spent_stop(state) is None
+    # Only --compact-at: a history past the context limit (--max-context) is cleared of
+    # old tool results, as it always was (docs/cost-and-context.md).
+    return state.context_tokens > at and spent_stop(state) is None
 
 
 def window_exceeded(state: ExecutionContext) -> bool:
