@@ -1,6 +1,6 @@
 """Imports run one way, checked over the source tree (every import, lazy ones included):
 
-- nothing outside the CLI (`ruizn.shell.cli`, and `python -m ruizn`) imports the CLI;
+- nothing outside the CLI (`ruizn.cli`, and `python -m ruizn`) imports the CLI;
 - nothing inside the package imports its face (`ruizn` itself): the face imports them;
 - the layers go down only: the CLI -> fleet -> rerun -> the builder (`ruizn.Agent`) ->
   the runner -> effects -> core (the modules at the top, and the pure projections of the
@@ -20,7 +20,7 @@ CLI_ENTRY = {"ruizn.__main__"}
 # Lower number, lower layer: a module may import its own layer and the ones below.
 # The longest prefix that matches a module names its layer; the rest is the core (0).
 LAYERS = {
-    "ruizn.shell.cli": 6,
+    "ruizn.cli": 6,
     "ruizn.fleet": 5,
     "ruizn.cassette.rerun": 4,
     "ruizn.shell.agent": 3,
@@ -76,8 +76,8 @@ def test_only_the_cli_imports_the_cli() -> None:
         f"{module} imports {target}"
         for module, targets in _graph().items()
         for target in targets
-        if target.startswith("ruizn.shell.cli")
-        and not module.startswith("ruizn.shell.cli")
+        if target.startswith("ruizn.cli")
+        and not module.startswith("ruizn.cli")
         and module not in CLI_ENTRY
     )
     assert not offenders
@@ -128,5 +128,5 @@ def test_there_is_no_import_cycle() -> None:
 
 
 def test_the_checks_see_lazy_imports() -> None:
-    # `ruizn.shell.cli.run_cmd` imports the session inside its command: the graph must see it.
-    assert "ruizn.shell.cli.live" in _graph()["ruizn.shell.cli.run_cmd"]
+    # `ruizn.cli.run_cmd` imports the session inside its command: the graph must see it.
+    assert "ruizn.cli.live" in _graph()["ruizn.cli.run_cmd"]

@@ -18,9 +18,9 @@ import pytest
 
 import ruizn
 from ruizn.view.spans import span_id, trace_id
+from tests.cli.conftest import cli_env, normalise_log, normalise_stdout, read_events, run_cli
 from tests.conftest import run_python
 from tests.fakeapi import Stream, Text, ToolUse, Usage
-from tests.shell.cli.conftest import cli_env, normalise_log, normalise_stdout, read_events, run_cli
 from tests.view.demo import demo_run, demo_script, make_workspace
 from tests.view.receiver import HangingPort, OtlpReceiver, attributes, closed_port_url
 
