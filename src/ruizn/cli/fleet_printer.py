@@ -49,7 +49,7 @@ class TerminalWatcher(BatchWatcher):
     def finished(self, result: RunResult, count: int, total: int) -> None:
         line = f"[{count:>{len(str(total))}}/{total}] {_row(result)}"
         if self.bar:  # a line longer than the terminal would wrap, and the bar with it
-            from ruizn.shell.table import clip, terminal_width
+            from ruizn.cli.table import clip, terminal_width
 
             line = "\r\x1b[K" + clip(line, terminal_width() or len(line))
         print(line, flush=True)
@@ -57,7 +57,7 @@ class TerminalWatcher(BatchWatcher):
     def progress(self, progress: BatchProgress) -> None:
         if not self.bar:
             return
-        from ruizn.shell.table import clip, terminal_width
+        from ruizn.cli.table import clip, terminal_width
 
         line = (
             f"{progress.done}/{progress.total} done · {progress.failed} failed"
@@ -88,7 +88,7 @@ def _row(result: RunResult) -> str:
 def print_batch(report: BatchReport) -> None:
     """The batch's table (the same as `ruizn runs`: it fits the terminal, and piped every
     row is whole), its summary, and how to decide what awaits approval."""
-    from ruizn.shell.table import Column, render, terminal_width
+    from ruizn.cli.table import Column, render, terminal_width
 
     print()
     columns = (

@@ -22,8 +22,6 @@ from typing import Any, TextIO, TypeVar
 import anyio
 from attrs import evolve
 
-from ruizn.cassette.fork import ForkRefused
-from ruizn.cassette.recording import RecordingError
 from ruizn.cli.approval import awaiting_report, terminal_approver
 from ruizn.cli.exits import EXIT_CODES, EXIT_ERROR, EXIT_OK, EXIT_USAGE, echo_error, fail
 from ruizn.cli.printer import StdoutPrinter
@@ -36,7 +34,9 @@ from ruizn.effects.runlog.writer import RunLocked
 from ruizn.effects.tools.bwrap import SandboxUnavailable
 from ruizn.effects.tools.loader import Toolbox, ToolLoadError
 from ruizn.events import Event, LlmResponse, RunResumed, RunStarted, ToolCallFinished
+from ruizn.fork import ForkRefused
 from ruizn.format import counted
+from ruizn.recording import RecordingError
 from ruizn.resuming import ResumeRefused
 from ruizn.rules import resume_fix
 from ruizn.settings import ConfigError, RunSettings

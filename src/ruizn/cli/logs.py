@@ -19,6 +19,7 @@ from ruizn.cli.approval import describe_call
 from ruizn.cli.exits import EXIT_ERROR, EXIT_OK, fail
 from ruizn.cli.printer import StdoutPrinter
 from ruizn.cli.runs_list import status_word
+from ruizn.cli.table import cells, clip, terminal_width
 from ruizn.effects.runlog.reader import LogError, Replayed, TornTail
 from ruizn.effects.runlog.store import RunNotFound, RunRef, RunStore, settled
 from ruizn.events import (
@@ -36,7 +37,6 @@ from ruizn.grant import grant_of
 from ruizn.media import image_line, images
 from ruizn.serde import state_to_json
 from ruizn.settings import RunSettings
-from ruizn.shell.table import cells, clip, terminal_width
 from ruizn.state import (
     ExecutionContext,
     RedactedThinkingBlock,

@@ -25,8 +25,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ruizn.cli.exits import EXIT_OK, fail
+from ruizn.cli.table import Column, render, terminal_width
 from ruizn.format import human_seconds, tokens, usd
-from ruizn.shell.table import Column, render, terminal_width
 from ruizn.terminal import visible
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """`ruizn view` (a run as one HTML page), `ruizn export` (its spans to a collector) and the
 live export of `ruizn run --otlp`. Only reads logs; the page and the spans are projections
-of the events (`ruizn.view.timeline`, `ruizn.view.spans`), so neither can disagree with the log.
+of the events (`ruizn.view.timeline`, `ruizn.spans`), so neither can disagree with the log.
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def _endpoint(url: str | None) -> str:
 
 def export_run(store: RunStore, run: str, *, otlp: str | None) -> int:
     from ruizn.effects.telemetry.otlp import OtlpError, send_spans
-    from ruizn.view.spans import Span, SpanBuilder
+    from ruizn.spans import Span, SpanBuilder
 
     endpoint = _endpoint(otlp)
     ref = _find(store, run)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ruizn.effects.telemetry.otlp import OtlpError, send_spans, traces_endpoint
-from ruizn.view.spans import Span
+from ruizn.spans import Span
 from tests.cli.conftest import run_cli
 from tests.view.receiver import OtlpReceiver
 
