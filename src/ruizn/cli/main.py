@@ -206,7 +206,7 @@ def cli(ctx: click.Context, /, goal: str | None, **options: Any) -> None:
     if goal is None:
         if sys.stdin.isatty() and sys.stdout.isatty():  # `ruizn` alone at a terminal
             _route_sdk_logs()
-            from ruizn.shell.cli.session import open_session
+            from ruizn.cli.session import open_session
 
             raise Exit(open_session(run=None, first=None, **options))
         click.echo(ctx.get_help())

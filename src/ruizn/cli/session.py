@@ -19,14 +19,14 @@ from typing import Any
 import anyio
 import click
 
+from ruizn.cli.exits import EXIT_ERROR, EXIT_OK, Exit, echo_error
+from ruizn.cli.live import _USAGE_ERRORS, Opening, _sdk_notices, _with_signals, echo_err
+from ruizn.cli.options import UsageFailure, run_options
 from ruizn.defaults import EFFORT_LEVELS, Effort
 from ruizn.effects.runlog.store import RunStore
 from ruizn.effects.userconfig.dirs import state_dir
 from ruizn.redact import Redactor
 from ruizn.shell.agent import Agent
-from ruizn.shell.cli.exits import EXIT_ERROR, EXIT_OK, Exit, echo_error
-from ruizn.shell.cli.live import _USAGE_ERRORS, Opening, _sdk_notices, _with_signals, echo_err
-from ruizn.shell.cli.options import UsageFailure, run_options
 from ruizn.shell.outcome import Resume, RunResult, Session
 from ruizn.shell.toolcalls import first_error
 from ruizn.state import ExecutionContext, Status
@@ -196,7 +196,7 @@ class ChatSession:
         return None
 
     def _about_run(self, name: str) -> None:
-        from ruizn.shell.cli.logs import cost_report, show_run
+        from ruizn.cli.logs import cost_report, show_run
 
         assert self._run is not None
         store = self._store()
@@ -359,8 +359,8 @@ def open_session(
     """`ruizn chat [RUN]`: the session's agent built as `ruizn run` builds one."""
     import os
 
-    from ruizn.shell.cli.live import terminal_agent, with_project_hooks, with_user_hooks
-    from ruizn.shell.cli.options import settings_from_cli
+    from ruizn.cli.live import terminal_agent, with_project_hooks, with_user_hooks
+    from ruizn.cli.options import settings_from_cli
 
     settings, servers = settings_from_cli(workspace=workspace, **options)
     settings = with_project_hooks(with_user_hooks(settings), trust=trust)
