@@ -16,6 +16,7 @@ terminal: the transcript is the same bytes in a pipe, a file or a replay (a file
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable
 from typing import TextIO
@@ -58,6 +59,10 @@ APPROVAL_MODE_LINES = {
     "always": "approval: always · every tool call is approved without asking",
     "never": "approval: never · every tool call that needs approval is denied",
 }
+
+
+# The last line of the shell's result (effects/tools/bash.py): `[exit code N · 0.4 s]`.
+_EXIT_LINE = re.compile(r"\[exit code (-?\d+) · ([^\]\n]+)\]\Z")
 
 
 class StdoutPrinter:
@@ -215,7 +220,14 @@ class StdoutPrinter:
     def _finished(self, call_id: str, result: ToolResult) -> None:
         tag = self._paint(_DIM, "[tool]")
         text = text_of(result.content)
-        if result.is_error:
+        ended = _EXIT_LINE.search(text) if result.error_type in (None, "exit_status") else None
+        if ended is not None:  # a command: its exit code, never "ok" when it failed
+            code, took = ended.groups()
+            output = text[: ended.start()].encode()
+            folded = f"exit {code} · {human_bytes(len(output))} · {took}"
+            shown = self._paint(_RED, folded) if code != "0" else folded
+            self._line(f"{tag} {self._label(call_id)} {shown}")
+        elif result.is_error:
             first = text.splitlines()[0] if text else ""
             failed = visible(f"error · {result.error_type} · {first}")
             self._line(f"{tag} {self._label(call_id)} {self._paint(_RED, failed)}")
