@@ -157,7 +157,8 @@ def test_the_network_is_the_hosts_only_when_the_user_turns_it_on(
     if not network:
         assert not isinstance(result, str)
         assert (result.is_error, result.error_type) == (True, "exit_status")
-        assert text.endswith("]") and "[exit code 1 · " in text
+        assert text.endswith("]")
+        assert "[exit code 1 · " in text
 
 
 def test_many_commands_leave_no_descriptor_or_process_behind(tmp_path: Path) -> None:
