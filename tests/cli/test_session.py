@@ -156,10 +156,12 @@ def test_history_survives_a_restart_and_holds_no_secret(
     assert KEY not in kept
     assert "hunter2hunter2" not in kept
     assert "API_TOKEN=[redacted]" in kept
-    # a new session finds the line again with the up arrow
-    term = Terminal(["chat"], workspace, _env(server, state))
+    # a new session on the same run (`last`) finds the line again with the up arrow
+    run_id = only_log(workspace).parent.name
+    term = Terminal(["chat", "last"], workspace, _env(server, state))
     try:
         _prompt(term)
+        assert f"session on run {run_id}" in _screen(term)
         term.type(b"\x1b[A")
         _wait(term, "API_TOKEN=[redacted] please")
         term.type(b"\x03\x04")  # Ctrl-C clears the line, Ctrl-D leaves
