@@ -74,7 +74,7 @@ def test_a_three_message_session_is_one_run_that_replays_and_model_changes_are_l
     workspace: Path, server_factory: Any, tmp_path: Path
 ) -> None:
     server = server_factory(_echo)
-    term = Terminal(["chat"], workspace, _env(server, tmp_path / "state"))
+    term = Terminal([], workspace, _env(server, tmp_path / "state"))  # `ruizn` alone
     try:
         _prompt(term)
         term.type(b"first question\r")

@@ -208,6 +208,8 @@ def cli(ctx: click.Context, /, goal: str | None, **options: Any) -> None:
             _route_sdk_logs()
             from ruizn.cli.session import open_session
 
+            if options.pop("otlp", None) is not None:
+                raise click.UsageError("--otlp goes with a goal (`ruizn run`), not a session")
             raise Exit(open_session(run=None, first=None, **options))
         click.echo(ctx.get_help())
         raise Exit(EXIT_USAGE)
