@@ -20,8 +20,8 @@ from tests.fakeapi import Reply, Stream, Text, ToolUse
 KEY = "sk-ant-session-test-secret-0123456789"
 
 
-def _screen(term: Terminal) -> str:
-    screen = pyte.Screen(200, 60)
+def _screen(term: Terminal, columns: int = 200, rows: int = 60) -> str:
+    screen = pyte.Screen(columns, rows)
     stream = pyte.ByteStream(screen)
     stream.feed(bytes(term.seen))
     return "\n".join(line.rstrip() for line in screen.display)
@@ -179,3 +179,30 @@ def test_chat_needs_a_terminal_and_says_so(workspace: Path) -> None:
         "ruizn: error: ruizn chat needs a terminal: use `ruizn run GOAL` or"
         " `ruizn continue RUN MESSAGE`"
     )
+
+
+ANSWER = "# Plan\n\n- read **README.md**\n- fix it\n\n```python\nprint('done')\n```\n"
+
+
+def test_an_answer_is_drawn_as_markdown_at_a_terminal_and_left_as_written_when_piped(
+    workspace: Path, server_factory: Any, tmp_path: Path
+) -> None:
+    from tests.cli.conftest import run_cli
+
+    server = server_factory(lambda _body, _index: Stream((Text(ANSWER),)))
+    env = _env(server, tmp_path / "state")
+    del env["NO_COLOR"]  # a person's terminal, in colour
+    term = Terminal(["run", "--goal", "plan"], workspace, env, size=(100, 40))
+    try:
+        assert term.finish() == 0
+        screen = _screen(term, 100, 40)
+    finally:
+        term.close()
+    assert screen.count("print('done')") == 1  # drawn again in place, not twice
+    assert "# Plan" not in screen  # the heading drawn, not its source
+    assert "Plan" in screen
+    assert "• read README.md" in screen
+    assert "print('done')" in screen
+    assert "```" not in screen
+    piped = run_cli(["run", "--goal", "plan"], workspace=workspace, base_url=server.base_url)
+    assert ANSWER in piped.stdout  # piped: the text as the model wrote it
