@@ -14,7 +14,7 @@ import json
 from attrs import frozen
 
 from ruizn.defaults import ApprovalMode
-from ruizn.settings import JsonObject, RunSettings
+from ruizn.settings import HookSpec, JsonObject, RunSettings
 from ruizn.state import ExecutionContext
 from ruizn.toolsource import SourceKind
 
@@ -100,15 +100,19 @@ def grant_of(
         tool_modules=modules,
         mcp_servers=tuple(_server(record) for record in settings.mcp_servers),
         shell=_shell(settings),
-        hooks=tuple(
-            f"{spec.event}{'' if spec.matcher in ('', '*') else f' [{spec.matcher}]'}:"
-            f" {spec.command}" + (f" (from {spec.source})" if spec.source else "")
-            for spec in settings.hooks
-        ),
+        hooks=tuple(hook_line(spec) for spec in settings.hooks),
         preapproved=_preapproved(state) if state is not None else (),
         always_tools=tuple(state.always_approved) if state is not None else (),
         replayed_approvals=replayed,
     )
+
+
+def hook_line(spec: HookSpec) -> str:
+    """A hook for people: `EVENT [MATCHER]: COMMAND (from SOURCE)` (the caller shows each
+    field escaped, as one line: terminal.revealed_line)."""
+    matcher = "" if spec.matcher in ("", "*") else f" [{spec.matcher}]"
+    source = f" (from {spec.source})" if spec.source else ""
+    return f"{spec.event}{matcher}: {spec.command}{source}"
 
 
 def call_line(name: str, call_id: str, data: object) -> str:

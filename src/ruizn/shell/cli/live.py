@@ -220,11 +220,11 @@ def _can_ask() -> bool:
 
 def _accepted(untrusted: UntrustedRun, verb: str = "resume") -> bool:
     """Show what the log would grant, and ask."""
-    from ruizn.terminal import revealed, visible
+    from ruizn.terminal import revealed_line, visible
 
     echo_err(f"ruizn: run {visible(untrusted.run_id)} {untrusted.reason}. Its log would grant:")
     for line in untrusted.grant.lines():
-        echo_err(f"  {revealed(line)}")
+        echo_err(f"  {revealed_line(line)}")
     if untrusted.grant.approval == "always":
         echo_err("  (an `always` approval from a log is not applied: calls will be asked)")
     if untrusted.grant.preapproved or untrusted.grant.always_tools:
@@ -404,7 +404,8 @@ def with_project_hooks(settings: RunSettings, *, trust: bool) -> RunSettings:
     they are code from the workspace, so each command is shown and asked about at the
     terminal (or accepted with --trust). With neither, they do not run, and a line says so."""
     from ruizn.effects.hooks.config import PROJECT_HOOKS, HookConfigError, project_hooks
-    from ruizn.terminal import visible
+    from ruizn.grant import hook_line
+    from ruizn.terminal import revealed_line
 
     try:
         found = project_hooks(Path(settings.workspace))
@@ -421,8 +422,9 @@ def with_project_hooks(settings: RunSettings, *, trust: bool) -> RunSettings:
             return settings
         echo_err(f"ruizn: this workspace's {PROJECT_HOOKS} would run these commands:")
         for spec in found:
-            on = f" [{spec.matcher}]" if spec.matcher not in ("", "*") else ""
-            echo_err(f"  {spec.event}{on}: {visible(spec.command)}")
+            # Every field escaped, as one line: a matcher's escape codes could otherwise
+            # erase the real command and draw another.
+            echo_err(f"  {revealed_line(hook_line(spec))}")
         echo_err("run them in this run? [y/N] ")
         if sys.stdin.readline().strip().lower() not in ("y", "yes"):
             echo_err("ruizn: the project's hooks do not run in this run")
