@@ -108,11 +108,12 @@ def grant_of(
 
 
 def hook_line(spec: HookSpec) -> str:
-    """A hook for people: `EVENT [MATCHER]: COMMAND (from SOURCE)` (the caller shows each
-    field escaped, as one line: terminal.revealed_line)."""
+    """A hook for people: `EVENT [MATCHER]: COMMAND (from SOURCE) (passed secrets: NAMES)`
+    (the caller shows each field escaped, as one line: terminal.revealed_line)."""
     matcher = "" if spec.matcher in ("", "*") else f" [{spec.matcher}]"
     source = f" (from {spec.source})" if spec.source else ""
-    return f"{spec.event}{matcher}: {spec.command}{source}"
+    secrets = f" (passed secrets: {', '.join(spec.env)})" if spec.env else ""
+    return f"{spec.event}{matcher}: {spec.command}{source}{secrets}"
 
 
 def call_line(name: str, call_id: str, data: object) -> str:

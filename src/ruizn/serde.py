@@ -31,7 +31,7 @@ from ruizn.events import (
     RunStarted,
 )
 from ruizn.media import tally_of_run
-from ruizn.settings import ConfigError, RunSettings
+from ruizn.settings import ConfigError, HookSpec, RunSettings
 from ruizn.state import (
     ContentBlock,
     ExecutionContext,
@@ -78,6 +78,8 @@ assert len(_EVENT_BY_TAG) == len(EVENT_TYPES), "two events share a tag"
 # wrote before they existed, byte for byte, and an older log is still canonical. A reader
 # takes a missing field as its default.
 _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
+    # Before RunSettings, whose hook takes the one its hooks' type has when it is made.
+    HookSpec: ("env",),
     RunSettings: (
         "max_cost",
         "max_context",

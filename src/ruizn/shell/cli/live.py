@@ -444,7 +444,7 @@ def with_user_hooks(settings: RunSettings) -> RunSettings:
         document = read_toml(path, required=bool(os.environ.get("RUIZN_CONFIG")))
         if document is None or "hooks" not in document:
             return settings
-        found = parse(document["hooks"], f"{path} [hooks]")
+        found = parse(document["hooks"], f"{path} [hooks]", own=True)
     except (ConfigFileError, HookConfigError) as exc:
         fail(str(exc))
     return evolve(settings, hooks=(*found, *settings.hooks))
