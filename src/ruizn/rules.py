@@ -13,12 +13,12 @@ Pure functions of the state; no I/O.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from attrs import frozen
 
 from ruizn.bounds import deeper_than, text_deeper_than, too_deep
+from ruizn.commands import matching_pattern
 from ruizn.settings import JsonObject, RunSettings
 from ruizn.state import (
     ContentBlock,
@@ -246,31 +246,19 @@ def rule_decision(state: ExecutionContext, call: ToolCall) -> ApprovalDecision |
 
 
 SHELL_TOOL = "bash"
-# What chains, pipes, substitutes, groups or redirects commands, and line breaks. A wildcard
-# never matches one of these: a command holding one matches only a pattern that spells it
-# out, so `git status *` never approves `git status; rm -rf ~` or `git status $(curl ...)`.
-SHELL_CONTROL = ";&|`()<>\n\r"
 
 
 def command_allowed(command: str, patterns: tuple[str, ...]) -> str | None:
-    """The first of `patterns` the whole of `command` matches, or None.
+    """The first of `patterns` that approves the whole of `command`, or None.
 
     A pattern is matched against the whole command, character for character, except that `*`
     stands for any run of characters and `?` for any one character, neither ever standing
-    for a SHELL_CONTROL character. Nothing else is special (no [...], no quoting rules):
-    `pytest *` approves `pytest -q tests/x.py`, not `pytest -q | sh`, not `pytest`, and not
-    ` pytest -q` (a leading space).
+    for `;&|`()<>` or a line break; and what a wildcard stands for must be plain words (no
+    expansion, substitution, redirection, glob, ...: parsed, see `ruizn.commands`), so
+    `pytest *` approves `pytest -q tests/x.py`, not `pytest -q | sh`, not `pytest ${x@P}`,
+    not `pytest`, and not ` pytest -q` (a leading space).
     """
-    for pattern in patterns:
-        if _pattern_regex(pattern).fullmatch(command):
-            return pattern
-    return None
-
-
-def _pattern_regex(pattern: str) -> re.Pattern[str]:
-    free = "[^" + re.escape(SHELL_CONTROL) + "]"
-    parts = [free + "*" if ch == "*" else free if ch == "?" else re.escape(ch) for ch in pattern]
-    return re.compile("".join(parts), re.DOTALL)
+    return matching_pattern(command, patterns)
 
 
 def phase_after_turn(state: ExecutionContext) -> Phase:
