@@ -39,12 +39,16 @@ _NOT_IN_DOUBLE_QUOTES = frozenset("$`\\!")
 _BLANKS = frozenset(" \t")
 
 
-def matching_pattern(command: str, patterns: tuple[str, ...]) -> str | None:
-    """The first of `patterns` that approves `command`, or None."""
+def matching_pattern(command: str, patterns: tuple[str, ...], *, parsed: bool = True) -> str | None:
+    """The first of `patterns` that approves `command`, or None. `parsed=False`: the first
+    whose characters match (the check a log's recorded decision must pass: a log written
+    before patterns were parsed stays readable, and a decision made now is stricter)."""
     for pattern in patterns:
         match = _pattern_regex(pattern).fullmatch(command)
         if match is None:
             continue
+        if not parsed:
+            return pattern
         spans = [match.span(group) for group in range(1, (match.re.groups or 0) + 1)]
         if _only_plain_in(command, [(start, end) for start, end in spans if end > start]):
             return pattern

@@ -111,3 +111,34 @@ def test_a_pattern_that_spells_a_construct_out_approves_exactly_it() -> None:
     assert command_allowed("echo $HOME $(id)", ("echo $HOME *",)) is None
     assert command_allowed("git commit -m 'fix: $x'", ("git commit -m '*'",)) is not None
     assert command_allowed("git commit -m 'a' $(id) 'b'", ("git commit -m '*'",)) is None
+
+
+def test_a_log_from_before_patterns_were_parsed_replays_and_a_new_decision_is_stricter() -> None:
+    from ruizn.events import (
+        LlmCallStarted,
+        LlmResponse,
+        RunStarted,
+        ToolApprovalDecided,
+        ToolApprovalRequested,
+    )
+    from ruizn.reducers import rebuild
+    from ruizn.rules import rule_decision
+    from ruizn.settings import RunSettings
+    from ruizn.state import TextBlock, ToolCall, ToolUseBlock
+
+    command = {"command": "pytest tests/*.py"}
+    call = ToolUseBlock(id="toolu_g", name="bash", input=command)
+    settings = RunSettings(model="test", workspace="/w", allow_commands=("pytest *",))
+    events = [
+        RunStarted(seq=1, ts=1.0, run_id="r", goal="test", settings=settings),
+        LlmCallStarted(seq=2, ts=2.0, step=1),
+        LlmResponse(
+            seq=3, ts=3.0, content=(TextBlock(text="On it."), call), stop_reason="tool_use"
+        ),
+        ToolApprovalRequested(seq=4, ts=4.0, id=call.id, name="bash", input=command),
+        # Approved by the pattern's characters, as ruizn decided before the parse.
+        ToolApprovalDecided(seq=5, ts=5.0, id=call.id, approved=True, by="policy"),
+    ]
+    rebuild(events)  # no InvalidTransition: the log stays readable
+    waiting = rebuild(events[:4])
+    assert rule_decision(waiting, ToolCall(id=call.id, name="bash", input=command)) is None
