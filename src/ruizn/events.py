@@ -86,6 +86,10 @@ class RunResumed:
     # worker taken over): from its first event to its last. Added to the run's elapsed time,
     # so a run's time is every session's, whoever ran them.
     elapsed: float = 0.0
+    # The log's loosening of the shell is withdrawn (a run a person accepted from a log ruizn
+    # did not write, without accepting these): the sandbox is on again and no
+    # --allow-command pattern approves a command.
+    confine: bool = False
 
     @property
     def limits(self) -> Limits:

@@ -30,6 +30,10 @@ class Grant:
     mcp_servers: tuple[str, ...]
     # The shell it would offer (bash), and how confined: None when it offers none.
     shell: str | None = None
+    # Its shell's loosening, asked about on its own (a resume withdraws it unless accepted):
+    # bash commands unconfined (--sandbox off), and the patterns that approve commands.
+    unconfined: bool = False
+    allow_commands: tuple[str, ...] = ()
     # Commands its hooks would run: `EVENT [MATCHER]: COMMAND (from SOURCE)`.
     hooks: tuple[str, ...] = ()
     # Decisions the log would apply: calls it approved that have not run (`NAME ID: input`),
@@ -100,6 +104,8 @@ def grant_of(
         tool_modules=modules,
         mcp_servers=tuple(_server(record) for record in settings.mcp_servers),
         shell=_shell(settings),
+        unconfined=bool(settings.shell) and not settings.sandbox,
+        allow_commands=settings.allow_commands if settings.shell else (),
         hooks=tuple(hook_line(spec) for spec in settings.hooks),
         preapproved=_preapproved(state) if state is not None else (),
         always_tools=tuple(state.always_approved) if state is not None else (),

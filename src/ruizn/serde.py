@@ -103,7 +103,7 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
     ),
     Usage: ("cache_creation_1h_input_tokens",),
     LlmResponse: ("cost", "priced_by"),
-    RunResumed: ("max_cost", "max_context", "reask", "elapsed"),
+    RunResumed: ("max_cost", "max_context", "reask", "elapsed", "confine"),
     RunFinished: ("cost",),
     OutputChecked: ("output", "error", "call_id"),
     HookRan: ("reason", "context", "updated_input", "tool_use_id", "error"),

@@ -34,6 +34,7 @@ from ruizn.effects.tools.bwrap import SandboxUnavailable
 from ruizn.effects.tools.loader import Toolbox, ToolLoadError
 from ruizn.events import Event, LlmResponse, RunResumed, RunStarted, ToolCallFinished
 from ruizn.format import counted
+from ruizn.grant import Grant
 from ruizn.resuming import ResumeRefused
 from ruizn.rules import resume_fix
 from ruizn.settings import ConfigError, RunSettings
@@ -141,16 +142,36 @@ def resume_run(agent: Agent, run: str, request: Resume) -> int:
             fail(str(untrusted))
         if not _accepted(untrusted):
             fail(f"run {untrusted.run_id} was not resumed: its grant was not accepted")
-        keep = False
-        grant = untrusted.grant
-        if grant.preapproved or grant.always_tools:
-            count = len(grant.preapproved) + len(grant.always_tools)
-            echo_err(
-                f"apply all {count} approval{'s' if count > 1 else ''} the log records, as"
-                " listed above? (no: each call is asked again, one by one) [y/N] "
-            )
-            keep = sys.stdin.readline().strip().lower() in ("y", "yes")
-        return resume_run(agent, run, evolve(request, trust=True, keep_approvals=keep))
+        keep, shell = _what_to_keep(untrusted.grant)
+        accepted = evolve(request, trust=True, keep_approvals=keep, keep_shell=shell)
+        return resume_run(agent, run, accepted)
+
+
+def _what_to_keep(grant: Grant) -> tuple[bool, bool]:
+    """Once a grant is accepted: whether the log's approvals, and its shell's loosening
+    (--sandbox off, --allow-command patterns), are applied too: each asked on its own,
+    no unless the person says yes."""
+    from ruizn.terminal import revealed_line
+
+    keep = shell = False
+    if grant.preapproved or grant.always_tools:
+        count = len(grant.preapproved) + len(grant.always_tools)
+        echo_err(
+            f"apply all {count} approval{'s' if count > 1 else ''} the log records, as"
+            " listed above? (no: each call is asked again, one by one) [y/N] "
+        )
+        keep = sys.stdin.readline().strip().lower() in ("y", "yes")
+    if grant.unconfined or grant.allow_commands:
+        what = ["bash commands UNCONFINED (--sandbox off)"] if grant.unconfined else []
+        if grant.allow_commands:
+            patterns = ", ".join(f"'{revealed_line(p)}'" for p in grant.allow_commands)
+            what.append(f"commands approved without asking by {patterns}")
+        echo_err(
+            f"apply the log's shell settings: {'; '.join(what)}? (no: commands run in the"
+            " sandbox and no pattern approves one) [y/N] "
+        )
+        shell = sys.stdin.readline().strip().lower() in ("y", "yes")
+    return keep, shell
 
 
 def fork_run(agent: Agent, run: str, *, at: int, trust: bool) -> int:
