@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.fakeapi import Stream, Text
 from tests.cli.conftest import API_KEY, cli_env, run_cli
+from tests.fakeapi import Stream, Text
 
 DUMP = 'python3 -c "import json, os, sys; json.dump(dict(os.environ), sys.stdout)" > {}'
 

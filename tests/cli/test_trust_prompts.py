@@ -9,10 +9,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.fakeapi import Stream, Text, ToolUse
 from tests.cli.approval_helpers import turns_model, write
 from tests.cli.conftest import cli_env
 from tests.cli.terminals import PROMPT, Terminal
+from tests.fakeapi import Stream, Text, ToolUse
 
 # Cursor up one line, then erase it: drawn raw, the line above (the real command) is gone.
 ERASE_LINE_ABOVE = "\x1b[1A\x1b[2K"

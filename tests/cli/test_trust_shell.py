@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from ruizn.effects.runlog.reader import replay_file
-from tests.fakeapi import ToolUse
 from tests.cli.approval_helpers import of_type, turns_model
 from tests.cli.conftest import cli_env, run_cli
 from tests.cli.terminals import PROMPT, Terminal
+from tests.fakeapi import ToolUse
 
 
 def _planted(workspace: Path, server_factory: Any) -> tuple[Path, Path, Any]:
