@@ -16,6 +16,7 @@ from attrs import frozen
 from ruizn.defaults import ApprovalMode
 from ruizn.settings import HookSpec, JsonObject, RunSettings
 from ruizn.state import ExecutionContext
+from ruizn.terminal import revealed_line
 from ruizn.toolsource import SourceKind
 
 
@@ -68,8 +69,9 @@ class Grant:
         return tuple(out)
 
     def summary(self) -> str:
-        """The grant in one line (for a refusal where nobody can be asked)."""
-        return "; ".join(self.lines())
+        """The grant in one line (for a refusal where nobody can be asked), each fact with
+        its invisible characters and line breaks escaped (terminal.revealed_line)."""
+        return "; ".join(revealed_line(line) for line in self.lines())
 
 
 def grant_of(

@@ -75,3 +75,24 @@ def test_the_approval_prompt_shows_zero_width_and_filler_characters(
     assert "\u200b" not in term.text
     assert "\u3164" not in term.text
     assert not (workspace / "notes\u3164.txt").exists()
+
+
+def test_every_fact_of_a_grant_is_one_escaped_line() -> None:
+    from ruizn.grant import grant_of
+    from ruizn.settings import HookSpec, RunSettings
+    from ruizn.terminal import revealed_line
+
+    hook = HookSpec(event="PreToolUse", matcher=f"x{ERASE_LINE_ABOVE}]\nfake", command="a\u200b")
+    settings = RunSettings(
+        model="test",
+        workspace="/w\u3164",
+        hooks=(hook,),
+        shell=True,
+        sandbox=False,
+        allow_commands=("git *\u200b",),
+    )
+    grant = grant_of(settings)
+    assert (grant.unconfined, grant.allow_commands) == (True, ("git *\u200b",))
+    for text in (*map(revealed_line, grant.lines()), grant.summary()):
+        assert not {"\n", "\x1b", "\u200b", "\u3164"} & set(text), text
+    assert "hook: PreToolUse [x␛[1A␛[2K]␤fake]: a\\u200b" in grant.summary()
