@@ -66,7 +66,7 @@ class RunResumed:
     on; `max_tokens` a new per-call limit; `max_cost` the run's new budget (a total for the
     whole run) and `max_context` its new context limit (0: off); `workspace` and `approval`
     what a person chose when accepting a run ruizn did not start (None: unchanged); `reask`
-    that the log's approvals are asked again."""
+    that the log's approvals are asked again; `confine` that its shell's loosening is not."""
 
     TAG: ClassVar[str] = "run_resumed"
     seq: int
