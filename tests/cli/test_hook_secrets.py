@@ -11,13 +11,18 @@ from typing import Any
 from tests.cli.conftest import API_KEY, cli_env, run_cli
 from tests.fakeapi import Stream, Text
 
-DUMP = 'python3 -c "import json, os, sys; json.dump(dict(os.environ), sys.stdout)" > {}'
+DUMP = "env -0 > {}"
+
+
+def _environment(path: Path) -> dict[str, str]:
+    pairs = (entry.partition("=") for entry in path.read_text().split("\0") if entry)
+    return {name: value for name, _, value in pairs}
 
 
 def test_hooks_get_no_secret_but_those_the_persons_file_passes(
     workspace: Path, server_factory: Any
 ) -> None:
-    bare, passed = workspace.parent / "bare.json", workspace.parent / "passed.json"
+    bare, passed = workspace.parent / "bare.env", workspace.parent / "passed.env"
     hooks = {
         "SessionStart": [
             {
@@ -34,10 +39,10 @@ def test_hooks_get_no_secret_but_those_the_persons_file_passes(
     env = cli_env(server.base_url, DEPLOY_TOKEN="deploy-secret", OTHER_PASSWORD="pw-secret")
     done = run_cli(["run", "--hooks", str(path), "hi"], workspace=workspace, env=env)
     assert done.code == 0, done.stderr
-    seen = json.loads(bare.read_text())
+    seen = _environment(bare)
     assert API_KEY not in seen.values()
     assert not {"ANTHROPIC_API_KEY", "DEPLOY_TOKEN", "OTHER_PASSWORD"} & set(seen)
-    given = json.loads(passed.read_text())
+    given = _environment(passed)
     assert given["DEPLOY_TOKEN"] == "deploy-secret"
     assert "OTHER_PASSWORD" not in given
     assert "ANTHROPIC_API_KEY" not in given

@@ -4,7 +4,6 @@ those the person's own hooks file passes it."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -28,6 +27,11 @@ SECRETS = {
 def _run(spec: HookSpec, workspace: Path, environ: dict[str, str] | None = None) -> HookRun:
     hooks = CommandHooks(workspace, environ)
     return anyio.run(hooks.run, spec, {"hook_event_name": spec.event})
+
+
+def _environment(path: Path) -> dict[str, str]:
+    pairs = (entry.partition("=") for entry in path.read_text().split("\0") if entry)
+    return {name: value for name, _, value in pairs}
 
 
 def _gone(pid: int) -> bool:
@@ -79,17 +83,16 @@ def test_a_hook_that_ends_with_its_output_closed_is_not_cut(tmp_path: Path) -> N
 
 def test_a_hooks_environment_holds_no_secret_but_those_it_is_passed(tmp_path: Path) -> None:
     environ = {"PATH": os.environ["PATH"], "PLAIN": "plain-value", **SECRETS}
-    dump = 'python3 -c "import json, os, sys; json.dump(dict(os.environ), sys.stdout)" > {}'
-    bare = HookSpec(event="Stop", command=dump.format("bare.json"))
-    passed = HookSpec(event="Stop", command=dump.format("passed.json"), env=("GITHUB_TOKEN",))
+    bare = HookSpec(event="Stop", command="env -0 > bare.env")
+    passed = HookSpec(event="Stop", command="env -0 > passed.env", env=("GITHUB_TOKEN",))
     assert _run(bare, tmp_path, environ).exit_code == 0
     assert _run(passed, tmp_path, environ).exit_code == 0
-    seen = json.loads((tmp_path / "bare.json").read_text())
+    seen = _environment(tmp_path / "bare.env")
     assert seen["PLAIN"] == "plain-value"
     assert seen["CLAUDE_PROJECT_DIR"] == str(tmp_path)
     assert not set(SECRETS) & set(seen)
     assert not set(SECRETS.values()) & set(seen.values())
-    given = json.loads((tmp_path / "passed.json").read_text())
+    given = _environment(tmp_path / "passed.env")
     assert given["GITHUB_TOKEN"] == SECRETS["GITHUB_TOKEN"]
     assert not (set(SECRETS) - {"GITHUB_TOKEN"}) & set(given)
 
