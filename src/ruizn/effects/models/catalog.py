@@ -51,7 +51,7 @@ class AnthropicCatalog:
     async def models(self) -> tuple[ModelFacts, ...]:
         """Every model the Models API lists, page by page within the listing's bounds; what
         was listed before a bound was hit, with `problem` saying which."""
-        found: list[ModelFacts] = []
+        found: dict[str, ModelFacts] = {}  # by id: a model listed twice is listed once
         try:
             with anyio.fail_after(LISTING_DEADLINE):
                 await self._pages(found)
@@ -61,9 +61,9 @@ class AnthropicCatalog:
             self.problem = "the Models API did not answer in time"
         except anthropic.AnthropicError:
             self.problem = "the Models API cannot be reached"
-        return tuple(found)
+        return tuple(found.values())
 
-    async def _pages(self, found: list[ModelFacts]) -> None:
+    async def _pages(self, found: dict[str, ModelFacts]) -> None:
         page = await self._client.models.list(limit=1000)
         cursors: set[str | None] = set()
         for count in range(1, MAX_PAGES + 1):
@@ -71,7 +71,7 @@ class AnthropicCatalog:
                 self.problem = "the Models API gave the same page twice: the listing stops"
                 return
             cursors.add(page.last_id)
-            found.extend(facts_of(info) for info in page.data)
+            found.update((facts.id, facts) for facts in map(facts_of, page.data))
             if not page.has_next_page():
                 return
             if count == MAX_PAGES:
