@@ -26,6 +26,8 @@ from typing import Any
 import sqlalchemy as sa
 from attrs import frozen
 
+from ruizn.fleet.errors import FleetRefused
+
 __all__ = [
     "ACCEPTED",
     "REFUSED",
@@ -44,8 +46,9 @@ ACCEPTED = "portable_json"
 REFUSED = "ruizn_refused"
 
 
-class QueueGuardError(RuntimeError):
-    """The installed DBOS cannot be made to refuse pickle; the message says why."""
+class QueueGuardError(FleetRefused):
+    """The installed DBOS cannot be made to refuse pickle; the message says why (one line,
+    as every FleetRefused: nothing is queued or started)."""
 
 
 class PickleRefused(ValueError):
