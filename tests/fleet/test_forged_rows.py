@@ -166,3 +166,39 @@ def _status(url: str, run_id: str) -> str | None:
         ).scalar()
     engine.dispose()
     return None if found is None else str(found)
+
+
+def test_a_refused_row_is_marked_once_whoever_sweeps(tmp_path: Path) -> None:
+    """Two workers sweeping the same database: one marks and reports the row, the other
+    finds nothing left to refuse; the row can no longer be decoded by DBOS's codecs."""
+    from dbos import DBOS
+
+    from ruizn.fleet.queueguard import REFUSED, sweep
+
+    url = f"sqlite:///{tmp_path / 'fleet.sqlite'}"
+    DBOS.migrate(url)
+    engine = sa.create_engine(url)
+    table = sa.Table("workflow_status", sa.MetaData(), autoload_with=engine)
+    with engine.begin() as conn:
+        conn.execute(
+            sa.insert(table).values(
+                workflow_uuid=FORGED,
+                status="ENQUEUED",
+                name="ruizn.run",
+                queue_name="ruizn",
+                inputs="gAR9lC4=",
+                serialization="py_pickle",
+                created_at=0,
+                updated_at=0,
+                priority=0,
+            )
+        )
+    first, second = sweep(engine), sweep(engine)
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(table).where(table.c.workflow_uuid == FORGED)).one()
+    engine.dispose()
+    assert [(r.workflow_id, r.serialization, r.status) for r in first] == [
+        (FORGED, "py_pickle", "ENQUEUED")
+    ]
+    assert second == []
+    assert (row.status, row.serialization) == ("ERROR", REFUSED)
