@@ -362,30 +362,28 @@ def check_output(state: ExecutionContext) -> OutputVerdict:
 
 
 def schema_error(schema: JsonObject, value: Any) -> str | None:
-    """Why `value` does not match `schema` (jsonschema's best match), or None."""
-    from jsonschema import exceptions, validators  # lazily: most runs have no schema
+    """Why `value` does not match `schema` (jsonschema's best match), or None. Checked as
+    data (schemacheck.py): nothing fetched, no backtracking, no endless recursion."""
+    from ruizn.schemacheck import schema_error as checked
 
-    validator = validators.validator_for(schema)(schema)
-    best = exceptions.best_match(validator.iter_errors(value))
-    if best is None:
-        return None
-    where = best.json_path
-    return best.message if where == "$" else f"{best.message} (at {where})"
+    return checked(schema, value)
 
 
 def schema_problem(schema: object) -> str | None:
     """Why `schema` is not a JSON Schema a run can check answers against, or None."""
-    from jsonschema import exceptions, validators
+    from jsonschema import Draft202012Validator, exceptions, validators
+
+    from ruizn.schemacheck import schema_problem_of
 
     if not isinstance(schema, dict):
         return f"an output schema must be a JSON object, not {type(schema).__name__}"
     if deeper_than(schema):
         return too_deep("the output schema")
     try:
-        validators.validator_for(schema).check_schema(schema)
+        validators.validator_for(schema, default=Draft202012Validator).check_schema(schema)
     except exceptions.SchemaError as exc:
         return f"not a valid JSON Schema: {exc.message}"
-    return None
+    return schema_problem_of(schema)
 
 
 def output_feedback(error: str, mode: str | None) -> str:

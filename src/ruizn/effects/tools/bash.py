@@ -46,6 +46,7 @@ from attrs import frozen
 from ruizn.defaults import DEFAULT_SHELL_TIMEOUT
 from ruizn.effects.tools.base import BaseTool, ToolInputError, run_blocking
 from ruizn.effects.tools.bwrap import Confinement, bwrap_argv
+from ruizn.effects.userconfig.dirs import home_folder
 from ruizn.state import ErrorType, JsonObject, ToolResult
 
 MAX_TIMEOUT = 600.0
@@ -486,7 +487,7 @@ def shell_config(
     environ: Mapping[str, str],
     timeout: float,
 ) -> ShellConfig:
-    home = environ.get("HOME")
+    home = home_folder(environ)
     box = (
         Confinement(
             workspace=workspace,
