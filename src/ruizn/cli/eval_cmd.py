@@ -1,0 +1,190 @@
+"""`ruizn eval DATASET` and `ruizn eval compare A B` (ruizn.evals loads inside them)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ruizn.cli.exits import EXIT_ERROR, EXIT_OK, Exit, fail
+
+__all__ = ["eval_command"]
+
+_HELP = (
+    "Run every case of DATASET (pydantic-evals' YAML or JSON format) and score each run:"
+    " exit 0 when the pass rate meets --min-pass, 1 when not."
+)
+
+
+class _EvalGroup(click.Group):
+    """`ruizn eval compare A B` is the subcommand; anything else is `ruizn eval DATASET`."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or args[0] not in self.commands or args[0] == "run":
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group("eval", cls=_EvalGroup, help=_HELP + "\n\n`ruizn eval compare A B`: two reports.")
+def eval_command() -> None:
+    pass
+
+
+@eval_command.command("run", hidden=True, help=_HELP)
+@click.argument("dataset", type=click.Path(dir_okay=False))
+@click.option("--model", help="The model of every case (a case's metadata.ruizn.model wins).")
+@click.option(
+    "--epochs", type=click.IntRange(min=1), default=1, show_default=True, help="Runs of each case."
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Runs at once, on this machine.",
+)
+@click.option(
+    "--max-cost",
+    type=click.FloatRange(min=0, min_open=True),
+    help="USD for the whole eval; once spent, runs stop and the rest do not start.",
+)
+@click.option("--max-steps", type=click.IntRange(min=1), help="Each run's step limit.")
+@click.option(
+    "--min-pass",
+    type=click.FloatRange(0, 1),
+    default=1.0,
+    show_default=True,
+    help="The pass rate (passed trials / trials) needed to exit 0.",
+)
+@click.option(
+    "--recordings",
+    type=click.Path(file_okay=False),
+    help="Re-drive each case from a run recorded in DIR with its goal (no model).",
+)
+@click.option(
+    "--trust",
+    is_flag=True,
+    help="Accept recordings this user's ruizn did not make here (what they grant).",
+)
+@click.option(
+    "--rescore",
+    type=click.Path(dir_okay=False),
+    help="Score the runs of REPORT again with DATASET's scorers (no model call).",
+)
+@click.option("--tool", "tool_specs", multiple=True, help="A tool MODULE:ATTR for every run.")
+@click.option("--judge-model", help="The model of an LLMJudge that names none.")
+@click.option(
+    "--workspace",
+    default=".",
+    show_default=True,
+    help="Where .ruizn/evals (workspaces, reports) and .ruizn/runs go.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--junit", type=click.Path(dir_okay=False), help="Write JUnit XML to FILE.")
+def run_command(dataset: str, **options: Any) -> None:
+    raise Exit(_run(dataset, **options))
+
+
+def _run(
+    dataset: str,
+    *,
+    model: str | None,
+    epochs: int,
+    concurrency: int,
+    max_cost: float | None,
+    max_steps: int | None,
+    min_pass: float,
+    recordings: str | None,
+    trust: bool,
+    rescore: str | None,
+    tool_specs: tuple[str, ...],
+    judge_model: str | None,
+    workspace: str,
+    as_json: bool,
+    junit: str | None,
+) -> int:
+    import anyio
+
+    from ruizn.evals.api import eval_async, load_report, save_report
+    from ruizn.evals.dataset import DatasetError, load_dataset
+    from ruizn.evals.report import ReportError, table, to_junit
+    from ruizn.evals.rescore import rescore_async
+    from ruizn.settings import ConfigError
+
+    if not os.path.isdir(workspace):
+        fail(f"--workspace {workspace!r} is not a folder")
+    if rescore is not None and recordings is not None:
+        fail("--rescore scores saved runs; --recordings re-drives them: give one")
+    try:
+        loaded = load_dataset(dataset)
+        if rescore is not None:
+            earlier = load_report(rescore)
+            report = anyio.run(rescore_async, loaded, earlier)
+            report = report.with_min_pass(min_pass)
+            save_report(report, Path(rescore).with_name(Path(rescore).stem + "-rescored.json"))
+        else:
+            settings: dict[str, Any] = {}
+            if max_steps is not None:
+                settings["max_steps"] = max_steps
+            if tool_specs:
+                settings["tool_specs"] = tool_specs
+            report = anyio.run(
+                lambda: eval_async(
+                    loaded,
+                    model=model,
+                    epochs=epochs,
+                    concurrency=concurrency,
+                    max_cost=max_cost,
+                    min_pass=min_pass,
+                    recordings=recordings,
+                    trust=trust,
+                    workspace=workspace,
+                    judge_model=judge_model,
+                    **settings,
+                )
+            )
+    except (DatasetError, ReportError, ConfigError, FileNotFoundError) as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"{exc.filename}: {exc.strerror}")
+    if junit is not None:
+        Path(junit).write_text(to_junit(report), encoding="utf-8")
+    if as_json:
+        from ruizn.evals.report import report_to_json
+
+        click.echo(json.dumps(report_to_json(report), indent=2))
+    else:
+        from ruizn.terminal import visible
+
+        for line in table(report, width=min(_width(), 120)):
+            click.echo(visible(line))
+    return EXIT_OK if report.ok else EXIT_ERROR
+
+
+def _width() -> int:
+    import shutil
+
+    return max(60, shutil.get_terminal_size((80, 24)).columns)
+
+
+@eval_command.command("compare")
+@click.argument("a", type=click.Path(dir_okay=False))
+@click.argument("b", type=click.Path(dir_okay=False))
+def compare_command(a: str, b: str) -> None:
+    """Compare two eval reports: the cases that got better or worse, cost and time deltas;
+    exit 1 when a case got worse."""
+    from ruizn.evals.api import load_report
+    from ruizn.evals.report import ReportError, compare
+
+    try:
+        comparison = compare(load_report(a), load_report(b))
+    except ReportError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"{exc.filename}: {exc.strerror}")
+    for line in comparison.lines():
+        click.echo(line)
+    raise Exit(EXIT_ERROR if comparison.worse else EXIT_OK)
