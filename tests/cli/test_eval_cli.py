@@ -67,7 +67,9 @@ def test_eval_at_the_terminal_and_for_ci(workspace: Path, server_factory: Any) -
     )
     assert rescored.code == 0, rescored.stderr
     assert "MaxSteps: 1 steps" in rescored.stdout
-    after = saved.with_name("report-rescored.json")
+    assert rescored.stdout.splitlines()[-1].startswith("report: .ruizn/evals/")
+    after = workspace / rescored.stdout.splitlines()[-1].removeprefix("report: ")
+    assert after != saved
     compared = run_cli(["eval", "compare", str(saved), str(after)], workspace=workspace)
     assert compared.code == 1, compared.stderr
     assert "worse:  hello 1/1 -> 0/1" in compared.stdout

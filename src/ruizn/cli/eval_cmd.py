@@ -19,6 +19,14 @@ _HELP = (
 )
 
 
+class _RunCommand(click.Command):
+    """The hidden `run` shows its usage as `ruizn eval [OPTIONS] DATASET`."""
+
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        parent = ctx.parent.command_path if ctx.parent is not None else "ruizn eval"
+        formatter.write_usage(parent, " ".join(self.collect_usage_pieces(ctx)))
+
+
 class _EvalGroup(click.Group):
     """`ruizn eval compare A B` is the subcommand; anything else is `ruizn eval DATASET`."""
 
@@ -33,7 +41,7 @@ def eval_command() -> None:
     pass
 
 
-@eval_command.command("run", hidden=True, help=_HELP)
+@eval_command.command("run", cls=_RunCommand, hidden=True, help=_HELP)
 @click.argument("dataset", type=click.Path(dir_okay=False))
 @click.option("--model", help="The model of every case (a case's metadata.ruizn.model wins).")
 @click.option(
@@ -124,7 +132,8 @@ def _run(
             earlier = load_report(rescore)
             report = anyio.run(rescore_async, loaded, earlier)
             report = report.with_min_pass(min_pass)
-            save_report(report, Path(rescore).with_name(Path(rescore).stem + "-rescored.json"))
+            saved = Path(workspace) / ".ruizn" / "evals" / report.eval_id / "report.json"
+            save_report(report, saved)
         else:
             settings: dict[str, Any] = {}
             if max_steps is not None:
@@ -161,7 +170,12 @@ def _run(
 
         for line in table(report, width=min(_width(), 120)):
             click.echo(visible(line))
+        click.echo(visible(f"report: {_saved(workspace, report.eval_id)}"))
     return EXIT_OK if report.ok else EXIT_ERROR
+
+
+def _saved(workspace: str, eval_id: str) -> str:
+    return os.path.relpath(Path(workspace) / ".ruizn" / "evals" / eval_id / "report.json")
 
 
 def _width() -> int:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from attrs import evolve
 
-from ruizn.effects.runlog.store import replay
+from ruizn.effects.runlog.store import new_run_id, replay
 from ruizn.evals.dataset import Dataset
 from ruizn.evals.report import EvalReport, Trial
 from ruizn.evals.runner import trial_of
@@ -23,6 +23,8 @@ _KEPT = ("not_run", "diverged")
 
 
 async def rescore_async(dataset: Dataset, report: EvalReport) -> EvalReport:
+    """`report`'s runs scored with `dataset`'s scorers: a new report (its own id), the runs
+    and their figures the same."""
     if dataset.path is not None:
         importable(dataset.path.resolve().parent)
     trials: list[Trial] = []
@@ -41,4 +43,4 @@ async def rescore_async(dataset: Dataset, report: EvalReport) -> EvalReport:
             case, trial.epoch, result, workspace, None, elapsed=trial.elapsed, earlier=earlier
         )
         trials.append(again)
-    return evolve(report, trials=tuple(trials), dataset=dataset.name)
+    return evolve(report, trials=tuple(trials), dataset=dataset.name, eval_id=new_run_id())
