@@ -48,7 +48,20 @@ def model(body: dict[str, Any], index: int) -> Reply:
             )
             return Stream((Text("On it."), call), stop_reason="tool_use")
         return Stream((Text(f"done: {_last_result(body)}"),))
-    return Stream((Text(goal.removeprefix("say ")),))
+    # Slow enough that runs started together are seen at once by the server.
+    return Stream((Text(goal.removeprefix("say ")),), token_delay=0.02)
+
+
+def most_at_once(server: Any) -> int:
+    """The most requests the server was answering at one moment."""
+    edges = sorted(
+        [(t.request_line, 1) for t in server.timings] + [(t.last_byte, -1) for t in server.timings]
+    )
+    now = most = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
 
 
 @pytest.fixture
@@ -133,6 +146,7 @@ def test_six_cases_three_epochs_three_at_once(tmp_path: Path, api: Any) -> None:
     }
     assert (by_case["wrong"].pass_at_k, by_case["hello"].pass_hat_k) == (0.0, 1.0)
     assert report.pass_rate == pytest.approx(15 / 18)
+    assert 2 <= most_at_once(api) <= 3
     assert not report.ok  # --min-pass is all by default
     wrong = next(t for t in report.trials if t.case == "wrong")
     assert wrong.outcome == "failed"
@@ -143,6 +157,7 @@ def test_six_cases_three_epochs_three_at_once(tmp_path: Path, api: Any) -> None:
     assert "It asks nicely." in (judged.reason or "")
     judge_run = (judged.reason or "").split()[2].rstrip(":")
     assert ruizn.replay(tmp_path / ".ruizn" / "runs" / judge_run / "events.jsonl").cost > 0
+    assert report.judge_cost > 0
     # Each trial is a normal run, in a fresh copy of its fixture.
     files = [t for t in report.trials if t.case == "files"]
     assert len({t.workspace for t in files}) == 3

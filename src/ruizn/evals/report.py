@@ -107,6 +107,7 @@ class EvalReport:
     max_cost: float | None = None
     budget_note: str | None = None  # the eval's budget was spent: what it stopped
     offline: bool = False  # re-driven from recordings
+    judge_cost: float = 0.0  # USD, the LLMJudge runs (not in any trial's cost)
     version: int = REPORT_VERSION
     min_pass: float = field(default=1.0)
 
@@ -172,6 +173,7 @@ def report_to_json(report: EvalReport) -> dict[str, Any]:
         "min_pass": report.min_pass,
         "offline": report.offline,
         "budget_note": report.budget_note,
+        "judge_cost": report.judge_cost,
         "summary": {
             "trials": len(report.trials),
             "passed": report.passed,
@@ -261,6 +263,7 @@ def report_from_json(data: Any) -> EvalReport:
             max_cost=data["max_cost"],
             budget_note=data["budget_note"],
             offline=bool(data["offline"]),
+            judge_cost=float(data["judge_cost"]),
             min_pass=float(data["min_pass"]),
         )
     except (KeyError, TypeError, ValueError) as exc:
@@ -317,9 +320,10 @@ def table(report: EvalReport, width: int = 80) -> list[str]:
             )
     lines.append("")
     verdict = "ok" if report.ok else "FAILED"
+    judges = f" (+${report.judge_cost:.4f} judges)" if report.judge_cost else ""
     lines.append(
         f"{report.passed}/{len(report.trials)} passed ({report.pass_rate:.0%}, needed"
-        f" {report.min_pass:.0%}): {verdict}; ${report.cost:.4f}, {report.elapsed:.1f} s"
+        f" {report.min_pass:.0%}): {verdict}; ${report.cost:.4f}{judges}, {report.elapsed:.1f} s"
     )
     if report.budget_note:
         lines.append(shorten(report.budget_note, width))

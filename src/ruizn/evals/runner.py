@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -116,6 +115,7 @@ async def evaluate_async(dataset: Dataset, how: Evaluation) -> EvalReport:
         trials=trials,
         max_cost=how.max_cost,
         budget_note=_budget_note(runner.budget, trials),
+        judge_cost=runner.judge_cost,
         offline=how.recordings is not None,
         min_pass=how.min_pass,
     )
@@ -153,6 +153,7 @@ class _Runner:
         self.pricer = pricer
         self.recorded = recorded
         self.budget = EvalBudget(how.max_cost)
+        self.judge_cost = 0.0  # what the LLMJudge runs cost (each trial's cost is its run's)
 
     async def trial(self, case: Case, epoch: int) -> Trial:
         if self.budget.spent() is not None:
@@ -162,10 +163,7 @@ class _Runner:
             _fresh(workspace, case.fixture)
             if self.recorded is not None:
                 return await self._redriven(case, epoch, workspace)
-            agent = self._agent(case, workspace)
-            started = time.monotonic()
-            result = await agent.run_async(case.goal)
-            wall = time.monotonic() - started
+            result = await self._agent(case, workspace).run_async(case.goal)
         except Exception as exc:  # one case's failure is its trial's, not the eval's
             return Trial(
                 case=case.name,
@@ -174,7 +172,7 @@ class _Runner:
                 workspace=str(workspace),
                 reason=f"{type(exc).__name__}: {exc}",
             )
-        return await trial_of(case, epoch, result, workspace, self.judge, elapsed=wall)
+        return await trial_of(case, epoch, result, workspace, self.judge)
 
     def _agent(self, case: Case, workspace: Path) -> Agent:
         options = {**self.how.options, **case.options}
@@ -206,11 +204,9 @@ class _Runner:
             pricer=self.pricer,
             workspace=str(workspace),
         )
-        started = time.monotonic()
         rerun = await rerun_async(agent, recording, trust=self.how.trust)
-        wall = time.monotonic() - started
         result = Session.of(rerun.state, rerun.run_id, rerun.log_path)
-        trial = await trial_of(case, epoch, result, workspace, None, elapsed=wall)
+        trial = await trial_of(case, epoch, result, workspace, None)
         if rerun.divergence is None:
             return trial
         d = rerun.divergence
@@ -254,6 +250,7 @@ class _Runner:
             project_instructions=False,
         )
         result = await agent.run_async(_judge_prompt(spec, case, facts))
+        self.judge_cost += result.cost or 0.0
         text = result.output if isinstance(result.output, str) else ""
         first, _, rest = text.strip().partition("\n")
         word = first.strip().strip("*#: ").upper()
