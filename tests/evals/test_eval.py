@@ -79,6 +79,10 @@ def said_hello(result, events):
 """
 
 
+def _dataset_path(tmp_path: Path) -> Path:
+    return tmp_path / "six.json"
+
+
 def _dataset(tmp_path: Path) -> Path:
     (tmp_path / "fixture").mkdir()
     (tmp_path / "fixture" / "keep.txt").write_text("kept\n", encoding="utf-8")
@@ -177,6 +181,20 @@ def test_six_cases_three_epochs_three_at_once(tmp_path: Path, api: Any) -> None:
     # The report was saved; it reads back whole.
     saved = tmp_path / ".ruizn" / "evals" / report.eval_id / "report.json"
     assert load_report(saved) == report
+    # Scoring is a function of the saved runs: the same scorers give the same verdicts again
+    # (the judge's kept from the report), with no model call.
+    import anyio
+
+    from ruizn.evals.dataset import load_dataset
+    from ruizn.evals.rescore import rescore_async
+
+    calls = len(api.requests)
+    again = anyio.run(rescore_async, load_dataset(_dataset_path(tmp_path)), report)
+    assert [(t.outcome, t.verdicts) for t in again.trials] == [
+        (t.outcome, t.verdicts) for t in report.trials
+    ]
+    assert again.eval_id != report.eval_id
+    assert len(api.requests) == calls
 
 
 def test_the_budget_spent_part_way_stops_the_eval_cleanly(tmp_path: Path, api: Any) -> None:

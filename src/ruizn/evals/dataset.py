@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-from attrs import field, frozen
+from attrs import evolve, field, frozen
 
 from ruizn.evals.scorers import EVALUATORS, ScorerSpec, spec_of
 from ruizn.settings import SETTINGS_FIELDS
@@ -188,7 +188,11 @@ def _specs(raw: Any, base: Path, where: str) -> list[ScorerSpec]:
     found = []
     for item in raw:
         try:
-            found.append(spec_of(item, base))
+            spec = spec_of(item)
         except ValueError as exc:
             raise DatasetError(f"{where}: {exc} (known: {', '.join(sorted(EVALUATORS))})") from None
+        if spec.kind == "FilesEqual":  # relative to the dataset, as a fixture is
+            folder = str((base / str(spec.args["expected"])).resolve())
+            spec = evolve(spec, args={**spec.args, "expected": folder})
+        found.append(spec)
     return found

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -109,9 +108,9 @@ class Facts:
     expected_files: Mapping[str, Mapping[str, str]] = field(factory=dict)
 
 
-def spec_of(item: Any, base: Path) -> ScorerSpec:
-    """A scorer from its written form; a path it names is made absolute against `base`.
-    Raises ValueError."""
+def spec_of(item: Any) -> ScorerSpec:
+    """A scorer from its written form (a path it names as written: the dataset makes it
+    absolute). Raises ValueError."""
     if isinstance(item, str):
         kind, given = item, None
     else:
@@ -135,8 +134,6 @@ def spec_of(item: Any, base: Path) -> ScorerSpec:
     if missing:
         raise ValueError(f"{kind} needs {missing[0]!r}")
     _check(kind, args)
-    if kind == "FilesEqual":
-        args["expected"] = str((base / str(args["expected"])).resolve())
     return ScorerSpec(kind=kind, args=args, label=str(label) if label else "")
 
 
