@@ -5,6 +5,7 @@ compare` with no model call, and bad input refused in one line."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -32,7 +33,7 @@ def test_eval_at_the_terminal_and_for_ci(workspace: Path, server_factory: Any) -
     server = server_factory(model)
     (workspace / "d.yaml").write_text(DATASET, encoding="utf-8")
     done = run_cli(
-        ["eval", "d.yaml", "--epochs", "2", "--junit", "out.xml"],
+        ["eval", "d.yaml", "--epochs", "2", "--junit", "out.xml", "--html", "pages/eval.html"],
         workspace=workspace,
         base_url=server.base_url,
     )
@@ -44,6 +45,12 @@ def test_eval_at_the_terminal_and_for_ci(workspace: Path, server_factory: Any) -
     suite = ElementTree.parse(workspace / "out.xml").getroot().find("testsuite")
     assert suite is not None
     assert (suite.get("tests"), suite.get("failures")) == ("4", "2")
+    # The page links each trial to its run's own page, which exists.
+    page = (workspace / "pages" / "eval.html").read_text(encoding="utf-8")
+    hrefs = re.findall(r'href="([^"]+)"', page)
+    assert len(hrefs) == 4
+    for href in hrefs:
+        assert "<!doctype html>" in (workspace / "pages" / href).read_text(encoding="utf-8").lower()
     passing = run_cli(
         ["eval", "d.yaml", "--min-pass", "0.5", "--json"],
         workspace=workspace,

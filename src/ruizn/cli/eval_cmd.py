@@ -92,6 +92,11 @@ def eval_command() -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--junit", type=click.Path(dir_okay=False), help="Write JUnit XML to FILE.")
+@click.option(
+    "--html",
+    type=click.Path(dir_okay=False),
+    help="Write the report as an HTML page to FILE, each run linked to its view.",
+)
 def run_command(dataset: str, **options: Any) -> None:
     raise Exit(_run(dataset, **options))
 
@@ -113,6 +118,7 @@ def _run(
     workspace: str,
     as_json: bool,
     junit: str | None,
+    html: str | None,
 ) -> int:
     import anyio
 
@@ -161,6 +167,8 @@ def _run(
         fail(f"{exc.filename}: {exc.strerror}")
     if junit is not None:
         Path(junit).write_text(to_junit(report), encoding="utf-8")
+    if html is not None:
+        _write_page(report, Path(html))
     if as_json:
         from ruizn.evals.report import report_to_json
 
@@ -172,6 +180,27 @@ def _run(
             click.echo(visible(line))
         click.echo(visible(f"report: {_saved(workspace, report.eval_id)}"))
     return EXIT_OK if report.ok else EXIT_ERROR
+
+
+def _write_page(report: Any, target: Path) -> None:
+    """The eval's page, and each run's own page (`ruizn view`'s, beside its log) it links to."""
+    from ruizn.cli.view import PAGE_NAME, _write
+    from ruizn.effects.runlog.store import replay
+    from ruizn.evals.page import eval_page
+    from ruizn.view.page import render
+    from ruizn.view.timeline import TimelineBuilder
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    links: dict[tuple[str, int], str] = {}
+    for trial in report.trials:
+        if trial.log_path is None:
+            continue
+        builder = TimelineBuilder()
+        replay(trial.log_path, on_event=builder)
+        page = Path(trial.log_path).parent / PAGE_NAME
+        _write(page, render(builder.timeline(), source=trial.log_path))
+        links[(trial.case, trial.epoch)] = os.path.relpath(page, target.resolve().parent)
+    _write(target, eval_page(report, links))
 
 
 def _saved(workspace: str, eval_id: str) -> str:
