@@ -52,7 +52,7 @@ def eval_page(report: EvalReport, links: Mapping[tuple[str, int], str]) -> str:
     return (
         "<!doctype html>\n<html><head><meta charset=utf-8>"
         # No script, and nothing loaded from anywhere: the page is the report as text.
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none';"
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\';'
         " style-src 'unsafe-inline'\">"
         f"<title>{title}</title><style>{_STYLE}</style></head><body>"
         f"<h1>{title}</h1><p>{escape(summary)}</p>{note}"

@@ -88,7 +88,8 @@ def pass_at_k(n: int, c: int, k: int) -> float:
         return 0.0
     if n - c < k:
         return 1.0
-    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+    # One division of integers, so pass@1 is exactly c / n (and never below pass^k).
+    return (math.comb(n, k) - math.comb(n - c, k)) / math.comb(n, k)
 
 
 def pass_hat_k(n: int, c: int, k: int) -> float:
