@@ -158,7 +158,9 @@ class _Runner:
     async def trial(self, case: Case, epoch: int) -> Trial:
         if self.budget.spent() is not None:
             return Trial(case=case.name, epoch=epoch, outcome="not_run", reason="budget spent")
-        workspace = self.folder / _slug(case.name) / f"epoch-{epoch}"
+        # Numbered, so two names that read alike as folder names never share one.
+        number = self.dataset.cases.index(case) + 1
+        workspace = self.folder / f"{number}-{_slug(case.name)}" / f"epoch-{epoch}"
         try:
             _fresh(workspace, case.fixture)
             if self.recorded is not None:
