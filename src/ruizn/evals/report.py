@@ -322,6 +322,9 @@ def table(report: EvalReport, width: int = 80) -> list[str]:
     lines.append("")
     verdict = "ok" if report.ok else "FAILED"
     judges = f" (+${report.judge_cost:.4f} judges)" if report.judge_cost else ""
+    unpriced = sum(t.cost is None and t.run_id is not None for t in report.trials)
+    if unpriced:  # a model with no known price: the sum leaves these runs out
+        judges += f" ({unpriced} runs unpriced)"
     lines.append(
         f"{report.passed}/{len(report.trials)} passed ({report.pass_rate:.0%}, needed"
         f" {report.min_pass:.0%}): {verdict}; ${report.cost:.4f}{judges}, {report.elapsed:.1f} s"
