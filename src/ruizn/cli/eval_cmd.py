@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ruizn.cli.exits import EXIT_ERROR, EXIT_OK, Exit, fail
+
+if TYPE_CHECKING:
+    from ruizn.evals.dataset import Dataset
+    from ruizn.evals.report import EvalReport
 
 __all__ = ["eval_command"]
 
@@ -104,28 +108,18 @@ def run_command(dataset: str, **options: Any) -> None:
 def _run(
     dataset: str,
     *,
-    model: str | None,
-    epochs: int,
-    concurrency: int,
-    max_cost: float | None,
-    max_steps: int | None,
     min_pass: float,
     recordings: str | None,
-    trust: bool,
     rescore: str | None,
-    tool_specs: tuple[str, ...],
-    judge_model: str | None,
     workspace: str,
     as_json: bool,
     junit: str | None,
     html: str | None,
+    **options: Any,
 ) -> int:
-    import anyio
-
-    from ruizn.evals.api import eval_async, load_report, save_report
+    from ruizn.evals.api import load_report
     from ruizn.evals.dataset import DatasetError, load_dataset
-    from ruizn.evals.report import ReportError, table, to_junit
-    from ruizn.evals.rescore import rescore_async
+    from ruizn.evals.report import ReportError, report_to_json, table, to_junit
     from ruizn.settings import ConfigError
 
     if not os.path.isdir(workspace):
@@ -135,32 +129,9 @@ def _run(
     try:
         loaded = load_dataset(dataset)
         if rescore is not None:
-            earlier = load_report(rescore)
-            report = anyio.run(rescore_async, loaded, earlier)
-            report = report.with_min_pass(min_pass)
-            saved = Path(workspace) / ".ruizn" / "evals" / report.eval_id / "report.json"
-            save_report(report, saved)
+            report = _rescored(loaded, load_report(rescore), workspace, min_pass)
         else:
-            settings: dict[str, Any] = {}
-            if max_steps is not None:
-                settings["max_steps"] = max_steps
-            if tool_specs:
-                settings["tool_specs"] = tool_specs
-            report = anyio.run(
-                lambda: eval_async(
-                    loaded,
-                    model=model,
-                    epochs=epochs,
-                    concurrency=concurrency,
-                    max_cost=max_cost,
-                    min_pass=min_pass,
-                    recordings=recordings,
-                    trust=trust,
-                    workspace=workspace,
-                    judge_model=judge_model,
-                    **settings,
-                )
-            )
+            report = _evaluated(loaded, workspace, min_pass, recordings, **options)
     except (DatasetError, ReportError, ConfigError, FileNotFoundError) as exc:
         fail(str(exc))
     except OSError as exc:
@@ -170,8 +141,6 @@ def _run(
     if html is not None:
         _write_page(report, Path(html))
     if as_json:
-        from ruizn.evals.report import report_to_json
-
         click.echo(json.dumps(report_to_json(report), indent=2))
     else:
         from ruizn.terminal import visible
@@ -182,7 +151,50 @@ def _run(
     return EXIT_OK if report.ok else EXIT_ERROR
 
 
-def _write_page(report: Any, target: Path) -> None:
+def _rescored(dataset: Dataset, earlier: EvalReport, workspace: str, min_pass: float) -> EvalReport:
+    """`--rescore`: a new report, saved beside the others."""
+    import anyio
+
+    from ruizn.evals.api import save_report
+    from ruizn.evals.rescore import rescore_async
+
+    report = anyio.run(rescore_async, dataset, earlier).with_min_pass(min_pass)
+    save_report(report, Path(workspace) / ".ruizn" / "evals" / report.eval_id / "report.json")
+    return report
+
+
+def _evaluated(
+    dataset: Dataset,
+    workspace: str,
+    min_pass: float,
+    recordings: str | None,
+    *,
+    max_steps: int | None,
+    tool_specs: tuple[str, ...],
+    **options: Any,
+) -> EvalReport:
+    import anyio
+
+    from ruizn.evals.api import eval_async
+
+    settings: dict[str, Any] = {}
+    if max_steps is not None:
+        settings["max_steps"] = max_steps
+    if tool_specs:
+        settings["tool_specs"] = tool_specs
+    return anyio.run(
+        lambda: eval_async(
+            dataset,
+            min_pass=min_pass,
+            recordings=recordings,
+            workspace=workspace,
+            **options,
+            **settings,
+        )
+    )
+
+
+def _write_page(report: EvalReport, target: Path) -> None:
     """The eval's page, and each run's own page (`ruizn view`'s, beside its log) it links to."""
     from ruizn.cli.view import PAGE_NAME, _write
     from ruizn.effects.runlog.store import replay
