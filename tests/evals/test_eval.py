@@ -248,7 +248,21 @@ def test_offline_from_recordings_then_a_tool_change_then_rescore(
     assert offline.offline
     assert [t.outcome for t in offline.trials] == ["passed", "passed"]
     assert offline.trials[0].run_id != online.trials[0].run_id
-    changed = ruizn.eval(path, tools=[mumble], workspace=tmp_path, recordings=tmp_path / "recorded")
+    # Recordings this user's ruizn did not make (another state folder: another machine) are
+    # obeyed only with trust.
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "elsewhere"))
+    refused = ruizn.eval(path, tools=[shout], workspace=tmp_path, recordings=tmp_path / "recorded")
+    (untrusted,) = refused.trials
+    assert untrusted.outcome == "error"
+    assert untrusted.run_id is None  # nothing ran
+    assert "run the eval with --trust" in (untrusted.reason or "")
+    trusted = ruizn.eval(
+        path, tools=[shout], workspace=tmp_path, recordings=tmp_path / "recorded", trust=True
+    )
+    assert trusted.ok
+    changed = ruizn.eval(
+        path, tools=[mumble], workspace=tmp_path, recordings=tmp_path / "recorded", trust=True
+    )
     (trial,) = changed.trials
     assert trial.outcome == "diverged"
     assert "toolu_s1" in (trial.reason or "")

@@ -31,7 +31,7 @@ from ruizn.evals.scoring import JUDGE_SYSTEM, facts_of, importable, judge_label,
 from ruizn.events import Event, LlmResponse
 from ruizn.settings import ConfigError
 from ruizn.shell.agent import Agent
-from ruizn.shell.outcome import RunResult, Session
+from ruizn.shell.outcome import RunResult, Session, UntrustedRun
 from ruizn.shell.toolkit import ToolLike
 from ruizn.state import Status
 
@@ -206,7 +206,17 @@ class _Runner:
             pricer=self.pricer,
             workspace=str(workspace),
         )
-        rerun = await rerun_async(agent, recording, trust=self.how.trust)
+        try:
+            rerun = await rerun_async(agent, recording, trust=self.how.trust)
+        except UntrustedRun as exc:  # said with this command's flag, not rerun's
+            return Trial(
+                case=case.name,
+                epoch=epoch,
+                outcome="error",
+                workspace=str(workspace),
+                reason=f"recording {exc.run_id} {exc.reason}: its log would grant"
+                f" {exc.grant.summary()}; check it, then run the eval with --trust",
+            )
         result = Session.of(rerun.state, rerun.run_id, rerun.log_path)
         trial = await trial_of(case, epoch, result, workspace, None)
         if rerun.divergence is None:
