@@ -194,6 +194,13 @@ def test_six_cases_three_epochs_three_at_once(tmp_path: Path, api: Any) -> None:
         (t.outcome, t.verdicts) for t in report.trials
     ]
     assert again.eval_id != report.eval_id
+    # A judge changed in any way is not answered by the old verdict.
+    path = _dataset_path(tmp_path)
+    path.write_text(path.read_text().replace("is polite.", "is polite, and short."))
+    changed = anyio.run(rescore_async, load_dataset(path), report)
+    rejudged = [t for t in changed.trials if t.case == "polite"]
+    assert [t.outcome for t in rejudged] == ["failed"] * 3
+    assert "not judged" in (rejudged[0].why() or "")
     assert len(api.requests) == calls
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import json
 import pkgutil
 import sys
 from collections.abc import Callable, Mapping
@@ -77,12 +78,14 @@ def _calls(state: ExecutionContext) -> tuple[Call, ...]:
 
 
 def judge_label(spec: ScorerSpec) -> str:
-    """An LLMJudge's name in a report: its rubric's start, so a changed rubric is a new
-    scorer (never answered by the old verdict)."""
+    """An LLMJudge's name in a report: its rubric's start and a digest of all it was given,
+    so a judge changed in any way is a new scorer (never answered by the old verdict)."""
+    given = json.dumps(dict(spec.args), sort_keys=True, default=str)
+    digest = hashlib.sha256(given.encode()).hexdigest()[:8]
     if spec.label:
-        return spec.label
+        return f"{spec.label} #{digest}"
     rubric = " ".join(str(spec.args["rubric"]).split())
-    return f"LLMJudge({rubric[:40]})"
+    return f"LLMJudge({rubric[:32]}) #{digest}"
 
 
 async def verdicts_of(
