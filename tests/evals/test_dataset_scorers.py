@@ -220,3 +220,26 @@ def test_a_report_round_trips_through_json() -> None:
     report = _report({"x": ["passed", "failed"]})
     again = report_from_json(json.loads(json.dumps(report_to_json(report))))
     assert again == report
+
+
+def test_the_docs_example_dataset_reads_as_the_docs_say(tmp_path: Path) -> None:
+    import re
+
+    import yaml
+
+    docs = (Path(__file__).parents[2] / "docs" / "eval.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"^```yaml\n(.*?)^```$", docs, re.MULTILINE | re.DOTALL)
+    (tmp_path / "fixtures" / "rename").mkdir(parents=True)
+    (tmp_path / "expected" / "rename").mkdir(parents=True)
+    dataset = parse_dataset(yaml.safe_load(block), base=tmp_path)
+    hello, polite, refactor = dataset.cases
+    assert [s.kind for s in hello.scorers] == ["EqualsExpected", "MaxSteps"]
+    assert polite.scorers[-1].args == {"rubric": "The answer is polite."}
+    assert refactor.fixture == (tmp_path / "fixtures" / "rename").resolve()
+    assert refactor.options == {"approval": "always", "max_steps": 8}
+    assert [s.kind for s in refactor.scorers][2:] == ["FilesEqual", "CalledTool", "NeverRan"]
+    never = refactor.scorers[-1]
+    calls = (Call(name="shell", input={"command": "rm  -rf build"}),)
+    verdict = score(never, facts(calls=calls))
+    assert verdict is not None
+    assert not verdict.passed
