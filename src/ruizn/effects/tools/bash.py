@@ -45,7 +45,8 @@ from attrs import frozen
 
 from ruizn.defaults import DEFAULT_SHELL_TIMEOUT
 from ruizn.effects.tools.base import BaseTool, ToolInputError, run_blocking
-from ruizn.effects.tools.bwrap import Confinement, bwrap_argv
+from ruizn.effects.tools.bwrap import Confinement, SandboxUnavailable, bwrap_argv
+from ruizn.effects.tools.gitguard import GitUnreadable, git_guard, remove_masks
 from ruizn.state import ErrorType, JsonObject, ToolResult
 
 MAX_TIMEOUT = 600.0
@@ -286,6 +287,8 @@ class ShellJobs:
             for fd in self._alive:
                 os.close(fd)
             self._alive = None
+        if self.config.confinement is not None:
+            remove_masks(self.config.confinement.git.mask)
 
 
 def _guarded(shell: str, command: str, alive: int, bash_env: str) -> list[str]:
@@ -330,7 +333,9 @@ class BashTool(BaseTool):
         "Run a bash command in the workspace folder and return its output (stdout and stderr"
         " together) and exit code. Confined unless the user turned the sandbox off: only the"
         " workspace is writable, /tmp is private, the home folder is hidden and there is no"
-        " network unless the user allowed it. Long output keeps its start and end. `timeout`"
+        " network unless the user allowed it; git reads the repository but cannot write it"
+        " (no commit, add or checkout: leave those to the user). Long output keeps its start"
+        " and end. `timeout`"
         f" is in seconds (at most {int(MAX_TIMEOUT)}). `background: true` starts a long-running"
         " command (a server, a watcher) and returns its id at once: read what it prints with"
         " bash_output, stop it with bash_kill; it is killed when the run ends."
@@ -484,17 +489,23 @@ def shell_config(
     timeout: float,
 ) -> ShellConfig:
     home = environ.get("HOME")
-    box = (
-        Confinement(
+    box = None
+    if sandbox:
+        try:
+            git = git_guard(workspace, dict(environ))
+        except GitUnreadable as exc:
+            raise SandboxUnavailable(
+                f"the shell's sandbox cannot protect the workspace's git: {exc}; fix the"
+                " repository, or pass --sandbox off to run commands unconfined"
+            ) from None
+        box = Confinement(
             workspace=workspace,
             hidden=tuple(hidden),
             allow_read=tuple(allow_read),
             network=network,
             home=Path(home) if home else None,
+            git=git,
         )
-        if sandbox
-        else None
-    )
     return ShellConfig(
         workspace=workspace, confinement=box, bwrap=bwrap, environ=environ, timeout=timeout
     )

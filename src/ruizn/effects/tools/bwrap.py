@@ -7,9 +7,14 @@ What a sandboxed command gets (see docs/shell.md):
   again on top);
 - the workspace read-write, bound last so it is writable even inside /tmp or the home
   folder; the run-log folder under it hidden again (a tmpfs), so a command can neither read
-  nor rewrite the log that is the run's truth; `.git/hooks` and `.git/config` read-only;
-- every namespace of its own (`--unshare-all`: user, pid, ipc, uts, cgroup and network);
-  `--share-net` gives the host's network back when the user asks (`--shell-network on`);
+  nor rewrite the log that is the run's truth; every git directory of the workspace's
+  repository and submodules read-only, each `.git` entry held in place (gitguard.py);
+- every namespace of its own (`--unshare-all`, `--unshare-user`: user, pid, ipc, uts, cgroup
+  and network); `--share-net` gives the host's network back when the user asks
+  (`--shell-network on`);
+- no capability (`--cap-drop ALL`) and no further user namespace (`--disable-userns`): a
+  command of a ruizn running as root can no more unmount or remount what hides the home
+  folder, the run logs, /run or git, nor write through `/`, than a user's command can;
 - a session of its own (`--new-session`: no TIOCSTI into ruizn's terminal), and
   `--die-with-parent`: bubblewrap's parent is ruizn itself, which lives as long as the run,
   so a background server outlives the call that started it but never ruizn (a kill -9 of
@@ -28,10 +33,11 @@ import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from attrs import frozen
+from attrs import field, frozen
+
+from ruizn.effects.tools.gitguard import GitGuard
 
 PROBE_TIMEOUT = 10.0
-_GIT_CODE = ("hooks", "config")
 # Variables whose values are secrets by their name: never passed to a command.
 _SECRET_NAME = re.compile(
     r"(^ANTHROPIC_)|(^RUIZN_MCP_)|(_(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$)",
@@ -54,6 +60,7 @@ class Confinement:
     allow_read: tuple[Path, ...] = ()
     network: bool = False
     home: Path | None = None
+    git: GitGuard = field(factory=GitGuard)
 
 
 def find_bwrap(environ: Mapping[str, str]) -> str | None:
@@ -79,16 +86,15 @@ def bwrap_argv(
     for path in box.allow_read:
         args += ["--ro-bind-try", str(path), str(path)]
     args += ["--bind", str(box.workspace), str(box.workspace)]
-    for name in _GIT_CODE:
-        # Hooks and config would run a command's code outside the sandbox at the user's
-        # next `git commit`: read-only (git itself still commits: objects, index, refs).
-        path = box.workspace / ".git" / name
-        if path.exists():
-            args += ["--ro-bind", str(path), str(path)]
+    # git would run a command's code outside the sandbox at the person's next `git status`.
+    for path in box.git.protect:
+        args += ["--ro-bind", str(path), str(path)]
+    for path in box.git.mask:
+        args += ["--tmpfs", str(path), "--remount-ro", str(path)]
     for path in box.hidden:
         if path.is_dir():
             args += ["--tmpfs", str(path)]
-    args += ["--unshare-all"]
+    args += ["--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
     if box.network:
         args += ["--share-net"]
     if info_fd is not None:
