@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import os
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -206,3 +208,64 @@ def test_ruizn_killed_the_instant_a_command_starts_takes_the_command_with_it(
         assert done.returncode == -9, done.stderr
     time.sleep(2.5)  # each command would have written `done` after 1 s
     assert [w.name for w in workspaces if (w / "done").exists()] == []
+    # Nor is bubblewrap left waiting in its set-up for a parent that is gone.
+    assert _live_with(str(tmp_path)) == []
+
+
+_DETACHES = """
+import os, signal, sys, time
+from pathlib import Path
+from ruizn.effects.tools.bash import ShellJobs, shell_config
+from ruizn.effects.tools.bwrap import find_bwrap, shell_environment
+
+workspace = Path(sys.argv[1])
+jobs = ShellJobs(shell_config(
+    workspace=workspace, hidden=(), allow_read=(), network=False, sandbox=sys.argv[2] == "on",
+    bwrap=find_bwrap(os.environ), environ=shell_environment(os.environ), timeout=60,
+))
+# A child that leaves the command's process group and session, and one that stays.
+jobs.start("setsid sh -c 'sleep 1.5; echo ran >> detached' & (sleep 1.5; echo ran >> kept) &"
+           " echo up > started; sleep 30", background=True)
+while not (workspace / "started").exists():
+    time.sleep(0.01)
+if sys.argv[3] == "kill -9":
+    os.kill(os.getpid(), signal.SIGKILL)
+jobs.close()
+"""
+
+
+def test_no_process_a_command_started_outlives_the_run_or_ruizn(tmp_path: Path) -> None:
+    """With the sandbox on or off, whether the run ends or ruizn is killed (-9), no process a
+    command started lives on: not one that left its process group and session either."""
+    script = tmp_path / "detaches.py"
+    script.write_text(_DETACHES, encoding="utf-8")
+    cases = [(sandbox, end) for sandbox in ("on", "off") for end in ("kill -9", "the run ends")]
+    procs = []
+    for n, (sandbox, end) in enumerate(cases):  # all at once: one wait for the four
+        workspace = tmp_path / f"ws{n}"
+        workspace.mkdir()
+        procs.append(subprocess.Popen([sys.executable, str(script), str(workspace), sandbox, end]))
+    codes = [proc.wait(timeout=30) for proc in procs]
+    assert codes == [-9 if end == "kill -9" else 0 for _, end in cases]
+    time.sleep(2.5)  # each child would have written its file after 1.5 s
+    for n in range(len(cases)):
+        workspace = tmp_path / f"ws{n}"
+        # (.git: the empty mount point a kill -9 leaves, see gitguard.py)
+        assert sorted(p.name for p in workspace.iterdir() if p.name != ".git") == ["started"]
+    assert _live_with(str(tmp_path)) == []
+
+
+def _live_with(marker: str) -> list[str]:
+    """Command lines of live processes that hold `marker` (read from /proc, killing nothing)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().split(") ", 1)[1][:1]
+        except (OSError, IndexError):
+            continue
+        if marker in cmdline and state != "Z":
+            found.append(cmdline)
+    return found

@@ -12,9 +12,12 @@ and `bash_kill`, over one `ShellJobs` table per run.
   Ctrl-C (cancellation) kills it too before the run stops.
 - A background call returns an id at once; `bash_output(id)` returns what it printed since
   the last read, `bash_kill(id)` ends it. `ShellJobs.close()` kills every process the run
-  started when the run ends, however it ends; a kill -9 of ruizn takes them too
-  (PR_SET_PDEATHSIG set before exec, on bubblewrap or the shell, and bubblewrap's
-  --die-with-parent inside, and `_guarded` for a kill while bubblewrap sets up).
+  started when the run ends, however it ends; a kill -9 of ruizn takes them too. Each
+  command runs below a small reaper (reaper.py: a child subreaper, so a process that
+  detaches stays below it; it ends everything below it when the command ends, when ruizn
+  ends the command, and on ruizn's death through its parent-death signal), which covers
+  `--sandbox off` and bubblewrap caught in its set-up; inside, bubblewrap's
+  --die-with-parent, and `_guarded` for a kill while bubblewrap sets up.
 - `bash` is not read-only: a call a crash interrupted is never run again on resume
   (decide.interrupted_calls). Each call needs approval unless the run's rules approve it
   (rules.rule_decision: `--allow-command`, `--approval always`).
@@ -34,6 +37,7 @@ import secrets
 import select
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -56,6 +60,9 @@ TAIL_BYTES = 24 * 1024
 # After the command exits, how long its output pipe may stay open (a straggler holding it).
 _DRAIN_SECONDS = 2.0
 _PR_SET_PDEATHSIG = 1
+# Every command runs below it (see reaper.py); run by path, stdlib only, so it starts fast.
+_REAPER = Path(__file__).with_name("reaper.py")
+_REAPER_GRACE = 3.0
 
 
 class CappedOutput:
@@ -184,11 +191,21 @@ class Job:
         return self.proc.returncode
 
     def kill(self, why: str | None) -> None:
-        """SIGKILL the command's process group (bubblewrap takes the sandbox with it)."""
+        """End the command and every process below it: the reaper does it on SIGTERM; should
+        it not be gone soon, its process group is sent SIGKILL."""
         if why is not None and self.killed_by is None and self.proc.returncode is None:
             self.killed_by = why
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            os.kill(self.proc.pid, signal.SIGTERM)
+        if self.proc.returncode is None:
+            force = threading.Timer(_REAPER_GRACE, self._force)
+            force.daemon = True
+            force.start()
+
+    def _force(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
 
     def status(self) -> str:
         code = self.proc.returncode
@@ -244,6 +261,7 @@ class ShellJobs:
             argv = bwrap_argv(config.bwrap, box, argv, info_fd=info_write)
             passed = (info_write, alive)
         job_id = ("bg_" if background else "fg_") + secrets.token_hex(4)
+        argv = [sys.executable, "-I", "-S", str(_REAPER), str(os.getpid()), *argv]
         try:
             proc = subprocess.Popen(
                 argv,
@@ -255,8 +273,8 @@ class ShellJobs:
                 start_new_session=True,
                 close_fds=True,
                 pass_fds=passed,
-                # Sandboxed too: bubblewrap sets its own parent-death signal only once it
-                # runs, so a kill -9 of ruizn between fork and then would leave it running.
+                # Until the reaper has its own handler (it then turns this into SIGTERM, and
+                # ends everything below it before it goes).
                 preexec_fn=_dying_with(os.getpid()),  # noqa: PLW1509
             )
         except BaseException:

@@ -1,0 +1,120 @@
+"""The small process between ruizn and each shell command: no process a command starts outlives
+the command, the run, or ruizn.
+
+Run as a script (`python -I -S reaper.py PARENT_PID COMMAND...`), stdlib only, so it starts in
+a few milliseconds. It makes itself a child subreaper (PR_SET_CHILD_SUBREAPER), so every
+process the command starts, even one that detaches (`setsid`, a double fork) or whose parent
+dies, stays below it; it starts COMMAND (bubblewrap, or with `--sandbox off` the shell) with a
+parent-death signal, and then:
+
+- when COMMAND ends, it kills everything still below it, and exits as COMMAND did (its code,
+  or the same signal);
+- on SIGTERM, SIGHUP or SIGINT (ruizn ending the command, or the parent-death signal ruizn's
+  own death sends it), it kills everything below it and then itself with SIGKILL.
+
+Killing: SIGKILL to every process found under it in /proc (`task/*/children`), again until
+none is left; a process forked during the sweep is reparented to the reaper and found by the
+next one. bubblewrap blocked in its set-up (a kill of ruizn at that moment) is one of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import time
+
+__all__ = ["main"]
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+_SWEEP_PAUSE = 0.005
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as listing:
+                found += [int(child) for child in listing.read().split()]
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def _kill_below(root: int) -> None:
+    stack = _children(root)
+    while stack:
+        pid = stack.pop()
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            continue
+        stack += _children(pid)
+
+
+def _end_all() -> None:
+    """Kill and reap every process below this one, until there is none."""
+    while True:
+        _kill_below(os.getpid())
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            return
+        time.sleep(_SWEEP_PAUSE)
+
+
+def main(argv: list[str]) -> int:
+    parent, command = int(argv[1]), argv[2:]
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+    def stop(signum: int, frame: object) -> None:
+        _end_all()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(signum, stop)
+    # ruizn set SIGKILL as this process's parent-death signal; from here on it can clean up.
+    prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent:
+        return 137  # ruizn is gone already
+    child = os.fork()
+    if child == 0:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(signum, signal.SIG_DFL)
+        try:
+            os.execvp(command[0], command)
+        finally:
+            os._exit(127)
+    # The descriptors passed for COMMAND are COMMAND's: ruizn waits for their end of file.
+    for fd in [int(name) for name in os.listdir("/proc/self/fd")]:
+        if fd > 2:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    while True:  # reaping orphans as they end, until COMMAND does
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return 127
+        if pid == child:
+            break
+    _end_all()
+    if os.WIFSIGNALED(status):
+        ended = os.WTERMSIG(status)
+        if ended not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(ended, signal.SIG_DFL)
+        os.kill(os.getpid(), ended)
+    return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
