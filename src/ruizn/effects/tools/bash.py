@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import anyio
-from attrs import frozen
+from attrs import field, frozen
 
 from ruizn.defaults import DEFAULT_SHELL_TIMEOUT
 from ruizn.effects.tools.base import BaseTool, ToolInputError, run_blocking
@@ -217,6 +217,19 @@ class Job:
 
 
 @frozen(kw_only=True)
+class Limits:
+    """What each command may use (see docs/shell.md, "Limits")."""
+
+    # CPU seconds, for each process (RLIMIT_CPU): then SIGXCPU ends it.
+    cpu_seconds: int = int(MAX_TIMEOUT)
+    # Bytes of data (heap and private memory) for each process (RLIMIT_DATA): then an
+    # allocation fails. Address space is not limited: runtimes reserve much more than they use.
+    memory_bytes: int = 4 << 30
+    # Processes at once in the sandbox (RLIMIT_NPROC; sandbox only; not applied to root).
+    processes: int = 1024
+
+
+@frozen(kw_only=True)
 class ShellConfig:
     """How the run's commands are started."""
 
@@ -226,6 +239,7 @@ class ShellConfig:
     environ: Mapping[str, str]
     shell: str = "/bin/bash"
     timeout: float = DEFAULT_SHELL_TIMEOUT
+    limits: Limits = field(factory=lambda: Limits())
 
 
 class ShellJobs:
@@ -257,11 +271,21 @@ class ShellJobs:
             assert self._alive is not None
             info_read, info_write = os.pipe()
             alive = self._alive[0]
-            argv = _guarded(config.shell, command, alive, environ.pop("BASH_ENV", ""))
+            argv = _guarded(
+                config.shell,
+                command,
+                alive,
+                environ.pop("BASH_ENV", ""),
+                processes=config.limits.processes,
+            )
             argv = bwrap_argv(config.bwrap, box, argv, info_fd=info_write)
             passed = (info_write, alive)
         job_id = ("bg_" if background else "fg_") + secrets.token_hex(4)
-        argv = [sys.executable, "-I", "-S", str(_REAPER), str(os.getpid()), *argv]
+        limits = config.limits
+        argv = [
+            *(sys.executable, "-I", "-S", str(_REAPER), str(os.getpid())),
+            *(str(limits.cpu_seconds), str(limits.memory_bytes), *argv),
+        ]
         try:
             proc = subprocess.Popen(
                 argv,
@@ -309,7 +333,7 @@ class ShellJobs:
             remove_masks(self.config.confinement.git.mask)
 
 
-def _guarded(shell: str, command: str, alive: int, bash_env: str) -> list[str]:
+def _guarded(shell: str, command: str, alive: int, bash_env: str, *, processes: int) -> list[str]:
     """`shell -c command`, run only if ruizn still lives once the sandbox is set up.
 
     bubblewrap's --die-with-parent ties the sandbox's pid 1 to bubblewrap only once it is
@@ -319,9 +343,12 @@ def _guarded(shell: str, command: str, alive: int, bash_env: str) -> list[str]:
     `alive` (the read end of ruizn's pipe) is at end of file, and the command does not
     start. The fd is closed before `command` runs. BASH_ENV, taken out of the guard's
     environment, is put back for the command, so its file is read once, as before.
+    The process limit is set here, inside: the count is the sandbox's user namespace's alone
+    (outside it would count every process of the user's).
     """
     guard = (
         f"if read -t 0 -u {alive}; then exit 137; fi; exec {alive}<&-; "
+        f"ulimit -u {processes} 2>/dev/null; "  # fails only under a lower limit already
         '[ -z "$2" ] || export BASH_ENV="$2"; exec "$0" -c "$1"'
     )
     return [shell, "-c", guard, shell, command, bash_env]
@@ -352,8 +379,9 @@ class BashTool(BaseTool):
         " together) and exit code. Confined unless the user turned the sandbox off: only the"
         " workspace is writable, /tmp is private, the home folder is hidden and there is no"
         " network unless the user allowed it; git reads the repository but cannot write it"
-        " (no commit, add or checkout: leave those to the user). Long output keeps its start"
-        " and end. `timeout`"
+        " (no commit, add or checkout: leave those to the user). Each process may use"
+        f" {Limits().cpu_seconds} s of CPU time and {Limits().memory_bytes >> 30} GiB of"
+        " memory. Long output keeps its start and end. `timeout`"
         f" is in seconds (at most {int(MAX_TIMEOUT)}). `background: true` starts a long-running"
         " command (a server, a watcher) and returns its id at once: read what it prints with"
         " bash_output, stop it with bash_kill; it is killed when the run ends."
@@ -424,7 +452,12 @@ class BashTool(BaseTool):
                 ErrorType.TIMEOUT,
                 f"{text}[killed: {job.killed_by}; the whole process group was ended]",
             )
-        return f"{text}[exit code {job.exit_code} · {_seconds(took)}]"
+        code = job.exit_code
+        if code in (128 + signal.SIGXCPU, -signal.SIGXCPU):  # the shell's or the reaper's
+            cpu = self.jobs.config.limits.cpu_seconds
+            why = f"stopped at its CPU time limit ({cpu} s)"
+            return f"{text}[exit code {code} · {_seconds(took)}: {why}]"
+        return f"{text}[exit code {code} · {_seconds(took)}]"
 
 
 class BashOutputTool(BaseTool):

@@ -1,12 +1,14 @@
 """The small process between ruizn and each shell command: no process a command starts outlives
 the command, the run, or ruizn.
 
-Run as a script (`python -I -S reaper.py PARENT_PID COMMAND...`), stdlib only, so it starts in
+Run as a script (`python -I -S reaper.py PARENT_PID CPU_SECONDS DATA_BYTES COMMAND...`), stdlib
+only, so it starts in
 a few milliseconds. It makes itself a child subreaper (PR_SET_CHILD_SUBREAPER), so every
 process the command starts, even one that detaches (`setsid`, a double fork) or whose parent
 dies, stays below it; it starts COMMAND (bubblewrap, or with `--sandbox off` the shell) with a
 parent-death signal, and then:
 
+- COMMAND and all below it get the limits (RLIMIT_CPU and RLIMIT_DATA, per process);
 - when COMMAND ends, it kills everything still below it, and exits as COMMAND did (its code,
   or the same signal);
 - on SIGTERM, SIGHUP or SIGINT (ruizn ending the command, or the parent-death signal ruizn's
@@ -22,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import resource
 import signal
 import sys
 import time
@@ -71,8 +74,17 @@ def _end_all() -> None:
         time.sleep(_SWEEP_PAUSE)
 
 
+def _lower(which: int, value: int, *, grace: int = 0) -> None:
+    """Set the limit to `value` (the hard one `grace` above), or leave a lower one as it is."""
+    hard = resource.getrlimit(which)[1]
+    top = value + grace
+    if hard != resource.RLIM_INFINITY:
+        value, top = min(value, hard), min(top, hard)
+    resource.setrlimit(which, (value, top))
+
+
 def main(argv: list[str]) -> int:
-    parent, command = int(argv[1]), argv[2:]
+    parent, cpu, data, command = int(argv[1]), int(argv[2]), int(argv[3]), argv[4:]
     prctl = ctypes.CDLL(None, use_errno=True).prctl
     prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
@@ -89,6 +101,9 @@ def main(argv: list[str]) -> int:
     child = os.fork()
     if child == 0:
         prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        # SIGXCPU at the limit (the result says why); SIGKILL a second later if it is caught.
+        _lower(resource.RLIMIT_CPU, cpu, grace=1)
+        _lower(resource.RLIMIT_DATA, data)
         for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             signal.signal(signum, signal.SIG_DFL)
         try:
