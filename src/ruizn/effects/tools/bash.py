@@ -239,7 +239,7 @@ class ShellConfig:
     environ: Mapping[str, str]
     shell: str = "/bin/bash"
     timeout: float = DEFAULT_SHELL_TIMEOUT
-    limits: Limits = field(factory=lambda: Limits())
+    limits: Limits = field(factory=Limits)
 
 
 class ShellJobs:
