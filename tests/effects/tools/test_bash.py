@@ -156,6 +156,49 @@ def test_the_network_is_the_hosts_only_when_the_user_turns_it_on(
     assert ("UP\n[exit code 0" in result) is network
 
 
+def test_a_background_server_answers_the_runs_later_commands_with_the_network_off(
+    tmp_path: Path,
+) -> None:
+    """The commands of one run share one network namespace: a server one starts answers the
+    next ones; neither the host nor another run reaches it, and it reaches nothing outside."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    host_port = listener.getsockname()[1]
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    serve = f"python3 -m http.server {port} --bind 127.0.0.1"
+    fetch = (
+        "python3 -c 'import sys, urllib.request as u;"
+        ' print(u.urlopen("http://127.0.0.1:" + sys.argv[1], timeout=2).status)\' '
+    )
+    jobs, other = _jobs(tmp_path), _jobs(tmp_path)
+    bash, _, kill = shell_tools(jobs)
+
+    async def session() -> tuple[str, ...]:
+        started = await bash.invoke({"command": serve, "background": True})
+        job_id = str(started).split()[5]  # "started in the background as ID (pid N)..."
+        wait = f"for i in $(seq 50); do {fetch}{port} 2>/dev/null && break; sleep 0.1; done"
+        same = await bash.invoke({"command": wait})
+        out = await bash.invoke({"command": f"{fetch}{host_port} 2>&1 | tail -1"})
+        elsewhere = await shell_tools(other)[0].invoke({"command": f"{fetch}{port} 2>&1 | tail -1"})
+        await kill.invoke({"id": job_id})
+        return str(same), str(out), str(elsewhere)
+
+    try:
+        same, out, elsewhere = anyio.run(session)
+        with pytest.raises(ConnectionRefusedError):  # the host does not reach it
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    finally:
+        jobs.close()
+        other.close()
+        listener.close()
+    assert same.startswith("200\n"), same
+    assert "Connection refused" in out, out
+    assert "Connection refused" in elsewhere, elsewhere
+
+
 def test_many_commands_leave_no_descriptor_or_process_behind(tmp_path: Path) -> None:
     jobs = _jobs(tmp_path)
     bash = shell_tools(jobs)[0]

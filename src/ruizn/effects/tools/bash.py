@@ -49,7 +49,7 @@ from attrs import field, frozen
 
 from ruizn.defaults import DEFAULT_SHELL_TIMEOUT
 from ruizn.effects.tools.base import BaseTool, ToolInputError, run_blocking
-from ruizn.effects.tools.bwrap import Confinement, SandboxUnavailable, bwrap_argv
+from ruizn.effects.tools.bwrap import Confinement, SandboxUnavailable, bwrap_argv, shared_netns
 from ruizn.effects.tools.gitguard import GitUnreadable, git_guard, remove_masks
 from ruizn.state import ErrorType, JsonObject, ToolResult
 
@@ -253,8 +253,17 @@ class ShellJobs:
         # write end stays in ruizn alone (neither is inheritable), so once ruizn is gone
         # the read end is at end of file.
         self._alive: tuple[int, int] | None = None
+        # The run's network namespace (user, net descriptors) its commands share.
+        self._netns: tuple[int, int] | None = None
         if config.confinement is not None:
             self._alive = os.pipe()
+            if config.confinement.shared_net:
+                assert config.bwrap is not None
+                try:
+                    self._netns = shared_netns(config.bwrap, config.environ)
+                except BaseException:
+                    self.close()
+                    raise
 
     def start(self, command: str, *, background: bool) -> Job:
         if self._closed:
@@ -279,12 +288,14 @@ class ShellJobs:
                 processes=config.limits.processes,
             )
             argv = bwrap_argv(config.bwrap, box, argv, info_fd=info_write)
-            passed = (info_write, alive)
+            passed = (info_write, alive, *(self._netns or ()))
         job_id = ("bg_" if background else "fg_") + secrets.token_hex(4)
         limits = config.limits
         argv = [
             *(sys.executable, "-I", "-S", str(_REAPER), str(os.getpid())),
-            *(str(limits.cpu_seconds), str(limits.memory_bytes), *argv),
+            *(str(limits.cpu_seconds), str(limits.memory_bytes)),
+            ",".join(map(str, self._netns)) if self._netns else "-",
+            *argv,
         ]
         try:
             proc = subprocess.Popen(
@@ -325,10 +336,10 @@ class ShellJobs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 job.proc.wait(timeout=5)
             job.wait_gone(5)
-        if self._alive is not None:
-            for fd in self._alive:
+        for fds in (self._alive, self._netns):
+            for fd in fds or ():
                 os.close(fd)
-            self._alive = None
+        self._alive = self._netns = None
         if self.config.confinement is not None:
             remove_masks(self.config.confinement.git.mask)
 
@@ -554,6 +565,7 @@ def shell_config(
             hidden=tuple(hidden),
             allow_read=tuple(allow_read),
             network=network,
+            shared_net=not network,
             home=Path(home) if home else None,
             git=git,
         )

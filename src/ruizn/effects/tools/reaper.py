@@ -1,14 +1,17 @@
 """The small process between ruizn and each shell command: no process a command starts outlives
 the command, the run, or ruizn.
 
-Run as a script (`python -I -S reaper.py PARENT_PID CPU_SECONDS DATA_BYTES COMMAND...`), stdlib
-only, so it starts in
+Run as a script (`python -I -S reaper.py PARENT_PID CPU_SECONDS DATA_BYTES NAMESPACES
+COMMAND...`), stdlib only, so it starts in
 a few milliseconds. It makes itself a child subreaper (PR_SET_CHILD_SUBREAPER), so every
 process the command starts, even one that detaches (`setsid`, a double fork) or whose parent
 dies, stays below it; it starts COMMAND (bubblewrap, or with `--sandbox off` the shell) with a
 parent-death signal, and then:
 
 - COMMAND and all below it get the limits (RLIMIT_CPU and RLIMIT_DATA, per process);
+- NAMESPACES, unless `-`, is `USER_FD,NET_FD`: COMMAND starts inside that user namespace and
+  that network namespace (the run's own, bwrap.shared_netns), so the run's commands share one
+  loopback;
 - when COMMAND ends, it kills everything still below it, and exits as COMMAND did (its code,
   or the same signal);
 - on SIGTERM, SIGHUP or SIGINT (ruizn ending the command, or the parent-death signal ruizn's
@@ -34,6 +37,8 @@ __all__ = ["main"]
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _SWEEP_PAUSE = 0.005
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWNET = 0x40000000
 
 
 def _children(pid: int) -> list[int]:
@@ -84,8 +89,10 @@ def _lower(which: int, value: int, *, grace: int = 0) -> None:
 
 
 def main(argv: list[str]) -> int:
-    parent, cpu, data, command = int(argv[1]), int(argv[2]), int(argv[3]), argv[4:]
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    parent, cpu, data, command = int(argv[1]), int(argv[2]), int(argv[3]), argv[5:]
+    namespaces = [int(fd) for fd in argv[4].split(",")] if argv[4] != "-" else []
+    libc = ctypes.CDLL(None, use_errno=True)
+    prctl = libc.prctl
     prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
     def stop(signum: int, frame: object) -> None:
@@ -104,6 +111,12 @@ def main(argv: list[str]) -> int:
         # SIGXCPU at the limit (the result says why); SIGKILL a second later if it is caught.
         _lower(resource.RLIMIT_CPU, cpu, grace=1)
         _lower(resource.RLIMIT_DATA, data)
+        for fd, kind in zip(namespaces, (_CLONE_NEWUSER, _CLONE_NEWNET), strict=False):
+            if libc.setns(fd, kind) != 0:
+                why = os.strerror(ctypes.get_errno())
+                os.write(2, f"ruizn: cannot enter the run's namespace: {why}\n".encode())
+                os._exit(126)
+            os.close(fd)
         for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             signal.signal(signum, signal.SIG_DFL)
         try:
