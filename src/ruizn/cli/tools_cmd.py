@@ -1,0 +1,115 @@
+"""`ruizn tools`: every tool a run would have, and the MCP servers' with --mcp."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ruizn.cli.common import reading, run_root
+from ruizn.cli.exits import EXIT_OK, Exit
+from ruizn.cli.options import mcp_header_option, tool_options, where_options
+
+__all__ = ["tools_command"]
+
+
+@click.command("tools")
+@click.option("--json", "as_json", is_flag=True, help="Print the tools as a JSON array.")
+@click.option(
+    "--mcp",
+    "mcp",
+    multiple=True,
+    metavar="NAME=COMMAND|URL",
+    help="Also list the tools of this MCP server (started, listed, stopped); as `ruizn run`"
+    " takes it. Repeatable.",
+)
+@click.option(
+    "--shell",
+    is_flag=True,
+    help="Also list the shell's tools (bash, bash_output, bash_kill), as `ruizn run --shell`"
+    " offers them.",
+)
+@mcp_header_option
+@tool_options
+@where_options
+def tools_command(
+    *,
+    as_json: bool,
+    mcp: tuple[str, ...],
+    shell: bool,
+    mcp_headers: tuple[str, ...],
+    tools: tuple[str, ...],
+    no_plugins: bool,
+    workspace: str,
+    log_dir: str | None,
+) -> None:
+    """List every available tool: its name, where it comes from, whether it only reads, and
+    its input schema. With --shell, the shell's tools too; with --mcp, the servers'."""
+    import json
+
+    from ruizn.cli.live import mcp_tools_of, toolbox_of
+    from ruizn.cli.options import settings_from_cli
+    from ruizn.terminal import visible
+
+    settings, servers = settings_from_cli(
+        workspace=workspace, tools=tools, no_plugins=no_plugins, mcp=mcp, mcp_headers=mcp_headers
+    )
+    toolbox = toolbox_of(settings, run_root(workspace, log_dir))
+    found = [(loaded.tool, loaded.source) for loaded in toolbox.tools]
+    if shell:
+        found += _shell_tools(workspace, settings.shell_timeout)
+    if servers:
+        found += [(tool, tool.source()) for tool in mcp_tools_of(settings, servers)]
+    listed = [
+        {
+            "name": tool.name,
+            "source": {"kind": source.kind.value, "ref": source.ref},
+            "read_only": bool(tool.read_only),
+            "description": tool.description,
+            "input_schema": tool.input_schema,
+        }
+        for tool, source in found
+    ]
+
+    def show() -> int:
+        if as_json:
+            click.echo(json.dumps(listed, ensure_ascii=False, indent=2))
+            return EXIT_OK
+        for (_, source), entry in zip(found, listed, strict=True):
+            reads = " · read-only" if entry["read_only"] else ""
+            click.echo(visible(f"{entry['name']}  ({source.describe()}{reads})"))
+            for line in str(entry["description"]).splitlines():
+                click.echo(visible(f"  {line}".rstrip()))
+            schema = json.dumps(entry["input_schema"], ensure_ascii=False, separators=(",", ":"))
+            click.echo(visible(f"  input schema: {schema}"))
+        return EXIT_OK
+
+    raise Exit(reading(show))
+
+
+def _shell_tools(workspace: str, timeout: float) -> list[tuple[Any, Any]]:
+    """The shell's tools, as a run offers them after the built-ins and plug-ins (their
+    descriptions and schemas do not depend on the sandbox, which is not started here)."""
+    from pathlib import Path
+
+    from ruizn.effects.tools.bash import ShellJobs, shell_config, shell_tools
+    from ruizn.toolsource import SourceKind, ToolSource
+
+    config = shell_config(
+        workspace=Path(workspace),
+        hidden=(),
+        allow_read=(),
+        network=False,
+        sandbox=False,
+        bwrap=None,
+        environ={},
+        timeout=timeout,
+    )
+    jobs = ShellJobs(config)
+    try:
+        return [
+            (tool, ToolSource(tool=tool.name, kind=SourceKind.BUILTIN, ref=tool.name))
+            for tool in shell_tools(jobs)
+        ]
+    finally:
+        jobs.close()
