@@ -83,8 +83,8 @@ def _entry(workspace: Path, entry: Path, protect: list[Path], mask: list[Path]) 
             if common is not None and common.is_dir() and _inside(common, workspace):
                 protect.append(common)
         return
-    if not entry.exists():
-        mask.append(entry)
+    if not entry.exists() and os.access(entry.parent, os.W_OK):
+        mask.append(entry)  # (a folder the user cannot write, a command cannot either)
 
 
 def _gitdir_of(gitfile: Path) -> Path | None:
