@@ -124,3 +124,65 @@ def _processes_of(uid: int) -> list[int]:
         if fields.get("Uid", "").split()[:1] == [str(uid)] and "Z" not in fields["State"]:
             found.append(int(entry.name))
     return found
+
+
+def test_a_fork_bomb_of_a_root_ruizn_is_held_by_a_pids_cgroup_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """Linux does not apply RLIMIT_NPROC to uid 0: as root, each command's reaper puts it in
+    a pids cgroup of its own (cgroup v1, as on this machine and CI), removed when it ends."""
+    assert os.geteuid() == 0, "this test runs ruizn as root, as CI does"
+    config = shell_config(
+        workspace=tmp_path,
+        hidden=(),
+        allow_read=(),
+        network=False,
+        sandbox=True,
+        bwrap=find_bwrap(os.environ),
+        environ=shell_environment(os.environ),
+        timeout=30,
+    )
+    jobs = ShellJobs(attrs.evolve(config, limits=Limits(processes=40)))
+    bash, output, kill = shell_tools(jobs)
+
+    async def cgroup_of(command: str) -> tuple[str, str]:
+        started = await bash.invoke({"command": command, "background": True})
+        job = jobs.jobs[str(started).split()[5]]
+        for _ in range(500):  # until the reaper has moved in
+            lines = _text(f"/proc/{job.pid}/cgroup").splitlines()
+            where = next(line.split(":", 2)[2] for line in lines if ":pids:" in line)
+            if "/ruizn-" in where:
+                break
+            await anyio.sleep(0.01)
+        return job.id, "/sys/fs/cgroup/pids" + where
+
+    async def session() -> tuple[str, int, str]:
+        # First a harmless command: the bomb runs only once the limit is seen in place.
+        job_id, path = await cgroup_of("sleep 30")
+        assert "/ruizn-" in path
+        assert _text(f"{path}/pids.max").strip() == "40"
+        await kill.invoke({"id": job_id})
+        assert not _exists(path)  # removed when the command ended
+        job_id, path = await cgroup_of("sleep 3 & b() { b | b & }; b; wait")
+        most = 0
+        for _ in range(100):
+            most = max(most, int(_text(f"{path}/pids.current")))
+            await anyio.sleep(0.02)
+        await kill.invoke({"id": job_id})
+        return str(await output.invoke({"id": job_id})), most, path
+
+    try:
+        said, most, path = anyio.run(session)
+    finally:
+        jobs.close()
+    assert "fork: retry: Resource temporarily unavailable" in said
+    assert 10 < most <= 40
+    assert not Path(path).exists()
+
+
+def _text(path: str) -> str:
+    return Path(path).read_text()
+
+
+def _exists(path: str) -> bool:
+    return Path(path).exists()

@@ -294,6 +294,7 @@ class ShellJobs:
         argv = [
             *(sys.executable, "-I", "-S", str(_REAPER), str(os.getpid())),
             *(str(limits.cpu_seconds), str(limits.memory_bytes)),
+            str(limits.processes),
             ",".join(map(str, self._netns)) if self._netns else "-",
             *argv,
         ]
