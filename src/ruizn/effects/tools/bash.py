@@ -225,7 +225,7 @@ class Limits:
     # Bytes of data (heap and private memory) for each process (RLIMIT_DATA): then an
     # allocation fails. Address space is not limited: runtimes reserve much more than they use.
     memory_bytes: int = 4 << 30
-    # Processes at once in the sandbox (RLIMIT_NPROC; sandbox only; not applied to root).
+    # Processes at once (RLIMIT_NPROC in the sandbox; as root, a pids cgroup: see reaper.py).
     processes: int = 1024
 
 
