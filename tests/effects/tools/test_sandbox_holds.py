@@ -242,3 +242,32 @@ def test_git_reads_inside_the_sandbox_and_refuses_to_write(base: Path) -> None:
     )
     assert said.splitlines()[0].strip() == "1"
     assert "Read-only file system" in said or "Unable to create" in said
+
+
+def test_a_linked_worktree_keeps_its_git_file_and_git_dirs(base: Path) -> None:
+    """A workspace that is a linked worktree: its `.git` file cannot be repointed, and the
+    git dirs it names (its own and the common one) cannot be written."""
+    main = base / "main"
+    workspace = base / "ws"
+    base.joinpath("outside").mkdir()
+    for args, cwd in [
+        (("init", "-q", str(main)), base),
+        (("commit", "-q", "--allow-empty", "-m", "m"), main),
+        (("worktree", "add", "-q", str(workspace)), main),
+    ]:
+        done = _git("root", *args, cwd=cwd)
+        assert done.returncode == 0, done.stderr
+    marker = base / "outside" / "planted-code-ran"
+    plant = _PLANT.format(marker=marker)
+    tries = [
+        f"git init -q ev && {plant} >> ev/.git/config && echo 'gitdir: ev/.git' > .git",
+        f"{plant} >> {main}/.git/config",
+        f"{plant} >> {main}/.git/worktrees/ws/config.worktree",
+        f"echo ../../evil > {main}/.git/worktrees/ws/commondir",
+    ]
+    said = _inside("root", _config(workspace, base / "outside"), "; ".join(tries))
+    assert said.count("Read-only file system") == len(tries), said
+    for args in (("status",), ("commit", "-q", "--allow-empty", "-m", "x")):
+        done = _git("root", *args, cwd=workspace)
+        assert done.returncode == 0, done.stderr
+    assert not marker.exists()
