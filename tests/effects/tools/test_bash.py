@@ -229,8 +229,16 @@ jobs = ShellJobs(shell_config(
     workspace=workspace, hidden=(), allow_read=(), network=False, sandbox=sys.argv[2] == "on",
     bwrap=find_bwrap(os.environ), environ=shell_environment(os.environ), timeout=60,
 ))
-jobs.start("sleep 1; echo ran >> done", background=True)
-os.kill(os.getpid(), signal.SIGKILL)  # the instant the sandbox is exec'd, before it sets up
+job = jobs.start("sleep 1; echo ran >> done", background=True)
+if sys.argv[3] == "bwrap":  # the instant bubblewrap is exec'd below the reaper
+    children = f"/proc/{job.pid}/task/{job.pid}/children"
+    while not any(
+        Path(f"/proc/{child}/comm").read_text().strip() == "bwrap"
+        for child in Path(children).read_text().split()
+        if Path(f"/proc/{child}/comm").exists()
+    ):
+        pass
+os.kill(os.getpid(), signal.SIGKILL)  # before the sandbox is set up
 """
 
 
@@ -238,8 +246,9 @@ os.kill(os.getpid(), signal.SIGKILL)  # the instant the sandbox is exec'd, befor
 def test_ruizn_killed_the_instant_a_command_starts_takes_the_command_with_it(
     tmp_path: Path, sandbox: str
 ) -> None:
-    """A kill -9 of ruizn at the worst moment (bubblewrap exec'd, its own parent-death signal
-    not set yet) still ends the command: it never finishes behind ruizn's back."""
+    """A kill -9 of ruizn at the worst moments (the command's reaper just started; with the
+    sandbox, bubblewrap just exec'd, its own parent-death signal not set yet) still ends the
+    command, and bubblewrap: nothing finishes or waits behind ruizn's back."""
     script = tmp_path / "killed.py"
     script.write_text(_KILLED_AT_ONCE, encoding="utf-8")
     workspaces = []
@@ -247,7 +256,8 @@ def test_ruizn_killed_the_instant_a_command_starts_takes_the_command_with_it(
         workspace = tmp_path / f"ws{attempt}"
         workspace.mkdir()
         workspaces.append(workspace)
-        done = run_python(str(script), str(workspace), sandbox, timeout=30)
+        when = "bwrap" if sandbox == "on" and attempt % 2 else "reaper"
+        done = run_python(str(script), str(workspace), sandbox, when, timeout=30)
         assert done.returncode == -9, done.stderr
     time.sleep(2.5)  # each command would have written `done` after 1 s
     assert [w.name for w in workspaces if (w / "done").exists()] == []
