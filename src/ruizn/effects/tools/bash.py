@@ -465,11 +465,13 @@ class BashTool(BaseTool):
                 f"{text}[killed: {job.killed_by}; the whole process group was ended]",
             )
         code = job.exit_code
+        why = ""
         if code in (128 + signal.SIGXCPU, -signal.SIGXCPU):  # the shell's or the reaper's
-            cpu = self.jobs.config.limits.cpu_seconds
-            why = f"stopped at its CPU time limit ({cpu} s)"
-            return f"{text}[exit code {code} · {_seconds(took)}: {why}]"
-        return f"{text}[exit code {code} · {_seconds(took)}]"
+            why = f": stopped at its CPU time limit ({self.jobs.config.limits.cpu_seconds} s)"
+        done = f"{text}[exit code {code} · {_seconds(took)}{why}]"
+        if code != 0:  # failed: shown and counted as such, the output kept whole
+            return ToolResult(content=done, is_error=True, error_type=ErrorType.EXIT_STATUS)
+        return done
 
 
 class BashOutputTool(BaseTool):
