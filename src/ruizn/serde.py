@@ -32,9 +32,10 @@ from ruizn.events import (
     RunFinished,
     RunResumed,
     RunStarted,
+    SettingsChanged,
 )
 from ruizn.media import tally_of_run
-from ruizn.settings import ConfigError, RunSettings
+from ruizn.settings import ConfigError, HookSpec, RunSettings
 from ruizn.state import (
     CompactionBlock,
     ContentBlock,
@@ -83,6 +84,8 @@ assert len(_EVENT_BY_TAG) == len(EVENT_TYPES), "two events share a tag"
 # wrote before they existed, byte for byte, and an older log is still canonical. A reader
 # takes a missing field as its default.
 _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
+    # Before RunSettings, whose hook takes the one its hooks' type has when it is made.
+    HookSpec: ("env",),
     RunSettings: (
         "max_cost",
         "max_context",
@@ -90,7 +93,7 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
         "thinking",
         "show_thinking",
         "effort",
-        # the shell (#29): a run without one writes what it wrote before
+        # the shell: a run without one writes no shell setting
         "shell",
         "sandbox",
         "shell_network",
@@ -114,10 +117,11 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
     LlmCallFailed: ("compact",),
     ContextCompacted: ("cost", "priced_by", "request_id", "instructions"),
     CompactionBlock: ("encrypted_content", "signature", "tool_changes"),
-    RunResumed: ("max_cost", "max_context", "reask", "elapsed"),
+    RunResumed: ("max_cost", "max_context", "reask", "elapsed", "confine"),
     RunFinished: ("cost",),
     OutputChecked: ("output", "error", "call_id"),
     HookRan: ("reason", "context", "updated_input", "tool_use_id", "error"),
+    SettingsChanged: ("model", "effort", "context_window"),
 }
 
 

@@ -64,6 +64,7 @@ from ruizn.events import (
     RunFinished,
     RunResumed,
     RunStarted,
+    SettingsChanged,
     ToolApprovalDecided,
     ToolApprovalRequested,
     ToolCallFinished,
@@ -71,7 +72,7 @@ from ruizn.events import (
 )
 from ruizn.reducers import add_tokens, reduce, start
 from ruizn.request import MessagesRequest, plan_request
-from ruizn.resuming import ResumePlan, interrupted_calls, interrupted_result
+from ruizn.resuming import ResumePlan, SettingChange, interrupted_calls, interrupted_result
 from ruizn.rules import ApprovalDecision
 from ruizn.settings import RunSettings
 from ruizn.shell.toolcalls import PathInstructions, ToolCalls
@@ -193,15 +194,16 @@ class AgentRunner(ToolCalls):
         torn_bytes: int = 0,
         decisions: Sequence[ApprovalDecision] = (),
         message: str | None = None,
+        change: SettingChange | None = None,
     ) -> None:
         """Continue a replayed run. A tool call the stop interrupted is run again only if the
         tool says that is safe (read-only); otherwise the model is told it was cut off, so
-        every tool_use is answered and the next request is valid (decide.interrupted_calls).
+        every tool_use is answered and the next request is valid (resuming.interrupted_calls).
 
         `decisions` are a person's answers given with the resume (`--approve/--deny`), for
         calls in `decide.approval_candidates` (the caller checks that first): any approval
         request still missing is logged, then each decision. `message` is a person's new
-        message (`ruizn continue`, planned by `decide.plan_continue`), logged last."""
+        message (`ruizn continue`, planned by `resuming.plan_continue`), logged last."""
         interrupted = interrupted_calls(self.state, self._read_only)
         limits = plan.limits
         assert limits.max_steps is not None  # a plan always sets the total (ResumePlan)
@@ -216,9 +218,20 @@ class AgentRunner(ToolCalls):
             torn_bytes=torn_bytes,
             reask=plan.reask,
             elapsed=plan.lost,
+            confine=plan.confine,
         )
         for call in interrupted:
             self._emit(ToolCallFinished, id=call.id, result=interrupted_result(call))
+        for call, result in plan.answers:  # a cancelled turn's calls: none runs
+            if call.id not in {c.id for c in interrupted}:
+                self._emit(ToolCallFinished, id=call.id, result=result)
+        if change is not None:
+            self._emit(
+                SettingsChanged,
+                model=change.model,
+                effort=change.effort,
+                context_window=change.context_window,
+            )
         if decisions:
             self._request_approvals(approvals_to_request(self.state, self.needs_approval))
             for decision in decisions:

@@ -22,7 +22,7 @@
   the log was deleted or replaced, it raises `LogLost` and, on close, copies everything it
   wrote to `events.recovered.jsonl` beside it (a new file renamed into place: whatever
   held that name, a planted link included, is replaced, never written through).
-- A run folder is hostile input (`runfolder`): the folder, its `lock` and its log are opened
+- A run folder is hostile input (`effects/runlog/folder.py`): the folder, its `lock` and its log are opened
   without following a link, must be regular files, and, since they are written, have no
   other name (one hard link); the lock is truncated only once it is known to be the run's
   own lock file. A folder that fails is refused (`LogWriteError`, naming the file and why)
