@@ -381,7 +381,8 @@ class ExecutionContext:
     # Deltas streamed by the model call in flight. Only counted: the text itself is in the
     # log (LlmToken) and the finished turn in LlmResponse, so replay never concatenates.
     streamed_tokens: int = 0
-    # Tool calls started but not finished: what a crash interrupted (see resuming.interrupted_calls).
+    # Tool calls started but not finished: what a crash interrupted (see
+    # resuming.interrupted_calls).
     tools_in_flight: tuple[str, ...] = ()
     # The images of every result so far (what the next request holds), counted by the
     # reducer as results arrive; derived from messages and turn_results like turn_index, so

@@ -46,15 +46,14 @@ from attrs import frozen
 from ruizn.defaults import DEFAULT_TOOL_TIMEOUT
 from ruizn.effects.mcp.config import MCPServer
 from ruizn.effects.mcp.connection import McpTool, Server, tool_class
-from ruizn.effects.mcp.names import McpStartupError, api_names, mcp_ref, schema_problem
+from ruizn.effects.mcp.names import McpStartupError, api_names, input_schema_problem, mcp_ref
 from ruizn.effects.mcp.stderr import StderrFile, open_problem, open_stderr_file
 from ruizn.effects.mcp.text import (
-    Notice,
     Shown,
 )
 from ruizn.redact import Redactor, secrets_from_env
 from ruizn.state import JsonObject
-from ruizn.terminal import visible
+from ruizn.terminal import Notice, visible
 from ruizn.toolsource import SourceKind, ToolSource
 
 DEFAULT_STARTUP_TIMEOUT = 30.0
@@ -247,7 +246,7 @@ class McpToolset:
     def _valid(self, server: Server, specs: list[mt.Tool]) -> list[mt.Tool]:
         valid = []
         for spec in specs:
-            problem = schema_problem(spec.input_schema)
+            problem = input_schema_problem(spec.input_schema)
             if problem is not None:
                 self._notice(
                     f"MCP server {server.name}: tool {spec.name!r} left out:"
