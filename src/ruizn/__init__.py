@@ -83,7 +83,7 @@ _HOMES: dict[str, str] = {
     "Resume": "ruizn.shell.outcome",
     "RunResult": "ruizn.shell.outcome",
     "Session": "ruizn.shell.outcome",
-    "UntrustedRun": "ruizn.shell.outcome",
+    "UntrustedRun": "ruizn.resuming",
     "run": "ruizn.shell.agent",
     "Subscriber": "ruizn.shell.runner",
     "ErrorType": "ruizn.state",

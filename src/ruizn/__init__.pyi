@@ -53,6 +53,7 @@ from ruizn.media import Image as Image
 from ruizn.recording import Divergence as Divergence
 from ruizn.recording import RecordingError as RecordingError
 from ruizn.resuming import ResumeRefused as ResumeRefused
+from ruizn.resuming import UntrustedRun as UntrustedRun
 from ruizn.settings import ConfigError as ConfigError
 from ruizn.settings import RunSettings as RunSettings
 from ruizn.shell.agent import Agent as Agent
@@ -61,7 +62,6 @@ from ruizn.shell.outcome import NothingToResume as NothingToResume
 from ruizn.shell.outcome import Resume as Resume
 from ruizn.shell.outcome import RunResult as RunResult
 from ruizn.shell.outcome import Session as Session
-from ruizn.shell.outcome import UntrustedRun as UntrustedRun
 from ruizn.shell.runner import Subscriber as Subscriber
 from ruizn.state import ErrorType as ErrorType
 from ruizn.state import ExecutionContext as ExecutionContext

@@ -8,7 +8,8 @@ Every run is built here, whoever asks for it (`ruizn run` and `ruizn resume`, a 
 a library call): its `RunSettings` become a provider, a tool registry (built-ins, `--tool`
 specs, plug-ins, the caller's tools, MCP servers), a redactor, the store's writer and an
 `AgentRunner` (shell/wiring.py: read `Wiring._open` from top to bottom to see how). Whom a
-resume trusts is shell/trusting.py; structured output's schema, shell/structured.py. The CLI
+resume trusts is decided in the core (resuming.trusted_plan); structured output's schema is
+shell/structured.py. The CLI
 and the fleet choose the options, add what only they have (a printer, a terminal to ask, a
 database store) and map the typed exceptions raised here to exit codes; nothing here prints
 or exits the process.
@@ -44,22 +45,23 @@ from ruizn.resuming import (
     ResumePlan,
     ResumeRefused,
     SettingChange,
+    TrustAnswer,
+    TrustFacts,
+    UntrustedRun,
     cancelled_answers,
+    confined_notice,
+    fork_refusal,
     plan_continue,
     plan_resume,
     resume_decisions,
-)
-from ruizn.settings import ConfigError, RunSettings, settings_from
-from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session, UntrustedRun
-from ruizn.shell.runner import Subscriber
-from ruizn.shell.structured import check_output_schema, output_schema_of
-from ruizn.shell.toolkit import ToolLike
-from ruizn.shell.trusting import (
-    accepted_fork,
-    confined_notice,
     resumed_settings,
     trusted_plan,
 )
+from ruizn.settings import ConfigError, RunSettings, settings_from
+from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session
+from ruizn.shell.runner import Subscriber
+from ruizn.shell.structured import check_output_schema, output_schema_of
+from ruizn.shell.toolkit import ToolLike
 from ruizn.shell.wiring import Wiring, resolved
 from ruizn.terminal import Notice
 from ruizn.version import __version__
@@ -243,10 +245,14 @@ class Agent(Wiring):
         events = fork_prefix(iter_events(ref.path), at)
         first = events[0]
         assert isinstance(first, RunStarted)
-        vouched = self._trust.problem(first, ref.path) is None
-        if not vouched and trust:
-            accepted_fork(self.settings.workspace, rebuild(events))
-            vouched = True
+        problem = self._trust.problem(first, ref.path)
+        if problem is not None and trust:
+            state = rebuild(events)
+            refusal = fork_refusal(state, _trust_facts(problem, self.settings, state))
+            if refusal is not None:
+                raise ResumeRefused(refusal)
+            problem = None
+        vouched = problem is None
         run_id = new_run_id()
         head = evolve(
             first,
@@ -402,15 +408,16 @@ class Agent(Wiring):
                         " no call awaits approval"
                     )
                 raise NothingToResume(state)
-            plan = trusted_plan(
-                self._trust,
-                workspace=self.settings.workspace,
-                state=state,
-                first=first,
-                log=ref.path,
-                plan=plan,
-                request=request,
+            problem = None if request.vouched else self._trust.problem(first, ref.path)
+            answer = TrustAnswer(
+                approval=request.approval,
+                accepted=request.trust,
+                keep_approvals=request.keep_approvals,
+                keep_shell=request.keep_shell,
+                verb="resume" if request.message is None else "continue",
             )
+            facts = _trust_facts(problem, self.settings, state)
+            plan = trusted_plan(plan, state, facts, answer)
             settings = resumed_settings(state, plan)
             if plan.confine:
                 self._notice(confined_notice(state.run_id))
@@ -523,6 +530,15 @@ class Agent(Wiring):
                             yield event
         finally:
             self._subscribers = self._subscribers[:-1]
+
+
+def _trust_facts(problem: str | None, settings: RunSettings, state: Any) -> TrustFacts:
+    """What the core's trust decision needs from the disk: the folders, resolved."""
+    return TrustFacts(
+        problem=problem,
+        here=str(Path(settings.workspace).resolve()),
+        recorded=str(Path(state.settings.workspace).resolve()),
+    )
 
 
 def _torn(replayed: Any) -> int:
