@@ -1,5 +1,6 @@
 # The public face of ruizn, for type checkers: the same names as `__all__` in __init__.py
 # (a test holds them equal). One import a line.
+from ruizn.agentdefs import Subagent as Subagent
 from ruizn.cassette.fork import ForkRefused as ForkRefused
 from ruizn.cassette.model import Cassette as Cassette
 from ruizn.cassette.recording import Divergence as Divergence
@@ -46,6 +47,8 @@ from ruizn.events import ToolApprovalRequested as ToolApprovalRequested
 from ruizn.events import ToolCallFinished as ToolCallFinished
 from ruizn.events import ToolCallStarted as ToolCallStarted
 from ruizn.events import ToolsChanged as ToolsChanged
+from ruizn.events import SubagentFinished as SubagentFinished
+from ruizn.events import SubagentStarted as SubagentStarted
 from ruizn.events import UserMessage as UserMessage
 from ruizn.limits import Limits as Limits
 from ruizn.media import Image as Image

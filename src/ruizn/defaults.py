@@ -13,6 +13,8 @@ __all__ = [
     "APPROVAL_MODES",
     "DEFAULT_APPROVAL",
     "DEFAULT_HOOK_TIMEOUT",
+    "DEFAULT_MAX_AGENTS",
+    "DEFAULT_MAX_DEPTH",
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_MAX_STEPS",
     "DEFAULT_MAX_TOKENS",
@@ -91,3 +93,8 @@ HOOK_EVENTS: tuple[HookEvent, ...] = (
 )
 # A hook command's timeout in seconds where its config gives none (Claude Code's default).
 DEFAULT_HOOK_TIMEOUT = 60.0
+
+# Subagents (docs/subagents.md): how deep children may nest below a run (1: children start
+# none), and how many of one run's children run at once.
+DEFAULT_MAX_DEPTH = 1
+DEFAULT_MAX_AGENTS = 4

@@ -44,6 +44,7 @@ from typing import assert_never
 from attrs import evolve
 
 from ruizn.bounds import deeper_than, too_deep
+from ruizn.child_turns import on_subagent_finished, on_subagent_started
 from ruizn.events import (
     BudgetSpent,
     ContextCleared,
@@ -57,6 +58,8 @@ from ruizn.events import (
     RunFinished,
     RunResumed,
     RunStarted,
+    SubagentFinished,
+    SubagentStarted,
     ToolApprovalDecided,
     ToolApprovalRequested,
     ToolCallFinished,
@@ -158,6 +161,9 @@ TRANSITIONS: Mapping[tuple[Phase, str], Phase | Rule] = {
     (_R, HookRan.TAG): _R,
     (_T, HookRan.TAG): _T,
     (_D, HookRan.TAG): Rule.AFTER_HOOK,
+    # A subagent (an `agent` call's child run) starts and ends inside its call.
+    (_T, SubagentStarted.TAG): _T,
+    (_T, SubagentFinished.TAG): _T,
 }
 
 # Which event types each phase accepts: derived from the table, never written twice.
@@ -234,6 +240,10 @@ def reduce(state: ExecutionContext, event: Event) -> ExecutionContext:
             after = on_output_checked(state, event)
         case HookRan():
             after = on_hook_ran(state, event)
+        case SubagentStarted():
+            after = on_subagent_started(state, event)
+        case SubagentFinished():
+            after = on_subagent_finished(state, event)
         case _:
             assert_never(event)
     phase = target if isinstance(target, Phase) else RULES[target](after)

@@ -26,9 +26,12 @@ from ruizn.events import (
     LlmResponse,
     LlmToken,
     OutputChecked,
+    Parent,
     RunFinished,
     RunResumed,
     RunStarted,
+    SubagentFinished,
+    SubagentStarted,
 )
 from ruizn.media import tally_of_run
 from ruizn.settings import ConfigError, RunSettings
@@ -98,6 +101,11 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
         "output_retries",
         "output_mode",
         "hooks",
+        # subagents: a run without them writes what it wrote before
+        "subagents",
+        "max_depth",
+        "max_agents",
+        "allowed_tools",
     ),
     Usage: ("cache_creation_1h_input_tokens",),
     LlmResponse: ("cost", "priced_by"),
@@ -105,6 +113,9 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
     RunFinished: ("cost",),
     OutputChecked: ("output", "error", "call_id"),
     HookRan: ("reason", "context", "updated_input", "tool_use_id", "error"),
+    Parent: ("agent", "call"),
+    SubagentStarted: ("description",),
+    SubagentFinished: ("cost", "error"),
 }
 
 
@@ -349,6 +360,8 @@ def state_to_json(state: ExecutionContext) -> dict[str, Any]:
             "start_hooks_ran",
         ):
             del data[name]
+    if not state.children:
+        del data["children"]  # a run without subagents prints what it printed before
     return data
 
 

@@ -298,6 +298,21 @@ class CallFailure:
 
 
 @frozen(kw_only=True)
+class ChildRun:
+    """A subagent this run started (subagent_started) and, once it ended, how
+    (subagent_finished: `status` None while it runs). Its totals are in the run's."""
+
+    id: str  # the `agent` call that started it
+    run_id: str
+    agent: str
+    status: Status | None = None
+    steps: int = 0
+    usage: Usage = field(factory=Usage)
+    cost: float | None = None
+    error: str | None = None
+
+
+@frozen(kw_only=True)
 class ExecutionContext:
     run_id: str
     goal: str
@@ -374,6 +389,8 @@ class ExecutionContext:
     hook_stop: str | None = None
     # SessionStart then UserPromptSubmit hooks run at the run's start so far.
     start_hooks_ran: int = 0
+    # The subagents this run started, in order (their usage and cost are in the run's).
+    children: tuple[ChildRun, ...] = ()
 
     @property
     def total_cost(self) -> float | None:

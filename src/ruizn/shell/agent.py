@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from attrs import asdict, evolve
 
+from ruizn.agentdefs import Subagent, with_general
 from ruizn.cassette.fork import fork_prefix
 from ruizn.effects.mcp.config import MCPServer
 from ruizn.effects.models.function import ReplyFunction
@@ -42,6 +43,7 @@ from ruizn.reducers import reasked, rebuild, reduce
 from ruizn.reducers import start as start_state
 from ruizn.resuming import ResumePlan, ResumeRefused, plan_continue, plan_resume, resume_decisions
 from ruizn.settings import ConfigError, RunSettings, settings_from
+from ruizn.shell.children import NamedHooks
 from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session, UntrustedRun
 from ruizn.shell.runner import Subscriber
 from ruizn.shell.structured import check_output_schema, output_schema_of
@@ -79,6 +81,7 @@ class Agent(Wiring):
         budget: SharedBudget | None = None,
         output_type: Any = None,
         hook_runner: HookExecutor | None = None,
+        subagents: Iterable[Subagent] = (),
         **options: Any,
     ) -> None:
         """`options` are `RunSettings`' fields (system, workspace, max_steps, max_tokens,
@@ -114,8 +117,14 @@ class Agent(Wiring):
 
         `pricer` prices each model call, its cost logged with it, and knows the models'
         context windows (default: the installed genai-prices); `budget` is one the runs share
-        with others (a fleet's batch), asked before each model call."""
+        with others (a fleet's batch), asked before each model call.
+
+        `subagents` (`ruizn.Subagent`s) give the model the `agent` tool, which runs one as a
+        child run, with a built-in `general` one (see docs/subagents.md)."""
         base = settings if settings is not None else RunSettings()
+        defined = tuple(subagents)
+        if defined:
+            options["subagents"] = with_general(defined)
         if isinstance(model, str):
             options["model"] = model
         elif model is not None:
@@ -255,6 +264,36 @@ class Agent(Wiring):
         if vouched:
             self._trust.closed(head, log_path)
         return Session.of(state, run_id, log_path)
+
+    def _child(
+        self,
+        settings: RunSettings,
+        approver: Approver | None,
+        budget: SharedBudget | None,
+        watch: Subscriber,
+        agent: tuple[str, str],
+    ) -> Agent:
+        """A child run's agent: this one's tools, store and trust, the parent's hooks told
+        which agent calls (shell/children.py)."""
+        hooks = self._hooks_for(settings)
+        return Agent(
+            None if isinstance(self._model, str) else self._model,
+            tools=self._tools,
+            builtins=self._builtins,
+            mcp=self._servers,
+            mcp_headers=self._mcp_headers,
+            approver=approver,
+            settings=settings,
+            store=self.store() if self._log else None,
+            log=self._log,
+            subscribers=(watch,),
+            on_notice=self._notice,
+            environ=self._environ,
+            trust_store=self._trust,
+            pricer=self._pricer,
+            budget=budget,
+            hook_runner=None if hooks is None else NamedHooks(hooks, *agent),
+        )
 
     def trust_problem(self, run: str | Path) -> str | None:
         """Why ruizn may not act on `run`'s log as recorded, or None: this user's ruizn

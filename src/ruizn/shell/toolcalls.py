@@ -5,7 +5,7 @@ given a subfolder's instructions and its PostToolUse hooks' notes."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -14,13 +14,13 @@ from attrs import evolve
 from ruizn.decide import stale_result
 from ruizn.effects.runlog.sink import EventSink, SinkError
 from ruizn.effects.tools.base import invoke_tool
-from ruizn.events import ToolCallFinished, ToolCallStarted
+from ruizn.events import SubagentFinished, SubagentStarted, ToolCallFinished, ToolCallStarted
 from ruizn.hooks import matching, post_notes
 from ruizn.media import fit as fit_media
 from ruizn.media import text_of
 from ruizn.shell.hookcalls import HookCalls
 from ruizn.shell.toolchange import ToolChanges
-from ruizn.state import ErrorType, TextBlock, ToolCall, ToolResult
+from ruizn.state import ErrorType, ExecutionContext, TextBlock, ToolCall, ToolResult
 from ruizn.toolsource import SourceKind
 
 
@@ -30,6 +30,22 @@ class PathInstructions(Protocol):
     def given_in(self, messages: Iterable[Any], root: Iterable[Any]) -> None: ...
 
     def for_path(self, raw: str) -> str | None: ...
+
+
+class ChildHost(Protocol):
+    """What a subagent's call needs of the run it runs under (shell/children.py): its
+    state, and its log, where the child's start and end are recorded."""
+
+    @property
+    def state(self) -> ExecutionContext: ...
+
+    def child_started(self, call_id: str, run_id: str, agent: str, description: str) -> int: ...
+
+    def child_finished(self, call_id: str, run_id: str, child: ExecutionContext) -> None: ...
+
+
+# A tool whose call runs under the run itself (the `agent` tool): given the call and the run.
+RunsChild = Callable[[ToolCall, ChildHost], Awaitable[ToolResult]]
 
 
 class ToolCalls(HookCalls, ToolChanges):
@@ -92,7 +108,7 @@ class ToolCalls(HookCalls, ToolChanges):
             self._sink.sync()  # a SinkError ends the run as a failed write does
         began = self._timer()
         try:
-            result = await invoke_tool(self._registry, call)
+            result = await self._invoke(call)
         except anyio.get_cancelled_exc_class():
             # A tool that ends its work when cancelled (bash kills the command's process
             # group) says so in the log, so resume need not answer "effects unknown".
@@ -125,6 +141,35 @@ class ToolCalls(HookCalls, ToolChanges):
                     else (*content, TextBlock(text=notes)),
                 )
         self._emit(ToolCallFinished, id=call.id, result=result, duration=self._timer() - began)
+
+    async def _invoke(self, call: ToolCall) -> ToolResult:
+        runs: RunsChild | None = getattr(self._registry.get(call.name), "runs", None)
+        if runs is None:
+            return await invoke_tool(self._registry, call)
+        problem = self._registry.validation_error(call.name, call.input)
+        if problem is not None:
+            return ToolResult.error(ErrorType.INVALID_INPUT, problem)
+        # No tool timeout: a child run has its own limits (steps, budget).
+        return await runs(call, self)
+
+    def child_started(self, call_id: str, run_id: str, agent: str, description: str) -> int:
+        """Log a child's start, on disk before the child writes (a resume finds it by this);
+        its seq."""
+        self._emit(SubagentStarted, id=call_id, run_id=run_id, agent=agent, description=description)
+        self._sink.sync()
+        return self.state.last_seq
+
+    def child_finished(self, call_id: str, run_id: str, child: ExecutionContext) -> None:
+        self._emit(
+            SubagentFinished,
+            id=call_id,
+            run_id=run_id,
+            status=child.status,
+            steps=child.step,
+            usage=child.usage,
+            cost=child.total_cost,
+            error=child.error,
+        )
 
     def _with_instructions(self, call: ToolCall, result: ToolResult) -> ToolResult:
         """The result with the nearest subfolder instructions file not given yet, if the
@@ -162,4 +207,4 @@ def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     return first_error(first) if isinstance(first, BaseExceptionGroup) else first
 
 
-__all__ = ("PathInstructions", "ToolCalls", "first_error")
+__all__ = ("ChildHost", "PathInstructions", "RunsChild", "ToolCalls", "first_error")

@@ -1,0 +1,66 @@
+"""The reducer's cases for subagents: a child run started by an `agent` call, and its end,
+whose usage and cost become part of this run's (one budget for the tree).
+
+Pure; `ruizn.reducers.reduce` dispatches to them."""
+
+from __future__ import annotations
+
+import math
+
+from attrs import evolve
+
+from ruizn.events import SubagentFinished, SubagentStarted
+from ruizn.rules import InvalidTransition
+from ruizn.state import ChildRun, ExecutionContext, Status
+
+__all__ = ["on_subagent_finished", "on_subagent_started"]
+
+
+def on_subagent_started(state: ExecutionContext, event: SubagentStarted) -> ExecutionContext:
+    if event.id not in state.tools_in_flight:
+        raise InvalidTransition(f"subagent_started for {event.id!r}, a call not running")
+    if any(child.id == event.id for child in state.children):
+        # A resumed call goes on with the child it started: never a second one.
+        raise InvalidTransition(f"subagent_started twice for {event.id!r}")
+    if any(child.run_id == event.run_id for child in state.children) or (
+        event.run_id == state.run_id
+    ):
+        raise InvalidTransition(f"subagent_started with a run id in use ({event.run_id!r})")
+    names = {definition.name for definition in state.settings.subagents}
+    if event.agent not in names:
+        raise InvalidTransition(f"subagent_started for an agent the run lacks ({event.agent!r})")
+    child = ChildRun(id=event.id, run_id=event.run_id, agent=event.agent)
+    return evolve(state, children=(*state.children, child), last_seq=event.seq)
+
+
+def on_subagent_finished(state: ExecutionContext, event: SubagentFinished) -> ExecutionContext:
+    found = [i for i, child in enumerate(state.children) if child.id == event.id]
+    if not found:
+        raise InvalidTransition(f"subagent_finished for {event.id!r}, which started none")
+    index = found[0]
+    child = state.children[index]
+    if child.run_id != event.run_id:
+        raise InvalidTransition(f"subagent_finished names another run than {child.run_id!r}")
+    if child.status is not None:
+        raise InvalidTransition(f"subagent_finished twice for {event.id!r}")
+    if event.status is Status.RUNNING or event.steps < 0:
+        raise InvalidTransition("subagent_finished with status running or negative steps")
+    if event.cost is not None and not (math.isfinite(event.cost) and event.cost >= 0):
+        raise InvalidTransition("subagent_finished with a cost that is not a price")
+    ended = evolve(
+        child,
+        status=event.status,
+        steps=event.steps,
+        usage=event.usage,
+        cost=event.cost,
+        error=event.error,
+    )
+    children = (*state.children[:index], ended, *state.children[index + 1 :])
+    return evolve(
+        state,
+        children=children,
+        usage=state.usage + event.usage,
+        cost=state.cost + (event.cost or 0.0),
+        cost_unknown=state.cost_unknown + (1 if event.cost is None else 0),
+        last_seq=event.seq,
+    )
