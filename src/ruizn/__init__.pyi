@@ -42,13 +42,13 @@ from ruizn.events import OutputChecked as OutputChecked
 from ruizn.events import RunFinished as RunFinished
 from ruizn.events import RunResumed as RunResumed
 from ruizn.events import RunStarted as RunStarted
+from ruizn.events import SubagentFinished as SubagentFinished
+from ruizn.events import SubagentStarted as SubagentStarted
 from ruizn.events import ToolApprovalDecided as ToolApprovalDecided
 from ruizn.events import ToolApprovalRequested as ToolApprovalRequested
 from ruizn.events import ToolCallFinished as ToolCallFinished
 from ruizn.events import ToolCallStarted as ToolCallStarted
 from ruizn.events import ToolsChanged as ToolsChanged
-from ruizn.events import SubagentFinished as SubagentFinished
-from ruizn.events import SubagentStarted as SubagentStarted
 from ruizn.events import UserMessage as UserMessage
 from ruizn.limits import Limits as Limits
 from ruizn.media import Image as Image

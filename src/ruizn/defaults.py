@@ -81,7 +81,14 @@ Effort = Literal["low", "medium", "high", "xhigh", "max"]
 EFFORT_LEVELS: tuple[Effort, ...] = ("low", "medium", "high", "xhigh", "max")
 # The hook events ruizn fires, named and shaped as Claude Code's (see ruizn.hooks).
 HookEvent = Literal[
-    "PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SessionStart", "SessionEnd"
+    "PreToolUse",
+    "PostToolUse",
+    "UserPromptSubmit",
+    "Stop",
+    "SessionStart",
+    "SessionEnd",
+    "SubagentStart",
+    "SubagentStop",
 ]
 HOOK_EVENTS: tuple[HookEvent, ...] = (
     "PreToolUse",
@@ -90,6 +97,9 @@ HOOK_EVENTS: tuple[HookEvent, ...] = (
     "Stop",
     "SessionStart",
     "SessionEnd",
+    # Around a subagent (the parent's hooks; the matcher takes the agent's name).
+    "SubagentStart",
+    "SubagentStop",
 )
 # A hook command's timeout in seconds where its config gives none (Claude Code's default).
 DEFAULT_HOOK_TIMEOUT = 60.0

@@ -181,7 +181,8 @@ class ChildRuns:
                 seq = host.child_started(
                     call.id, run_id, definition.name, _text(call, "description")
                 )
-            else:
+                await host.child_hooks("SubagentStart", call, definition.name, run_id)
+            else:  # resumed after a stop: the child it started goes on
                 run_id, seq = record.run_id, state.last_seq
             watch = budget.watch(run_id)
             approver = (
@@ -201,6 +202,7 @@ class ChildRuns:
                 budget.done(run_id)
             child_state: ExecutionContext = result.state
             host.child_finished(call.id, run_id, child_state)
+            await host.child_hooks("SubagentStop", call, definition.name, run_id)
         return _result(definition, result.run_id, child_state, result.output)
 
     async def _answer_of(

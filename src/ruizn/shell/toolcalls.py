@@ -43,6 +43,8 @@ class ChildHost(Protocol):
 
     def child_finished(self, call_id: str, run_id: str, child: ExecutionContext) -> None: ...
 
+    async def child_hooks(self, event: str, call: ToolCall, agent: str, run_id: str) -> None: ...
+
 
 # A tool whose call runs under the run itself (the `agent` tool): given the call and the run.
 RunsChild = Callable[[ToolCall, ChildHost], Awaitable[ToolResult]]
@@ -170,6 +172,13 @@ class ToolCalls(HookCalls, ToolChanges):
             cost=child.total_cost,
             error=child.error,
         )
+
+    async def child_hooks(self, event: str, call: ToolCall, agent: str, run_id: str) -> None:
+        """The run's SubagentStart or SubagentStop hooks for its child `run_id` (whose matcher
+        takes the agent's name), logged as hook_ran for the call."""
+        specs = matching(self.state.settings, event, agent)
+        if specs:
+            await self._run_hooks(event, specs, call, agent_id=run_id, agent_type=agent)
 
     def _with_instructions(self, call: ToolCall, result: ToolResult) -> ToolResult:
         """The result with the nearest subfolder instructions file not given yet, if the

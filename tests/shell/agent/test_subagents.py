@@ -4,6 +4,7 @@ each child) is served from its own script, picked by its system prompt."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 import ruizn
 from ruizn.effects.runlog.reader import iter_events
 from ruizn.events import RunStarted, SubagentFinished, SubagentStarted
+from ruizn.settings import HookSpec
 from tests.fakeapi.replies import (
     Reply,
     Stream,
@@ -97,7 +99,8 @@ def test_two_children_run_at_once_and_their_totals_roll_up(workspace: Path, api:
     agent = ruizn.Agent(MODEL, workspace=workspace, system=PARENT, subagents=[REVIEWER, FINDER])
     result = agent.run("Review and find.")
     assert result.status.value == "success", result.error
-    assert "LGTM" in result.output and "in docs/" in result.output
+    assert "LGTM" in result.output
+    assert "in docs/" in result.output
 
     events = _events(result.log_path)
     started = [e for e in events if isinstance(e, SubagentStarted)]
@@ -116,7 +119,8 @@ def test_two_children_run_at_once_and_their_totals_roll_up(workspace: Path, api:
         child = _events(child_log)
         first = child[0]
         assert isinstance(first, RunStarted)
-        assert first.parent is not None and first.parent.run_id == result.run_id
+        assert first.parent is not None
+        assert first.parent.run_id == result.run_id
         assert (first.parent.kind, first.parent.agent, first.parent.call) == (
             "agent",
             event.agent,
@@ -126,7 +130,8 @@ def test_two_children_run_at_once_and_their_totals_roll_up(workspace: Path, api:
         spans.append((child[0].ts, child[-1].ts))
     # Side by side: each child started before the other ended.
     (a0, a1), (b0, b1) = spans
-    assert a0 < b1 and b0 < a1
+    assert a0 < b1
+    assert b0 < a1
     # Each child was offered only its definition's tools (a subset of the parent's).
     by_prompt = {json.dumps(r.body.get("system")): r.body for r in server.requests}
     offered = {
@@ -135,3 +140,109 @@ def test_two_children_run_at_once_and_their_totals_roll_up(workspace: Path, api:
         if "You review" in key or "You find" in key
     }
     assert sorted(offered.values()) == [["list_dir"], ["read_file"]]
+
+
+def _looping(tool: str, tool_input: dict[str, Any], usage: Usage) -> Any:
+    """A child that calls `tool` every turn and never ends on its own."""
+
+    def reply(body: dict[str, Any], index: int) -> Reply:
+        n = turns(body)
+        return Stream(
+            (Text("Again."), ToolUse(f"toolu_{n:04d}_child", tool, tool_input)),
+            stop_reason="tool_use",
+            usage=usage,
+        )
+
+    return reply
+
+
+def test_a_budget_spent_inside_a_child_stops_the_child_then_the_parent(
+    workspace: Path, api: Any
+) -> None:
+    api(
+        {
+            PARENT: _lead(_call("toolu_a", "finder", "List forever")),
+            # $3 a million input tokens: each child call costs $0.003.
+            "You find": _looping("list_dir", {"path": "."}, Usage(1000, 0)),
+        }
+    )
+    agent = ruizn.Agent(
+        MODEL, workspace=workspace, system=PARENT, subagents=[FINDER], max_cost=0.01
+    )
+    result = agent.run("Find.")
+    assert result.status.value == "max_cost", result.error
+    finished = [e for e in _events(result.log_path) if isinstance(e, SubagentFinished)]
+    assert [e.status.value for e in finished] == ["max_cost"]
+    # The tree spent its budget and no more than one call past it (the one that reached it).
+    assert result.cost is not None
+    assert 0.01 <= result.cost < 0.01 + 0.0031
+    assert finished[0].cost is not None
+    assert finished[0].cost > 0
+    assert ruizn.replay(result.log_path) == result.state
+
+
+def test_a_pre_tool_use_hook_blocks_a_childs_call_and_is_told_which_agent(
+    workspace: Path, api: Any, tmp_path: Path
+) -> None:
+    seen = tmp_path / "seen.jsonl"
+    hook = tmp_path / "hook.py"
+    hook.write_text(
+        "import json, sys\n"
+        "data = json.load(sys.stdin)\n"
+        f"open({str(seen)!r}, 'a').write(json.dumps(data) + '\\n')\n"
+        "if data.get('agent_type') == 'finder' and data.get('tool_name') == 'list_dir':\n"
+        "    print('no listing for finders', file=sys.stderr)\n"
+        "    sys.exit(2)\n",
+        encoding="utf-8",
+    )
+    command = f"{sys.executable} {hook}"
+    hooks = [
+        HookSpec(event=event, command=command, matcher=matcher)
+        for event, matcher in (
+            ("PreToolUse", "list_dir|Task"),
+            ("SubagentStart", ""),
+            ("SubagentStop", ""),
+        )
+    ]
+
+    def finder(body: dict[str, Any], index: int) -> Reply:
+        if turns(body) == 0:
+            return Stream((ToolUse("toolu_ls", "list_dir", {"path": "."}),), stop_reason="tool_use")
+        return Stream((Text(f"Told: {tool_results(body)[0]['content']}"),))
+
+    api({PARENT: _lead(_call("toolu_a", "finder", "List")), "You find": finder})
+    agent = ruizn.Agent(MODEL, workspace=workspace, system=PARENT, subagents=[FINDER], hooks=hooks)
+    result = agent.run("Find.")
+    assert result.status.value == "success", result.error
+    assert "no listing for finders" in result.output
+    inputs = [json.loads(line) for line in seen.read_text(encoding="utf-8").splitlines()]
+    by_event = [(d["hook_event_name"], d.get("tool_name"), d.get("agent_type")) for d in inputs]
+    # The parent's `agent` call matched "Task" (Claude Code's name for it); the child's call
+    # carried the agent's id and name; the parent heard the child start and stop.
+    assert by_event == [
+        ("PreToolUse", "agent", None),
+        ("SubagentStart", "agent", "finder"),
+        ("PreToolUse", "list_dir", "finder"),
+        ("SubagentStop", "agent", "finder"),
+    ]
+    child_id = next(e.run_id for e in _events(result.log_path) if isinstance(e, SubagentStarted))
+    assert inputs[2]["agent_id"] == child_id
+    assert inputs[1]["agent_id"] == child_id
+    assert ruizn.replay(result.log_path) == result.state
+
+
+@pytest.mark.parametrize(("max_depth", "child_has_agent"), [(1, False), (2, True)])
+def test_max_depth_decides_whether_a_child_may_start_children(
+    workspace: Path, api: Any, max_depth: int, child_has_agent: bool
+) -> None:
+    helper = ruizn.Subagent(name="helper", description="Helps.", prompt="You help.")
+    server = api({PARENT: _lead(_call("toolu_a", "helper", "Think")), "You help": _answer("ok")})
+    agent = ruizn.Agent(
+        MODEL, workspace=workspace, system=PARENT, subagents=[helper], max_depth=max_depth
+    )
+    result = agent.run("Go.")
+    assert result.status.value == "success", result.error
+    child = next(r.body for r in server.requests if "You help" in json.dumps(r.body["system"]))
+    names = [t["name"] for t in child["tools"]]
+    assert ("agent" in names) is child_has_agent
+    assert "read_file" in names  # a definition naming no tools keeps the parent's

@@ -298,7 +298,8 @@ def settings_options(f: Any) -> Any:
             type=click.Path(dir_okay=False),
             metavar="FILE.json",
             help="Hook commands, in the shape of Claude Code's settings.json `hooks` key"
-            " (PreToolUse, PostToolUse, UserPromptSubmit, Stop, SessionStart, SessionEnd)."
+            " (PreToolUse, PostToolUse, UserPromptSubmit, Stop, SessionStart, SessionEnd,"
+            " SubagentStart, SubagentStop)."
             " Repeatable.",
         ),
         click.option(
