@@ -17,7 +17,15 @@ from attrs import field, frozen
 
 from ruizn.defaults import EFFORT_LEVELS, Effort
 
-__all__ = ["GENERAL", "NAME_PATTERN", "DefinitionError", "Subagent", "with_general"]
+__all__ = [
+    "CLAUDE_TOOLS",
+    "GENERAL",
+    "NAME_PATTERN",
+    "DefinitionError",
+    "Subagent",
+    "tool_names",
+    "with_general",
+]
 
 # A name the model writes in a tool input and a person types: letters, digits, - and _.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
@@ -49,6 +57,10 @@ def _tools(value: Any) -> tuple[str, ...] | None:
     return tuple(v for v in value if v)
 
 
+def _tool_list(value: Any) -> tuple[str, ...]:
+    return _tools(value) or ()
+
+
 def _effort(_: Any, attribute: Any, value: Any) -> None:
     if value is not None and value not in EFFORT_LEVELS:
         raise DefinitionError(f"a subagent's effort must be one of {', '.join(EFFORT_LEVELS)}")
@@ -63,8 +75,9 @@ def _turns(_: Any, attribute: Any, value: Any) -> None:
 class Subagent:
     """One agent a run may start as a child (`ruizn.Subagent(...)`, an agent file).
 
-    `tools` None: every tool of the parent but `agent` itself unless depth allows it; else
-    the names it keeps (a name the parent lacks is left out: never wider than the parent).
+    `tools` None: every tool of the parent (`agent` only while depth allows); else the names
+    it keeps (a name the parent lacks is left out: never wider than the parent), less
+    `disallowed_tools`. Claude Code's tool names (Read, Edit, Grep...) stand for ruizn's.
     `model` None (or "inherit"): the parent's. `max_turns` None: the parent's max_steps.
     `source` says where it came from (`built-in`, `library`, a file's path)."""
 
@@ -72,6 +85,7 @@ class Subagent:
     description: str = field(validator=_text)
     prompt: str = field(validator=_text)
     tools: tuple[str, ...] | None = field(default=None, converter=_tools)
+    disallowed_tools: tuple[str, ...] = field(default=(), converter=_tool_list)
     model: str | None = None
     effort: Effort | None = field(default=None, validator=_effort)
     max_turns: int | None = field(default=None, validator=_turns)
@@ -87,6 +101,28 @@ GENERAL = Subagent(
     prompt="(the parent's system prompt)",
     source="built-in",
 )
+
+
+# Claude Code's tool names, as its agent files write them, and the ruizn tools they stand for.
+CLAUDE_TOOLS: dict[str, tuple[str, ...]] = {
+    "Read": ("read_file",),
+    "Write": ("write_file",),
+    "Edit": ("edit_file",),
+    "MultiEdit": ("edit_file",),
+    "Grep": ("grep",),
+    "Glob": ("glob",),
+    "LS": ("list_dir",),
+    "Bash": ("bash", "bash_output", "bash_kill"),
+    "BashOutput": ("bash_output",),
+    "KillShell": ("bash_kill",),
+    "Task": ("agent",),
+    "Agent": ("agent",),
+}
+
+
+def tool_names(names: Sequence[str]) -> frozenset[str]:
+    """The ruizn tool names a definition's list means (Claude Code's names translated)."""
+    return frozenset(n for name in names for n in CLAUDE_TOOLS.get(name, (name,)))
 
 
 def with_general(definitions: Sequence[Subagent]) -> tuple[Subagent, ...]:

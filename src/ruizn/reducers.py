@@ -186,7 +186,15 @@ def start(event: RunStarted) -> ExecutionContext:
         settings=event.settings,
         messages=(Message(role="user", content=(TextBlock(text=event.goal),)),),
         last_seq=1,
+        agent_of=_agent_of(event),
     )
+
+
+def _agent_of(event: RunStarted) -> tuple[str, str] | None:
+    parent = event.parent
+    if parent is None or parent.kind != "agent":
+        return None
+    return (parent.run_id, parent.agent or "agent")
 
 
 def reduce(state: ExecutionContext, event: Event) -> ExecutionContext:

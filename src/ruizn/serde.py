@@ -362,6 +362,8 @@ def state_to_json(state: ExecutionContext) -> dict[str, Any]:
             del data[name]
     if not state.children:
         del data["children"]  # a run without subagents prints what it printed before
+    if state.agent_of is None:
+        del data["agent_of"]
     return data
 
 

@@ -391,6 +391,8 @@ class ExecutionContext:
     start_hooks_ran: int = 0
     # The subagents this run started, in order (their usage and cost are in the run's).
     children: tuple[ChildRun, ...] = ()
+    # A subagent's own run: (its parent's run id, its agent's name), from its run_started.
+    agent_of: tuple[str, str] | None = None
 
     @property
     def total_cost(self) -> float | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from attrs import evolve
 
-from ruizn.agentdefs import Subagent
+from ruizn.agentdefs import Subagent, tool_names
 from ruizn.settings import RunSettings
 from ruizn.state import ExecutionContext
 
@@ -34,8 +34,9 @@ def child_tools(parent: RunSettings, definition: Subagent, depth_left: int) -> t
     offered = tuple(str(schema.get("name")) for schema in parent.tools)
     if parent.allowed_tools is not None:
         offered = tuple(name for name in offered if name in parent.allowed_tools)
-    wanted = offered if definition.tools is None else definition.tools
-    kept = tuple(name for name in offered if name in wanted)
+    wanted = frozenset(offered) if definition.tools is None else tool_names(definition.tools)
+    unwanted = tool_names(definition.disallowed_tools)
+    kept = tuple(name for name in offered if name in wanted and name not in unwanted)
     return tuple(name for name in kept if name != AGENT_TOOL or depth_left >= 1)
 
 

@@ -258,7 +258,8 @@ class AgentTool(BaseTool):
     # "interrupted").
     read_only = True
 
-    def __init__(self, definitions: Sequence[Subagent], runs: ChildRuns) -> None:
+    def __init__(self, definitions: Sequence[Subagent], runs: ChildRuns | None) -> None:
+        """`runs` None: a tool only to be listed (`ruizn tools`), whose calls run nothing."""
         super().__init__()
         self.runs = runs
         listed = "\n".join(f"- {d.name}: {' '.join(d.description.split())}" for d in definitions)

@@ -50,6 +50,11 @@ COMMANDS: dict[str, Entry] = {
         " and its input schema.",
         sdk=True,
     ),
+    "agents": Entry(
+        _CLI + "agents_cmd:agents_command",
+        "List the subagents a run here could start: name, where each is defined, its tools,"
+        " model and description (a workspace's are marked: they run only once accepted).",
+    ),
     "replay": Entry(
         _CLI + "log_cmd:replay_command",
         "Rebuild RUN's state from its log and print its transcript (no network).",

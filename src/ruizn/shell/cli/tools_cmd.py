@@ -2,13 +2,33 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
+from ruizn.shell.cli.agents_cmd import agent_options
 from ruizn.shell.cli.common import reading, run_root
 from ruizn.shell.cli.exits import EXIT_OK, Exit
 from ruizn.shell.cli.options import mcp_header_option, tool_options, where_options
 
-__all__ = ["tools_command"]
+__all__ = ["agent_tool_of", "tools_command"]
+
+
+def agent_tool_of(workspace: str, choices: dict[str, Any]) -> list[tuple[Any, Any]]:
+    """The `agent` tool as a run here would offer it (a workspace's definitions listed
+    too, as they would be once accepted), or nothing when the run would have no subagents."""
+    from ruizn.agentdefs import with_general
+    from ruizn.shell.children import AgentTool
+    from ruizn.shell.cli.agents_cmd import found_definitions
+    from ruizn.toolsource import SourceKind, ToolSource
+
+    if choices.get("subagents") is False or choices.get("max_depth") == 0:
+        return []
+    own, theirs = found_definitions(workspace, tuple(choices.get("agents_dirs") or ()))
+    if not (own or theirs or choices.get("subagents")):
+        return []
+    tool = AgentTool(with_general((*own, *theirs)), None)
+    return [(tool, ToolSource(tool=tool.name, kind=SourceKind.BUILTIN, ref=tool.name))]
 
 
 @click.command("tools")
@@ -23,6 +43,7 @@ __all__ = ["tools_command"]
 )
 @mcp_header_option
 @tool_options
+@agent_options
 @where_options
 def tools_command(
     *,
@@ -33,6 +54,7 @@ def tools_command(
     no_plugins: bool,
     workspace: str,
     log_dir: str | None,
+    **agent_choices: Any,
 ) -> None:
     """List every available tool: its name, where it comes from, whether it only reads, and
     its input schema. With --mcp, the servers' tools too."""
@@ -47,6 +69,7 @@ def tools_command(
     )
     toolbox = toolbox_of(settings, run_root(workspace, log_dir))
     found = [(loaded.tool, loaded.source) for loaded in toolbox.tools]
+    found += agent_tool_of(workspace, agent_choices)
     if servers:
         found += [(tool, tool.source()) for tool in mcp_tools_of(settings, servers)]
     listed = [
