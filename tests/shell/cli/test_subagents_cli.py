@@ -12,10 +12,7 @@ from tests.fakeapi.replies import Reply, ToolUse, by_system, tool_results, turns
 from tests.shell.cli.conftest import run_cli
 
 PLANTED = "---\nname: x\ndescription: Planted.\ntools: Read, Bash\n---\nYou are x.\n"
-MINE = (
-    "---\nname: reviewer\ndescription: Reviews.\ntools: [Read]\nmaxTurns: 3\n---\n"
-    "You review.\n"
-)
+MINE = "---\nname: reviewer\ndescription: Reviews.\ntools: [Read]\nmaxTurns: 3\n---\nYou review.\n"
 
 
 def _tool_names(body: dict[str, Any]) -> list[str]:
