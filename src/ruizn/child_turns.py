@@ -11,7 +11,7 @@ from attrs import evolve
 
 from ruizn.events import SubagentFinished, SubagentStarted
 from ruizn.rules import InvalidTransition
-from ruizn.state import ChildRun, ExecutionContext, Status
+from ruizn.state import ChildRun, ExecutionContext, Status, Usage
 
 __all__ = ["on_subagent_finished", "on_subagent_started"]
 
@@ -41,12 +41,22 @@ def on_subagent_finished(state: ExecutionContext, event: SubagentFinished) -> Ex
     child = state.children[index]
     if child.run_id != event.run_id:
         raise InvalidTransition(f"subagent_finished names another run than {child.run_id!r}")
-    if child.status is not None:
+    if child.status is not None and child.status is not Status.AWAITING_APPROVAL:
+        # Only a child that stopped for a decision goes on (resumed) and ends again.
         raise InvalidTransition(f"subagent_finished twice for {event.id!r}")
+    if event.id not in state.tools_in_flight:
+        raise InvalidTransition(f"subagent_finished for {event.id!r}, a call not running")
+    if bool(event.awaiting) is not (event.status is Status.AWAITING_APPROVAL):
+        raise InvalidTransition("subagent_finished lists awaited calls iff it awaits approval")
     if event.status is Status.RUNNING or event.steps < 0:
         raise InvalidTransition("subagent_finished with status running or negative steps")
     if event.cost is not None and not (math.isfinite(event.cost) and event.cost >= 0):
         raise InvalidTransition("subagent_finished with a cost that is not a price")
+    # The event carries the child's totals; the run adds what is new since its last end.
+    before = child if child.status is not None else None
+    usage = event.usage if before is None else _less(event.usage, before.usage)
+    if usage is None:
+        raise InvalidTransition("subagent_finished with totals below the child's last ones")
     ended = evolve(
         child,
         status=event.status,
@@ -54,13 +64,31 @@ def on_subagent_finished(state: ExecutionContext, event: SubagentFinished) -> Ex
         usage=event.usage,
         cost=event.cost,
         error=event.error,
+        awaiting=event.awaiting,
     )
     children = (*state.children[:index], ended, *state.children[index + 1 :])
+    was_unknown = before is not None and before.cost is None
+    known_before = 0.0 if before is None or before.cost is None else before.cost
     return evolve(
         state,
         children=children,
-        usage=state.usage + event.usage,
-        cost=state.cost + (event.cost or 0.0),
-        cost_unknown=state.cost_unknown + (1 if event.cost is None else 0),
+        usage=state.usage + usage,
+        cost=state.cost + max(0.0, (event.cost or 0.0) - known_before),
+        cost_unknown=state.cost_unknown + (event.cost is None) - was_unknown,
         last_seq=event.seq,
     )
+
+
+def _less(total: Usage, part: Usage) -> Usage | None:
+    """`total - part`, field by field; None when a field would fall below 0."""
+    values = {
+        name: getattr(total, name) - getattr(part, name)
+        for name in (
+            "input_tokens",
+            "output_tokens",
+            "cache_creation_input_tokens",
+            "cache_read_input_tokens",
+            "cache_creation_1h_input_tokens",
+        )
+    }
+    return None if min(values.values()) < 0 else Usage(**values)

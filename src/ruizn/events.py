@@ -20,6 +20,7 @@ from ruizn.state import (
     DecidedBy,
     JsonObject,
     Status,
+    ToolCall,
     ToolResult,
     Usage,
 )
@@ -340,6 +341,9 @@ class SubagentFinished:
     usage: Usage = field(factory=Usage)
     cost: float | None = None
     error: str | None = None
+    # Status awaiting_approval: the child's calls that wait for a decision. This run stops
+    # awaiting_approval too, and `resume --approve ID` hands the decision to the child.
+    awaiting: tuple[ToolCall, ...] = ()
 
 
 @frozen(kw_only=True)

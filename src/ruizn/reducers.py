@@ -459,7 +459,7 @@ def _on_run_finished(state: ExecutionContext, event: RunFinished) -> ExecutionCo
     # A run may end in error or be cancelled at any point (a failure, an internal error, a
     # signal); the other endings are the ones the rules give for the state it is in.
     if status is Status.AWAITING_APPROVAL and not (
-        state.phase is Phase.TOOLS and state.awaiting_approval
+        state.phase is Phase.TOOLS and (state.awaiting_approval or state.children_awaiting)
     ):
         raise InvalidTransition("run_finished awaiting_approval, but no call awaits a decision")
     if status is Status.SUCCESS:

@@ -115,7 +115,7 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
     HookRan: ("reason", "context", "updated_input", "tool_use_id", "error"),
     Parent: ("agent", "call"),
     SubagentStarted: ("description",),
-    SubagentFinished: ("cost", "error"),
+    SubagentFinished: ("cost", "error", "awaiting"),
 }
 
 

@@ -310,6 +310,7 @@ class ChildRun:
     usage: Usage = field(factory=Usage)
     cost: float | None = None
     error: str | None = None
+    awaiting: tuple[ToolCall, ...] = ()  # its calls waiting for a decision (awaiting_approval)
 
 
 @frozen(kw_only=True)
@@ -400,6 +401,16 @@ class ExecutionContext:
         if self.cost_unknown or self.unpriced_steps:
             return None
         return self.cost
+
+    @property
+    def children_awaiting(self) -> tuple[ChildRun, ...]:
+        """Children stopped awaiting approval whose `agent` call is still running: this
+        run waits on their decisions (`resume --approve ID` hands one to its child)."""
+        return tuple(
+            child
+            for child in self.children
+            if child.status is Status.AWAITING_APPROVAL and child.id in self.tools_in_flight
+        )
 
     @property
     def pending_tool_calls(self) -> tuple[ToolCall, ...]:

@@ -43,7 +43,7 @@ from ruizn.reducers import reasked, rebuild, reduce
 from ruizn.reducers import start as start_state
 from ruizn.resuming import ResumePlan, ResumeRefused, plan_continue, plan_resume, resume_decisions
 from ruizn.settings import ConfigError, RunSettings, settings_from
-from ruizn.shell.children import NamedHooks
+from ruizn.shell.children import NamedHooks, split_decisions
 from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session, UntrustedRun
 from ruizn.shell.runner import Subscriber
 from ruizn.shell.structured import check_output_schema, output_schema_of
@@ -453,13 +453,22 @@ class Agent(Wiring):
             if request.read_timeout is not None:  # this session's stream timeout only
                 settings = evolve(settings, read_timeout=request.read_timeout)
             root = ref.path.parent.parent
+            approve, deny, forward = split_decisions(state, request.approve, request.deny)
+            self._forwarded = {
+                call: {
+                    **ids,
+                    "reason": request.reason if ids["deny"] else None,
+                    "always": tuple(i for i in request.always if i in ids["approve"]),
+                }
+                for call, ids in forward.items()
+            }
             async with self._open(settings, root, ref.run_id, writer, state) as (runner, _):
                 decisions = resume_decisions(
                     reasked(state) if plan.reask else state,
                     runner.needs_approval,
-                    approve=request.approve,
-                    deny=request.deny,
-                    reason=request.reason,
+                    approve=approve,
+                    deny=deny,
+                    reason=request.reason if deny else None,
                     always=request.always,
                 )
                 if replayed.torn is not None:

@@ -12,7 +12,7 @@ child's own log (the child answers its own interrupted calls: never twice).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 import anyio
@@ -27,7 +27,7 @@ from ruizn.effects.tools.base import BaseTool
 from ruizn.events import Event, LlmResponse, Parent
 from ruizn.settings import HookSpec, RunSettings
 from ruizn.shell.outcome import final_text
-from ruizn.shell.toolcalls import ChildHost
+from ruizn.shell.toolcalls import ChildAwaits, ChildHost
 from ruizn.state import ErrorType, ExecutionContext, JsonObject, Status, ToolCall, ToolResult
 from ruizn.subagents import AGENT_TOOL, child_settings, remaining_budget
 
@@ -39,6 +39,7 @@ __all__ = [
     "NamedApprover",
     "NamedHooks",
     "TreeBudget",
+    "split_decisions",
 ]
 
 
@@ -144,11 +145,16 @@ class ChildRuns:
     def __init__(
         self,
         build: ChildBuilder,
+        *,
         approver: Approver | None,
         budget: SharedBudget | None,
         settings: RunSettings,
         asking: anyio.Lock | None = None,
+        decisions: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
+        """`decisions`: by the `agent` call whose child awaits them, the person's decisions
+        given with the parent's resume (`Resume` fields: approve, deny, reason, always)."""
+        self._decisions = decisions or {}
         self._build = build
         self._approver = approver
         self._outer = budget
@@ -165,7 +171,7 @@ class ChildRuns:
                 ErrorType.INVALID_INPUT, f"no agent named {name!r}; the agents are: {known}"
             )
         record = next((c for c in state.children if c.id == call.id), None)
-        if record is not None and record.status is not None:
+        if record is not None and record.status not in (None, Status.AWAITING_APPROVAL):
             # It ended before the crash, and only its answer was lost: read, not run again.
             return await self._answer_of(definition, record.run_id, state)
         if remaining_budget(state) == 0.0:
@@ -195,14 +201,22 @@ class ChildRuns:
                 parent = Parent(
                     run_id=state.run_id, seq=seq, kind="agent", agent=definition.name, call=call.id
                 )
+                decided = self._decisions.get(call.id, {}) if record is not None else {}
                 result = await _drive(
-                    child, run_id, record is not None, _text(call, "prompt"), parent
+                    child,
+                    run_id,
+                    resume=record is not None,
+                    prompt=_text(call, "prompt"),
+                    parent=parent,
+                    decided=decided,
                 )
             finally:
                 budget.done(run_id)
             child_state: ExecutionContext = result.state
             host.child_finished(call.id, run_id, child_state)
             await host.child_hooks("SubagentStop", call, definition.name, run_id)
+        if child_state.status is Status.AWAITING_APPROVAL:
+            raise ChildAwaits(run_id)
         return _result(definition, result.run_id, child_state, result.output)
 
     async def _answer_of(
@@ -217,12 +231,21 @@ class ChildRuns:
         return _result(definition, run_id, child_state, final_text(child_state))
 
 
-async def _drive(child: ChildAgent, run_id: str, resume: bool, prompt: str, parent: Parent) -> Any:
+async def _drive(
+    child: ChildAgent,
+    run_id: str,
+    *,
+    resume: bool,
+    prompt: str,
+    parent: Parent,
+    decided: Mapping[str, Any],
+) -> Any:
     if resume:
         with contextlib.suppress(RunNotFound):
             # A child killed mid-run goes on in its own log (it answers its own interrupted
-            # calls); one killed before its first line starts below, under the same id.
-            return await child.resume_async(run_id)
+            # calls); one killed before its first line starts below, under the same id. One
+            # stopped for a decision goes on with the person's (`resume PARENT --approve`).
+            return await child.resume_async(run_id, **decided)
     async with child.start(prompt, run_id=run_id, parent=parent) as session:
         return await session.drive()
 
@@ -243,6 +266,31 @@ def _result(definition: Subagent, run_id: str, state: ExecutionContext, output: 
     )
     body = f"{head}\nits last answer:\n{text}" if text else head
     return ToolResult.error(ErrorType.RUNTIME_ERROR, body)
+
+
+def split_decisions(
+    state: ExecutionContext, approve: Sequence[str], deny: Sequence[str]
+) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, dict[str, tuple[str, ...]]]]:
+    """A resume's `--approve/--deny` ids: the run's own, and by `agent` call, those of the
+    child that awaits them ("all" goes to each that waits)."""
+    every = "all"
+    children = state.children_awaiting
+    theirs = {call.id for child in children for call in child.awaiting}
+    mine_too = bool(state.awaiting_approval) or not children
+
+    def own(ids: Sequence[str]) -> tuple[str, ...]:
+        return tuple(i for i in ids if i not in theirs and (i != every or mine_too))
+
+    forward: dict[str, dict[str, tuple[str, ...]]] = {}
+    for child in children:
+        ids = {call.id for call in child.awaiting} | {every}
+        picked = {
+            "approve": tuple(i for i in approve if i in ids),
+            "deny": tuple(i for i in deny if i in ids),
+        }
+        if picked["approve"] or picked["deny"]:
+            forward[child.id] = picked
+    return own(approve), own(deny), forward
 
 
 class AgentTool(BaseTool):

@@ -20,7 +20,7 @@ from ruizn.media import fit as fit_media
 from ruizn.media import text_of
 from ruizn.shell.hookcalls import HookCalls
 from ruizn.shell.toolchange import ToolChanges
-from ruizn.state import ErrorType, ExecutionContext, TextBlock, ToolCall, ToolResult
+from ruizn.state import ErrorType, ExecutionContext, Status, TextBlock, ToolCall, ToolResult
 from ruizn.toolsource import SourceKind
 
 
@@ -44,6 +44,11 @@ class ChildHost(Protocol):
     def child_finished(self, call_id: str, run_id: str, child: ExecutionContext) -> None: ...
 
     async def child_hooks(self, event: str, call: ToolCall, agent: str, run_id: str) -> None: ...
+
+
+class ChildAwaits(Exception):
+    """A subagent stopped for a decision nobody could give: its call stays open (unanswered)
+    and the run stops awaiting_approval with it (decide)."""
 
 
 # A tool whose call runs under the run itself (the `agent` tool): given the call and the run.
@@ -111,6 +116,8 @@ class ToolCalls(HookCalls, ToolChanges):
         began = self._timer()
         try:
             result = await self._invoke(call)
+        except ChildAwaits:
+            return  # logged (subagent_finished awaiting_approval); the call stays open
         except anyio.get_cancelled_exc_class():
             # A tool that ends its work when cancelled (bash kills the command's process
             # group) says so in the log, so resume need not answer "effects unknown".
@@ -171,6 +178,7 @@ class ToolCalls(HookCalls, ToolChanges):
             usage=child.usage,
             cost=child.total_cost,
             error=child.error,
+            awaiting=child.awaiting_approval if child.status is Status.AWAITING_APPROVAL else (),
         )
 
     async def child_hooks(self, event: str, call: ToolCall, agent: str, run_id: str) -> None:
@@ -216,4 +224,4 @@ def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     return first_error(first) if isinstance(first, BaseExceptionGroup) else first
 
 
-__all__ = ("ChildHost", "PathInstructions", "RunsChild", "ToolCalls", "first_error")
+__all__ = ("ChildAwaits", "ChildHost", "PathInstructions", "RunsChild", "ToolCalls", "first_error")

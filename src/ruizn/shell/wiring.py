@@ -75,6 +75,8 @@ class Wiring:
     _pricer: Pricer
     _budget: SharedBudget | None
     _hook_runner: HookExecutor | None
+    # A resume's decisions for the calls its subagents wait on, by `agent` call (children).
+    _forwarded: Mapping[str, Mapping[str, Any]] = {}
 
     def store(self) -> RunStore:
         """Where this agent's runs live."""
@@ -226,7 +228,13 @@ class Wiring:
             return ()
         from ruizn.shell.children import AgentTool, ChildRuns
 
-        runs = ChildRuns(self._child, self._approver, self._budget, settings)
+        runs = ChildRuns(
+            self._child,
+            approver=self._approver,
+            budget=self._budget,
+            settings=settings,
+            decisions=self._forwarded,
+        )
         return (AgentTool(settings.subagents, runs),)
 
     def _child(

@@ -246,3 +246,37 @@ def test_max_depth_decides_whether_a_child_may_start_children(
     names = [t["name"] for t in child["tools"]]
     assert ("agent" in names) is child_has_agent
     assert "read_file" in names  # a definition naming no tools keeps the parent's
+
+
+def test_a_childs_call_needing_a_decision_stops_the_tree_and_a_resume_answers_it(
+    workspace: Path, api: Any
+) -> None:
+    writer = ruizn.Subagent(name="writer", description="Writes.", prompt="You write files.")
+
+    def child(body: dict[str, Any], index: int) -> Reply:
+        if turns(body) == 0:
+            write = ToolUse("toolu_w", "write_file", {"path": "notes.md", "content": "hi\n"})
+            return Stream((write,), stop_reason="tool_use")
+        return Stream((Text(f"Wrote: {tool_results(body)[0]['content']}"),))
+
+    api({PARENT: _lead(_call("toolu_a", "writer", "Write notes")), "You write": child})
+    agent = ruizn.Agent(MODEL, workspace=workspace, system=PARENT, subagents=[writer])
+    stopped = agent.run("Take notes.")
+    # Nobody to ask (no approver): the child stops for its write, and the parent with it.
+    assert stopped.status.value == "awaiting_approval", stopped.error
+    (child_run,) = stopped.state.children_awaiting
+    assert [call.id for call in child_run.awaiting] == ["toolu_w"]
+    assert not (workspace / "notes.md").exists()
+    assert ruizn.replay(stopped.log_path) == stopped.state
+
+    done = agent.resume(stopped.run_id, approve=["toolu_w"])
+    assert done.status.value == "success", done.error
+    assert (workspace / "notes.md").read_text() == "hi\n"
+    assert "Wrote:" in done.output
+    ends = [e for e in _events(done.log_path) if isinstance(e, SubagentFinished)]
+    assert [e.status.value for e in ends] == ["awaiting_approval", "success"]
+    # The child's totals count once: the second end's usage is the child's whole.
+    assert done.usage.output_tokens == ends[-1].usage.output_tokens + sum(
+        r.usage.output_tokens for r in _events(done.log_path) if type(r).__name__ == "LlmResponse"
+    )
+    assert ruizn.replay(done.log_path) == done.state
