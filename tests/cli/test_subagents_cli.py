@@ -145,3 +145,43 @@ def test_kill_9_inside_a_child_then_resume_goes_on_in_the_childs_own_log(
     systems = [json.dumps(r.body.get("system")) for r in server.requests[before:]]
     assert ["You review" in s for s in systems] == [True, False]
     assert run_cli(["replay", str(child_log)], workspace=workspace).code == 0
+
+
+def test_with_no_terminal_a_childs_write_stops_the_tree_exit_4_and_resume_approves_it(
+    workspace: Path, server_factory: Any, tmp_path: Path
+) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    writer = "---\nname: writer\ndescription: Writes.\ntools: Write\n---\nYou write.\n"
+    (mine / "writer.md").write_text(writer, encoding="utf-8")
+
+    def lead(body: dict[str, Any], index: int) -> Reply:
+        if turns(body) == 0:
+            call = {"subagent_type": "writer", "description": "notes", "prompt": "Write."}
+            return Stream((ToolUse("toolu_a", "agent", call),), stop_reason="tool_use")
+        return Stream((Text(f"Parent: {tool_results(body)[0]['content']}"),))
+
+    def child(body: dict[str, Any], index: int) -> Reply:
+        if turns(body) == 0:
+            write = ToolUse("toolu_w", "write_file", {"path": "notes.md", "content": "hi\n"})
+            return Stream((write,), stop_reason="tool_use")
+        return Stream((Text("Written."),))
+
+    server = server_factory(by_system({"You write": child, "": lead}))
+    stopped = run_cli(
+        ["run", "--agents", str(mine), "go"], workspace=workspace, base_url=server.base_url
+    )
+    assert stopped.code == 4, stopped.stderr
+    assert "toolu_w  writer > write_file" in stopped.stderr
+    parent = next(p for p in stopped.new_logs if '"parent"' not in p.read_text().splitlines()[0])
+    assert f"ruizn resume {parent.parent.name} --approve" in stopped.stderr
+    assert not (workspace / "notes.md").exists()
+
+    done = run_cli(
+        ["resume", parent.parent.name, "--approve", "toolu_w"],
+        workspace=workspace,
+        base_url=server.base_url,
+    )
+    assert done.code == 0, done.stderr
+    assert "Parent: Written." in done.stdout
+    assert (workspace / "notes.md").read_text(encoding="utf-8") == "hi\n"
