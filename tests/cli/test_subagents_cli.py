@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from tests.cli.conftest import (
+    cli_env,
     read_events,
     run_cli,
     slow_answer,
     start_cli,
     wait_for_event,
 )
+from tests.cli.terminals import PROMPT, Terminal
 from tests.fakeapi import Stream, Text
 from tests.fakeapi.replies import Reply, ToolUse, by_system, tool_results, turns
 
@@ -184,4 +186,45 @@ def test_with_no_terminal_a_childs_write_stops_the_tree_exit_4_and_resume_approv
     )
     assert done.code == 0, done.stderr
     assert "Parent: Written." in done.stdout
+    assert (workspace / "notes.md").read_text(encoding="utf-8") == "hi\n"
+
+
+def test_a_childs_write_is_asked_at_the_terminal_under_its_agents_name(
+    workspace: Path, server_factory: Any, tmp_path: Path
+) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    writer = "---\nname: writer\ndescription: Writes.\ntools: Write\n---\nYou write.\n"
+    (mine / "writer.md").write_text(writer, encoding="utf-8")
+
+    def lead(body: dict[str, Any], index: int) -> Reply:
+        if turns(body) == 0:
+            call = {"subagent_type": "writer", "description": "notes", "prompt": "Write."}
+            return Stream((ToolUse("toolu_a", "agent", call),), stop_reason="tool_use")
+        return Stream((Text("Parent done."),))
+
+    def child(body: dict[str, Any], index: int) -> Reply:
+        if turns(body) == 0:
+            write = ToolUse("toolu_w", "write_file", {"path": "notes.md", "content": "hi\n"})
+            return Stream((write,), stop_reason="tool_use")
+        return Stream((Text("Written."),))
+
+    server = server_factory(by_system({"You write": child, "": lead}))
+    term = Terminal(
+        ["run", "--agents", str(mine), "--goal", "go"],
+        workspace,
+        cli_env(server.base_url, COLUMNS="200"),
+    )
+    try:
+        shown = term.expect(PROMPT)
+        # The child's call, named by its agent, with the preview of what it would write.
+        assert (
+            "[approval] writer \N{SINGLE RIGHT-POINTING ANGLE QUOTATION MARK} write_file" in shown
+        )
+        assert "+hi" in shown
+        assert not (workspace / "notes.md").exists()
+        term.type(b"y\n")
+        assert term.finish() == 0, term.text
+    finally:
+        term.close()
     assert (workspace / "notes.md").read_text(encoding="utf-8") == "hi\n"
