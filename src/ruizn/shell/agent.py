@@ -468,7 +468,10 @@ class Agent(Wiring):
                     runner.needs_approval,
                     approve=approve,
                     deny=deny,
-                    reason=request.reason if deny else None,
+                    # (the reason of a denial handed to a child is the child's)
+                    reason=request.reason
+                    if deny or not any(ids["deny"] for ids in forward.values())
+                    else None,
                     always=request.always,
                 )
                 if replayed.torn is not None:
