@@ -21,11 +21,14 @@ from attrs import evolve
 from ruizn.agentdefs import Subagent
 from ruizn.effects.hooks.command import HookExecutor, HookRun
 from ruizn.effects.models.pricing import SharedBudget
+from ruizn.effects.models.provider import ProviderConfigError
 from ruizn.effects.person.approval import Answer, Approver
 from ruizn.effects.runlog.store import RunNotFound, RunStore, new_run_id
+from ruizn.effects.runlog.writer import RunLocked
 from ruizn.effects.tools.base import BaseTool
 from ruizn.events import Event, LlmResponse, Parent
-from ruizn.settings import HookSpec, RunSettings
+from ruizn.resuming import ResumeRefused
+from ruizn.settings import ConfigError, HookSpec, RunSettings
 from ruizn.shell.outcome import final_text
 from ruizn.shell.toolcalls import ChildAwaits, ChildHost
 from ruizn.state import ErrorType, ExecutionContext, JsonObject, Status, ToolCall, ToolResult
@@ -155,6 +158,7 @@ class ChildRuns:
         """`decisions`: by the `agent` call whose child awaits them, the person's decisions
         given with the parent's resume (`Resume` fields: approve, deny, reason, always)."""
         self._decisions = decisions or {}
+        self._tree: TreeBudget | None = None
         self._build = build
         self._approver = approver
         self._outer = budget
@@ -178,46 +182,75 @@ class ChildRuns:
             return ToolResult.error(
                 ErrorType.RUNTIME_ERROR, "the run's budget is spent: no agent was started"
             )
+        if self._tree is None:  # one for all of this run's children, side by side
+            limit = state.settings.max_cost
+            self._tree = TreeBudget(limit, lambda: host.state.cost, self._outer)
         async with self._limiter:
             state = host.state  # siblings may have finished while this call waited
-            budget = TreeBudget(state.settings.max_cost, lambda: host.state.cost, self._outer)
-            settings = child_settings(state.settings, definition, remaining_budget(state))
             if record is None:
                 run_id = new_run_id()
-                seq = host.child_started(
-                    call.id, run_id, definition.name, _text(call, "description")
-                )
+                what = _text(call, "description")
+                seq = host.child_started(call.id, run_id, definition.name, what)
                 await host.child_hooks("SubagentStart", call, definition.name, run_id)
             else:  # resumed after a stop: the child it started goes on
                 run_id, seq = record.run_id, state.last_seq
-            watch = budget.watch(run_id)
-            approver = (
-                None
-                if self._approver is None
-                else NamedApprover(self._approver, definition.name, self._asking)
+            parent = Parent(
+                run_id=state.run_id, seq=seq, kind="agent", agent=definition.name, call=call.id
             )
-            child = self._build(settings, approver, budget, watch, (run_id, definition.name))
+            settings = child_settings(state.settings, definition, remaining_budget(state))
             try:
-                parent = Parent(
-                    run_id=state.run_id, seq=seq, kind="agent", agent=definition.name, call=call.id
-                )
-                decided = self._decisions.get(call.id, {}) if record is not None else {}
-                result = await _drive(
-                    child,
-                    run_id,
-                    resume=record is not None,
-                    prompt=_text(call, "prompt"),
+                result = await self._run(
+                    call,
+                    definition,
+                    settings=settings,
+                    run_id=run_id,
                     parent=parent,
-                    decided=decided,
+                    resume=record is not None,
                 )
-            finally:
-                budget.done(run_id)
+            except (ConfigError, ProviderConfigError, ResumeRefused, RunLocked) as exc:
+                # The child could not be built or go on: the model hears why (a definition's
+                # model the price list lacks, a child's log another process holds...).
+                return ToolResult.error(
+                    ErrorType.RUNTIME_ERROR, f"agent {definition.name} (run {run_id}): {exc}"
+                )
             child_state: ExecutionContext = result.state
             host.child_finished(call.id, run_id, child_state)
             await host.child_hooks("SubagentStop", call, definition.name, run_id)
         if child_state.status is Status.AWAITING_APPROVAL:
             raise ChildAwaits(run_id)
         return _result(definition, result.run_id, child_state, result.output)
+
+    async def _run(
+        self,
+        call: ToolCall,
+        definition: Subagent,
+        *,
+        settings: RunSettings,
+        run_id: str,
+        parent: Parent,
+        resume: bool,
+    ) -> Any:
+        """The child built by the parent's builder and driven to its end (or resumed)."""
+        tree = self._tree
+        assert tree is not None
+        approver = (
+            None
+            if self._approver is None
+            else NamedApprover(self._approver, definition.name, self._asking)
+        )
+        watch = tree.watch(run_id)
+        child = self._build(settings, approver, tree, watch, (run_id, definition.name))
+        try:
+            return await _drive(
+                child,
+                run_id,
+                resume=resume,
+                prompt=_text(call, "prompt"),
+                parent=parent,
+                decided=self._decisions.get(call.id, {}) if resume else {},
+            )
+        finally:
+            tree.done(run_id)
 
     async def _answer_of(
         self, definition: Subagent, run_id: str, state: ExecutionContext

@@ -280,3 +280,26 @@ def test_a_childs_call_needing_a_decision_stops_the_tree_and_a_resume_answers_it
         r.usage.output_tokens for r in _events(done.log_path) if type(r).__name__ == "LlmResponse"
     )
     assert ruizn.replay(done.log_path) == done.state
+
+
+def test_children_side_by_side_share_the_parents_one_budget(workspace: Path, api: Any) -> None:
+    api(
+        {
+            PARENT: _lead(
+                _call("toolu_a", "finder", "List forever"), _call("toolu_b", "finder", "Also")
+            ),
+            "You find": _looping("list_dir", {"path": "."}, Usage(1000, 0)),
+        }
+    )
+    agent = ruizn.Agent(
+        MODEL, workspace=workspace, system=PARENT, subagents=[FINDER], max_cost=0.01
+    )
+    result = agent.run("Find twice.")
+    assert result.status.value == "max_cost", result.error
+    ends = [e for e in _events(result.log_path) if isinstance(e, SubagentFinished)]
+    assert [e.status.value for e in ends] == ["max_cost", "max_cost"]
+    # Each child alone was given the whole $0.01 left; together they stop at it, each past it
+    # by at most the one call it had made when the other's spending reached it.
+    assert result.cost is not None
+    assert 0.01 <= result.cost < 0.01 + 2 * 0.0031
+    assert ruizn.replay(result.log_path) == result.state
