@@ -29,7 +29,7 @@ from ruizn.effects.tools.base import BaseTool
 from ruizn.events import Event, LlmResponse, Parent
 from ruizn.resuming import ResumeRefused
 from ruizn.settings import ConfigError, HookSpec, RunSettings
-from ruizn.shell.outcome import final_text
+from ruizn.shell.outcome import NothingToResume, Session, final_text
 from ruizn.shell.toolcalls import ChildAwaits, ChildHost
 from ruizn.state import ErrorType, ExecutionContext, JsonObject, Status, ToolCall, ToolResult
 from ruizn.subagents import AGENT_TOOL, child_settings, remaining_budget
@@ -278,7 +278,10 @@ async def _drive(
             # A child killed mid-run goes on in its own log (it answers its own interrupted
             # calls); one killed before its first line starts below, under the same id. One
             # stopped for a decision goes on with the person's (`resume PARENT --approve`).
-            return await child.resume_async(run_id, **decided)
+            try:
+                return await child.resume_async(run_id, **decided)
+            except NothingToResume as done:  # someone resumed the child itself to its end
+                return Session.of(done.state, run_id, None)
     async with child.start(prompt, run_id=run_id, parent=parent) as session:
         return await session.drive()
 
