@@ -303,3 +303,27 @@ def test_children_side_by_side_share_the_parents_one_budget(workspace: Path, api
     assert result.cost is not None
     assert 0.01 <= result.cost < 0.01 + 2 * 0.0031
     assert ruizn.replay(result.log_path) == result.state
+
+
+def test_max_agents_caps_the_children_running_at_once(workspace: Path, api: Any) -> None:
+    api(
+        {
+            PARENT: _lead(_call("toolu_a", "reviewer", "One"), _call("toolu_b", "finder", "Two")),
+            "You review": _answer("LGTM", delay=0.02),
+            "You find": _answer("in docs/", delay=0.02),
+        }
+    )
+    agent = ruizn.Agent(
+        MODEL, workspace=workspace, system=PARENT, subagents=[REVIEWER, FINDER], max_agents=1
+    )
+    result = agent.run("Review and find.")
+    assert result.status.value == "success", result.error
+    started = [e for e in _events(result.log_path) if isinstance(e, SubagentStarted)]
+    spans = sorted(
+        (events[0].ts, events[-1].ts)
+        for events in (
+            _events(result.log_path.parent.parent / e.run_id / "events.jsonl") for e in started
+        )
+    )
+    # One after the other: the second began after the first had ended.
+    assert spans[0][1] <= spans[1][0]
