@@ -11,13 +11,17 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from attrs import evolve
 
 from ruizn.cli.exits import EXIT_OK, Exit, fail
 from ruizn.cli.options import where_options
+
+if TYPE_CHECKING:
+    from ruizn.agentdefs import Subagent
+    from ruizn.settings import RunSettings
 
 __all__ = ["agent_options", "agents_command", "found_definitions", "with_subagents"]
 
@@ -53,8 +57,8 @@ def agent_options(f: Any) -> Any:
 
 
 def found_definitions(
-    workspace: str, dirs: tuple[str, ...], *, workspace_too: bool = True
-) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    workspace: str, dirs: tuple[str, ...]
+) -> tuple[tuple[Subagent, ...], tuple[Subagent, ...]]:
     """(the person's own definitions, the workspace's), or one line and exit 2."""
     from ruizn.effects.agents.files import (
         AgentFileError,
@@ -64,21 +68,19 @@ def found_definitions(
     )
 
     try:
-        own = [d for folder in dirs for d in _required(Path(folder), read_folder)]
+        own: list[Subagent] = []
+        for folder in dirs:
+            if not Path(folder).is_dir():
+                fail(f"--agents {folder}: not a folder")
+            own += read_folder(Path(folder))
         own += read_folder(user_agents_dir(os.environ))
-        theirs = workspace_agents(Path(workspace)) if workspace_too else ()
+        theirs = workspace_agents(Path(workspace))
     except AgentFileError as exc:
         fail(str(exc))
     return tuple(own), tuple(theirs)
 
 
-def _required(folder: Path, read: Any) -> Any:
-    if not folder.is_dir():
-        fail(f"--agents {folder}: not a folder")
-    return read(folder)
-
-
-def with_subagents(settings: Any, options: dict[str, Any], *, trust: bool) -> Any:
+def with_subagents(settings: RunSettings, options: dict[str, Any], *, trust: bool) -> RunSettings:
     """The settings with the run's subagents and their limits (`options` loses the CLI's
     agent options). A workspace's definitions only once accepted."""
     from ruizn.agentdefs import with_general
@@ -101,7 +103,7 @@ def with_subagents(settings: Any, options: dict[str, Any], *, trust: bool) -> An
     return evolve(settings, subagents=with_general(own))
 
 
-def _accepted(found: tuple[Any, ...], *, trust: bool) -> bool:
+def _accepted(found: tuple[Subagent, ...], *, trust: bool) -> bool:
     from ruizn.cli.live import echo_err
     from ruizn.terminal import visible
 
@@ -126,7 +128,7 @@ def _accepted(found: tuple[Any, ...], *, trust: bool) -> bool:
     return False
 
 
-def _line(definition: Any) -> str:
+def _line(definition: Subagent) -> str:
     from ruizn.terminal import visible
 
     tools = "the parent's tools" if definition.tools is None else ", ".join(definition.tools)
