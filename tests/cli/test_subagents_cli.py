@@ -178,6 +178,8 @@ def test_with_no_terminal_a_childs_write_stops_the_tree_exit_4_and_resume_approv
     parent = next(p for p in stopped.new_logs if '"parent"' not in p.read_text().splitlines()[0])
     assert f"ruizn resume {parent.parent.name} --approve" in stopped.stderr
     assert not (workspace / "notes.md").exists()
+    shown = run_cli(["show", parent.parent.name], workspace=workspace)
+    assert "toolu_w  writer > write_file" in shown.stdout
 
     done = run_cli(
         ["resume", parent.parent.name, "--approve", "toolu_w"],

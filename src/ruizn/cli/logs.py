@@ -15,6 +15,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from attrs import evolve
+
 from ruizn.cli.approval import describe_call
 from ruizn.cli.exits import EXIT_ERROR, EXIT_OK, fail
 from ruizn.cli.printer import StdoutPrinter
@@ -414,7 +416,15 @@ def show_run(store: RunStore, run: str) -> int:
             else:
                 fate = "killed when its session ended, if still running"
             say("background", visible(f"{job or call_id} · {fate} · $ {command}"))
-    pending = found.pending_approval
+    pending = (
+        *found.pending_approval,
+        # A subagent's, named by its agent: `resume --approve ID` hands it to the child.
+        *(
+            evolve(call, name=f"{child.agent} > {call.name}")
+            for child in state.children_awaiting
+            for call in child.awaiting
+        ),
+    )
     if pending:
         target = getattr(store, "resume_target", None)
         run_args = target(state.run_id) if callable(target) else state.run_id
