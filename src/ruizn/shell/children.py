@@ -339,8 +339,8 @@ class AgentTool(BaseTool):
     input_schema: ClassVar[JsonObject] = {}
     # Its call may run again after a crash: it resumes the child it started, which never
     # runs one of its own calls twice (so a resume re-runs it instead of answering it
-    # "interrupted").
-    read_only = True
+    # "interrupted"). Not read-only: its child may change things.
+    resumes = True
 
     def __init__(self, definitions: Sequence[Subagent], runs: ChildRuns | None) -> None:
         """`runs` None: a tool only to be listed (`ruizn tools`), whose calls run nothing."""

@@ -100,6 +100,11 @@ class ToolCalls(HookCalls, ToolChanges):
             # error ends the run as it would in the sequential path, not wrapped in a group.
             raise first_error(failed) from None
 
+    def _runs_again(self, name: str) -> bool:
+        """A call of `name` may run again after a crash (read-only, or it resumes)."""
+        tool = self._registry.get(name)
+        return tool is not None and (tool.read_only or tool.resumes)
+
     def _read_only(self, name: str) -> bool:
         tool = self._registry.get(name)
         return tool is not None and tool.read_only
