@@ -94,6 +94,8 @@ def test_a_childs_end_adds_its_totals_to_the_parents() -> None:
         (lambda s: _finished(_finished(_started(s))), "twice"),
         (lambda s: _finished(_started(s), run_id="x"), "another run"),
         (lambda s: _finished(_started(s), status=Status.AWAITING_APPROVAL), "awaited"),
+        (lambda s: _finished(_started(s), usage=Usage(output_tokens=-5)), "negative"),
+        (lambda s: _finished(_started(s), cost=-1.0), "not a price"),
     ],
 )
 def test_the_reducer_refuses_a_child_record_no_run_writes(make: Any, problem: str) -> None:

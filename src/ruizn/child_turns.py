@@ -50,6 +50,8 @@ def on_subagent_finished(state: ExecutionContext, event: SubagentFinished) -> Ex
         raise InvalidTransition("subagent_finished lists awaited calls iff it awaits approval")
     if event.status is Status.RUNNING or event.steps < 0:
         raise InvalidTransition("subagent_finished with status running or negative steps")
+    if _less(event.usage, Usage()) is None:
+        raise InvalidTransition("subagent_finished with negative token counts")
     if event.cost is not None and not (math.isfinite(event.cost) and event.cost >= 0):
         raise InvalidTransition("subagent_finished with a cost that is not a price")
     # The event carries the child's totals; the run adds what is new since its last end.
