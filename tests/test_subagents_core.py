@@ -90,6 +90,7 @@ def test_a_childs_end_adds_its_totals_to_the_parents() -> None:
         (lambda s: _started(_started(s)), "twice"),
         (lambda s: _then(s, SubagentStarted, id="t1", run_id="c", agent="nobody"), "lacks"),
         (lambda s: _then(s, SubagentStarted, id="t1", run_id="p", agent="helper"), "in use"),
+        (lambda s: _then(s, SubagentStarted, id="t1", run_id="../x", agent="helper"), "not one"),
         (_finished, "started none"),
         (lambda s: _finished(_finished(_started(s))), "twice"),
         (lambda s: _finished(_started(s), run_id="x"), "another run"),

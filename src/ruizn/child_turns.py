@@ -6,6 +6,7 @@ Pure; `ruizn.reducers.reduce` dispatches to them."""
 from __future__ import annotations
 
 import math
+import re
 
 from attrs import evolve
 
@@ -14,6 +15,8 @@ from ruizn.rules import InvalidTransition
 from ruizn.state import ChildRun, ExecutionContext, Status, Usage
 
 __all__ = ["on_subagent_finished", "on_subagent_started"]
+
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 
 
 def on_subagent_started(state: ExecutionContext, event: SubagentStarted) -> ExecutionContext:
@@ -26,6 +29,9 @@ def on_subagent_started(state: ExecutionContext, event: SubagentStarted) -> Exec
         event.run_id == state.run_id
     ):
         raise InvalidTransition(f"subagent_started with a run id in use ({event.run_id!r})")
+    if _RUN_ID.fullmatch(event.run_id) is None:
+        # A resume finds the child by this id: never a path, nor another folder's name.
+        raise InvalidTransition(f"subagent_started with a run id that is not one: {event.run_id!r}")
     names = {definition.name for definition in state.settings.subagents}
     if event.agent not in names:
         raise InvalidTransition(f"subagent_started for an agent the run lacks ({event.agent!r})")

@@ -29,7 +29,7 @@ from ruizn.effects.tools.base import BaseTool
 from ruizn.events import Event, LlmResponse, Parent
 from ruizn.resuming import ResumeRefused
 from ruizn.settings import ConfigError, HookSpec, RunSettings
-from ruizn.shell.outcome import NothingToResume, Session, final_text
+from ruizn.shell.outcome import NothingToResume, Session, UntrustedRun, final_text
 from ruizn.shell.toolcalls import ChildAwaits, ChildHost
 from ruizn.state import ErrorType, ExecutionContext, JsonObject, Status, ToolCall, ToolResult
 from ruizn.subagents import AGENT_TOOL, child_settings, remaining_budget
@@ -207,7 +207,13 @@ class ChildRuns:
                     parent=parent,
                     resume=record is not None,
                 )
-            except (ConfigError, ProviderConfigError, ResumeRefused, RunLocked) as exc:
+            except (
+                ConfigError,
+                ProviderConfigError,
+                ResumeRefused,
+                RunLocked,
+                UntrustedRun,
+            ) as exc:
                 # The child could not be built or go on: the model hears why (a definition's
                 # model the price list lacks, a child's log another process holds...).
                 return ToolResult.error(
