@@ -39,6 +39,7 @@ from ruizn.events import OutputChecked as OutputChecked
 from ruizn.events import RunFinished as RunFinished
 from ruizn.events import RunResumed as RunResumed
 from ruizn.events import RunStarted as RunStarted
+from ruizn.events import SettingsChanged as SettingsChanged
 from ruizn.events import SubagentFinished as SubagentFinished
 from ruizn.events import SubagentStarted as SubagentStarted
 from ruizn.events import ToolApprovalDecided as ToolApprovalDecided

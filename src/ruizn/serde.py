@@ -30,6 +30,7 @@ from ruizn.events import (
     RunFinished,
     RunResumed,
     RunStarted,
+    SettingsChanged,
     SubagentFinished,
     SubagentStarted,
 )
@@ -116,6 +117,7 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
     Parent: ("agent", "call"),
     SubagentStarted: ("description",),
     SubagentFinished: ("cost", "error", "awaiting"),
+    SettingsChanged: ("model", "effort", "context_window"),
 }
 
 
