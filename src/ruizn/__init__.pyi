@@ -27,6 +27,8 @@ from ruizn.effects.tools.base import BlockingTool as BlockingTool
 from ruizn.effects.tools.base import ToolInputError as ToolInputError
 from ruizn.effects.tools.function import FunctionTool as FunctionTool
 from ruizn.effects.tools.function import tool as tool
+from ruizn.evals.api import eval as eval
+from ruizn.evals.report import EvalReport as EvalReport
 from ruizn.events import BudgetSpent as BudgetSpent
 from ruizn.events import ContextCleared as ContextCleared
 from ruizn.events import Event as Event

@@ -71,7 +71,7 @@ class RunResumed:
     on; `max_tokens` a new per-call limit; `max_cost` the run's new budget (a total for the
     whole run) and `max_context` its new context limit (0: off); `workspace` and `approval`
     what a person chose when accepting a run ruizn did not start (None: unchanged); `reask`
-    that the log's approvals are asked again."""
+    that the log's approvals are asked again; `confine` that its shell's loosening is not."""
 
     TAG: ClassVar[str] = "run_resumed"
     seq: int
@@ -91,6 +91,10 @@ class RunResumed:
     # worker taken over): from its first event to its last. Added to the run's elapsed time,
     # so a run's time is every session's, whoever ran them.
     elapsed: float = 0.0
+    # The log's loosening of the shell is withdrawn (a run a person accepted from a log ruizn
+    # did not write, without accepting these): the sandbox is on again and no
+    # --allow-command pattern approves a command.
+    confine: bool = False
 
     @property
     def limits(self) -> Limits:

@@ -338,6 +338,8 @@ def _on_run_resumed(state: ExecutionContext, event: RunResumed) -> ExecutionCont
             workspace=settings.workspace if event.workspace is None else event.workspace,
             approval=settings.approval if event.approval is None else event.approval,
         )
+        if event.confine:
+            resumed_settings = evolve(resumed_settings, sandbox=True, allow_commands=())
     except ValueError as exc:  # the settings' own checks (an approval mode, an empty path)
         raise InvalidTransition(f"run_resumed: {exc}") from None
     continuing = state.continuing

@@ -123,6 +123,8 @@ class ResumePlan:
     approval: ApprovalMode | None = None
     # The log's approvals are asked again (events.RunResumed.reask).
     reask: bool = False
+    # The log's --sandbox off and --allow-command patterns are withdrawn (RunResumed.confine).
+    confine: bool = False
     # The time of the session before, which ended with no run_finished (RunResumed.elapsed).
     lost: float = 0.0
     # The calls of a turn a person cancelled, answered before the new message (a session's

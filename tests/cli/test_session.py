@@ -27,7 +27,7 @@ def _screen(term: Terminal, columns: int = 200, rows: int = 60) -> str:
     return "\n".join(line.rstrip() for line in screen.display)
 
 
-def _wait(term: Terminal, text: str, count: int = 1, timeout: float = 30) -> None:
+def _wait(term: Terminal, text: str, count: int = 1, timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     while _screen(term).count(text) < count:
         assert time.monotonic() < deadline, f"{text!r} not shown in time:\n{_screen(term)}"
@@ -37,7 +37,7 @@ def _wait(term: Terminal, text: str, count: int = 1, timeout: float = 30) -> Non
 
 def _prompt(term: Terminal, count: int = 1) -> None:
     """Wait for the count-th empty input line (prompt_toolkit's `> `)."""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90  # generous: a loaded machine starts a process slowly
     while sum(line == ">" for line in _screen(term).splitlines()) < count:
         assert time.monotonic() < deadline, f"no prompt in time:\n{_screen(term)}"
         if not term._read(0.2):

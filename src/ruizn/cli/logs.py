@@ -46,7 +46,7 @@ from ruizn.state import (
     ThinkingBlock,
     ToolUseBlock,
 )
-from ruizn.terminal import revealed, visible
+from ruizn.terminal import revealed, revealed_line, visible
 from ruizn.window import context_limit
 
 if TYPE_CHECKING:
@@ -279,6 +279,9 @@ def _thinking_lines(tally: _Tally) -> list[tuple[str, str]]:
     return [("thinking", " · ".join(parts) + " · counted in out tokens and cost")]
 
 
+_GRANT_KEYS = frozenset({"workspace", "tool code", "mcp", "shell", "hook", "approved", "always"})
+
+
 class _Say:
     """`show`'s lines: `key:` in a column of 11, then the value. At a terminal a long value
     wraps under itself (the goal to at most two lines, then "…"), so every line fits; piped,
@@ -412,7 +415,10 @@ def show_run(store: RunStore, run: str) -> int:
         )
     say = _Say(terminal_width())
     for key, value in lines:
-        say(key, visible(value), most=2 if key == "goal" else None)
+        # What the run grants is shown as `resume` asks about it: each fact one line, every
+        # invisible character and line break escaped too.
+        shown = revealed_line(value) if key in _GRANT_KEYS else visible(value)
+        say(key, shown, most=2 if key == "goal" else None)
     if tally.images:
         say(
             "images",

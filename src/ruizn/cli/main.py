@@ -127,6 +127,13 @@ COMMANDS: dict[str, Entry] = {
         _CLI + "fleet:submit_command",
         "Queue GOALS.jsonl (or --goal TEXT) on the fleet; prints the run ids.",
     ),
+    # Evals (ruizn.evals): datasets of goals run and scored.
+    "eval": Entry(
+        _CLI + "eval_cmd:eval_command",
+        "Run every case of DATASET (pydantic-evals' YAML or JSON format) and score each run:"
+        " exit 0 when the pass rate meets --min-pass, 1 when not.",
+        sdk=True,
+    ),
     "models": Entry(
         _CLI + "models:models_command",
         "The models this key can use (the Models API) and their prices (genai-prices).",

@@ -56,7 +56,12 @@ from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session, Unt
 from ruizn.shell.runner import Subscriber
 from ruizn.shell.structured import check_output_schema, output_schema_of
 from ruizn.shell.toolkit import Notice, ToolLike
-from ruizn.shell.trusting import accepted_fork, trusted_plan
+from ruizn.shell.trusting import (
+    accepted_fork,
+    confined_notice,
+    resumed_settings,
+    trusted_plan,
+)
 from ruizn.shell.wiring import Wiring, resolved
 from ruizn.version import __version__
 
@@ -444,11 +449,9 @@ class Agent(Wiring):
                 plan=plan,
                 request=request,
             )
-            settings = evolve(
-                state.settings,
-                workspace=plan.workspace or state.settings.workspace,
-                approval=plan.approval or state.settings.approval,
-            )
+            settings = resumed_settings(state, plan)
+            if plan.confine:
+                self._notice(confined_notice(state.run_id))
             change = self._settings_change(request, settings.model)
             if change is not None:
                 settings = evolve(

@@ -209,6 +209,7 @@ class AgentRunner(ToolCalls):
             torn_bytes=torn_bytes,
             reask=plan.reask,
             elapsed=plan.lost,
+            confine=plan.confine,
         )
         for call in interrupted:
             self._emit(ToolCallFinished, id=call.id, result=interrupted_result(call))
