@@ -55,7 +55,7 @@ from ruizn.shell.children import NamedHooks, split_decisions
 from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session, UntrustedRun
 from ruizn.shell.runner import Subscriber
 from ruizn.shell.structured import check_output_schema, output_schema_of
-from ruizn.shell.toolkit import Notice, ToolLike
+from ruizn.shell.toolkit import ToolLike
 from ruizn.shell.trusting import (
     accepted_fork,
     confined_notice,
@@ -63,6 +63,7 @@ from ruizn.shell.trusting import (
     trusted_plan,
 )
 from ruizn.shell.wiring import Wiring, resolved
+from ruizn.terminal import Notice
 from ruizn.version import __version__
 
 if TYPE_CHECKING:
