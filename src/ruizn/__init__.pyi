@@ -1,5 +1,6 @@
 # The public face of ruizn, for type checkers: the same names as `__all__` in __init__.py
 # (a test holds them equal). One import a line.
+from ruizn.agentdefs import Subagent as Subagent
 from ruizn.cassette.model import Cassette as Cassette
 from ruizn.effects.mcp.config import MCPServer as MCPServer
 from ruizn.effects.models.function import FunctionModel as FunctionModel
@@ -41,6 +42,8 @@ from ruizn.events import RunFinished as RunFinished
 from ruizn.events import RunResumed as RunResumed
 from ruizn.events import RunStarted as RunStarted
 from ruizn.events import SettingsChanged as SettingsChanged
+from ruizn.events import SubagentFinished as SubagentFinished
+from ruizn.events import SubagentStarted as SubagentStarted
 from ruizn.events import ToolApprovalDecided as ToolApprovalDecided
 from ruizn.events import ToolApprovalRequested as ToolApprovalRequested
 from ruizn.events import ToolCallFinished as ToolCallFinished

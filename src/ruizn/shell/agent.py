@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from attrs import asdict, evolve
 
+from ruizn.agentdefs import Subagent, with_general
 from ruizn.effects.mcp.config import MCPServer
 from ruizn.effects.models.function import ReplyFunction
 from ruizn.effects.models.pricing import Pricer, SharedBudget, default_pricer, unpriced
@@ -58,6 +59,7 @@ from ruizn.resuming import (
     trusted_plan,
 )
 from ruizn.settings import ConfigError, RunSettings, settings_from
+from ruizn.shell.children import NamedHooks, split_decisions
 from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session
 from ruizn.shell.runner import Subscriber
 from ruizn.shell.structured import check_output_schema, output_schema_of
@@ -95,6 +97,7 @@ class Agent(Wiring):
         budget: SharedBudget | None = None,
         output_type: Any = None,
         hook_runner: HookExecutor | None = None,
+        subagents: Iterable[Subagent] = (),
         **options: Any,
     ) -> None:
         """`options` are `RunSettings`' fields (system, workspace, max_steps, max_tokens,
@@ -130,8 +133,14 @@ class Agent(Wiring):
 
         `pricer` prices each model call, its cost logged with it, and knows the models'
         context windows (default: the installed genai-prices); `budget` is one the runs share
-        with others (a fleet's batch), asked before each model call."""
+        with others (a fleet's batch), asked before each model call.
+
+        `subagents` (`ruizn.Subagent`s) give the model the `agent` tool, which runs one as a
+        child run, with a built-in `general` one (see docs/subagents.md)."""
         base = settings if settings is not None else RunSettings()
+        defined = tuple(subagents)
+        if defined:
+            options["subagents"] = with_general(defined)
         if isinstance(model, str):
             options["model"] = model
         elif model is not None:
@@ -275,6 +284,36 @@ class Agent(Wiring):
         if vouched:
             self._trust.closed(head, log_path)
         return Session.of(state, run_id, log_path)
+
+    def _child(
+        self,
+        settings: RunSettings,
+        approver: Approver | None,
+        budget: SharedBudget | None,
+        watch: Subscriber,
+        agent: tuple[str, str],
+    ) -> Agent:
+        """A child run's agent: this one's tools, store and trust, the parent's hooks told
+        which agent calls (shell/children.py)."""
+        hooks = self._hooks_for(settings)
+        return Agent(
+            None if isinstance(self._model, str) else self._model,
+            tools=self._tools,
+            builtins=self._builtins,
+            mcp=self._servers,
+            mcp_headers=self._mcp_headers,
+            approver=approver,
+            settings=settings,
+            store=self.store() if self._log else None,
+            log=self._log,
+            subscribers=(watch,),
+            on_notice=self._notice,
+            environ=self._environ,
+            trust_store=self._trust,
+            pricer=self._pricer,
+            budget=budget,
+            hook_runner=None if hooks is None else NamedHooks(hooks, *agent),
+        )
 
     def trust_problem(self, run: str | Path) -> str | None:
         """Why ruizn may not act on `run`'s log as recorded, or None: this user's ruizn
@@ -448,13 +487,25 @@ class Agent(Wiring):
             if request.read_timeout is not None:  # this session's stream timeout only
                 settings = evolve(settings, read_timeout=request.read_timeout)
             root = ref.path.parent.parent
+            approve, deny, forward = split_decisions(state, request.approve, request.deny)
+            self._forwarded = {
+                call: {
+                    **ids,
+                    "reason": request.reason if ids["deny"] else None,
+                    "always": tuple(i for i in request.always if i in ids["approve"]),
+                }
+                for call, ids in forward.items()
+            }
             async with self._open(settings, root, ref.run_id, writer, state) as (runner, _):
                 decisions = resume_decisions(
                     reasked(state) if plan.reask else state,
                     runner.needs_approval,
-                    approve=request.approve,
-                    deny=request.deny,
-                    reason=request.reason,
+                    approve=approve,
+                    deny=deny,
+                    # (the reason of a denial handed to a child is the child's)
+                    reason=request.reason
+                    if deny or not any(ids["deny"] for ids in forward.values())
+                    else None,
                     always=request.always,
                 )
                 if replayed.torn is not None:
