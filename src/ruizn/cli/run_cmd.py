@@ -13,7 +13,7 @@ from ruizn.cli.common import otlp_option
 from ruizn.cli.exits import Exit, fail
 from ruizn.cli.options import UsageFailure, checked_text, run_options
 
-__all__ = ["run_command", "run_goal"]
+__all__ = ["AGENT_OPTIONS", "run_command", "run_goal"]
 
 
 @click.command("run")
@@ -37,7 +37,7 @@ def run_command(words: tuple[str, ...], goal: str | None, **options: Any) -> Non
     raise Exit(run_goal(goal=goal, **options))
 
 
-_AGENT_OPTIONS = ("agents_dirs", "subagents", "max_depth", "max_agents")
+AGENT_OPTIONS = ("agents_dirs", "subagents", "max_depth", "max_agents")
 
 
 def run_goal(
@@ -63,7 +63,7 @@ def run_goal(
         fail(f"--workspace {workspace!r} is not a folder")
     from ruizn.cli.agents_cmd import with_subagents
 
-    picked = {key: options.pop(key, None) for key in _AGENT_OPTIONS}
+    picked = {key: options.pop(key, None) for key in AGENT_OPTIONS}
     settings, servers = settings_from_cli(workspace=workspace, **options)
     settings = with_project_hooks(with_user_hooks(settings), trust=trust)
     settings = with_subagents(settings, picked, trust=trust)
