@@ -13,6 +13,8 @@ __all__ = [
     "APPROVAL_MODES",
     "DEFAULT_APPROVAL",
     "DEFAULT_HOOK_TIMEOUT",
+    "DEFAULT_MAX_AGENTS",
+    "DEFAULT_MAX_DEPTH",
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_MAX_STEPS",
     "DEFAULT_MAX_TOKENS",
@@ -87,6 +89,8 @@ HookEvent = Literal[
     "SessionEnd",
     "PreCompact",
     "PostCompact",
+    "SubagentStart",
+    "SubagentStop",
 ]
 HOOK_EVENTS: tuple[HookEvent, ...] = (
     "PreToolUse",
@@ -97,6 +101,9 @@ HOOK_EVENTS: tuple[HookEvent, ...] = (
     "SessionEnd",
     "PreCompact",
     "PostCompact",
+    # Around a subagent (the parent's hooks; the matcher takes the agent's name).
+    "SubagentStart",
+    "SubagentStop",
 )
 # Compaction (docs/compaction.md): by default a request is compacted before it would pass
 # this share of the model's context window (in quarters: 3/4), leaving room for the answer
@@ -107,3 +114,8 @@ CompactionForm = Literal["server", "client"]
 COMPACTION_FORMS: tuple[CompactionForm, ...] = ("server", "client")
 # A hook command's timeout in seconds where its config gives none (Claude Code's default).
 DEFAULT_HOOK_TIMEOUT = 60.0
+
+# Subagents (docs/subagents.md): how deep children may nest below a run (1: children start
+# none), and how many of one run's children run at once.
+DEFAULT_MAX_DEPTH = 1
+DEFAULT_MAX_AGENTS = 4

@@ -29,10 +29,13 @@ from ruizn.events import (
     LlmResponse,
     LlmToken,
     OutputChecked,
+    Parent,
     RunFinished,
     RunResumed,
     RunStarted,
     SettingsChanged,
+    SubagentFinished,
+    SubagentStarted,
 )
 from ruizn.media import tally_of_run
 from ruizn.settings import ConfigError, HookSpec, RunSettings
@@ -110,6 +113,11 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
         "compact_at",
         "compact_instructions",
         "compaction",
+        # subagents: a run without them writes what it wrote before
+        "subagents",
+        "max_depth",
+        "max_agents",
+        "allowed_tools",
     ),
     Usage: ("cache_creation_1h_input_tokens",),
     LlmResponse: ("cost", "priced_by"),
@@ -121,6 +129,9 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
     RunFinished: ("cost",),
     OutputChecked: ("output", "error", "call_id"),
     HookRan: ("reason", "context", "updated_input", "tool_use_id", "error"),
+    Parent: ("agent", "call"),
+    SubagentStarted: ("description",),
+    SubagentFinished: ("cost", "error", "awaiting"),
     SettingsChanged: ("model", "effort", "context_window"),
 }
 
@@ -380,6 +391,10 @@ def state_to_json(state: ExecutionContext) -> dict[str, Any]:
             "compact_trigger",
         ):
             del data[name]
+    if not state.children:
+        del data["children"]  # a run without subagents prints what it printed before
+    if state.agent_of is None:
+        del data["agent_of"]
     return data
 
 

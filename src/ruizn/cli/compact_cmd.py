@@ -36,8 +36,8 @@ def compact_command(
     import anyio
 
     from ruizn.cli.live import USAGE_ERRORS, settings_or_fail, terminal_agent
+    from ruizn.resuming import UntrustedRun
     from ruizn.shell.compacting import CompactionFailed
-    from ruizn.shell.outcome import UntrustedRun
     from ruizn.terminal import visible
 
     said = None if instructions is None else checked_text("--instructions", instructions)
