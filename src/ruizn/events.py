@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal
 
 from attrs import field, frozen
 
-from ruizn.defaults import ApprovalMode, Effort
+from ruizn.defaults import ApprovalMode, CompactionForm, Effort
 from ruizn.limits import Limits
 from ruizn.settings import RunSettings
 from ruizn.state import (
@@ -389,7 +389,8 @@ class SubagentFinished:
 class SettingsChanged:
     """A person changed a setting between turns (a session's `/model`, `/effort`); logged
     after the run_resumed that goes on, so replay sends the next request as the live run did.
-    None: unchanged. `context_window` is the new model's window (None: unknown)."""
+    None: unchanged. With a new model: its context window and compaction form, as the
+    Models API gave them (None: unknown)."""
 
     TAG: ClassVar[str] = "settings_changed"
     seq: int
@@ -397,6 +398,9 @@ class SettingsChanged:
     model: str | None = None
     effort: Effort | None = None
     context_window: int | None = None
+    # The new model's compaction form (the Models API's word; None: not known, ruizn's own
+    # summary).
+    compaction: CompactionForm | None = None
 
 
 @frozen(kw_only=True)

@@ -394,7 +394,12 @@ def _on_settings_changed(state: ExecutionContext, event: SettingsChanged) -> Exe
     settings = state.settings
     try:
         if event.model is not None:
-            settings = evolve(settings, model=event.model, context_window=event.context_window)
+            settings = evolve(
+                settings,
+                model=event.model,
+                context_window=event.context_window,
+                compaction=event.compaction,
+            )
         if event.effort is not None:
             settings = evolve(settings, effort=event.effort)
     except (TypeError, ValueError) as bad:  # the settings' own validators

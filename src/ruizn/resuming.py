@@ -10,7 +10,7 @@ from collections.abc import Callable
 from attrs import evolve, field, frozen
 
 from ruizn.decide import NeedsApproval, approval_candidates
-from ruizn.defaults import ApprovalMode, Effort
+from ruizn.defaults import ApprovalMode, CompactionForm, Effort
 from ruizn.format import counted
 from ruizn.grant import Grant, grant_of
 from ruizn.limits import Limits
@@ -142,6 +142,7 @@ class SettingChange:
     model: str | None = None
     effort: Effort | None = None
     context_window: int | None = None
+    compaction: CompactionForm | None = None
 
 
 def plan_resume(state: ExecutionContext, limits: Limits) -> ResumePlan | None:

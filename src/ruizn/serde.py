@@ -132,7 +132,7 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
     Parent: ("agent", "call"),
     SubagentStarted: ("description",),
     SubagentFinished: ("cost", "error", "awaiting"),
-    SettingsChanged: ("model", "effort", "context_window"),
+    SettingsChanged: ("model", "effort", "context_window", "compaction"),
 }
 
 

@@ -211,5 +211,5 @@ def test_model_before_tools_says_where_it_belongs(workspace: Path) -> None:
     assert result.stdout == ""
     assert result.stderr == (
         "ruizn: error: --model is not an option of `ruizn tools`; it belongs to ruizn run,"
-        " batch, config, submit\n"
+        " batch, chat, config, submit\n"
     )

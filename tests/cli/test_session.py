@@ -44,6 +44,13 @@ def _prompt(term: Terminal, count: int = 1) -> None:
             raise AssertionError(f"the CLI ended before its prompt:\n{_screen(term)}")
 
 
+def _say(term: Terminal, keys: bytes, prompts: int = 1) -> None:
+    """Type at the prompt once it is there: keys typed before prompt_toolkit reads them
+    would meet the terminal's own line editing (^D, ^C are the terminal's then)."""
+    _prompt(term, prompts)
+    term.type(keys)
+
+
 def _echo(body: dict[str, Any], _index: int) -> Reply:
     """The answer names the person's last words; a message asking to sleep runs a command."""
     last = body["messages"][-1]["content"]
@@ -77,15 +84,15 @@ def test_a_three_message_session_is_one_run_that_replays_and_model_changes_are_l
     term = Terminal([], workspace, _env(server, tmp_path / "state"))  # `ruizn` alone
     try:
         _prompt(term)
-        term.type(b"first question\r")
+        _say(term, b"first question\r")
         _wait(term, "Answer to: first question")
-        term.type(b"/model claude-opus-4-6\r")
+        _say(term, b"/model claude-sonnet-4-6\r")
         _wait(term, "from the next message on")
-        term.type(b"second question\r")
-        _wait(term, "Answer to: second question (claude-opus-4-6)")
-        term.type(b"third question\r")
-        _wait(term, "Answer to: third question (claude-opus-4-6)")
-        term.type(b"\x04")  # Ctrl-D ends the session
+        _say(term, b"second question\r")
+        _wait(term, "Answer to: second question (claude-sonnet-4-6)")
+        _say(term, b"third question\r")
+        _wait(term, "Answer to: third question (claude-sonnet-4-6)")
+        _say(term, b"\x04")  # Ctrl-D ends the session
         assert term.finish() == 0, _screen(term)
     finally:
         term.close()
@@ -94,13 +101,15 @@ def test_a_three_message_session_is_one_run_that_replays_and_model_changes_are_l
     assert kinds.count("run_started") == 1
     assert kinds.count("user_message") == 2
     (changed,) = [e for e in read_events(log) if e["type"] == "settings_changed"]
-    assert changed["model"] == "claude-opus-4-6"
+    assert changed["model"] == "claude-sonnet-4-6"
+    # what the Models API says of the new model: an older one, without the API's compaction
+    assert changed["compaction"] == "client"
     models = [r.body["model"] for r in server.requests]
-    assert models[0] != "claude-opus-4-6"
-    assert models[1:] == ["claude-opus-4-6", "claude-opus-4-6"]
+    assert models[0] != "claude-sonnet-4-6"
+    assert models[1:] == ["claude-sonnet-4-6", "claude-sonnet-4-6"]
     state = replay_file(log).state
     assert state.status is Status.SUCCESS
-    assert state.settings.model == "claude-opus-4-6"
+    assert state.settings.model == "claude-sonnet-4-6"
     assert len([m for m in state.messages if m.role == "user"]) == 3
 
 
@@ -115,14 +124,14 @@ def test_ctrl_c_during_a_command_cancels_only_the_turn(
     )
     try:
         _prompt(term)
-        term.type(b"sleep a while\r")
+        _say(term, b"sleep a while\r")
         _wait(term, "[tool] bash")
         time.sleep(0.5)
         term.type(b"\x03")  # Ctrl-C: the turn ends, the session stays
         _wait(term, "turn cancelled")
-        term.type(b"and now?\r")
+        _say(term, b"and now?\r")
         _wait(term, "Answer to: and now?")
-        term.type(b"/exit\r")
+        _say(term, b"/exit\r")
         assert term.finish() == 0, _screen(term)
     finally:
         term.close()
@@ -144,9 +153,9 @@ def test_history_survives_a_restart_and_holds_no_secret(
     term = Terminal(["chat"], workspace, _env(server, state))
     try:
         _prompt(term)
-        term.type(f"use {KEY} and API_TOKEN=hunter2hunter2 please\r".encode())
+        _say(term, f"use {KEY} and API_TOKEN=hunter2hunter2 please\r".encode())
         _wait(term, "Answer to:")
-        term.type(b"\x04")
+        _say(term, b"\x04")
         assert term.finish() == 0
     finally:
         term.close()
@@ -162,10 +171,12 @@ def test_history_survives_a_restart_and_holds_no_secret(
     try:
         _prompt(term)
         assert f"session on run {run_id}" in _screen(term)
-        term.type(b"\x1b[A")
+        _say(term, b"\x1b[A")
         _wait(term, "API_TOKEN=[redacted] please")
-        term.type(b"\x03\x04")  # Ctrl-C clears the line, Ctrl-D leaves
-        term.finish()
+        term.type(b"\x03")  # Ctrl-C clears the line...
+        _wait(term, "(Ctrl-C again, or Ctrl-D, to leave)")
+        _say(term, b"\x04")  # ...and Ctrl-D at the empty line leaves
+        assert term.finish() == 0
     finally:
         term.close()
 
@@ -220,10 +231,10 @@ def test_agents_lists_the_subagents_a_session_offers(
     term = Terminal(["chat", "--agents", str(agents)], workspace, _env(server, tmp_path / "s"))
     try:
         _prompt(term)
-        term.type(b"/agents\r")
+        _say(term, b"/agents\r")
         _wait(term, "reviewer: Reviews a diff for bugs")
         assert "general:" in _screen(term)  # the built-in agent beside the file's
-        term.type(b"/exit\r")
+        _say(term, b"/exit\r")
         assert term.finish() == 0
     finally:
         term.close()

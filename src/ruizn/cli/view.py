@@ -12,12 +12,15 @@ import secrets
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ruizn.cli.exits import EXIT_ERROR, EXIT_OK, EXIT_USAGE, fail
 from ruizn.effects.runlog.store import FileStore, RunNotFound, RunRef, RunStore
 from ruizn.events import Event
-from ruizn.shell.runner import Subscriber
 from ruizn.terminal import visible
+
+if TYPE_CHECKING:  # the runner's module loads anyio: `ruizn view` needs none of it
+    from ruizn.shell.runner import Subscriber
 
 PAGE_NAME = "view.html"
 

@@ -66,7 +66,7 @@ from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session
 from ruizn.shell.runner import Subscriber
 from ruizn.shell.structured import check_output_schema, output_schema_of
 from ruizn.shell.toolkit import ToolLike
-from ruizn.shell.wiring import Wiring, resolved
+from ruizn.shell.wiring import Wiring, _aclose, resolved
 from ruizn.terminal import Notice
 from ruizn.version import __version__
 
@@ -507,7 +507,7 @@ class Agent(Wiring):
             settings = resumed_settings(state, plan)
             if plan.confine:
                 self._notice(confined_notice(state.run_id))
-            change = self._settings_change(request, settings.model)
+            change = await self._settings_change(request, settings)
             if change is not None:
                 settings = evolve(
                     settings,
@@ -515,6 +515,7 @@ class Agent(Wiring):
                     context_window=change.context_window
                     if change.model
                     else settings.context_window,
+                    compaction=change.compaction if change.model else settings.compaction,
                     effort=change.effort or settings.effort,
                 )
             elif isinstance(self._model, str) and self._model != settings.model:
@@ -582,14 +583,32 @@ class Agent(Wiring):
         finally:
             writer.close()
 
-    def _settings_change(self, request: Resume, model: str) -> SettingChange | None:
-        """The settings a message changes (a session's `/model`, `/effort`), with the new
-        model's context window; None when it changes none."""
-        new_model = request.model if request.model not in (None, model) else None
+    async def _settings_change(
+        self, request: Resume, settings: RunSettings
+    ) -> SettingChange | None:
+        """The settings a message changes (a session's `/model`, `/effort`), with what the
+        Models API says of the new model (checked as a new run's is: a retired model is
+        refused), its context window and compaction form; None when it changes none."""
+        new_model = request.model if request.model not in (None, settings.model) else None
         if new_model is None and request.effort is None:
             return None
-        window = self._pricer.context_window(new_model) if new_model is not None else None
-        return SettingChange(model=new_model, effort=request.effort, context_window=window)
+        if new_model is None:
+            return SettingChange(effort=request.effort)
+        asked = evolve(settings, model=new_model, context_window=None, compaction=None)
+        if request.effort is not None:
+            asked = evolve(asked, effort=request.effort)
+        provider = self._provider(asked)
+        try:
+            found = await self._fitted(provider, asked)
+        finally:
+            await _aclose(provider)
+        window = found.context_window or self._pricer.context_window(new_model)
+        return SettingChange(
+            model=new_model,
+            effort=request.effort,
+            context_window=window,
+            compaction=found.compaction,
+        )
 
     def _trust_failure(self) -> None:
         """One line when the trust record cannot be written (the run goes on)."""

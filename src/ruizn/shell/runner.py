@@ -231,6 +231,7 @@ class AgentRunner(ToolCalls):
                 model=change.model,
                 effort=change.effort,
                 context_window=change.context_window,
+                compaction=change.compaction,
             )
         if decisions:
             self._request_approvals(approvals_to_request(self.state, self.needs_approval))
