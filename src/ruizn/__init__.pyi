@@ -30,6 +30,7 @@ from ruizn.effects.tools.base import ToolInputError as ToolInputError
 from ruizn.effects.tools.function import FunctionTool as FunctionTool
 from ruizn.effects.tools.function import tool as tool
 from ruizn.events import BudgetSpent as BudgetSpent
+from ruizn.events import Checkpointed as Checkpointed
 from ruizn.events import ContextCleared as ContextCleared
 from ruizn.events import Event as Event
 from ruizn.events import HookRan as HookRan

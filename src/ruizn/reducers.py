@@ -44,8 +44,10 @@ from typing import assert_never
 from attrs import evolve
 
 from ruizn.bounds import deeper_than, too_deep
+from ruizn.checkpoints import on_checkpoint
 from ruizn.events import (
     BudgetSpent,
+    Checkpointed,
     ContextCleared,
     Event,
     HookRan,
@@ -158,6 +160,11 @@ TRANSITIONS: Mapping[tuple[Phase, str], Phase | Rule] = {
     (_R, HookRan.TAG): _R,
     (_T, HookRan.TAG): _T,
     (_D, HookRan.TAG): Rule.AFTER_HOOK,
+    # The workspace's files saved: before a step's tools that may change them (TOOLS), or
+    # when the run ends (READY, TOOLS, DONE). The phase stays.
+    (_R, Checkpointed.TAG): _R,
+    (_T, Checkpointed.TAG): _T,
+    (_D, Checkpointed.TAG): _D,
 }
 
 # Which event types each phase accepts: derived from the table, never written twice.
@@ -234,6 +241,8 @@ def reduce(state: ExecutionContext, event: Event) -> ExecutionContext:
             after = on_output_checked(state, event)
         case HookRan():
             after = on_hook_ran(state, event)
+        case Checkpointed():
+            after = on_checkpoint(state, event)
         case _:
             assert_never(event)
     phase = target if isinstance(target, Phase) else RULES[target](after)

@@ -21,6 +21,7 @@ from ruizn.bounds import MAX_LINE_DEPTH, deeper_than, few_brackets, text_deeper_
 from ruizn.events import (
     EVENT_TYPES,
     SCHEMA_VERSION,
+    Checkpointed,
     Event,
     HookRan,
     LlmResponse,
@@ -98,6 +99,7 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
         "output_retries",
         "output_mode",
         "hooks",
+        "checkpoints",
     ),
     Usage: ("cache_creation_1h_input_tokens",),
     LlmResponse: ("cost", "priced_by"),
@@ -105,6 +107,7 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
     RunFinished: ("cost",),
     OutputChecked: ("output", "error", "call_id"),
     HookRan: ("reason", "context", "updated_input", "tool_use_id", "error"),
+    Checkpointed: ("empty_dirs", "left_out", "more_left_out", "final", "error"),
 }
 
 
@@ -336,6 +339,8 @@ def state_to_json(state: ExecutionContext) -> dict[str, Any]:
     data: dict[str, Any] = converter.unstructure(state)
     del data["turn_index"]  # derived from turn_calls (see ExecutionContext)
     del data["media"]  # derived from the results (see ExecutionContext)
+    if state.checkpoint is None:  # a run without checkpoints prints what it printed before
+        del data["checkpoint"]
     if state.settings.output_schema is None:
         # A run without an output schema prints the state it printed before they existed.
         for name in ("output", "output_valid", "output_checks"):

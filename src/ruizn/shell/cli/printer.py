@@ -20,8 +20,10 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TextIO
 
+from ruizn.checkpoints import checkpoint_line
 from ruizn.events import (
     BudgetSpent,
+    Checkpointed,
     ContextCleared,
     Event,
     HookRan,
@@ -148,6 +150,8 @@ class StdoutPrinter:
                 )
             case HookRan() as ran:
                 self._hook(ran)
+            case Checkpointed() as point:
+                self._line(self._paint(_DIM, "[files]") + " " + checkpoint_line(point))
             case OutputChecked(valid=True):
                 self._line(self._paint(_DIM, "[output]") + " matches the output schema")
             case OutputChecked(error=error):
