@@ -60,6 +60,7 @@ from ruizn.shell.outcome import Resume as Resume
 from ruizn.shell.outcome import RunResult as RunResult
 from ruizn.shell.outcome import Session as Session
 from ruizn.shell.outcome import UntrustedRun as UntrustedRun
+from ruizn.shell.rewind import RewindRefused as RewindRefused
 from ruizn.shell.runner import Subscriber as Subscriber
 from ruizn.state import ErrorType as ErrorType
 from ruizn.state import ExecutionContext as ExecutionContext

@@ -91,7 +91,7 @@ def test_a_killed_checkpoint_leaves_the_store_usable(store: GitStore) -> None:
     (store.workspace / "a.txt").write_text("a\n")
     first = store.snapshot()
     # What a checkpoint killed while git held the index lock leaves behind.
-    (store.git_dir / "index.lock").write_bytes(b"half")
+    store.index.with_name(store.index.name + ".lock").write_bytes(b"half")
     (store.workspace / "a.txt").write_text("b\n")
     second = store.snapshot()
     assert second.tree != first.tree

@@ -36,6 +36,7 @@ from ruizn.effects.runlog.reader import LOG_NAME, iter_events
 from ruizn.effects.runlog.sink import EventSink, MemorySink
 from ruizn.effects.runlog.store import RunStore, fleet_owner, new_run_id, settled
 from ruizn.effects.runlog.trust import NOT_STARTED_HERE, TrustStore
+from ruizn.effects.userconfig.dirs import state_dir
 from ruizn.events import Event, LlmToken, Parent, RunFinished, RunResumed, RunStarted
 from ruizn.limits import Limits
 from ruizn.reducers import reasked, rebuild, reduce
@@ -43,6 +44,8 @@ from ruizn.reducers import start as start_state
 from ruizn.resuming import ResumePlan, ResumeRefused, plan_continue, plan_resume, resume_decisions
 from ruizn.settings import ConfigError, RunSettings, settings_from
 from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session, UntrustedRun
+from ruizn.shell.rewind import RewindPlan, plan_rewind, run_files
+from ruizn.shell.rewind import rewind as do_rewind
 from ruizn.shell.runner import Subscriber
 from ruizn.shell.structured import check_output_schema, output_schema_of
 from ruizn.shell.toolkit import Notice, ToolLike
@@ -255,6 +258,28 @@ class Agent(Wiring):
         if vouched:
             self._trust.closed(head, log_path)
         return Session.of(state, run_id, log_path)
+
+    def rewind(
+        self,
+        run: str | Path,
+        *,
+        to: int | None = None,
+        step: int | None = None,
+        undo: bool = False,
+        force: bool = False,
+    ) -> RewindPlan:
+        """Put the workspace's files back as they were at `run`'s checkpoint at seq `to` (the
+        last at or before it) or before step `step`'s tools ran; `undo=True` puts back the
+        tree the last rewind replaced. The current tree is checkpointed first. Files changed
+        since the run's last checkpoint by anything but the run raise `RewindRefused` naming
+        them, unless `force`. Returns what was done (its `changes`). Files checkpoints leave
+        out (ignored, secret, too big) are never touched."""
+        if (to is None) == (step is None) and not undo:
+            raise ConfigError("rewind needs one of to=SEQ or step=N (or undo=True)")
+        files = run_files(self.store(), str(run), state_dir(self._environ))
+        plan = plan_rewind(files, to=to, step=step, undo=undo)
+        do_rewind(plan, force=force)
+        return plan
 
     def trust_problem(self, run: str | Path) -> str | None:
         """Why ruizn may not act on `run`'s log as recorded, or None: this user's ruizn

@@ -1,18 +1,20 @@
 """A workspace's checkpoints in git's object store, through the `git` binary.
 
-Each workspace gets a git folder of its own under the user's state folder (never inside the
-workspace): `GIT_DIR` is that folder, `GIT_WORK_TREE` the workspace, and the index file in
-it persists from one checkpoint to the next, so a file whose stat data has not changed is
-not read again. A checkpoint is a tree id: content-addressed, so unchanged files cost
-nothing. Git's own ignore rules (the workspace's `.gitignore` files) apply; `.ruizn/` and the
-secret-file patterns are added through an exclude file of the store's, and files over a size
-cap are never hashed. Git stores no empty folders: a snapshot lists them itself.
+One git object store under the user's state folder (never inside a workspace) holds the
+checkpoints of every workspace: `GIT_DIR` is that store, `GIT_WORK_TREE` the workspace, and
+each workspace has an index file of its own that persists from one checkpoint to the next,
+so a file whose stat data has not changed is not read again. Any checkpoint can be written
+to any folder (a fork's, a rerun's scratch copy). A checkpoint is a tree id:
+content-addressed, so unchanged files cost nothing. Git's own ignore rules (the
+workspace's `.gitignore` files) apply; `.ruizn/` and the secret-file patterns are added
+through an exclude file of the store's, and files over a size cap are never hashed. Git
+stores no empty folders: a snapshot lists them itself.
 
 The user's and the system's git configuration are not read (a global excludes file, hooks
-or filters of theirs change nothing here). A lock file of the store's serialises the
-checkpoints of every run in the workspace; holding it, a stale `index.lock` (a checkpoint
-killed half-way) is removed, so a kill -9 never leaves the store unusable: git writes each
-object and the index by rename.
+or filters of theirs change nothing here). A lock file beside a workspace's index serialises
+the checkpoints of every run there; holding it, a stale `index.lock` (a checkpoint killed
+half-way) is removed, so a kill -9 never leaves the store unusable: git writes each object
+and the index by rename.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ __all__ = [
     "GitStore",
     "LeftOut",
     "Snapshot",
-    "store_folder",
+    "checkpoint_root",
 ]
 
 # Files larger than this are left out of checkpoints (and named in the event).
@@ -84,10 +86,13 @@ class Change:
     path: str
 
 
-def store_folder(state: Path, workspace: Path) -> Path:
-    """The store of `workspace` (resolved) under the state folder `state`."""
-    key = hashlib.sha256(os.fsencode(workspace.resolve())).hexdigest()[:24]
-    return state / "checkpoints" / key
+def checkpoint_root(state: Path) -> Path:
+    """Where checkpoints live under the state folder `state`."""
+    return state / "checkpoints"
+
+
+def _key(workspace: Path) -> str:
+    return hashlib.sha256(os.fsencode(workspace)).hexdigest()[:24]
 
 
 def is_secret(path: str) -> bool:
@@ -99,21 +104,24 @@ class GitStore:
 
     def __init__(
         self,
-        git_dir: Path,
+        root: Path,
         workspace: Path,
         *,
         size_cap: int = DEFAULT_SIZE_CAP,
         git: str = "git",
     ) -> None:
-        self.git_dir = git_dir
+        self.root = root
+        self.git_dir = root / "store.git"
         self.workspace = workspace.resolve()
+        self.index = root / "index" / _key(self.workspace)
         self.size_cap = size_cap
         self._git = git
-        self._env = _git_env(os.environ, git_dir, self.workspace, git_dir / "index")
+        self._env = _git_env(os.environ, self.git_dir, self.workspace, self.index)
 
     @classmethod
-    def for_workspace(cls, state: Path, workspace: Path, **options: object) -> GitStore:
-        return cls(store_folder(state, workspace), workspace, **options)  # type: ignore[arg-type]
+    def for_workspace(cls, state: Path, workspace: Path) -> GitStore:
+        """The store under the state folder `state`, for `workspace`."""
+        return cls(checkpoint_root(state), workspace)
 
     # -- taking a checkpoint ------------------------------------------------------------------
 
@@ -132,7 +140,7 @@ class GitStore:
             if add or remove:
                 self._feed(["update-index", "-z", "--add", "--remove", "--stdin"], add + remove)
             tree = self._run(["write-tree"]).decode().strip()
-            files, size = _index_totals(self.git_dir / "index")
+            files, size = _index_totals(self.index)
         left = [*(LeftOut(path=p, why="too_big") for p in big), *_why(_split(ignored))]
         return Snapshot(
             tree=tree,
@@ -242,7 +250,7 @@ class GitStore:
             (dest / folder).mkdir(parents=True, exist_ok=True)
 
     def _checkout(self, tree: str, root: Path, paths: Sequence[str] | None) -> None:
-        index = self.git_dir / f"index.restore.{os.getpid()}"
+        index = self.root / "index" / f"restore.{os.getpid()}"
         env = _git_env(os.environ, self.git_dir, root, index)
         try:
             self._run(["read-tree", tree], env=env)
@@ -258,19 +266,20 @@ class GitStore:
     @contextmanager
     def _locked(self) -> Iterator[None]:
         self._init()
-        fd = os.open(self.git_dir / "ruizn.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        lock = self.index.with_name(self.index.name + ".ruizn-lock")
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             # Held by us alone: an index.lock now is a checkpoint that was killed.
-            (self.git_dir / "index.lock").unlink(missing_ok=True)
+            self.index.with_name(self.index.name + ".lock").unlink(missing_ok=True)
             yield
         finally:
             os.close(fd)
 
     def _init(self) -> None:
+        self.index.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         if (self.git_dir / "HEAD").exists():
             return
-        self.git_dir.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         env = {k: v for k, v in self._env.items() if k != "GIT_WORK_TREE"}
         self._run(["init", "-q", "--bare", str(self.git_dir)], env=env)
         for name, value in _CONFIG:
