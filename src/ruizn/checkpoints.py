@@ -20,6 +20,7 @@ __all__ = [
     "checkpoint_before",
     "checkpoint_line",
     "checkpoints_of",
+    "files_at",
     "on_checkpoint",
     "pick",
     "step_files",
@@ -83,6 +84,20 @@ def pick(points: Sequence[Checkpointed], *, seq: int | None, step: int | None) -
     if not before:
         raise ValueError(f"no checkpoint at or before seq {seq} (the first is at {points[0].seq})")
     return before[-1]
+
+
+def files_at(points: Sequence[Checkpointed], seq: int) -> Checkpointed:
+    """The checkpoint holding the files as they were at `seq` (a point between steps): the
+    first taken at or after it, since only tools change files and a checkpoint precedes every
+    tool that may (and the run's end). ValueError when the run has none there (it was killed
+    before it took one, or checkpoints were off)."""
+    for point in points:
+        if point.seq >= seq:
+            return point
+    raise ValueError(
+        f"no checkpoint records the files at seq {seq}"
+        + (f" (the last is at seq {points[-1].seq})" if points else " (the run has none)")
+    )
 
 
 @frozen(kw_only=True)

@@ -26,7 +26,9 @@ COMMANDS = (
 
 @pytest.fixture
 def shell_run(tmp_path: Path) -> Callable[..., tuple[ruizn.Agent, str, dict[int, str], Path]]:
-    def run(commands: Sequence[str] = COMMANDS, **options: Any) -> Any:
+    def run(
+        commands: Sequence[str] = COMMANDS, tool: str = "bash", key: str = "command", **options: Any
+    ) -> Any:
         ws = tmp_path / "ws"
         ws.mkdir(exist_ok=True)
         seen: dict[int, str] = {}
@@ -36,7 +38,9 @@ def shell_run(tmp_path: Path) -> Callable[..., tuple[ruizn.Agent, str, dict[int,
             seen[step] = tree_hash(ws)  # the files as this step's tools are about to run
             if step > len(commands):
                 return "done"
-            call = ToolUseBlock(id=f"t{step}", name="bash", input={"command": commands[step - 1]})
+            command = commands[step - 1]
+            given = {key: command} if isinstance(command, str) else command
+            call = ToolUseBlock(id=f"t{step}", name=tool, input=given)
             return ModelReply(content=(call,), stop_reason="tool_use", usage=Usage())
 
         agent = ruizn.Agent(model, workspace=ws, shell=True, approval="always", **options)

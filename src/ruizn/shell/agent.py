@@ -26,7 +26,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from attrs import asdict, evolve
 
-from ruizn.cassette.fork import fork_prefix
+from ruizn.cassette.fork import ForkRefused, fork_prefix
+from ruizn.checkpoints import checkpoints_of, files_at
+from ruizn.effects.checkpoints.store import GitStore
 from ruizn.effects.mcp.config import MCPServer
 from ruizn.effects.models.function import ReplyFunction
 from ruizn.effects.models.pricing import Pricer, SharedBudget, default_pricer, unpriced
@@ -213,11 +215,15 @@ class Agent(Wiring):
         async with self.start_resume(run, request) as session:
             return await session.drive()
 
-    def fork(self, run: str | Path, *, at: int, trust: bool = False) -> RunResult:
+    def fork(
+        self, run: str | Path, *, at: int, trust: bool = False, into: str | Path | None = None
+    ) -> RunResult:
         """`ruizn fork RUN --at SEQ`: a new run whose log holds `run`'s events up to `at`
         under a run_started of its own (a new id, the parent's id and `at` recorded), so the
         new log alone rebuilds the parent's state at `at`. The parent is never touched.
         Returns the fork as it stands (not driven): go on with `resume` or `continue_run`.
+        `into`: a new folder (empty or not there yet) that gets the files as they were at
+        `at` (from the run's checkpoints) and is the fork's workspace from then on.
 
         `at` must be a point between steps (`lineage.at_rest`); inside a model call or a tool
         turn raises `ForkRefused` naming the nearest points. The fork acts on nothing, but it
@@ -236,6 +242,8 @@ class Agent(Wiring):
         if not vouched and trust:
             accepted_fork(self.settings.workspace, rebuild(events))
             vouched = True
+        if into is not None:
+            first = evolve(first, settings=self._files_into(ref.path, at, Path(into)))
         run_id = new_run_id()
         head = evolve(
             first,
@@ -276,10 +284,28 @@ class Agent(Wiring):
         out (ignored, secret, too big) are never touched."""
         if (to is None) == (step is None) and not undo:
             raise ConfigError("rewind needs one of to=SEQ or step=N (or undo=True)")
-        files = run_files(self.store(), str(run), state_dir(self._environ))
+        files = run_files(self.store(), str(run), self.state_folder())
         plan = plan_rewind(files, to=to, step=step, undo=undo)
         do_rewind(plan, force=force)
         return plan
+
+    def _files_into(self, log: Path, at: int, into: Path) -> RunSettings:
+        """Write the files of `log`'s run at seq `at` into `into`; the settings of its fork."""
+        first = next(iter_events(log))
+        assert isinstance(first, RunStarted)
+        try:
+            point = files_at(checkpoints_of(iter_events(log)), at)
+        except ValueError as exc:
+            raise ForkRefused(str(exc)) from None
+        folder = into.resolve()
+        GitStore.for_workspace(self.state_folder(), folder).write_to(
+            point.tree, point.empty_dirs, folder
+        )
+        return evolve(first.settings, workspace=str(folder))
+
+    def state_folder(self) -> Path:
+        """The user's ruizn state folder (checkpoints, the trust record), never a workspace."""
+        return state_dir(self._environ)
 
     def trust_problem(self, run: str | Path) -> str | None:
         """Why ruizn may not act on `run`'s log as recorded, or None: this user's ruizn

@@ -130,7 +130,7 @@ def rewind(plan: RewindPlan, *, force: bool = False) -> None:
     if plan.foreign and not force:
         raise RewindRefused(
             f"{_names(plan.foreign)} changed since run {plan.files.run_id}'s last checkpoint"
-            " by something else than the run: rewinding would lose that (--force to do it"
+            " by something other than the run: rewinding would lose that (--force to do it"
             " anyway; --undo puts it back)"
         )
     before = Tree(tree=plan.current.tree, empty_dirs=plan.current.empty_dirs)

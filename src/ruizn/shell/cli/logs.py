@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ruizn.effects.runlog.reader import LogError, Replayed, TornTail
 from ruizn.effects.runlog.store import RunNotFound, RunRef, RunStore, settled
 from ruizn.events import (
+    Checkpointed,
     ContextCleared,
     Event,
     LlmResponse,
@@ -108,6 +109,7 @@ class _Tally:
         # The shell's background commands: call id -> (command, job id once it started).
         self.background: dict[str, tuple[str, str | None]] = {}
         self.killed: set[str] = set()
+        self.checkpoints: list[Checkpointed] = []
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, RunStarted):
@@ -141,6 +143,8 @@ class _Tally:
                 self.image_text += len(image.source.data)
         elif isinstance(event, ToolsChanged):
             self.tools_changed += 1
+        elif isinstance(event, Checkpointed) and not event.error:
+            self.checkpoints.append(event)
         elif isinstance(event, ContextCleared):
             self.cleared += len(event.results)
             self.cleared_bytes += sum(item.size for item in event.results)
@@ -372,6 +376,11 @@ def show_run(store: RunStore, run: str) -> int:
         say("per step", f"{'STEP':>5}  {'COST':>14}  TOKENS")
         for line in step_lines:
             say("", line)
+    if tally.checkpoints and not hasattr(store, "events"):  # a log folder, not a database
+        from ruizn.shell.cli.files_cmd import file_lines
+
+        for key, value in file_lines(store, run, tally.checkpoints):
+            say(key, visible(value))
     if tally.background:
         # Every one ends with its session (ruizn kills them), so only a live run has any left.
         for call_id, (command, job) in tally.background.items():

@@ -91,6 +91,10 @@ COMMANDS: dict[str, Entry] = {
         ' durations, request ids, the workspace path): exit 0 "no difference", or exit 1'
         " with the first differing seq of each and what each run came to.",
     ),
+    "rewind": Entry(
+        _CLI + "files_cmd:rewind_command",
+        "Put the workspace's files back as they were at one of RUN's checkpoints.",
+    ),
     "view": Entry(
         _CLI + "log_cmd:view_command",
         "Write RUN as one self-contained HTML page: its model and tool calls on a timeline,"
