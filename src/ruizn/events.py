@@ -308,7 +308,8 @@ class HookRan:
 @frozen(kw_only=True)
 class LeftOut:
     """A path a checkpoint left out, and why: `ignored` (a .gitignore), `secret` (a
-    secret-file name), `too_big` (over the size cap) or `ruizn` (the run folders)."""
+    secret-file name) or `too_big` (over the size cap). `.ruizn/` (the run folders) is always
+    left out and never named."""
 
     path: str
     why: str

@@ -81,7 +81,6 @@ def test_ignored_secret_big_and_run_files_are_left_out_and_named(tmp_path: Path)
     assert {(item.path, item.why) for item in snap.left_out} == {
         ("build/", "ignored"),
         (".env", "secret"),
-        (".ruizn/", "ruizn"),
         ("big.bin", "too_big"),
     }
     assert (snap.files, snap.bytes) == (2, len("build/\n") + len("kept\n"))

@@ -350,8 +350,8 @@ def _git_env(environ: Mapping[str, str], git_dir: Path, tree: Path, index: Path)
 def _why(paths: Sequence[str]) -> Iterator[LeftOut]:
     for path in paths:
         if path == ".ruizn/" or path.startswith(".ruizn/"):
-            yield LeftOut(path=path, why="ruizn")
-        elif is_secret(path):
+            continue  # always left out (the docs say so): naming it in every event is noise
+        if is_secret(path):
             yield LeftOut(path=path, why="secret")
         else:
             yield LeftOut(path=path, why="ignored")
