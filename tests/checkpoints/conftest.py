@@ -43,7 +43,8 @@ def shell_run(tmp_path: Path) -> Callable[..., tuple[ruizn.Agent, str, dict[int,
             call = ToolUseBlock(id=f"t{step}", name=tool, input=given)
             return ModelReply(content=(call,), stop_reason="tool_use", usage=Usage())
 
-        agent = ruizn.Agent(model, workspace=ws, shell=True, approval="always", **options)
+        shell = tool == "bash"
+        agent = ruizn.Agent(model, workspace=ws, shell=shell, approval="always", **options)
         result = agent.run("change the files")
         assert result.status is ruizn.Status.SUCCESS, result.error
         return agent, result.run_id, seen, ws
