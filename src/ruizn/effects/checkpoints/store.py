@@ -128,12 +128,15 @@ class GitStore:
     def snapshot(self) -> Snapshot:
         """Checkpoint the workspace as it is now."""
         with self._locked():
-            untracked, modified, ignored = self._parallel(
-                ["ls-files", "-z", "-o", "--directory", "--exclude-standard"],
+            # One walk for what is not in the index (ignored or not: a folder wholly outside
+            # it is named once), beside the stat of every file the index holds.
+            untracked, modified = self._parallel(
+                ["ls-files", "-z", "-o", "--directory"],
                 ["diff-files", "-z", "--name-only"],
-                ["ls-files", "-z", "-o", "-i", "--directory", "--exclude-standard"],
             )
-            new_files, empty_dirs = self._new(_split(untracked))
+            entries = _split(untracked)
+            ignored = self._ignored(entries)
+            new_files, empty_dirs, inner = self._new([e for e in entries if e not in ignored])
             add, remove, big, replaced = self._sorted_out([*new_files, *_split(modified)])
             if big or replaced:
                 self._feed(["update-index", "-z", "--force-remove", "--stdin"], big + replaced)
@@ -141,7 +144,7 @@ class GitStore:
                 self._feed(["update-index", "-z", "--add", "--remove", "--stdin"], add + remove)
             tree = self._run(["write-tree"]).decode().strip()
             files, size = _index_totals(self.index)
-        left = [*(LeftOut(path=p, why="too_big") for p in big), *_why(_split(ignored))]
+        left = [*(LeftOut(path=p, why="too_big") for p in big), *_why([*ignored, *inner])]
         return Snapshot(
             tree=tree,
             files=files,
@@ -151,20 +154,41 @@ class GitStore:
             more_left_out=max(len(left) - MAX_LISTED, 0),
         )
 
-    def _new(self, entries: Sequence[str]) -> tuple[list[str], list[str]]:
-        """New files, and the empty folders, from `ls-files -o --directory` (which names a
-        new folder once, `dir/`, instead of its files)."""
+    def _ignored(self, entries: Sequence[str]) -> list[str]:
+        """Those of `entries` the ignore rules leave out (.gitignore files, the store's
+        exclude file: `.ruizn/`, the secret-file names)."""
+        if not entries:
+            return []
+        done = subprocess.run(
+            [self._git, "check-ignore", "-z", "--stdin"],
+            input=_join(entries),
+            capture_output=True,
+            env=dict(self._env),
+            cwd=self.workspace,
+            check=False,
+        )
+        if done.returncode not in (0, 1):  # 1: none of them is ignored
+            raise CheckpointError(f"git check-ignore: {done.stderr.decode(errors='replace')}")
+        return _split(done.stdout)
+
+    def _new(self, entries: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
+        """The new files, the empty folders, and the ignored paths inside new folders, from
+        what `ls-files -o --directory` named and is not ignored (a new folder is named
+        once, `dir/`, not its files)."""
         files = [e for e in entries if not e.endswith("/")]
         folders = [e for e in entries if e.endswith("/")]
         empty: list[str] = []
+        ignored: list[str] = []
         if folders:
-            inside = _split(
-                self._run(["ls-files", "-z", "-o", "--exclude-standard", "--", *folders])
+            inside, left = self._parallel(
+                ["ls-files", "-z", "-o", "--exclude-standard", "--", *folders],
+                ["ls-files", "-z", "-o", "-i", "--directory", "--exclude-standard", "--", *folders],
             )
-            files.extend(inside)
+            files.extend(_split(inside))
+            ignored.extend(_split(left))
             for folder in folders:
                 empty.extend(self._empty_under(folder.rstrip("/")))
-        return files, empty
+        return files, empty, ignored
 
     def _empty_under(self, folder: str) -> Iterator[str]:
         for top, dirs, names in os.walk(self.workspace / folder):
