@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -100,3 +104,27 @@ def test_a_killed_checkpoint_leaves_the_store_usable(store: GitStore) -> None:
     second = store.snapshot()
     assert second.tree != first.tree
     assert [(c.status, c.path) for c in store.changes(first.tree, second.tree)] == [("M", "a.txt")]
+
+
+def test_a_checkpoint_killed_with_sigkill_leaves_the_store_usable(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    for d in range(20):
+        (ws / f"d{d}").mkdir(parents=True)
+        for f in range(50):
+            (ws / f"d{d}" / f"f{f}").write_bytes(os.urandom(2000))
+    code = (
+        "import sys; from pathlib import Path; from ruizn.effects.checkpoints.store import"
+        " GitStore; GitStore(Path(sys.argv[1]), Path(sys.argv[2])).snapshot()"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "store"), str(ws)])
+    index = GitStore(tmp_path / "store", ws).index
+    deadline = time.monotonic() + 30
+    while not index.with_name(index.name + ".lock").exists():  # git is writing the index
+        assert child.poll() is None, "the checkpoint ended before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    again = GitStore(tmp_path / "store", ws).snapshot()
+    fresh = GitStore(tmp_path / "fresh", ws).snapshot()
+    assert (again.tree, again.files) == (fresh.tree, 1000)

@@ -12,9 +12,10 @@ stores no empty folders: a snapshot lists them itself.
 
 The user's and the system's git configuration are not read (a global excludes file, hooks
 or filters of theirs change nothing here). A lock file beside a workspace's index serialises
-the checkpoints of every run there; holding it, a stale `index.lock` (a checkpoint killed
-half-way) is removed, so a kill -9 never leaves the store unusable: git writes each object
-and the index by rename.
+the checkpoints of every run there, held by ruizn and each git it starts (a git that
+outlives a killed ruizn holds it until it ends); holding it, a stale `index.lock` (a
+checkpoint killed half-way) is removed, so a kill -9 never leaves the store unusable: git
+writes each object and the index by rename.
 """
 
 from __future__ import annotations
@@ -117,6 +118,9 @@ class GitStore:
         self.size_cap = size_cap
         self._git = git
         self._env = _git_env(os.environ, self.git_dir, self.workspace, self.index)
+        # The lock's descriptor while it is held, passed to every git process: a git that
+        # outlives a killed ruizn holds the lock until it ends too.
+        self._held: tuple[int, ...] = ()
 
     @classmethod
     def for_workspace(cls, state: Path, workspace: Path) -> GitStore:
@@ -166,6 +170,7 @@ class GitStore:
             env=dict(self._env),
             cwd=self.workspace,
             check=False,
+            pass_fds=self._held,
         )
         if done.returncode not in (0, 1):  # 1: none of them is ignored
             raise CheckpointError(f"git check-ignore: {done.stderr.decode(errors='replace')}")
@@ -294,10 +299,13 @@ class GitStore:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            # Held by us alone: an index.lock now is a checkpoint that was killed.
+            # Held by us alone (and by no git of a killed checkpoint, which would hold it
+            # too): an index.lock now is a checkpoint that was killed.
             self.index.with_name(self.index.name + ".lock").unlink(missing_ok=True)
+            self._held = (fd,)
             yield
         finally:
+            self._held = ()
             os.close(fd)
 
     def _init(self) -> None:
@@ -321,6 +329,7 @@ class GitStore:
                 env=dict(env if env is not None else self._env),
                 cwd=self.workspace if self.workspace.is_dir() else None,
                 check=False,
+                pass_fds=self._held,
             )
         except OSError as exc:
             raise CheckpointError(f"git could not start: {exc.strerror}") from None
@@ -342,6 +351,7 @@ class GitStore:
                     stderr=subprocess.PIPE,
                     env=dict(self._env),
                     cwd=self.workspace,
+                    pass_fds=self._held,
                 )
                 for args in commands
             ]
