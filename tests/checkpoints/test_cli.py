@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.checkpoints.test_store import tree_hash
-from tests.shell.cli.conftest import offline_env, read_events, run_cli
+from tests.cli.conftest import offline_env, read_events, run_cli
 
 WRITES = [
     {"path": "k.txt", "content": "keep\n"},

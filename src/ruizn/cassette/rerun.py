@@ -30,7 +30,6 @@ from attrs import evolve, frozen
 
 from ruizn.cassette.hooks import RecordedHooks
 from ruizn.cassette.model import Cassette, RecordedApprover
-from ruizn.cassette.recording import Divergence, Recording, Stop, compare_stop
 from ruizn.checkpoints import checkpoints_of
 from ruizn.defaults import ApprovalMode
 from ruizn.effects.checkpoints.store import GitStore
@@ -39,6 +38,7 @@ from ruizn.effects.runlog.reader import iter_events
 from ruizn.effects.runlog.store import settled
 from ruizn.events import Parent
 from ruizn.grant import grant_of
+from ruizn.recording import Divergence, Recording, Stop, compare_stop
 from ruizn.shell.agent import Agent
 from ruizn.shell.outcome import Resume, Session, UntrustedRun
 from ruizn.state import ExecutionContext, Status, ToolResultBlock

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from attrs import asdict, evolve
 
-from ruizn.cassette.fork import ForkRefused, fork_prefix
 from ruizn.checkpoints import checkpoints_of, files_at
 from ruizn.effects.checkpoints.store import GitStore
 from ruizn.effects.mcp.config import MCPServer
@@ -40,6 +39,7 @@ from ruizn.effects.runlog.store import RunStore, fleet_owner, new_run_id, settle
 from ruizn.effects.runlog.trust import NOT_STARTED_HERE, TrustStore
 from ruizn.effects.userconfig.dirs import state_dir
 from ruizn.events import Event, LlmToken, Parent, RunFinished, RunResumed, RunStarted
+from ruizn.fork import ForkRefused, fork_prefix
 from ruizn.limits import Limits
 from ruizn.reducers import reasked, rebuild, reduce
 from ruizn.reducers import start as start_state
