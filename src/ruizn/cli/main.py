@@ -81,8 +81,8 @@ COMMANDS: dict[str, Entry] = {
     "rerun": Entry(
         _CLI + "resume_cmd:rerun_command",
         "Drive RUN again as a new run: its model's replies come from the recording (no"
-        " network, no key), its tools run for real here, and each request is compared with"
-        " the recorded one.",
+        " network, no key), its tools run for real in a scratch copy of the files, and each"
+        " request is compared with the recorded one.",
         sdk=True,
     ),
     "diff": Entry(

@@ -292,7 +292,8 @@ def rerun_command(
     log_dir: str | None,
 ) -> None:
     """Drive RUN again as a new run: its model's replies come from the recording (no network,
-    no key), its tools run for real here, and each request is compared with the recorded one.
+    no key), its tools run for real in a scratch copy of the files, and each request is
+    compared with the recorded one.
 
     The tools run in a scratch copy of the files as they were when RUN started (its first
     checkpoint; without one, a copy of the workspace), and the command says where; --in-place
