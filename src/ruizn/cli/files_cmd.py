@@ -117,6 +117,8 @@ def file_lines(store: Any, run: str, points: Sequence[Any]) -> list[tuple[str, s
     if not points:
         return []
     from ruizn.effects.checkpoints.store import CheckpointError
+    from ruizn.effects.runlog.reader import LogError
+    from ruizn.effects.runlog.writer import RunLocked
     from ruizn.effects.userconfig.dirs import state_dir
     from ruizn.format import counted, human_bytes
     from ruizn.shell.rewind import run_files, step_changes
@@ -125,7 +127,9 @@ def file_lines(store: Any, run: str, points: Sequence[Any]) -> list[tuple[str, s
         files = run_files(store, run, state_dir(os.environ))
         steps = step_changes(files)
         size = files.store.disk_usage([p.tree for p in files.points])
-    except (CheckpointError, OSError, ValueError) as exc:
+    except RunLocked:
+        return [("files", f"{counted(len(points), 'checkpoint')} (the run is still going)")]
+    except (CheckpointError, LogError, OSError, ValueError) as exc:
         return [("files", f"checkpoints unreadable: {exc}")]
     lines = [("files", f"{counted(len(points), 'checkpoint')}, {human_bytes(size)} in the store")]
     lines += [
