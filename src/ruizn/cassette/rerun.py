@@ -145,7 +145,10 @@ def scratch_copy(agent: Agent, log: Path) -> tuple[Path, str]:
     """A new folder holding the files the recording at `log` started with: its first
     checkpoint, or (none) a copy of the agent's workspace without `.ruizn/`; and what it is."""
     points = checkpoints_of(iter_events(log))
-    folder = Path(tempfile.mkdtemp(prefix="ruizn-rerun-"))
+    # In the state folder (never a workspace), kept after the rerun for a look at its files.
+    scratch = agent.state_folder() / "reruns"
+    scratch.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder = Path(tempfile.mkdtemp(prefix=f"{log.parent.name}-", dir=scratch))
     if points:
         first = points[0]
         GitStore.for_workspace(agent.state_folder(), folder).write_to(
