@@ -31,6 +31,13 @@ def test_rewind_diff_show_fork_and_rerun_at_the_command_line(
     assert "4 checkpoints" in show.stdout
     assert "step 2: 1 file changed" in show.stdout
 
+    page = run_cli(["view", run_id, "-o", str(tmp_path / "v.html")], workspace=ws)
+    assert page.code == 0, page.stderr
+    html = (tmp_path / "v.html").read_text()
+    # Step 2's checkpoint mark lists the file the step added.
+    assert '"kind": "checkpoint"' in html or '"kind":"checkpoint"' in html
+    assert '"changed": ["sub/n.txt"]' in html or '"changed":["sub/n.txt"]' in html
+
     (ws / "k.txt").write_text("the user's\n")
     mine = tree_hash(ws)
     asked = run_cli(["rewind", run_id, "--step", "2"], workspace=ws)

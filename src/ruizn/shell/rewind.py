@@ -32,6 +32,7 @@ __all__ = [
     "plan_rewind",
     "rewind",
     "run_files",
+    "step_changes",
 ]
 
 
