@@ -320,7 +320,7 @@ class AgentRunner(ToolCalls):
             return
         try:
             snap = await anyio.to_thread.run_sync(self._checkpointer.snapshot)
-        except CheckpointError as exc:
+        except (CheckpointError, OSError) as exc:  # git failed, or a file could not be read
             self._emit(Checkpointed, step=self.state.step, tree="", final=final, error=str(exc))
             return
         self._emit(
