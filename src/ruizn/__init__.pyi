@@ -26,6 +26,8 @@ from ruizn.effects.tools.base import BlockingTool as BlockingTool
 from ruizn.effects.tools.base import ToolInputError as ToolInputError
 from ruizn.effects.tools.function import FunctionTool as FunctionTool
 from ruizn.effects.tools.function import tool as tool
+from ruizn.evals.api import eval as eval
+from ruizn.evals.report import EvalReport as EvalReport
 from ruizn.events import BudgetSpent as BudgetSpent
 from ruizn.events import Checkpointed as Checkpointed
 from ruizn.events import ContextCleared as ContextCleared
@@ -39,6 +41,7 @@ from ruizn.events import OutputChecked as OutputChecked
 from ruizn.events import RunFinished as RunFinished
 from ruizn.events import RunResumed as RunResumed
 from ruizn.events import RunStarted as RunStarted
+from ruizn.events import SettingsChanged as SettingsChanged
 from ruizn.events import ToolApprovalDecided as ToolApprovalDecided
 from ruizn.events import ToolApprovalRequested as ToolApprovalRequested
 from ruizn.events import ToolCallFinished as ToolCallFinished

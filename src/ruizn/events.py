@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal
 
 from attrs import field, frozen
 
-from ruizn.defaults import ApprovalMode
+from ruizn.defaults import ApprovalMode, Effort
 from ruizn.limits import Limits
 from ruizn.settings import RunSettings
 from ruizn.state import (
@@ -66,7 +66,7 @@ class RunResumed:
     on; `max_tokens` a new per-call limit; `max_cost` the run's new budget (a total for the
     whole run) and `max_context` its new context limit (0: off); `workspace` and `approval`
     what a person chose when accepting a run ruizn did not start (None: unchanged); `reask`
-    that the log's approvals are asked again."""
+    that the log's approvals are asked again; `confine` that its shell's loosening is not."""
 
     TAG: ClassVar[str] = "run_resumed"
     seq: int
@@ -86,6 +86,10 @@ class RunResumed:
     # worker taken over): from its first event to its last. Added to the run's elapsed time,
     # so a run's time is every session's, whoever ran them.
     elapsed: float = 0.0
+    # The log's loosening of the shell is withdrawn (a run a person accepted from a log ruizn
+    # did not write, without accepting these): the sandbox is on again and no
+    # --allow-command pattern approves a command.
+    confine: bool = False
 
     @property
     def limits(self) -> Limits:
@@ -339,6 +343,20 @@ class Checkpointed:
 
 
 @frozen(kw_only=True)
+class SettingsChanged:
+    """A person changed a setting between turns (a session's `/model`, `/effort`); logged
+    after the run_resumed that goes on, so replay sends the next request as the live run did.
+    None: unchanged. `context_window` is the new model's window (None: unknown)."""
+
+    TAG: ClassVar[str] = "settings_changed"
+    seq: int
+    ts: float
+    model: str | None = None
+    effort: Effort | None = None
+    context_window: int | None = None
+
+
+@frozen(kw_only=True)
 class RunFinished:
     TAG: ClassVar[str] = "run_finished"
     seq: int
@@ -372,6 +390,7 @@ Event = (
     | OutputChecked
     | HookRan
     | Checkpointed
+    | SettingsChanged
 )
 
 EVENT_TYPES: tuple[type[Any], ...] = (
@@ -393,4 +412,5 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     OutputChecked,
     HookRan,
     Checkpointed,
+    SettingsChanged,
 )

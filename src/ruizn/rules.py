@@ -13,12 +13,12 @@ Pure functions of the state; no I/O.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from attrs import frozen
 
 from ruizn.bounds import deeper_than, text_deeper_than, too_deep
+from ruizn.commands import matching_pattern
 from ruizn.settings import JsonObject, RunSettings
 from ruizn.state import (
     ContentBlock,
@@ -216,12 +216,15 @@ class ApprovalDecision:
     always: bool = False  # a person's yes that also approves the tool for the rest of the run
 
 
-def rule_decision(state: ExecutionContext, call: ToolCall) -> ApprovalDecision | None:
+def rule_decision(
+    state: ExecutionContext, call: ToolCall, *, parsed: bool = True
+) -> ApprovalDecision | None:
     """The decision the run's rules make about an awaiting call, or None: a person decides.
 
     `always` approves and `never` denies every call ("policy"), except that a call a
     PreToolUse hook answered `ask` is put to a person in `always` mode too; in `ask` mode a
     tool a person approved for the rest of the run is approved ("always-rule").
+    `parsed=False`: an `--allow-command` pattern by its characters alone (command_allowed).
     """
     mode = state.settings.approval
     if mode == "always":
@@ -234,7 +237,7 @@ def rule_decision(state: ExecutionContext, call: ToolCall) -> ApprovalDecision |
         return ApprovalDecision(id=call.id, approved=True, by="always-rule")
     command = call.input.get("command") if call.name == SHELL_TOOL else None
     if isinstance(command, str):
-        pattern = command_allowed(command, state.settings.allow_commands)
+        pattern = command_allowed(command, state.settings.allow_commands, parsed=parsed)
         if pattern is not None:
             return ApprovalDecision(
                 id=call.id,
@@ -246,31 +249,20 @@ def rule_decision(state: ExecutionContext, call: ToolCall) -> ApprovalDecision |
 
 
 SHELL_TOOL = "bash"
-# What chains, pipes, substitutes, groups or redirects commands, and line breaks. A wildcard
-# never matches one of these: a command holding one matches only a pattern that spells it
-# out, so `git status *` never approves `git status; rm -rf ~` or `git status $(curl ...)`.
-SHELL_CONTROL = ";&|`()<>\n\r"
 
 
-def command_allowed(command: str, patterns: tuple[str, ...]) -> str | None:
-    """The first of `patterns` the whole of `command` matches, or None.
+def command_allowed(command: str, patterns: tuple[str, ...], *, parsed: bool = True) -> str | None:
+    """The first of `patterns` that approves the whole of `command`, or None.
 
     A pattern is matched against the whole command, character for character, except that `*`
     stands for any run of characters and `?` for any one character, neither ever standing
-    for a SHELL_CONTROL character. Nothing else is special (no [...], no quoting rules):
-    `pytest *` approves `pytest -q tests/x.py`, not `pytest -q | sh`, not `pytest`, and not
-    ` pytest -q` (a leading space).
+    for `;&|`()<>` or a line break; and what a wildcard stands for must be plain words (no
+    expansion, substitution, redirection, glob, ...: parsed, see `ruizn.commands`), so
+    `pytest *` approves `pytest -q tests/x.py`, not `pytest -q | sh`, not `pytest ${x@P}`,
+    not `pytest`, and not ` pytest -q` (a leading space). `parsed=False`: by the characters
+    alone (what a log's recorded decision is checked against).
     """
-    for pattern in patterns:
-        if _pattern_regex(pattern).fullmatch(command):
-            return pattern
-    return None
-
-
-def _pattern_regex(pattern: str) -> re.Pattern[str]:
-    free = "[^" + re.escape(SHELL_CONTROL) + "]"
-    parts = [free + "*" if ch == "*" else free if ch == "?" else re.escape(ch) for ch in pattern]
-    return re.compile("".join(parts), re.DOTALL)
+    return matching_pattern(command, patterns, parsed=parsed)
 
 
 def phase_after_turn(state: ExecutionContext) -> Phase:
@@ -370,30 +362,28 @@ def check_output(state: ExecutionContext) -> OutputVerdict:
 
 
 def schema_error(schema: JsonObject, value: Any) -> str | None:
-    """Why `value` does not match `schema` (jsonschema's best match), or None."""
-    from jsonschema import exceptions, validators  # lazily: most runs have no schema
+    """Why `value` does not match `schema` (jsonschema's best match), or None. Checked as
+    data (schemacheck.py): nothing fetched, no backtracking, no endless recursion."""
+    from ruizn.schemacheck import schema_error as checked
 
-    validator = validators.validator_for(schema)(schema)
-    best = exceptions.best_match(validator.iter_errors(value))
-    if best is None:
-        return None
-    where = best.json_path
-    return best.message if where == "$" else f"{best.message} (at {where})"
+    return checked(schema, value)
 
 
 def schema_problem(schema: object) -> str | None:
     """Why `schema` is not a JSON Schema a run can check answers against, or None."""
-    from jsonschema import exceptions, validators
+    from jsonschema import Draft202012Validator, exceptions, validators
+
+    from ruizn.schemacheck import schema_problem_of
 
     if not isinstance(schema, dict):
         return f"an output schema must be a JSON object, not {type(schema).__name__}"
     if deeper_than(schema):
         return too_deep("the output schema")
     try:
-        validators.validator_for(schema).check_schema(schema)
+        validators.validator_for(schema, default=Draft202012Validator).check_schema(schema)
     except exceptions.SchemaError as exc:
         return f"not a valid JSON Schema: {exc.message}"
-    return None
+    return schema_problem_of(schema)
 
 
 def output_feedback(error: str, mode: str | None) -> str:

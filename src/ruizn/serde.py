@@ -30,9 +30,10 @@ from ruizn.events import (
     RunFinished,
     RunResumed,
     RunStarted,
+    SettingsChanged,
 )
 from ruizn.media import tally_of_run
-from ruizn.settings import ConfigError, RunSettings
+from ruizn.settings import ConfigError, HookSpec, RunSettings
 from ruizn.state import (
     ContentBlock,
     ExecutionContext,
@@ -79,6 +80,8 @@ assert len(_EVENT_BY_TAG) == len(EVENT_TYPES), "two events share a tag"
 # wrote before they existed, byte for byte, and an older log is still canonical. A reader
 # takes a missing field as its default.
 _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
+    # Before RunSettings, whose hook takes the one its hooks' type has when it is made.
+    HookSpec: ("env",),
     RunSettings: (
         "max_cost",
         "max_context",
@@ -103,11 +106,12 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
     ),
     Usage: ("cache_creation_1h_input_tokens",),
     LlmResponse: ("cost", "priced_by"),
-    RunResumed: ("max_cost", "max_context", "reask", "elapsed"),
+    RunResumed: ("max_cost", "max_context", "reask", "elapsed", "confine"),
     RunFinished: ("cost",),
     OutputChecked: ("output", "error", "call_id"),
     HookRan: ("reason", "context", "updated_input", "tool_use_id", "error"),
     Checkpointed: ("empty_dirs", "left_out", "more_left_out", "final", "error"),
+    SettingsChanged: ("model", "effort", "context_window"),
 }
 
 

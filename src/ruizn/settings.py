@@ -12,6 +12,7 @@ a run's options field by field. Pure data: no I/O.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -182,6 +183,16 @@ def _hook_event(_: object, __: object, value: Any) -> None:
         raise ConfigError(f"hook event must be one of {', '.join(HOOK_EVENTS)}, not {value!r}")
 
 
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _variables(_: object, __: object, value: Any) -> None:
+    if not isinstance(value, tuple) or not all(
+        isinstance(name, str) and _VARIABLE.fullmatch(name) for name in value
+    ):
+        raise ConfigError(f"hook env must be a list of variable names, not {value!r}")
+
+
 @frozen(kw_only=True)
 class HookSpec:
     """One hook command, as a Claude Code settings.json `hooks` entry gives it, with where it
@@ -196,6 +207,10 @@ class HookSpec:
     )
     source: str = field(default="", validator=_text("hook source", empty_ok=True))
     """Where it was configured: `--hooks FILE` (the file), `.ruizn/hooks.json` (a project's)."""
+    env: tuple[str, ...] = field(default=(), converter=_tuple, validator=_variables)
+    """Variables of ruizn's environment passed to the command although their names say they
+    hold secrets (`*_TOKEN`, `*_KEY`, ...; every other variable is passed): the person's own
+    hooks files may name them, a workspace's may not (effects/hooks/config.py)."""
 
 
 @frozen(kw_only=True)

@@ -165,8 +165,10 @@ def on_approval_decided(state: ExecutionContext, event: ToolApprovalDecided) -> 
         raise InvalidTransition(f"tool_approval_decided twice for {event.id!r}")
     call = state.turn_calls[index]
     if event.by in ("policy", "always-rule"):
-        # A decision made without a person must be the one the run's rules make.
-        ruled = rule_decision(state, call)
+        # A decision made without a person must be the one the run's rules make: an
+        # --allow-command pattern by its characters (a log from before patterns were
+        # parsed stays readable; replay parses nothing; decide's decisions are stricter).
+        ruled = rule_decision(state, call, parsed=False)
         if ruled is None or ruled.by != event.by or ruled.approved != event.approved:
             raise InvalidTransition(
                 f"a {event.by} decision ({'approve' if event.approved else 'deny'}) for"

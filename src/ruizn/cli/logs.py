@@ -29,6 +29,7 @@ from ruizn.events import (
     LlmResponse,
     Parent,
     RunStarted,
+    SettingsChanged,
     ToolCallFinished,
     ToolCallStarted,
     ToolsChanged,
@@ -44,7 +45,7 @@ from ruizn.state import (
     ThinkingBlock,
     ToolUseBlock,
 )
-from ruizn.terminal import revealed, visible
+from ruizn.terminal import revealed, revealed_line, visible
 from ruizn.window import context_limit
 
 if TYPE_CHECKING:
@@ -110,10 +111,16 @@ class _Tally:
         self.background: dict[str, tuple[str, str | None]] = {}
         self.killed: set[str] = set()
         self.checkpoints: list[Checkpointed] = []
+        # Settings a person changed in a session: (seq, what).
+        self.changes: list[tuple[int, str]] = []
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, RunStarted):
             self.parent = event.parent
+        elif isinstance(event, SettingsChanged):
+            what = [f"model {event.model}"] if event.model is not None else []
+            what += [f"effort {event.effort}"] if event.effort is not None else []
+            self.changes.append((event.seq, ", ".join(what)))
         elif isinstance(event, LlmResponse):
             self.responses.append(event)
             for block in event.content:
@@ -245,6 +252,9 @@ def _thinking_lines(tally: _Tally) -> list[tuple[str, str]]:
     return [("thinking", " · ".join(parts) + " · counted in out tokens and cost")]
 
 
+_GRANT_KEYS = frozenset({"workspace", "tool code", "mcp", "shell", "hook", "approved", "always"})
+
+
 class _Say:
     """`show`'s lines: `key:` in a column of 11, then the value. At a terminal a long value
     wraps under itself (the goal to at most two lines, then "…"), so every line fits; piped,
@@ -298,6 +308,19 @@ def _instructions_line(state: ExecutionContext) -> str:
     )
 
 
+def cost_report(store: RunStore, run: str) -> list[str]:
+    """A session's `/cost`: every step's usage and cost so far, then the run's cost line."""
+    ref = _resolve(store, run)
+    tally = _Tally()
+    state = store.load(ref, on_event=tally).state
+    step_lines, total, priced_now = _step_costs(state.settings.model, tally.responses)
+    return [
+        f"{'STEP':>5}  {'COST':>14}  TOKENS",
+        *step_lines,
+        f"total  {_cost_line(state, total, priced_now)}",
+    ]
+
+
 def show_run(store: RunStore, run: str) -> int:
     ref = _resolve(store, run)
     path = ref.path
@@ -325,6 +348,7 @@ def show_run(store: RunStore, run: str) -> int:
         *_lineage(tally.parent),
         ("goal", state.goal),
         ("model", _model_line(state.settings)),
+        *(("changed", f"at seq {seq}: {what}") for seq, what in tally.changes),
         *_thinking_lines(tally),
         ("workspace", grant.workspace),
         (
@@ -363,7 +387,10 @@ def show_run(store: RunStore, run: str) -> int:
         )
     say = _Say(terminal_width())
     for key, value in lines:
-        say(key, visible(value), most=2 if key == "goal" else None)
+        # What the run grants is shown as `resume` asks about it: each fact one line, every
+        # invisible character and line break escaped too.
+        shown = revealed_line(value) if key in _GRANT_KEYS else visible(value)
+        say(key, shown, most=2 if key == "goal" else None)
     if tally.images:
         say(
             "images",

@@ -563,7 +563,7 @@ def read_hooks(paths: tuple[str, ...]) -> tuple[Any, ...]:
     specs: list[Any] = []
     for path in paths:
         try:
-            specs.extend(load_file(Path(path)))
+            specs.extend(load_file(Path(path), own=True))
         except HookConfigError as exc:
             fail(f"--hooks {exc}")
     return tuple(specs)

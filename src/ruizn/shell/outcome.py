@@ -9,7 +9,7 @@ from typing import Any
 
 from attrs import field, frozen
 
-from ruizn.defaults import ApprovalMode
+from ruizn.defaults import ApprovalMode, Effort
 from ruizn.effects.runlog.trust import TrustStore
 from ruizn.events import RunStarted
 from ruizn.grant import Grant
@@ -70,10 +70,14 @@ class Resume:
     trust: bool = False
     """Accept the grant of a run ruizn did not start here (or whose log changed). The
     approvals its log records (calls approved and not run yet, "always" rules) are not
-    accepted with it: each such call is asked again, unless `keep_approvals`."""
+    accepted with it: each such call is asked again, unless `keep_approvals`; nor are its
+    `--sandbox off` and `--allow-command` patterns, unless `keep_shell`."""
     keep_approvals: bool = False
     """With `trust`: apply the approvals the log records too (a person saw them listed in
     the grant and accepted them all)."""
+    keep_shell: bool = False
+    """With `trust`: apply the log's `--sandbox off` and `--allow-command` patterns too (a
+    person saw them listed in the grant and accepted them)."""
     read_timeout: float | None = None
     """This session's stream timeout (None: the run's own)."""
     vouched: bool = False
@@ -82,6 +86,14 @@ class Resume:
     """A person's new message (`continue_run`, `ruizn continue`): the run goes on with it
     after its whole history, and `limits.max_steps` is the budget for this message (the run's
     new total is the steps it has taken plus that many; None: the run's own limit)."""
+    model: str | None = None
+    """With `message`: the model from this message on (a session's `/model`; logged as a
+    settings_changed event). None: the run's own."""
+    effort: Effort | None = None
+    """With `message`: the effort from this message on (a session's `/effort`)."""
+    cancelled: bool = False
+    """With `message`: the run's last turn was cancelled by the person (a session's Ctrl-C):
+    its open tool calls are answered as not run (`resuming.cancelled_answers`), never run."""
 
 
 class NothingToResume(ResumeRefused):

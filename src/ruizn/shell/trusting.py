@@ -14,6 +14,7 @@ from ruizn.effects.runlog.trust import NOT_STARTED_HERE, TrustStore
 from ruizn.events import RunStarted
 from ruizn.grant import grant_of
 from ruizn.resuming import ResumePlan, ResumeRefused
+from ruizn.settings import RunSettings
 from ruizn.shell.outcome import Resume, UntrustedRun
 from ruizn.state import ExecutionContext
 
@@ -50,7 +51,10 @@ def trusted_plan(
     # Nor are the log's approvals (a call approved and not run, an "always" rule):
     # asked again, unless the person accepted them all, seeing them in the grant.
     reask = not request.keep_approvals and holds_approvals(state)
-    return evolve(plan, workspace=here, approval=approval, reask=reask)
+    # Nor is its shell's loosening (commands unconfined, patterns that approve commands):
+    # the sandbox is on and every command is asked, unless the person accepted them.
+    confine = not request.keep_shell and loosens_shell(state)
+    return evolve(plan, workspace=here, approval=approval, reask=reask, confine=confine)
 
 
 def accepted_fork(workspace: str, state: ExecutionContext) -> None:
@@ -68,6 +72,36 @@ def accepted_fork(workspace: str, state: ExecutionContext) -> None:
             f"run {state.run_id} approves every tool call (approval always) and was not"
             " started here: fork it without --trust, then `ruizn resume NEW` asks"
         )
+    if loosens_shell(state):
+        raise ResumeRefused(
+            f"run {state.run_id} runs bash commands unconfined (--sandbox off) or approves"
+            " them by --allow-command patterns, and was not started here: fork it without"
+            " --trust, then `ruizn resume NEW` asks"
+        )
+
+
+def resumed_settings(state: ExecutionContext, plan: ResumePlan) -> RunSettings:
+    """The settings a resume goes on with: as the reducer makes them of its run_resumed."""
+    settings = evolve(
+        state.settings,
+        workspace=plan.workspace or state.settings.workspace,
+        approval=plan.approval or state.settings.approval,
+    )
+    return evolve(settings, sandbox=True, allow_commands=()) if plan.confine else settings
+
+
+def confined_notice(run_id: str) -> str:
+    return (
+        f"run {run_id}: its log's --sandbox off and --allow-command patterns are not"
+        " applied (not accepted): bash commands run in the sandbox, and no pattern"
+        " approves one"
+    )
+
+
+def loosens_shell(state: ExecutionContext) -> bool:
+    """Whether the log's settings run commands unconfined or approve them by pattern."""
+    settings = state.settings
+    return bool(settings.shell) and (not settings.sandbox or bool(settings.allow_commands))
 
 
 def holds_approvals(state: ExecutionContext) -> bool:
@@ -75,4 +109,11 @@ def holds_approvals(state: ExecutionContext) -> bool:
     return bool(grant.preapproved or grant.always_tools)
 
 
-__all__: Sequence[str] = ("accepted_fork", "holds_approvals", "trusted_plan")
+__all__: Sequence[str] = (
+    "accepted_fork",
+    "confined_notice",
+    "holds_approvals",
+    "loosens_shell",
+    "resumed_settings",
+    "trusted_plan",
+)

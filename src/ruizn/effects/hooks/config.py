@@ -29,8 +29,9 @@ class HookConfigError(ValueError):
     """A hooks file that cannot be used; the message is one line naming the file."""
 
 
-def load_file(path: Path, source: str | None = None) -> tuple[HookSpec, ...]:
-    """The hooks a file configures (an empty tuple for no hooks)."""
+def load_file(path: Path, source: str | None = None, *, own: bool) -> tuple[HookSpec, ...]:
+    """The hooks a file configures (an empty tuple for no hooks); `own`: the person's own
+    file (--hooks), whose hooks may be passed secret variables (`env`)."""
     where = source or str(path)
     try:
         info = path.lstat()
@@ -47,7 +48,7 @@ def load_file(path: Path, source: str | None = None) -> tuple[HookSpec, ...]:
         data = json.loads(raw)
     except (ValueError, RecursionError) as exc:
         raise HookConfigError(f"{where}: not JSON ({exc})") from None
-    return parse(data, where)
+    return parse(data, where, own=own)
 
 
 def project_hooks(workspace: Path) -> tuple[HookSpec, ...]:
@@ -55,10 +56,10 @@ def project_hooks(workspace: Path) -> tuple[HookSpec, ...]:
     path = workspace / PROJECT_HOOKS
     if not os.path.lexists(path):
         return ()
-    return load_file(path, str(PROJECT_HOOKS))
+    return load_file(path, str(PROJECT_HOOKS), own=False)
 
 
-def parse(data: Any, where: str) -> tuple[HookSpec, ...]:
+def parse(data: Any, where: str, *, own: bool) -> tuple[HookSpec, ...]:
     if isinstance(data, dict) and isinstance(data.get("hooks"), dict):
         data = data["hooks"]
     if not isinstance(data, dict) or deeper_than(data):
@@ -72,11 +73,11 @@ def parse(data: Any, where: str) -> tuple[HookSpec, ...]:
         if not isinstance(groups, list):
             raise HookConfigError(f"{where}: {event} must be a list of matcher groups")
         for group in groups:
-            specs.extend(_group(group, event, where))
+            specs.extend(_group(group, event, where, own))
     return tuple(specs)
 
 
-def _group(group: Any, event: str, where: str) -> list[HookSpec]:
+def _group(group: Any, event: str, where: str, own: bool) -> list[HookSpec]:
     if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
         raise HookConfigError(f'{where}: each {event} entry needs a "hooks" list')
     matcher = group.get("matcher", "")
@@ -93,6 +94,7 @@ def _group(group: Any, event: str, where: str) -> list[HookSpec]:
         if not isinstance(command, str):
             raise HookConfigError(f'{where}: a {event} hook needs a "command"')
         timeout = hook.get("timeout", 60)
+        env = _passed(hook, event, where, own)
         try:
             out.append(
                 HookSpec(
@@ -101,8 +103,26 @@ def _group(group: Any, event: str, where: str) -> list[HookSpec]:
                     matcher=matcher,
                     timeout=float(timeout) if isinstance(timeout, int | float) else timeout,
                     source=where,
+                    env=env,
                 )
             )
         except ConfigError as exc:
             raise HookConfigError(f"{where}: {exc}") from None
     return out
+
+
+def _passed(hook: dict[str, Any], event: str, where: str, own: bool) -> tuple[str, ...]:
+    """The secret variables a hook is passed (`"env": ["GITHUB_TOKEN"]`): only from the
+    person's own files. A workspace's file is refused whole, so that a cloned repository can
+    never ask for the person's keys without the person seeing the refusal."""
+    names = hook.get("env", [])
+    if not names:
+        return ()
+    if not own:
+        raise HookConfigError(
+            f'{where}: a {event} hook names "env" (secret variables to pass it): only your'
+            " own hooks files (--hooks, your config's [hooks]) may pass secrets to a hook"
+        )
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise HookConfigError(f'{where}: a {event} hook\'s "env" must be a list of names')
+    return tuple(names)
