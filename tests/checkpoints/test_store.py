@@ -17,10 +17,12 @@ from ruizn.effects.checkpoints.store import GitStore
 
 
 def tree_hash(root: Path) -> str:
-    """Every path under `root` but .ruizn/ with its kind, mode bits and bytes (or target)."""
+    """Every path under `root` but .ruizn/ and .git/ (which checkpoints never hold; the
+    shell's sandbox puts an empty .git/ in the workspace while a run goes) with its kind, mode
+    bits and bytes (or target)."""
     digest = hashlib.sha256()
     for top, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d != ".ruizn")
+        dirs[:] = sorted(d for d in dirs if d not in {".ruizn", ".git"})
         for name in sorted([*files, *dirs]):
             path = Path(top) / name
             info = path.lstat()
