@@ -32,7 +32,7 @@ from ruizn.cassette.hooks import RecordedHooks
 from ruizn.cassette.model import Cassette, RecordedApprover
 from ruizn.checkpoints import checkpoints_of
 from ruizn.defaults import ApprovalMode
-from ruizn.effects.checkpoints.store import GitStore
+from ruizn.effects.checkpoints.store import CheckpointError, GitStore
 from ruizn.effects.models.provider import ReplayDiverged
 from ruizn.effects.runlog.reader import iter_events
 from ruizn.effects.runlog.store import settled
@@ -143,23 +143,30 @@ async def rerun_async(
 
 def scratch_copy(agent: Agent, log: Path) -> tuple[Path, str]:
     """A new folder holding the files the recording at `log` started with: its first
-    checkpoint, or (none) a copy of the agent's workspace without `.ruizn/`; and what it is."""
+    checkpoint, or (none, or not in this machine's store: a recording made elsewhere) a copy
+    of the agent's workspace without `.ruizn/`; and what it is, in words."""
     points = checkpoints_of(iter_events(log))
     # In the state folder (never a workspace), kept after the rerun for a look at its files.
     scratch = agent.state_folder() / "reruns"
     scratch.mkdir(parents=True, exist_ok=True, mode=0o700)
     folder = Path(tempfile.mkdtemp(prefix=f"{log.parent.name}-", dir=scratch))
+    why = "the recording has no checkpoint"
     if points:
         first = points[0]
-        GitStore.for_workspace(agent.state_folder(), folder).write_to(
-            first.tree, first.empty_dirs, folder
-        )
-        return folder, f"a scratch copy of the files at the recording's seq {first.seq}"
+        store = GitStore.for_workspace(agent.state_folder(), folder)
+        try:
+            store.write_to(first.tree, first.empty_dirs, folder)
+        except CheckpointError:  # recorded on another machine: its store is not here
+            shutil.rmtree(folder)
+            folder.mkdir()
+            why = "the recording's checkpoints are not in this machine's store"
+        else:
+            return folder, f"a scratch copy of the files at the recording's seq {first.seq}"
     source = Path(agent.settings.workspace)
     shutil.copytree(
         source, folder, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".ruizn")
     )
-    return folder, "a scratch copy of your workspace (the recording has no checkpoint)"
+    return folder, f"a scratch copy of your workspace ({why})"
 
 
 async def _drive(session: Session) -> tuple[ExecutionContext, Divergence | None]:
