@@ -18,6 +18,7 @@ from ruizn.events import ClearedResult
 from ruizn.hooks import denied_text, matching
 from ruizn.rules import (
     ApprovalDecision,
+    Finish,
     OutputVerdict,
     check_output,
     limit_stop,
@@ -122,12 +123,6 @@ class RunHooks:
     event: str
     specs: tuple[HookSpec, ...]
     call: ToolCall | None = None
-
-
-@frozen(kw_only=True)
-class Finish:
-    status: Status
-    error: str | None = None
 
 
 @frozen(kw_only=True)

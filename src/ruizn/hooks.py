@@ -34,7 +34,6 @@ from ruizn.settings import HookSpec, JsonObject, RunSettings
 BLOCKING_EXIT = 2
 # Stronger decisions win when several PreToolUse hooks answer one call (Claude Code's order).
 _STRENGTH = {"none": 0, "allow": 1, "ask": 2, "deny": 3}
-_TOOL_EVENTS = ("PreToolUse", "PostToolUse")
 _CONTEXT_EVENTS = ("UserPromptSubmit", "SessionStart")
 PERMISSION_MODES: dict[ApprovalMode, str] = {
     "ask": "default",
@@ -184,10 +183,6 @@ def hook_note(event: str, text: str) -> str:
 
 def denied_text(reason: str | None) -> str:
     return f"not run: a PreToolUse hook denied this call: {reason or 'no reason given'}"
-
-
-def is_tool_event(event: str) -> bool:
-    return event in _TOOL_EVENTS
 
 
 def post_notes(runs: Sequence[Any]) -> str:

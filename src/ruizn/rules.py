@@ -69,41 +69,42 @@ NEVER_APPROVED = "the run's approval mode is never: no call that needs approval 
 
 
 @frozen(kw_only=True)
-class Stop:
-    """How a run must finish: its status, and the error it reports (if any)."""
+class Finish:
+    """How a run must finish: its status, and the error it reports (if any). Also the
+    action `decide.next_action` gives when the run ends (decide re-exports it)."""
 
     status: Status
     error: str | None = None
 
 
-def turn_stop(state: ExecutionContext) -> Stop:
+def turn_stop(state: ExecutionContext) -> Finish:
     """How a run whose last turn needs nothing more (phase DONE) finishes, by stop reason."""
     has_tool_use = any(isinstance(b, ToolUseBlock) for b in state.messages[-1].content)
     match state.stop_reason:
         case stop if stop in SUCCESS_STOPS:
-            return Stop(status=Status.SUCCESS)
+            return Finish(status=Status.SUCCESS)
         case "max_tokens" if _still_thinking(state.messages[-1].content):
-            return Stop(
+            return Finish(
                 status=Status.ERROR,
                 error=f"max_tokens ({state.settings.max_tokens}) ran out while the model was"
                 " thinking, before its answer: resume with a larger --max-tokens, or run with"
                 " a lower --effort",
             )
         case "max_tokens":
-            return Stop(
+            return Finish(
                 status=Status.ERROR,
                 error=f"the answer was cut off at max_tokens ({state.settings.max_tokens}):"
                 f" resume the run with --max-tokens {state.settings.max_tokens * 2} to let it"
                 " go on",
             )
         case "tool_use" if not has_tool_use:
-            return Stop(status=Status.ERROR, error="stop_reason tool_use without a tool call")
+            return Finish(status=Status.ERROR, error="stop_reason tool_use without a tool call")
         case "refusal":
-            return Stop(status=Status.ERROR, error="the model refused to answer")
+            return Finish(status=Status.ERROR, error="the model refused to answer")
         case "model_context_window_exceeded":
-            return Stop(status=Status.ERROR, error=CONTEXT_EXCEEDED)
+            return Finish(status=Status.ERROR, error=CONTEXT_EXCEEDED)
         case other:
-            return Stop(status=Status.ERROR, error=f"unexpected stop_reason {other!r}")
+            return Finish(status=Status.ERROR, error=f"unexpected stop_reason {other!r}")
 
 
 def _still_thinking(content: tuple[ContentBlock, ...]) -> bool:
@@ -116,21 +117,21 @@ def _still_thinking(content: tuple[ContentBlock, ...]) -> bool:
     return False
 
 
-def limit_stop(state: ExecutionContext) -> Stop | None:
+def limit_stop(state: ExecutionContext) -> Finish | None:
     """The limit that forbids the next model call, if one does (phase READY): the step
     limit; the run's budget, spent (approvals and tools cost nothing: only model calls
     count); a budget shared with other runs, spent; a history that does not fit the context
     limit even with every older tool result cleared."""
     settings = state.settings
     if state.step >= settings.max_steps:
-        return Stop(status=Status.MAX_STEPS)
+        return Finish(status=Status.MAX_STEPS)
     if settings.max_cost is not None and state.cost >= settings.max_cost:
-        return Stop(status=Status.MAX_COST)
+        return Finish(status=Status.MAX_COST)
     if state.budget_spent is not None:
-        return Stop(status=Status.MAX_COST)
+        return Finish(status=Status.MAX_COST)
     limit = context_limit(settings)
     if limit is not None and state.context_tokens > limit and not plan_clearing(state).fits:
-        return Stop(status=Status.ERROR, error=context_error(state, limit))
+        return Finish(status=Status.ERROR, error=context_error(state, limit))
     return None
 
 

@@ -89,7 +89,7 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
         "thinking",
         "show_thinking",
         "effort",
-        # the shell (#29): a run without one writes what it wrote before
+        # the shell: a run without one writes no shell setting
         "shell",
         "sandbox",
         "shell_network",

@@ -333,7 +333,7 @@ class ExecutionContext:
     error: str | None = None
     # The tool calls of the last assistant turn, with their results as they arrive (None:
     # not answered yet). When every call is answered they are merged into one user message,
-    # in the order the model asked (see reducers._on_tool_call_finished).
+    # in the order the model asked (see tool_turns.on_tool_call_finished).
     turn_calls: tuple[ToolCall, ...] = ()
     turn_results: TurnResults = field(factory=TurnResults)
     turn_open: int = 0
@@ -352,7 +352,8 @@ class ExecutionContext:
     # Deltas streamed by the model call in flight. Only counted: the text itself is in the
     # log (LlmToken) and the finished turn in LlmResponse, so replay never concatenates.
     streamed_tokens: int = 0
-    # Tool calls started but not finished: what a crash interrupted (see decide.on_resume).
+    # Tool calls started but not finished: what a crash interrupted (see
+    # resuming.interrupted_calls).
     tools_in_flight: tuple[str, ...] = ()
     # The images of every result so far (what the next request holds), counted by the
     # reducer as results arrive; derived from messages and turn_results like turn_index, so

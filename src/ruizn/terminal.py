@@ -32,6 +32,12 @@ it is (about 0.1 µs a delta; `python bench/terminal_cost.py` compares the alter
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+
+# A one-line notice for the person (a plug-in left out, an MCP server restarted): where it
+# goes is the caller's (the CLI: stderr, made visible).
+Notice = Callable[[str], None]
+
 
 _PICTURE_BASE = 0x2400  # U+2400 SYMBOL FOR NULL; U+241B SYMBOL FOR ESCAPE
 _KEPT = frozenset({"\n", "\t"})

@@ -24,7 +24,7 @@ class ToolSource:
     kind: SourceKind
     ref: str
     # What the tool said of itself when the run started. A resume decides from the log, not
-    # from the tool, whether an interrupted call may run again (decide.interrupted_calls).
+    # from the tool, whether an interrupted call may run again (resuming.interrupted_calls).
     read_only: bool = False
 
     def describe(self) -> str:

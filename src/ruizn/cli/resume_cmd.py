@@ -117,9 +117,9 @@ def resume_command(
     )
     if db is not None:
         _refuse_local_options(ctx)
-        from ruizn.cli.fleet import resume_db
+        from ruizn.cli.fleet import resume_on_fleet
 
-        raise Exit(resume_db(db, run, request))
+        raise Exit(resume_on_fleet(db, run, request))
     raise Exit(_go_on(run, request, workspace=workspace, log_dir=log_dir, mcp_headers=mcp_headers))
 
 

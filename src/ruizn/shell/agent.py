@@ -58,7 +58,7 @@ from ruizn.shell.rewind import RewindPlan, plan_rewind, run_files
 from ruizn.shell.rewind import rewind as do_rewind
 from ruizn.shell.runner import Subscriber
 from ruizn.shell.structured import check_output_schema, output_schema_of
-from ruizn.shell.toolkit import Notice, ToolLike
+from ruizn.shell.toolkit import ToolLike
 from ruizn.shell.trusting import (
     accepted_fork,
     confined_notice,
@@ -66,6 +66,7 @@ from ruizn.shell.trusting import (
     trusted_plan,
 )
 from ruizn.shell.wiring import Wiring, resolved
+from ruizn.terminal import Notice
 from ruizn.version import __version__
 
 if TYPE_CHECKING:

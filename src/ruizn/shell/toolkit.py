@@ -17,6 +17,7 @@ from ruizn.settings import (
 )
 from ruizn.shell.toolchange import ToolChange, ToolWatch
 from ruizn.state import ErrorType, ToolResult
+from ruizn.terminal import Notice
 from ruizn.toolsource import SourceKind, ToolSource
 
 if TYPE_CHECKING:
@@ -24,9 +25,6 @@ if TYPE_CHECKING:
 
 
 ToolLike = BaseTool | Callable[..., Any] | type[BaseTool]
-
-
-Notice = Callable[[str], None]
 
 
 @contextlib.asynccontextmanager

@@ -30,7 +30,7 @@ from ruizn.effects.tools.base import BaseTool, ToolRegistry
 from ruizn.effects.tools.bash import ShellJobs, shell_config, shell_tools
 from ruizn.effects.tools.bwrap import find_bwrap, probe, shell_environment
 from ruizn.effects.tools.loader import Toolbox
-from ruizn.effects.tools.workspace import workspace_sandbox
+from ruizn.effects.tools.workspace import workspace_jail
 from ruizn.effects.userconfig.dirs import state_dir
 from ruizn.modelfacts import check as check_model
 from ruizn.modelfacts import deprecation_line, fitted
@@ -41,7 +41,6 @@ from ruizn.shell.runner import AgentRunner, Subscriber
 from ruizn.shell.structured import output_mode
 from ruizn.shell.toolkit import (
     ChangedTool,
-    Notice,
     ToolLike,
     mcp_source,
     mcp_toolset,
@@ -50,6 +49,7 @@ from ruizn.shell.toolkit import (
     with_flags,
 )
 from ruizn.state import ExecutionContext
+from ruizn.terminal import Notice
 from ruizn.toolsource import SourceKind, ToolSource
 
 if TYPE_CHECKING:
@@ -263,7 +263,7 @@ class Wiring:
         from ruizn.effects.tools.function import tool as as_tool
         from ruizn.effects.tools.loader import collect_tools, load_sources
 
-        sandbox = workspace_sandbox(
+        sandbox = workspace_jail(
             Path(settings.workspace), root, allow_secret_files=settings.allow_secret_files
         )
         if state is not None:
@@ -294,7 +294,7 @@ class Wiring:
 
         settings = self.settings if settings is None else settings
         root = self.store().root if root is None else root
-        sandbox = workspace_sandbox(
+        sandbox = workspace_jail(
             Path(settings.workspace).resolve(), root, allow_secret_files=settings.allow_secret_files
         )
         toolbox = collect_tools(

@@ -19,7 +19,7 @@ and `bash_kill`, over one `ShellJobs` table per run.
   `--sandbox off` and bubblewrap caught in its set-up; inside, bubblewrap's
   --die-with-parent, and `_guarded` for a kill while bubblewrap sets up.
 - `bash` is not read-only: a call a crash interrupted is never run again on resume
-  (decide.interrupted_calls). Each call needs approval unless the run's rules approve it
+  (resuming.interrupted_calls). Each call needs approval unless the run's rules approve it
   (rules.rule_decision: `--allow-command`, `--approval always`).
 
 Processes are started on the event loop's thread (never a worker thread that may exit: the
