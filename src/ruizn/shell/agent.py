@@ -26,8 +26,6 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from attrs import asdict, evolve
 
-from ruizn.checkpoints import checkpoints_of, files_at
-from ruizn.effects.checkpoints.store import GitStore
 from ruizn.effects.mcp.config import MCPServer
 from ruizn.effects.models.function import ReplyFunction
 from ruizn.effects.models.pricing import Pricer, SharedBudget, default_pricer, unpriced
@@ -39,7 +37,7 @@ from ruizn.effects.runlog.store import RunStore, fleet_owner, new_run_id, settle
 from ruizn.effects.runlog.trust import NOT_STARTED_HERE, TrustStore
 from ruizn.effects.userconfig.dirs import state_dir
 from ruizn.events import Event, LlmToken, Parent, RunFinished, RunResumed, RunStarted
-from ruizn.fork import ForkRefused, fork_prefix
+from ruizn.fork import fork_prefix
 from ruizn.limits import Limits
 from ruizn.reducers import reasked, rebuild, reduce
 from ruizn.reducers import start as start_state
@@ -54,7 +52,7 @@ from ruizn.resuming import (
 )
 from ruizn.settings import ConfigError, RunSettings, settings_from
 from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session, UntrustedRun
-from ruizn.shell.rewind import RewindPlan, plan_rewind, run_files
+from ruizn.shell.rewind import RewindPlan, files_into, plan_rewind, run_files
 from ruizn.shell.rewind import rewind as do_rewind
 from ruizn.shell.runner import Subscriber
 from ruizn.shell.structured import check_output_schema, output_schema_of
@@ -257,7 +255,9 @@ class Agent(Wiring):
             accepted_fork(self.settings.workspace, rebuild(events))
             vouched = True
         if into is not None:
-            first = evolve(first, settings=self._files_into(ref.path, at, Path(into)))
+            first = evolve(
+                first, settings=files_into(self.state_folder(), ref.path, at, Path(into))
+            )
         run_id = new_run_id()
         head = evolve(
             first,
@@ -302,20 +302,6 @@ class Agent(Wiring):
         plan = plan_rewind(files, to=to, step=step, undo=undo)
         do_rewind(plan, force=force)
         return plan
-
-    def _files_into(self, log: Path, at: int, into: Path) -> RunSettings:
-        """Write the files of `log`'s run at seq `at` into `into`; the settings of its fork."""
-        first = next(iter_events(log))
-        assert isinstance(first, RunStarted)
-        try:
-            point = files_at(checkpoints_of(iter_events(log)), at)
-        except ValueError as exc:
-            raise ForkRefused(str(exc)) from None
-        folder = into.resolve()
-        GitStore.for_workspace(self.state_folder(), folder).write_to(
-            point.tree, point.empty_dirs, folder
-        )
-        return evolve(first.settings, workspace=str(folder))
 
     def state_folder(self) -> Path:
         """The user's ruizn state folder (checkpoints, the trust record), never a workspace."""

@@ -15,20 +15,23 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from attrs import frozen
+from attrs import evolve, frozen
 
-from ruizn.checkpoints import StepFiles, checkpoints_of, pick, step_files
+from ruizn.checkpoints import StepFiles, checkpoints_of, files_at, pick, step_files
 from ruizn.effects.checkpoints.store import Change, CheckpointError, GitStore, Snapshot
 from ruizn.effects.runlog.reader import iter_events
 from ruizn.effects.runlog.store import RunStore, settled
-from ruizn.events import Checkpointed
+from ruizn.events import Checkpointed, RunStarted
+from ruizn.fork import ForkRefused
 from ruizn.reducers import rebuild
+from ruizn.settings import RunSettings
 
 __all__ = [
     "RewindPlan",
     "RewindRefused",
     "RunFiles",
     "Tree",
+    "files_into",
     "plan_rewind",
     "rewind",
     "run_files",
@@ -137,6 +140,21 @@ def rewind(plan: RewindPlan, *, force: bool = False) -> None:
     before = Tree(tree=plan.current.tree, empty_dirs=plan.current.empty_dirs)
     plan.files.store.restore(plan.target.tree, plan.target.empty_dirs, plan.current)
     _keep(plan.files, undo=before, wrote=plan.target)
+
+
+def files_into(state_folder: Path, log: Path, at: int, into: Path) -> RunSettings:
+    """Write the files of `log`'s run as they were at seq `at` into the folder `into` (new or
+    empty): the settings of a fork that works there (`fork --into`). ForkRefused when no
+    checkpoint holds them; CheckpointError when the folder is not empty."""
+    first = next(iter_events(log))
+    assert isinstance(first, RunStarted)
+    try:
+        point = files_at(checkpoints_of(iter_events(log)), at)
+    except ValueError as exc:
+        raise ForkRefused(str(exc)) from None
+    folder = into.resolve()
+    GitStore.for_workspace(state_folder, folder).write_to(point.tree, point.empty_dirs, folder)
+    return evolve(first.settings, workspace=str(folder))
 
 
 def step_changes(files: RunFiles) -> tuple[tuple[StepFiles, tuple[Change, ...]], ...]:
