@@ -41,7 +41,7 @@ _POLICY_MODULES = {
         "modelfacts",
         "configlayers",
     )
-} | {name: f"ruizn.shell.{name}" for name in ("runner", "wiring", "trusting", "toolcalls")}
+} | {name: f"ruizn.shell.{name}" for name in ("runner", "wiring", "toolcalls")}
 _MODULE_ATTRIBUTE = re.compile(r"(?<![\w./-])([a-z_]+)\.(_?[a-z_][A-Za-z0-9_]*)(?![\w/(-])")
 
 

@@ -327,7 +327,12 @@ def _tools_turn(
         if can_ask:
             return AskApproval(call=waiting[0])
         return Finish(status=Status.AWAITING_APPROVAL)
-    return RunTools(calls=pending)
+    # A subagent that stopped for a decision holds its call open: the run stops with it.
+    held = {child.id for child in state.children_awaiting}
+    runnable = tuple(call for call in pending if call.id not in held)
+    if held and not runnable:
+        return Finish(status=Status.AWAITING_APPROVAL)
+    return RunTools(calls=runnable)
 
 
 def _approvals(

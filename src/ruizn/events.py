@@ -20,6 +20,7 @@ from ruizn.state import (
     DecidedBy,
     JsonObject,
     Status,
+    ToolCall,
     ToolResult,
     Usage,
 )
@@ -39,11 +40,15 @@ SCHEMA_VERSION = 3
 class Parent:
     """The run a run came from. A fork (`ruizn fork RUN --at SEQ`) begins with the parent's
     events up to `seq`; a rerun (`ruizn rerun RUN`) re-drove the recording, whose last event
-    was `seq`."""
+    was `seq`; a subagent (kind "agent") was started by the parent's `agent` call `call`
+    (its subagent_started is `seq`), as the definition named `agent`."""
 
     run_id: str
     seq: int
-    kind: Literal["fork", "rerun"] = "fork"
+    kind: Literal["fork", "rerun", "agent"] = "fork"
+    # A subagent's (written only when set, so forks and reruns keep their bytes).
+    agent: str | None = None
+    call: str | None = None
 
 
 @frozen(kw_only=True)
@@ -343,6 +348,42 @@ class Checkpointed:
 
 
 @frozen(kw_only=True)
+class SubagentStarted:
+    """The `agent` call `id` starts a child run `run_id` (its own log, its run_started naming
+    this run) as the definition `agent`. Logged, and on disk, before the child's first line:
+    a resume finds the child by this and resumes it rather than starting another."""
+
+    TAG: ClassVar[str] = "subagent_started"
+    seq: int
+    ts: float
+    id: str
+    run_id: str
+    agent: str
+    description: str = ""
+
+
+@frozen(kw_only=True)
+class SubagentFinished:
+    """The child of call `id` ended (this session of it): its status, steps, and its totals
+    (usage, cost: None unknown), which are added to this run's, so this log alone gives the
+    tree's cost and a replay never reads the child's."""
+
+    TAG: ClassVar[str] = "subagent_finished"
+    seq: int
+    ts: float
+    id: str
+    run_id: str
+    status: Status
+    steps: int
+    usage: Usage = field(factory=Usage)
+    cost: float | None = None
+    error: str | None = None
+    # Status awaiting_approval: the child's calls that wait for a decision. This run stops
+    # awaiting_approval too, and `resume --approve ID` hands the decision to the child.
+    awaiting: tuple[ToolCall, ...] = ()
+
+
+@frozen(kw_only=True)
 class SettingsChanged:
     """A person changed a setting between turns (a session's `/model`, `/effort`); logged
     after the run_resumed that goes on, so replay sends the next request as the live run did.
@@ -390,6 +431,8 @@ Event = (
     | OutputChecked
     | HookRan
     | Checkpointed
+    | SubagentStarted
+    | SubagentFinished
     | SettingsChanged
 )
 
@@ -412,5 +455,7 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     OutputChecked,
     HookRan,
     Checkpointed,
+    SubagentStarted,
+    SubagentFinished,
     SettingsChanged,
 )

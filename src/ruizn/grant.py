@@ -42,6 +42,9 @@ class Grant:
     preapproved: tuple[str, ...] = ()
     always_tools: tuple[str, ...] = ()
     replayed_approvals: tuple[str, ...] = ()
+    # Subagents the model could start (each a run with the log's prompt for it, within the
+    # run's own tools): `NAME (SOURCE): TOOLS`.
+    agents: tuple[str, ...] = ()
 
     @property
     def approvals(self) -> int:
@@ -63,6 +66,7 @@ class Grant:
         if self.shell is not None:
             out.append(f"shell: {self.shell}")
         out.extend(f"hook: {hook}" for hook in self.hooks)
+        out.extend(f"subagent: {agent}" for agent in self.agents)
         out.extend(f"approved by the log, not run yet: {call}" for call in self.preapproved)
         out.extend(f"approved always by the log: tool {name}" for name in self.always_tools)
         out.extend(f"approval the rerun replays: {call}" for call in self.replayed_approvals)
@@ -112,6 +116,11 @@ def grant_of(
         preapproved=_preapproved(state) if state is not None else (),
         always_tools=tuple(state.always_approved) if state is not None else (),
         replayed_approvals=replayed,
+        agents=tuple(
+            f"{d.name} ({d.source}): "
+            + ("the run's tools" if d.tools is None else ", ".join(d.tools) or "no tools")
+            for d in settings.subagents
+        ),
     )
 
 

@@ -45,6 +45,7 @@ from attrs import evolve
 
 from ruizn.bounds import deeper_than, too_deep
 from ruizn.checkpoints import on_checkpoint
+from ruizn.child_turns import on_subagent_finished, on_subagent_started
 from ruizn.events import (
     BudgetSpent,
     Checkpointed,
@@ -60,6 +61,8 @@ from ruizn.events import (
     RunResumed,
     RunStarted,
     SettingsChanged,
+    SubagentFinished,
+    SubagentStarted,
     ToolApprovalDecided,
     ToolApprovalRequested,
     ToolCallFinished,
@@ -169,6 +172,9 @@ TRANSITIONS: Mapping[tuple[Phase, str], Phase | Rule] = {
     (_R, Checkpointed.TAG): _R,
     (_T, Checkpointed.TAG): _T,
     (_D, Checkpointed.TAG): _D,
+    # A subagent (an `agent` call's child run) starts and ends inside its call.
+    (_T, SubagentStarted.TAG): _T,
+    (_T, SubagentFinished.TAG): _T,
 }
 
 # Which event types each phase accepts: derived from the table, never written twice.
@@ -191,7 +197,15 @@ def start(event: RunStarted) -> ExecutionContext:
         settings=event.settings,
         messages=(Message(role="user", content=(TextBlock(text=event.goal),)),),
         last_seq=1,
+        agent_of=_agent_of(event),
     )
+
+
+def _agent_of(event: RunStarted) -> tuple[str, str] | None:
+    parent = event.parent
+    if parent is None or parent.kind != "agent":
+        return None
+    return (parent.run_id, parent.agent or "agent")
 
 
 def reduce(state: ExecutionContext, event: Event) -> ExecutionContext:
@@ -249,6 +263,10 @@ def reduce(state: ExecutionContext, event: Event) -> ExecutionContext:
             after = on_hook_ran(state, event)
         case Checkpointed():
             after = on_checkpoint(state, event)
+        case SubagentStarted():
+            after = on_subagent_started(state, event)
+        case SubagentFinished():
+            after = on_subagent_finished(state, event)
         case _:
             assert_never(event)
     phase = target if isinstance(target, Phase) else RULES[target](after)
@@ -474,7 +492,7 @@ def _on_run_finished(state: ExecutionContext, event: RunFinished) -> ExecutionCo
     # A run may end in error or be cancelled at any point (a failure, an internal error, a
     # signal); the other endings are the ones the rules give for the state it is in.
     if status is Status.AWAITING_APPROVAL and not (
-        state.phase is Phase.TOOLS and state.awaiting_approval
+        state.phase is Phase.TOOLS and (state.awaiting_approval or state.children_awaiting)
     ):
         raise InvalidTransition("run_finished awaiting_approval, but no call awaits a decision")
     if status is Status.SUCCESS:

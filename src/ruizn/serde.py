@@ -27,10 +27,13 @@ from ruizn.events import (
     LlmResponse,
     LlmToken,
     OutputChecked,
+    Parent,
     RunFinished,
     RunResumed,
     RunStarted,
     SettingsChanged,
+    SubagentFinished,
+    SubagentStarted,
 )
 from ruizn.media import tally_of_run
 from ruizn.settings import ConfigError, HookSpec, RunSettings
@@ -103,6 +106,11 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
         "output_mode",
         "hooks",
         "checkpoints",
+        # subagents: a run without them writes what it wrote before
+        "subagents",
+        "max_depth",
+        "max_agents",
+        "allowed_tools",
     ),
     Usage: ("cache_creation_1h_input_tokens",),
     LlmResponse: ("cost", "priced_by"),
@@ -111,6 +119,9 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
     OutputChecked: ("output", "error", "call_id"),
     HookRan: ("reason", "context", "updated_input", "tool_use_id", "error"),
     Checkpointed: ("empty_dirs", "left_out", "more_left_out", "final", "error"),
+    Parent: ("agent", "call"),
+    SubagentStarted: ("description",),
+    SubagentFinished: ("cost", "error", "awaiting"),
     SettingsChanged: ("model", "effort", "context_window"),
 }
 
@@ -358,6 +369,10 @@ def state_to_json(state: ExecutionContext) -> dict[str, Any]:
             "start_hooks_ran",
         ):
             del data[name]
+    if not state.children:
+        del data["children"]  # a run without subagents prints what it printed before
+    if state.agent_of is None:
+        del data["agent_of"]
     return data
 
 

@@ -18,10 +18,13 @@ from typing import Any
 
 from attrs import field, fields, frozen
 
+from ruizn.agentdefs import Subagent
 from ruizn.defaults import (
     APPROVAL_MODES,
     DEFAULT_APPROVAL,
     DEFAULT_HOOK_TIMEOUT,
+    DEFAULT_MAX_AGENTS,
+    DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_RETRIES,
     DEFAULT_MAX_STEPS,
     DEFAULT_MAX_TOKENS,
@@ -171,6 +174,10 @@ def _one_of(name: str, choices: tuple[str, ...]) -> Validator:
 def _path_text(value: Any) -> Any:
     """A path given as a Path (or any os.PathLike) is kept as its text."""
     return value.__fspath__() if hasattr(value, "__fspath__") else value
+
+
+def _optional_tuple(value: Any) -> Any:
+    return None if value is None else _tuple(value)
 
 
 def _tuple(value: Any) -> Any:
@@ -385,6 +392,19 @@ class RunSettings:
     hooks: tuple[HookSpec, ...] = field(default=(), converter=_tuple)
     """Commands run at the run's hook events, Claude Code's contract (see ruizn.hooks):
     from `--hooks FILE`, and a project's `.ruizn/hooks.json` once a person accepted it."""
+
+    subagents: tuple[Subagent, ...] = field(default=(), converter=_tuple)
+    """The agents this run may start as children through the `agent` tool (none: no such
+    tool; see docs/subagents.md). Recorded, so a resume never reads definitions again."""
+
+    max_depth: int = field(default=DEFAULT_MAX_DEPTH, validator=_whole("max_depth"))
+    """How deep children may nest below this run (1: its children start none)."""
+
+    max_agents: int = field(default=DEFAULT_MAX_AGENTS, validator=_positive_int("max_agents"))
+    """The most children of this run that run at once."""
+
+    allowed_tools: tuple[str, ...] | None = field(default=None, converter=_optional_tuple)
+    """The only tools the run offers, of those it would get (None: all): a child's subset."""
 
 
 # The fields a resume may set (run_resumed): everything else stays as the run started.

@@ -290,6 +290,10 @@ def on_hook_ran(state: ExecutionContext, event: HookRan) -> ExecutionContext:
             )
         case "SessionEnd":
             return after
+        case "SubagentStart" | "SubagentStop":
+            if state.phase is not Phase.TOOLS or event.tool_use_id not in state.tools_in_flight:
+                raise InvalidTransition(f"hook_ran {event.hook_event} for no call that is running")
+            return after  # told, not asked: a subagent's hooks decide nothing here
     raise InvalidTransition(f"hook_ran for the unknown event {event.hook_event!r}")
 
 

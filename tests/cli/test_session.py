@@ -206,3 +206,24 @@ def test_an_answer_is_drawn_as_markdown_at_a_terminal_and_left_as_written_when_p
     assert "```" not in screen
     piped = run_cli(["run", "--goal", "plan"], workspace=workspace, base_url=server.base_url)
     assert ANSWER in piped.stdout  # piped: the text as the model wrote it
+
+
+def test_agents_lists_the_subagents_a_session_offers(
+    workspace: Path, server_factory: Any, tmp_path: Path
+) -> None:
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    (agents / "reviewer.md").write_text(
+        "---\nname: reviewer\ndescription: Reviews a diff for bugs\n---\nYou review diffs.\n"
+    )
+    server = server_factory(_echo)
+    term = Terminal(["chat", "--agents", str(agents)], workspace, _env(server, tmp_path / "s"))
+    try:
+        _prompt(term)
+        term.type(b"/agents\r")
+        _wait(term, "reviewer: Reviews a diff for bugs")
+        assert "general:" in _screen(term)  # the built-in agent beside the file's
+        term.type(b"/exit\r")
+        assert term.finish() == 0
+    finally:
+        term.close()

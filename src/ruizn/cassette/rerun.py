@@ -39,8 +39,9 @@ from ruizn.effects.runlog.store import settled
 from ruizn.events import Parent
 from ruizn.grant import grant_of
 from ruizn.recording import Divergence, Recording, SessionEnd, compare_stop
+from ruizn.resuming import UntrustedRun
 from ruizn.shell.agent import Agent
-from ruizn.shell.outcome import Resume, Session, UntrustedRun
+from ruizn.shell.outcome import Resume, Session
 from ruizn.state import ExecutionContext, Status, ToolResultBlock
 from ruizn.window import context_limit
 

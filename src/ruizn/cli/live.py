@@ -38,11 +38,11 @@ from ruizn.fork import ForkRefused
 from ruizn.format import counted
 from ruizn.grant import Grant
 from ruizn.recording import RecordingError
-from ruizn.resuming import ResumeRefused
+from ruizn.resuming import ResumeRefused, UntrustedRun
 from ruizn.rules import resume_fix
 from ruizn.settings import ConfigError, RunSettings
 from ruizn.shell.agent import Agent
-from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session, UntrustedRun
+from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session
 from ruizn.shell.runner import Subscriber
 from ruizn.shell.toolcalls import first_error
 from ruizn.state import ExecutionContext, Status

@@ -50,6 +50,11 @@ COMMANDS: dict[str, CommandEntry] = {
         " and its input schema.",
         sdk=True,
     ),
+    "agents": CommandEntry(
+        _CLI + "agents_cmd:agents_command",
+        "List the subagents a run here could start: name, where each is defined, its tools,"
+        " model and description (a workspace's are marked: they run only once accepted).",
+    ),
     "chat": CommandEntry(
         _CLI + "session:chat_command",
         "Open a session at the terminal: each message goes on in the same run (RUN, or a"

@@ -6,11 +6,29 @@ from typing import Any
 
 import click
 
+from ruizn.cli.agents_cmd import agent_options
 from ruizn.cli.common import reading, run_root
 from ruizn.cli.exits import EXIT_OK, Exit
 from ruizn.cli.options import mcp_header_option, tool_options, where_options
 
-__all__ = ["tools_command"]
+__all__ = ["agent_tool_of", "tools_command"]
+
+
+def agent_tool_of(workspace: str, choices: dict[str, Any]) -> list[tuple[Any, Any]]:
+    """The `agent` tool as a run here would offer it (a workspace's definitions listed
+    too, as they would be once accepted), or nothing when the run would have no subagents."""
+    from ruizn.agentdefs import with_general
+    from ruizn.cli.agents_cmd import found_definitions
+    from ruizn.shell.children import AgentTool
+    from ruizn.toolsource import SourceKind, ToolSource
+
+    if choices.get("subagents") is False or choices.get("max_depth") == 0:
+        return []
+    own, theirs = found_definitions(workspace, tuple(choices.get("agents_dirs") or ()))
+    if not (own or theirs or choices.get("subagents")):
+        return []
+    tool = AgentTool(with_general((*own, *theirs)), None)
+    return [(tool, ToolSource(tool=tool.name, kind=SourceKind.BUILTIN, ref=tool.name))]
 
 
 @click.command("tools")
@@ -31,6 +49,7 @@ __all__ = ["tools_command"]
 )
 @mcp_header_option
 @tool_options
+@agent_options
 @where_options
 def tools_command(
     *,
@@ -42,6 +61,7 @@ def tools_command(
     no_plugins: bool,
     workspace: str,
     log_dir: str | None,
+    **agent_choices: Any,
 ) -> None:
     """List every available tool: its name, where it comes from, whether it only reads, and
     its input schema. With --shell, the shell's tools too; with --mcp, the servers'."""
@@ -56,6 +76,7 @@ def tools_command(
     )
     toolbox = toolbox_of(settings, run_root(workspace, log_dir))
     found = [(loaded.tool, loaded.source) for loaded in toolbox.tools]
+    found += agent_tool_of(workspace, agent_choices)
     if shell:
         found += _shell_tools(workspace, settings.shell_timeout)
     if servers:

@@ -29,9 +29,10 @@ from ruizn.evals.report import EvalReport, Outcome, Trial
 from ruizn.evals.scorers import Facts, ScorerSpec, Verdict
 from ruizn.evals.scoring import JUDGE_SYSTEM, facts_of, importable, judge_label, verdicts_of
 from ruizn.events import Event, LlmResponse
+from ruizn.resuming import UntrustedRun
 from ruizn.settings import ConfigError
 from ruizn.shell.agent import Agent
-from ruizn.shell.outcome import RunResult, Session, UntrustedRun
+from ruizn.shell.outcome import RunResult, Session
 from ruizn.shell.toolkit import ToolLike
 from ruizn.state import Status
 

@@ -12,7 +12,6 @@ from attrs import field, frozen
 from ruizn.defaults import ApprovalMode, Effort
 from ruizn.effects.runlog.trust import TrustStore
 from ruizn.events import RunStarted
-from ruizn.grant import Grant
 from ruizn.limits import Limits
 from ruizn.resuming import ResumeRefused
 from ruizn.shell.runner import AgentRunner
@@ -104,20 +103,6 @@ class NothingToResume(ResumeRefused):
             f"run {state.run_id} already finished with {state.status.value}; nothing to resume"
         )
         self.state = state
-
-
-class UntrustedRun(Exception):
-    """A run ruizn did not start on this machine (or whose log changed since it last wrote
-    it): its log is not obeyed until a person accepts what it would grant (`trust=True`)."""
-
-    def __init__(self, run_id: str, reason: str, grant: Grant, *, verb: str = "resume") -> None:
-        super().__init__(
-            f"run {run_id} {reason}: its log would grant {grant.summary()};"
-            f" check it, then {verb} with --trust"
-        )
-        self.run_id = run_id
-        self.reason = reason
-        self.grant = grant
 
 
 class Session:

@@ -207,7 +207,7 @@ class AgentRunner(ToolCalls):
         calls in `decide.approval_candidates` (the caller checks that first): any approval
         request still missing is logged, then each decision. `message` is a person's new
         message (`ruizn continue`, planned by `resuming.plan_continue`), logged last."""
-        interrupted = interrupted_calls(self.state, self._read_only)
+        interrupted = interrupted_calls(self.state, self._runs_again)
         limits = plan.limits
         assert limits.max_steps is not None  # a plan always sets the total (ResumePlan)
         self._emit(

@@ -77,6 +77,8 @@ class Wiring:
     _pricer: Pricer
     _budget: SharedBudget | None
     _hook_runner: HookExecutor | None
+    # A resume's decisions for the calls its subagents wait on, by `agent` call (children).
+    _forwarded: Mapping[str, Mapping[str, Any]] = {}
 
     def store(self) -> RunStore:
         """Where this agent's runs live."""
@@ -105,7 +107,7 @@ class Wiring:
                     # Asked once, recorded in run_started: a replay or rerun never asks again.
                     settings = evolve(settings, output_mode=await output_mode(provider, settings))
             jobs = self._shell_jobs(settings, root)
-            shell = shell_tools(jobs) if jobs is not None else ()
+            shell = (*(shell_tools(jobs) if jobs is not None else ()), *self._agent_tools(settings))
             registry, sources = self._local_tools(settings, root, state, shell)
             servers = self._mcp_servers(settings)
             async with mcp_toolset(
@@ -115,12 +117,19 @@ class Wiring:
                 lambda text: self._notice(f"mcp: {text}"),
                 self._environ,
             ) as (mcp_tools, mcp_records, watch):
-                registry = ToolRegistry([*registry, *mcp_tools], timeout=settings.tool_timeout)
+                registry = ToolRegistry(
+                    [*registry, *mcp_tools]
+                    if settings.allowed_tools is None or state is not None
+                    # A child keeps only its parent's tools that its definition names.
+                    else [t for t in (*registry, *mcp_tools) if t.name in settings.allowed_tools],
+                    timeout=settings.tool_timeout,
+                )
                 for schema in registry.tool_schemas():
                     if state is None and deeper_than(schema):
                         raise ConfigError(too_deep(f"the schema of tool {schema['name']!r}"))
                 if state is None:
                     sources = (*sources, *(mcp_source(tool) for tool in mcp_tools))
+                    sources = tuple(s for s in sources if registry.get(s.tool) is not None)
                     settings = evolve(
                         settings,
                         tool_sources=with_flags(sources, registry),
@@ -217,6 +226,37 @@ class Wiring:
                 " to every file and the network"
             )
         return ShellJobs(config)
+
+    def _agent_tools(self, settings: RunSettings) -> tuple[BaseTool, ...]:
+        """The `agent` tool, for a run with subagents that may still start children."""
+        from ruizn.subagents import AGENT_TOOL
+
+        allowed = settings.allowed_tools
+        if not settings.subagents or settings.max_depth < 1:
+            return ()
+        if allowed is not None and AGENT_TOOL not in allowed:
+            return ()
+        from ruizn.shell.children import AgentTool, ChildRuns
+
+        runs = ChildRuns(
+            self._child,
+            approver=self._approver,
+            budget=self._budget,
+            settings=settings,
+            decisions=self._forwarded,
+        )
+        return (AgentTool(settings.subagents, runs),)
+
+    def _child(
+        self,
+        settings: RunSettings,
+        approver: Approver | None,
+        budget: SharedBudget | None,
+        watch: Subscriber,
+        agent: tuple[str, str],
+    ) -> Any:
+        """A child run's builder (`ruizn.Agent` gives it): see shell/children.py."""
+        raise NotImplementedError
 
     def _hooks_for(self, settings: RunSettings) -> HookExecutor | None:
         if not settings.hooks:

@@ -145,7 +145,8 @@ class TerminalApprover:
             except Exception as exc:  # the call will fail the same way if it runs
                 body = f"(no preview: {exc})\n"
             return f"{head}\n{self._diff(body)}"
-        command = call.input.get("command") if call.name == "bash" else None
+        # By the tool, not the call's name: a subagent's call is shown under its agent's name.
+        command = call.input.get("command") if tool is not None and tool.name == "bash" else None
         if isinstance(command, str):
             # The command as it would run, every control, invisible and filler character
             # shown escaped (a hidden \r, escape sequence or zero-width space could make it
