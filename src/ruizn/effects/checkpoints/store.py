@@ -20,6 +20,7 @@ writes each object and the index by rename.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -147,7 +148,7 @@ class GitStore:
             if add or remove:
                 self._feed(["update-index", "-z", "--add", "--remove", "--stdin"], add + remove)
             tree = self._run(["write-tree"]).decode().strip()
-            files, size = _index_totals(self.index)
+            files, size = _index_totals(self.index, self.workspace)
         left = [*(LeftOut(path=p, why="too_big") for p in big), *_why([*ignored, *inner])]
         return Snapshot(
             tree=tree,
@@ -161,11 +162,15 @@ class GitStore:
     def _ignored(self, entries: Sequence[str]) -> list[str]:
         """Those of `entries` the ignore rules leave out (.gitignore files, the store's
         exclude file: `.ruizn/`, the secret-file names)."""
-        if not entries:
-            return []
+        # `.ruizn/` is in every workspace that has runs, and always excluded: no process
+        # is started for it alone.
+        known = [e for e in entries if e == ".ruizn/"]
+        rest = [e for e in entries if e != ".ruizn/"]
+        if not rest:
+            return known
         done = subprocess.run(
             [self._git, "check-ignore", "-z", "--stdin"],
-            input=_join(entries),
+            input=_join(rest),
             capture_output=True,
             env=dict(self._env),
             cwd=self.workspace,
@@ -174,7 +179,7 @@ class GitStore:
         )
         if done.returncode not in (0, 1):  # 1: none of them is ignored
             raise CheckpointError(f"git check-ignore: {done.stderr.decode(errors='replace')}")
-        return _split(done.stdout)
+        return [*known, *_split(done.stdout)]
 
     def _new(self, entries: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
         """The new files, the empty folders, and the ignored paths inside new folders, from
@@ -391,8 +396,10 @@ def _why(paths: Sequence[str]) -> Iterator[LeftOut]:
             yield LeftOut(path=path, why="ignored")
 
 
-def _index_totals(index: Path) -> tuple[int, int]:
-    """(entries, bytes) of a git index (version 2 or 3): the sizes git recorded."""
+def _index_totals(index: Path, root: Path) -> tuple[int, int]:
+    """(entries, bytes) of a git index (version 2 or 3): the sizes git recorded. An entry git
+    wrote in the same second as the file changed records size 0 (git "smudges" it, to look
+    at its content next time): its size is read from the file itself."""
     data = index.read_bytes()
     if data[:4] != b"DIRC":
         raise CheckpointError("the store's index is not a git index")
@@ -403,10 +410,14 @@ def _index_totals(index: Path) -> tuple[int, int]:
     size_at = struct.Struct(">I")
     flags_at = struct.Struct(">H")
     for _ in range(count):
-        total += size_at.unpack_from(data, offset + 36)[0]
+        size = size_at.unpack_from(data, offset + 36)[0]
         flags = flags_at.unpack_from(data, offset + 60)[0]
         start = offset + (64 if flags & 0x4000 else 62)
         end = data.index(b"\0", start)
+        if size == 0:
+            with contextlib.suppress(OSError):
+                size = os.lstat(root / os.fsdecode(data[start:end])).st_size
+        total += size
         offset += ((end - offset) // 8 + 1) * 8
     return count, total
 
