@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ruizn.compaction import compact_fields
 from ruizn.effects.hooks.command import HookExecutor
 from ruizn.events import Event, HookRan
 from ruizn.hooks import matching, payload
@@ -54,6 +55,8 @@ class HookCalls:
                 fields = {"source": "startup", "model": state.settings.model}
         elif event == "Stop":
             fields = {"stop_hook_active": state.stop_blocked}
+        elif event in ("PreCompact", "PostCompact"):
+            fields = {**compact_fields(state, event), **fields}
         data = payload(
             event,
             run_id=state.run_id,
@@ -85,6 +88,12 @@ class HookCalls:
             if decision == "stop":
                 break
         return logged
+
+    async def compact_hooks(self, event: str, trigger: str, **fields: Any) -> None:
+        """`ruizn compact`'s PreCompact or PostCompact hooks (those matching `trigger`)."""
+        specs = matching(self.state.settings, event, trigger)
+        if specs:
+            await self._run_hooks(event, specs, trigger=trigger, **fields)
 
     async def _session_end(self, status: Status) -> None:
         """SessionEnd hooks, told how the run ends, before its run_finished."""
