@@ -30,6 +30,7 @@ from ruizn.effects.tools.function import tool as tool
 from ruizn.evals.api import eval as eval
 from ruizn.evals.report import EvalReport as EvalReport
 from ruizn.events import BudgetSpent as BudgetSpent
+from ruizn.events import Checkpointed as Checkpointed
 from ruizn.events import ContextCleared as ContextCleared
 from ruizn.events import ContextCompacted as ContextCompacted
 from ruizn.events import Event as Event
@@ -66,6 +67,7 @@ from ruizn.shell.outcome import NothingToResume as NothingToResume
 from ruizn.shell.outcome import Resume as Resume
 from ruizn.shell.outcome import RunResult as RunResult
 from ruizn.shell.outcome import Session as Session
+from ruizn.shell.rewind import RewindRefused as RewindRefused
 from ruizn.shell.runner import Subscriber as Subscriber
 from ruizn.state import ErrorType as ErrorType
 from ruizn.state import ExecutionContext as ExecutionContext

@@ -350,6 +350,39 @@ class HookRan:
 
 
 @frozen(kw_only=True)
+class LeftOut:
+    """A path a checkpoint left out, and why: `ignored` (a .gitignore), `secret` (a
+    secret-file name) or `too_big` (over the size cap). `.ruizn/` (the run folders) is always
+    left out and never named."""
+
+    path: str
+    why: str
+
+
+@frozen(kw_only=True)
+class Checkpointed:
+    """The workspace's files were saved, before tools of step `step` that may change them
+    ran (or when the run ended: `final`). `tree` names the snapshot in the workspace's store
+    of checkpoints (a git tree, in the user's state folder, never in the workspace), holding
+    `files` files of `bytes` bytes; `empty_dirs` are the empty folders (git keeps none);
+    `left_out` what it did not save (the first hundred; `more_left_out` counts the rest).
+    `error`: the snapshot failed (tree ""), and the tools ran all the same."""
+
+    TAG: ClassVar[str] = "checkpoint"
+    seq: int
+    ts: float
+    step: int
+    tree: str
+    files: int = 0
+    bytes: int = 0
+    empty_dirs: tuple[str, ...] = ()
+    left_out: tuple[LeftOut, ...] = ()
+    more_left_out: int = 0
+    final: bool = False
+    error: str | None = None
+
+
+@frozen(kw_only=True)
 class SubagentStarted:
     """The `agent` call `id` starts a child run `run_id` (its own log, its run_started naming
     this run) as the definition `agent`. Logged, and on disk, before the child's first line:
@@ -437,6 +470,7 @@ Event = (
     | UserMessage
     | OutputChecked
     | HookRan
+    | Checkpointed
     | SubagentStarted
     | SubagentFinished
     | SettingsChanged
@@ -461,6 +495,7 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     UserMessage,
     OutputChecked,
     HookRan,
+    Checkpointed,
     SubagentStarted,
     SubagentFinished,
     SettingsChanged,

@@ -44,10 +44,12 @@ from typing import assert_never
 from attrs import evolve
 
 from ruizn.bounds import deeper_than, too_deep
+from ruizn.checkpoints import on_checkpoint
 from ruizn.child_turns import on_subagent_finished, on_subagent_started
 from ruizn.compaction import on_context_compacted
 from ruizn.events import (
     BudgetSpent,
+    Checkpointed,
     ContextCleared,
     ContextCompacted,
     Event,
@@ -176,6 +178,11 @@ TRANSITIONS: Mapping[tuple[Phase, str], Phase | Rule] = {
     (_R, HookRan.TAG): _R,
     (_T, HookRan.TAG): _T,
     (_D, HookRan.TAG): Rule.AFTER_HOOK,
+    # The workspace's files saved: before a step's tools that may change them (TOOLS), or
+    # when the run ends (READY, TOOLS, DONE). The phase stays.
+    (_R, Checkpointed.TAG): _R,
+    (_T, Checkpointed.TAG): _T,
+    (_D, Checkpointed.TAG): _D,
     # PreCompact and PostCompact hooks around `ruizn compact` in a stopped run.
     (_F, HookRan.TAG): _F,
     # A subagent (an `agent` call's child run) starts and ends inside its call.
@@ -269,6 +276,8 @@ def reduce(state: ExecutionContext, event: Event) -> ExecutionContext:
             after = on_output_checked(state, event)
         case HookRan():
             after = on_hook_ran(state, event)
+        case Checkpointed():
+            after = on_checkpoint(state, event)
         case SubagentStarted():
             after = on_subagent_started(state, event)
         case SubagentFinished():

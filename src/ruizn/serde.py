@@ -21,6 +21,7 @@ from ruizn.bounds import MAX_LINE_DEPTH, deeper_than, few_brackets, text_deeper_
 from ruizn.events import (
     EVENT_TYPES,
     SCHEMA_VERSION,
+    Checkpointed,
     ContextCompacted,
     Event,
     HookRan,
@@ -109,6 +110,7 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
         "output_retries",
         "output_mode",
         "hooks",
+        "checkpoints",
         # compaction (docs/compaction.md)
         "compact_at",
         "compact_instructions",
@@ -129,6 +131,7 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
     RunFinished: ("cost",),
     OutputChecked: ("output", "error", "call_id"),
     HookRan: ("reason", "context", "updated_input", "tool_use_id", "error"),
+    Checkpointed: ("empty_dirs", "left_out", "more_left_out", "final", "error"),
     Parent: ("agent", "call"),
     SubagentStarted: ("description",),
     SubagentFinished: ("cost", "error", "awaiting"),
@@ -364,6 +367,8 @@ def state_to_json(state: ExecutionContext) -> dict[str, Any]:
     data: dict[str, Any] = converter.unstructure(state)
     del data["turn_index"]  # derived from turn_calls (see ExecutionContext)
     del data["media"]  # derived from the results (see ExecutionContext)
+    if state.checkpoint is None:  # a run without checkpoints prints what it printed before
+        del data["checkpoint"]
     if state.settings.output_schema is None:
         # A run without an output schema prints the state it printed before they existed.
         for name in ("output", "output_valid", "output_checks"):

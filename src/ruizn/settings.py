@@ -319,6 +319,10 @@ class RunSettings:
     allow_secret_files: bool = field(default=False, validator=_flag("allow_secret_files"))
     """Let the file tools read well-known secret files (.env, *.pem, id_rsa...)."""
 
+    checkpoints: bool = field(default=True, validator=_flag("checkpoints"))
+    """Save the workspace's files before each step that may change them (docs/checkpoints.md),
+    for `ruizn rewind`, `diff --files`, `fork --into` and `rerun`."""
+
     shell: bool = field(default=False, validator=_flag("shell"))
     """Offer the `bash`, `bash_output` and `bash_kill` tools (docs/shell.md)."""
 

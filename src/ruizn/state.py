@@ -406,6 +406,8 @@ class ExecutionContext:
     media: MediaTally = field(factory=MediaTally, eq=False, hash=False, repr=False)
     last_seq: int = 0
     elapsed: float = 0.0
+    # The tree id of the run's last checkpoint of the workspace's files (None: none yet).
+    checkpoint: str | None = None
     # A run with an output schema: the validated answer (output_checked), whether there is
     # one, and how many answers did not match (each sent back with its error).
     output: Any = field(default=None, hash=False)

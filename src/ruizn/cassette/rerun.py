@@ -1,6 +1,9 @@
 """`ruizn rerun RUN`: a recorded run driven again, as a new run, with its model a `Cassette`.
 
-The new run is a normal run of today's ruizn in today's workspace: it starts with the
+The new run is a normal run of today's ruizn in a scratch copy of the workspace as it was
+when the recording started (its first checkpoint written to a new folder; a copy of today's
+files, `.ruizn/` left out, when it has none), so the tools it runs for real never touch your
+tree; `in_place=True` runs it in today's workspace instead. It starts with the
 recording's goal and settings (its tool specs, plug-ins and MCP servers loaded by today's
 code), its tools run for real, and the model's replies come from the recording (no network,
 no key). Each request is compared with the recorded one before it is answered; where the
@@ -19,13 +22,17 @@ re-drive goes through them, and what the interruption changed (a call answered
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 from attrs import evolve, frozen
 
 from ruizn.cassette.hooks import RecordedHooks
 from ruizn.cassette.model import Cassette, RecordedApprover
+from ruizn.checkpoints import checkpoints_of
 from ruizn.defaults import ApprovalMode
+from ruizn.effects.checkpoints.store import CheckpointError, GitStore
 from ruizn.effects.models.provider import ReplayDiverged
 from ruizn.effects.runlog.reader import iter_events
 from ruizn.effects.runlog.store import settled
@@ -50,6 +57,8 @@ class Rerun:
     calls: int  # recorded model call attempts served
     results: int  # tool results the re-drive produced
     state: ExecutionContext  # the new run's state where it stopped
+    workspace: Path  # where its tools ran
+    files: str  # what that folder started as, in words
 
 
 def replayed_approvals(recording: Recording) -> tuple[str, ...]:
@@ -66,8 +75,11 @@ def replayed_approvals(recording: Recording) -> tuple[str, ...]:
     )
 
 
-async def rerun_async(agent: Agent, run: str | Path, *, trust: bool = False) -> Rerun:
-    """Re-drive `run` (found in `agent`'s store) as a new run built by `agent.derive`.
+async def rerun_async(
+    agent: Agent, run: str | Path, *, trust: bool = False, in_place: bool = False
+) -> Rerun:
+    """Re-drive `run` (found in `agent`'s store) as a new run built by `agent.derive`, in a
+    scratch copy of the workspace as the recording started (`in_place`: in the agent's).
 
     Raises, before anything is written or imported: `RunNotFound`, `LogError`, `RunLocked`
     (the recording is being written), `RecordingError` (it holds no model reply),
@@ -80,9 +92,13 @@ async def rerun_async(agent: Agent, run: str | Path, *, trust: bool = False) -> 
     if problem is not None and not trust:
         grant = grant_of(recording.final.settings, replayed=replayed_approvals(recording))
         raise UntrustedRun(recording.first.run_id, problem, grant, verb="rerun")
+    if in_place:
+        workspace, files = Path(agent.settings.workspace), "your workspace, in place"
+    else:
+        workspace, files = scratch_copy(agent, ref.path)
     settings = evolve(
         recording.first.settings,
-        workspace=agent.settings.workspace,  # today's checkout, never the recorded path
+        workspace=str(workspace),  # a scratch copy or today's checkout, never the recorded path
         approval=_approval(recording.first.settings.approval, vouched=problem is None),
         tools=(),
         tool_sources=(),
@@ -126,7 +142,37 @@ async def rerun_async(agent: Agent, run: str | Path, *, trust: bool = False) -> 
         calls=cassette.served,
         results=_results(state),
         state=state,
+        workspace=workspace,
+        files=files,
     )
+
+
+def scratch_copy(agent: Agent, log: Path) -> tuple[Path, str]:
+    """A new folder holding the files the recording at `log` started with: its first
+    checkpoint, or (none, or not in this machine's store: a recording made elsewhere) a copy
+    of the agent's workspace without `.ruizn/`; and what it is, in words."""
+    points = checkpoints_of(iter_events(log))
+    # In the state folder (never a workspace), kept after the rerun for a look at its files.
+    scratch = agent.state_folder() / "reruns"
+    scratch.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder = Path(tempfile.mkdtemp(prefix=f"{log.parent.name}-", dir=scratch))
+    why = "the recording has no checkpoint"
+    if points:
+        first = points[0]
+        store = GitStore.for_workspace(agent.state_folder(), folder)
+        try:
+            store.write_to(first.tree, first.empty_dirs, folder)
+        except CheckpointError:  # recorded on another machine: its store is not here
+            shutil.rmtree(folder)
+            folder.mkdir()
+            why = "the recording's checkpoints are not in this machine's store"
+        else:
+            return folder, f"a scratch copy of the files at the recording's seq {first.seq}"
+    source = Path(agent.settings.workspace)
+    shutil.copytree(
+        source, folder, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".ruizn")
+    )
+    return folder, f"a scratch copy of your workspace ({why})"
 
 
 async def _drive(session: Session) -> tuple[ExecutionContext, Divergence | None]:

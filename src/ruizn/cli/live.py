@@ -176,13 +176,21 @@ def _what_to_keep(grant: Grant) -> tuple[bool, bool]:
     return keep, shell
 
 
-def fork_run(agent: Agent, run: str, *, at: int, trust: bool) -> int:
+def fork_run(agent: Agent, run: str, *, at: int, trust: bool, into: str | None = None) -> int:
     """Fork `run` at `at`: the new run id on stdout; a fork nobody vouches for says so."""
+    from ruizn.effects.checkpoints.store import CheckpointError
+
     try:
-        fork = agent.fork(run, at=at, trust=trust)
+        fork = agent.fork(run, at=at, trust=trust, into=into)
     except _USAGE_ERRORS as exc:
         fail(str(exc))
+    except CheckpointError as exc:
+        fail(str(exc))
     print(fork.run_id)
+    if into is not None:
+        echo_err(
+            f"workspace: {_shown(Path(fork.state.settings.workspace))} (the files at seq {at})"
+        )
     if fork.log_path is not None:
         echo_err(f"log: {_shown(fork.log_path)}")
     if agent.trust_problem(fork.run_id) is not None:
@@ -195,7 +203,7 @@ def fork_run(agent: Agent, run: str, *, at: int, trust: bool) -> int:
     return EXIT_OK
 
 
-def rerun_run(agent: Agent, run: str, *, trust: bool) -> int:
+def rerun_run(agent: Agent, run: str, *, trust: bool, in_place: bool = False) -> int:
     """Re-drive `run`: one line and exit 0 when the re-drive is identical to the recording,
     the divergence (where, and a short diff) and exit 1 when it is not. A recording this
     ruizn did not make is put to the person at the terminal, as resume does."""
@@ -203,7 +211,7 @@ def rerun_run(agent: Agent, run: str, *, trust: bool) -> int:
     from ruizn.terminal import visible
 
     async def main() -> Any:
-        return await _with_signals(lambda: rerun_async(agent, run, trust=trust))
+        return await _with_signals(lambda: rerun_async(agent, run, trust=trust, in_place=in_place))
 
     try:
         with _sdk_notices():
@@ -213,7 +221,7 @@ def rerun_run(agent: Agent, run: str, *, trust: bool) -> int:
             fail(str(untrusted))
         if not _accepted(untrusted, verb="re-drive"):
             fail(f"run {untrusted.run_id} was not re-driven: its grant was not accepted")
-        return rerun_run(agent, run, trust=True)
+        return rerun_run(agent, run, trust=True, in_place=in_place)
     except KeyboardInterrupt:
         return EXIT_CODES["cancelled"]
     except BaseExceptionGroup as failed:
@@ -222,6 +230,7 @@ def rerun_run(agent: Agent, run: str, *, trust: bool) -> int:
         return _failed(exc, [])
     if done.log_path is not None:
         echo_err(f"log: {_shown(done.log_path)}")
+    echo_err(f"files: the tools ran in {done.files}: {_shown(done.workspace)}")
     if done.state.status is Status.CANCELLED:
         return EXIT_CODES["cancelled"]
     head = f"rerun {done.run_id} of {done.recording}"

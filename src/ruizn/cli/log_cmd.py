@@ -65,15 +65,45 @@ def show_command(run: str, workspace: str, log_dir: str | None, db: str | None) 
 
 @click.command("diff")
 @click.argument("run_a")
-@click.argument("run_b")
+@click.argument("run_b", required=False)
+@click.option(
+    "--files",
+    is_flag=True,
+    help="Print the unified diff RUN_A made to the workspace's files (the shell's changes"
+    " included), from its checkpoints.",
+)
+@click.option(
+    "--step", type=click.IntRange(min=1), metavar="N", help="With --files: step N's changes only."
+)
 @where_options
 @db_option
 def diff_command(
-    run_a: str, run_b: str, workspace: str, log_dir: str | None, db: str | None
+    run_a: str,
+    run_b: str | None,
+    *,
+    files: bool,
+    step: int | None,
+    workspace: str,
+    log_dir: str | None,
+    db: str | None,
 ) -> None:
     """Compare RUN_A and RUN_B event by event, ignoring what must differ (run ids, times,
     durations, request ids, the workspace path): exit 0 "no difference", or exit 1 with the
-    first differing seq of each and what each run came to."""
+    first differing seq of each and what each run came to.
+
+    `ruizn diff RUN --files [--step N]` prints instead the unified diff RUN (or its step N)
+    made to the workspace's files.
+    """
+    from ruizn.cli.exits import fail
+
+    if files:
+        if run_b is not None or db is not None:
+            fail("diff --files takes one run (and no --db)")
+        from ruizn.cli.files_cmd import diff_files
+
+        raise Exit(reading(lambda: diff_files(workspace, log_dir, run_a, step)))
+    if run_b is None or step is not None:
+        fail("diff: give RUN_A and RUN_B (or RUN --files [--step N])")
     from ruizn.cli.logs import diff_runs
 
     store = run_store(workspace, log_dir, db)

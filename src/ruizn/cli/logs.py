@@ -25,6 +25,7 @@ from ruizn.cli.table import cells, clip, terminal_width
 from ruizn.effects.runlog.reader import LogError, Replayed, TornTail
 from ruizn.effects.runlog.store import RunNotFound, RunRef, RunStore, settled
 from ruizn.events import (
+    Checkpointed,
     ContextCleared,
     ContextCompacted,
     Event,
@@ -113,6 +114,7 @@ class _Tally:
         # The shell's background commands: call id -> (command, job id once it started).
         self.background: dict[str, tuple[str, str | None]] = {}
         self.killed: set[str] = set()
+        self.checkpoints: list[Checkpointed] = []
         # Settings a person changed in a session: (seq, what).
         self.changes: list[tuple[int, str]] = []
 
@@ -152,6 +154,8 @@ class _Tally:
                 self.image_text += len(image.source.data)
         elif isinstance(event, ToolsChanged):
             self.tools_changed += 1
+        elif isinstance(event, Checkpointed) and not event.error:
+            self.checkpoints.append(event)
         elif isinstance(event, ContextCleared):
             self.cleared += len(event.results)
             self.cleared_bytes += sum(item.size for item in event.results)
@@ -453,6 +457,11 @@ def show_run(store: RunStore, run: str) -> int:
         say("per step", f"{'STEP':>5}  {'COST':>14}  TOKENS")
         for line in step_lines:
             say("", line)
+    if tally.checkpoints and not hasattr(store, "events"):  # a log folder, not a database
+        from ruizn.cli.files_cmd import file_lines
+
+        for key, value in file_lines(store, run, tally.checkpoints):
+            say(key, visible(value))
     if tally.background:
         # Every one ends with its session (ruizn kills them), so only a live run has any left.
         for call_id, (command, job) in tally.background.items():

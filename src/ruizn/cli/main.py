@@ -97,8 +97,8 @@ COMMANDS: dict[str, CommandEntry] = {
     "rerun": CommandEntry(
         _CLI + "resume_cmd:rerun_command",
         "Drive RUN again as a new run: its model's replies come from the recording (no"
-        " network, no key), its tools run for real here, and each request is compared with"
-        " the recorded one.",
+        " network, no key), its tools run for real in a scratch copy of the files, and each"
+        " request is compared with the recorded one.",
         sdk=True,
     ),
     "diff": CommandEntry(
@@ -106,6 +106,10 @@ COMMANDS: dict[str, CommandEntry] = {
         "Compare RUN_A and RUN_B event by event, ignoring what must differ (run ids, times,"
         ' durations, request ids, the workspace path): exit 0 "no difference", or exit 1'
         " with the first differing seq of each and what each run came to.",
+    ),
+    "rewind": CommandEntry(
+        _CLI + "files_cmd:rewind_command",
+        "Put the workspace's files back as they were at one of RUN's checkpoints.",
     ),
     "view": CommandEntry(
         _CLI + "log_cmd:view_command",

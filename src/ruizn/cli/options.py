@@ -324,6 +324,12 @@ def settings_options(f: Any) -> Any:
             " Repeatable.",
         ),
         click.option(
+            "--no-checkpoints",
+            is_flag=True,
+            help="Do not save the workspace's files before the steps that may change them"
+            " (`ruizn rewind`, `diff --files` and `fork --into` need them).",
+        ),
+        click.option(
             "--no-project-instructions",
             is_flag=True,
             help="Send no AGENTS.md/CLAUDE.md (the workspace root's in the system prompt, a"
@@ -424,6 +430,7 @@ def _settings(
     mcp_headers: tuple[str, ...],
     mcp_envs: tuple[str, ...] = (),
     no_project_instructions: bool = False,
+    no_checkpoints: bool = False,
     output_schema: str | None = None,
     hooks_files: tuple[str, ...] = (),
     compact: str = "on",
@@ -451,6 +458,7 @@ def _settings(
             plugins=not no_plugins,
             mcp_servers=tuple(server.describe() for server in servers),
             project_instructions=not no_project_instructions,
+            **({"checkpoints": False} if no_checkpoints else {}),
             output_schema=None if output_schema is None else read_schema(output_schema),
             hooks=read_hooks(hooks_files),
             **options,

@@ -22,8 +22,10 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TextIO
 
+from ruizn.checkpoints import checkpoint_line
 from ruizn.events import (
     BudgetSpent,
+    Checkpointed,
     ContextCleared,
     ContextCompacted,
     Event,
@@ -177,6 +179,8 @@ class StdoutPrinter:
                 )
             case HookRan() as ran:
                 self._hook(ran)
+            case Checkpointed() as point:
+                self._line(self._paint(_DIM, "[files]") + " " + checkpoint_line(point))
             case SubagentStarted(agent=agent, run_id=run_id, description=what):
                 about = f" · {visible(what)}" if what else ""
                 self._line(

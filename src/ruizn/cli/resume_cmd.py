@@ -212,18 +212,29 @@ def continue_command(
     help="Vouch for the fork of a run ruizn did not start on this machine (see --trust of"
     " `ruizn resume`).",
 )
+@click.option(
+    "--into",
+    type=click.Path(file_okay=False),
+    default=None,
+    metavar="DIR",
+    help="Write the workspace's files as they were at SEQ (from RUN's checkpoints) into DIR,"
+    " a new or empty folder, and make it the fork's workspace.",
+)
 @where_options
-def fork_command(run: str, at: int, trust: bool, workspace: str, log_dir: str | None) -> None:
+def fork_command(
+    run: str, *, at: int, trust: bool, into: str | None, workspace: str, log_dir: str | None
+) -> None:
     """Write a new run holding RUN's events up to SEQ, and print its id.
 
     RUN is never touched. Go on with `ruizn resume NEW` (the model is asked again from there)
     or `ruizn continue NEW MESSAGE`. A SEQ inside a model call or a tool turn is refused,
-    naming the nearest points between steps.
+    naming the nearest points between steps. Without --into the fork's workspace is RUN's,
+    as its files are now.
     """
     from ruizn.cli.live import fork_run, settings_or_fail, terminal_agent
 
     agent = terminal_agent(settings_or_fail(workspace=workspace), log_dir=log_dir)
-    raise Exit(fork_run(agent, run, at=at, trust=trust))
+    raise Exit(fork_run(agent, run, at=at, trust=trust, into=into))
 
 
 # Options of a local resume that a fleet's resume cannot honour: the worker that takes the
@@ -257,6 +268,12 @@ def _refuse_local_options(ctx: click.Context) -> None:
 @click.argument("run")
 @click.option("--show", is_flag=True, help="Print the re-driven run's transcript too.")
 @click.option(
+    "--in-place",
+    is_flag=True,
+    help="Run the tools in your workspace as it is now (default: a scratch copy of the files"
+    " as they were when RUN started, so your tree is never touched).",
+)
+@click.option(
     "--trust",
     is_flag=True,
     help="Re-drive a recording ruizn did not make on this machine (it imports the tool modules"
@@ -268,13 +285,19 @@ def rerun_command(
     run: str,
     *,
     show: bool,
+    in_place: bool,
     trust: bool,
     mcp_headers: tuple[str, ...],
     workspace: str,
     log_dir: str | None,
 ) -> None:
     """Drive RUN again as a new run: its model's replies come from the recording (no network,
-    no key), its tools run for real here, and each request is compared with the recorded one.
+    no key), its tools run for real in a scratch copy of the files, and each request is
+    compared with the recorded one.
+
+    The tools run in a scratch copy of the files as they were when RUN started (its first
+    checkpoint; without one, a copy of the workspace), and the command says where; --in-place
+    runs them in your workspace.
 
     Identical: exit 0 and one line. The first divergence: exit 1, naming the recording's seq,
     the call and the tool, with a short diff (recorded vs now).
@@ -291,4 +314,4 @@ def rerun_command(
         subscribers=(printer(),) if show else (),
         on_notice=notice,
     )
-    raise Exit(rerun_run(agent, run, trust=trust))
+    raise Exit(rerun_run(agent, run, trust=trust, in_place=in_place))

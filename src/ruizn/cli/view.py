@@ -40,6 +40,25 @@ def _read(store: RunStore, ref: RunRef, on_event: Subscriber) -> None:
     read_run(store, ref, on_event=on_event)
 
 
+def _changed(store: RunStore, ref: RunRef) -> dict[int, tuple[str, ...]]:
+    """Per checkpoint that begins a step, the files the step changed (from the store of
+    checkpoints); nothing when the run has none or the store cannot say."""
+    from ruizn.effects.checkpoints.store import CheckpointError
+    from ruizn.effects.runlog.reader import LogError
+    from ruizn.effects.runlog.writer import RunLocked
+    from ruizn.effects.userconfig.dirs import state_dir
+    from ruizn.shell.rewind import run_files, step_changes
+
+    try:
+        files = run_files(store, ref.run_id, state_dir(os.environ))
+        if not files.points:
+            return {}
+        steps = step_changes(files)
+    except (CheckpointError, LogError, RunLocked, OSError, ValueError):
+        return {}
+    return {span.before.seq: tuple(c.path for c in changes) for span, changes in steps}
+
+
 def _safe_name(run: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", run)[:100] or "run"
 
@@ -59,7 +78,8 @@ def view_run(store: RunStore, run: str, *, out: str | None, open_browser: bool) 
         _warn(found.replayed.torn.describe(ref.path))
     live = found.live
     local = isinstance(store, FileStore)
-    page = render(builder.timeline(), live=live, source=store.location(ref))
+    changed = _changed(store, ref) if local and not live else {}
+    page = render(builder.timeline(), live=live, source=store.location(ref), changed=changed)
     if out is not None:
         target = Path(out)
     elif local:

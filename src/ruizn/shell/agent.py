@@ -37,6 +37,7 @@ from ruizn.effects.runlog.reader import LOG_NAME, iter_events
 from ruizn.effects.runlog.sink import EventSink, MemorySink
 from ruizn.effects.runlog.store import RunStore, fleet_owner, new_run_id, settled
 from ruizn.effects.runlog.trust import NOT_STARTED_HERE, TrustStore
+from ruizn.effects.userconfig.dirs import state_dir
 from ruizn.events import Event, LlmToken, Parent, RunFinished, RunResumed, RunStarted
 from ruizn.fork import fork_prefix
 from ruizn.grant import grant_of
@@ -63,6 +64,8 @@ from ruizn.settings import ConfigError, RunSettings, settings_from
 from ruizn.shell.children import NamedHooks, split_decisions
 from ruizn.shell.compacting import compact_refusal, compact_stopped
 from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session
+from ruizn.shell.rewind import RewindPlan, files_into, plan_rewind, run_files
+from ruizn.shell.rewind import rewind as do_rewind
 from ruizn.shell.runner import Subscriber
 from ruizn.shell.structured import check_output_schema, output_schema_of
 from ruizn.shell.toolkit import ToolLike
@@ -237,11 +240,15 @@ class Agent(Wiring):
         async with self.start_resume(run, request) as session:
             return await session.drive()
 
-    def fork(self, run: str | Path, *, at: int, trust: bool = False) -> RunResult:
+    def fork(
+        self, run: str | Path, *, at: int, trust: bool = False, into: str | Path | None = None
+    ) -> RunResult:
         """`ruizn fork RUN --at SEQ`: a new run whose log holds `run`'s events up to `at`
         under a run_started of its own (a new id, the parent's id and `at` recorded), so the
         new log alone rebuilds the parent's state at `at`. The parent is never touched.
         Returns the fork as it stands (not driven): go on with `resume` or `continue_run`.
+        `into`: a new folder (empty or not there yet) that gets the files as they were at
+        `at` (from the run's checkpoints) and is the fork's workspace from then on.
 
         `at` must be a point between steps (`lineage.at_rest`); inside a model call or a tool
         turn raises `ForkRefused` naming the nearest points. The fork acts on nothing, but it
@@ -264,6 +271,10 @@ class Agent(Wiring):
                 raise ResumeRefused(refusal)
             problem = None
         vouched = problem is None
+        if into is not None:
+            first = evolve(
+                first, settings=files_into(self.state_folder(), ref.path, at, Path(into))
+            )
         run_id = new_run_id()
         head = evolve(
             first,
@@ -286,6 +297,32 @@ class Agent(Wiring):
         if vouched:
             self._trust.closed(head, log_path)
         return Session.of(state, run_id, log_path)
+
+    def rewind(
+        self,
+        run: str | Path,
+        *,
+        to: int | None = None,
+        step: int | None = None,
+        undo: bool = False,
+        force: bool = False,
+    ) -> RewindPlan:
+        """Put the workspace's files back as they were at `run`'s checkpoint at seq `to` (the
+        last at or before it) or before step `step`'s tools ran; `undo=True` puts back the
+        tree the last rewind replaced. The current tree is checkpointed first. Files changed
+        since the run's last checkpoint by anything but the run raise `RewindRefused` naming
+        them, unless `force`. Returns what was done (its `changes`). Files checkpoints leave
+        out (ignored, secret, too big) are never touched."""
+        if (to is None) == (step is None) and not undo:
+            raise ConfigError("rewind needs one of to=SEQ or step=N (or undo=True)")
+        files = run_files(self.store(), str(run), self.state_folder())
+        plan = plan_rewind(files, to=to, step=step, undo=undo)
+        do_rewind(plan, force=force)
+        return plan
+
+    def state_folder(self) -> Path:
+        """The user's ruizn state folder (checkpoints, the trust record), never a workspace."""
+        return state_dir(self._environ)
 
     def compact(self, run: str | Path, *, instructions: str | None = None) -> RunResult:
         """Compact a stopped run's history (blocking); see `compact_async`."""

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 from attrs import evolve
 
+from ruizn.checkpoints import checkpoint_at_end, checkpoint_before
 from ruizn.compaction import (
     block_of,
     compaction_request,
@@ -44,6 +45,7 @@ from ruizn.decide import (
     next_action,
     reply_refusal,
 )
+from ruizn.effects.checkpoints.store import CheckpointError, Snapshot
 from ruizn.effects.hooks.command import HookExecutor
 from ruizn.effects.models.pricing import Pricer, SharedBudget
 from ruizn.effects.models.provider import ModelReply, Provider, ProviderError, ReplayDiverged
@@ -52,6 +54,7 @@ from ruizn.effects.runlog.sink import EventSink, LogLost, SinkError
 from ruizn.effects.tools.base import ToolRegistry
 from ruizn.events import (
     BudgetSpent,
+    Checkpointed,
     ContextCleared,
     ContextCompacted,
     Event,
@@ -90,6 +93,12 @@ E = TypeVar("E", bound=Event)
 Subscriber = Callable[[Event], None]
 
 
+class Checkpointer(Protocol):
+    """Saves the workspace's files (effects.checkpoints.store.GitStore)."""
+
+    def snapshot(self) -> Snapshot: ...
+
+
 class AgentRunner(ToolCalls):
     """Drives one run (new or replayed); its tool calls, hooks and tool changes are its parts
     in shell/toolcalls.py, shell/hookcalls.py and shell/toolchange.py."""
@@ -112,6 +121,7 @@ class AgentRunner(ToolCalls):
         instructions: PathInstructions | None = None,
         hooks: HookExecutor | None = None,
         transcript: str = "",
+        checkpointer: Checkpointer | None = None,
     ) -> None:
         self._provider = provider
         self._registry = registry
@@ -151,6 +161,8 @@ class AgentRunner(ToolCalls):
         self._hooks = hooks
         self._transcript = transcript
         self._last: Event | None = None
+        # Saves the workspace before tools that may change it (None: checkpoints are off).
+        self._checkpointer = checkpointer
 
     @property
     def state(self) -> ExecutionContext:
@@ -290,6 +302,8 @@ class AgentRunner(ToolCalls):
                 case CompactContext(attempt=attempt, delay=delay):
                     await self.compact(attempt=attempt, delay=delay)
                 case RunTools(calls=calls):
+                    if checkpoint_before(self.state, calls, self._read_only):
+                        await self._checkpoint(final=False)
                     await self._run_tools(calls)
                 case RefuseTools(calls=calls, reason=reason):
                     for call in calls:
@@ -317,10 +331,34 @@ class AgentRunner(ToolCalls):
                         self._emit(ToolCallFinished, id=call.id, result=result)
                 case Finish(status=status, error=error):
                     await self._session_end(status)
+                    if checkpoint_at_end(self.state):
+                        await self._checkpoint(final=True)
                     self._finish(status, error)
                     return
                 case Finished():
                     return
+
+    async def _checkpoint(self, *, final: bool) -> None:
+        """Save the workspace's files (in a thread: git walks the tree) and log it. A
+        snapshot that fails is logged as such; the tools run all the same."""
+        if self._checkpointer is None:
+            return
+        try:
+            snap = await anyio.to_thread.run_sync(self._checkpointer.snapshot)
+        except (CheckpointError, OSError) as exc:  # git failed, or a file could not be read
+            self._emit(Checkpointed, step=self.state.step, tree="", final=final, error=str(exc))
+            return
+        self._emit(
+            Checkpointed,
+            step=self.state.step,
+            tree=snap.tree,
+            files=snap.files,
+            bytes=snap.bytes,
+            empty_dirs=snap.empty_dirs,
+            left_out=snap.left_out,
+            more_left_out=snap.more_left_out,
+            final=final,
+        )
 
     def _shared_budget_spent(self) -> bool:
         if self._budget is None:

@@ -17,6 +17,7 @@ from attrs import evolve
 
 from ruizn.bounds import deeper_than, too_deep
 from ruizn.defaults import TEST_MODEL
+from ruizn.effects.checkpoints.store import GitStore
 from ruizn.effects.mcp.config import MCPServer
 from ruizn.effects.models.function import FunctionModel, ReplyFunction
 from ruizn.effects.models.pricing import Pricer, SharedBudget
@@ -30,6 +31,7 @@ from ruizn.effects.tools.bash import ShellJobs, shell_config, shell_tools
 from ruizn.effects.tools.bwrap import find_bwrap, probe, shell_environment
 from ruizn.effects.tools.loader import Toolbox
 from ruizn.effects.tools.workspace import workspace_jail
+from ruizn.effects.userconfig.dirs import state_dir
 from ruizn.modelfacts import check as check_model
 from ruizn.modelfacts import deprecation_line, fitted
 from ruizn.redact import Redactor, secrets_from_env
@@ -162,12 +164,20 @@ class Wiring:
                     instructions=_subfolder_instructions(settings),
                     hooks=self._hooks_for(settings),
                     transcript=str(root / run_id / LOG_NAME),
+                    checkpointer=self._checkpointer(settings),
                 )
                 yield runner, settings
         finally:
             if jobs is not None:
                 jobs.close()  # every process the run started ends with it
             await _aclose(provider)
+
+    def _checkpointer(self, settings: RunSettings) -> GitStore | None:
+        """The store of the workspace's checkpoints, in the user's state folder (None: the
+        run keeps none)."""
+        if not settings.checkpoints:
+            return None
+        return GitStore.for_workspace(state_dir(self._environ), Path(settings.workspace))
 
     async def _fitted(self, provider: Provider, settings: RunSettings) -> RunSettings:
         """A new run's settings checked against what the Models API says of its model, before

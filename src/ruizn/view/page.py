@@ -17,10 +17,12 @@ import base64
 import binascii
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import resources
 from typing import Any
 
+from ruizn.checkpoints import checkpoint_line
 from ruizn.media import image_line, images, text_of
 from ruizn.state import ImageBlock, RedactedThinkingBlock, TextBlock, ThinkingBlock, Usage
 from ruizn.terminal import visible
@@ -151,14 +153,18 @@ def thumbnail(block: ImageBlock) -> dict[str, str] | None:
     }
 
 
-def _mark(mark: Mark, t0: float) -> dict[str, Any]:
+def _mark(mark: Mark, t0: float, changed: Mapping[int, Sequence[str]]) -> dict[str, Any]:
     data: dict[str, Any] = {
         "kind": mark.kind,
         "at": _rel(mark.ts, t0),
         "after": mark.after_step,
         "limit": mark.limit,
     }
-    if mark.kind == "context_cleared":
+    if mark.checkpoint is not None:
+        data["text"] = checkpoint_line(mark.checkpoint)
+        # The files the step that begins here changed (given by the caller: a store read).
+        data["changed"] = [visible(path) for path in changed.get(mark.seq, ())]
+    elif mark.kind == "context_cleared":
         data["cleared"] = [
             {"id": visible(item.tool_use_id), "name": visible(item.name), "size": item.size}
             for item in mark.cleared
@@ -207,8 +213,15 @@ def _session(session: Sitting, t0: float) -> dict[str, Any]:
     }
 
 
-def page_data(timeline: Timeline, *, live: bool = False, source: str = "") -> dict[str, Any]:
-    """The run as the page's script reads it: times in seconds from the run's start."""
+def page_data(
+    timeline: Timeline,
+    *,
+    live: bool = False,
+    source: str = "",
+    changed: Mapping[int, Sequence[str]] | None = None,
+) -> dict[str, Any]:
+    """The run as the page's script reads it: times in seconds from the run's start.
+    `changed`: per checkpoint's seq, the files the step that begins there changed."""
     t0 = timeline.start
     answer = timeline.answer
     status = timeline.status
@@ -238,7 +251,7 @@ def page_data(timeline: Timeline, *, live: bool = False, source: str = "") -> di
         },
         "sessions": [_session(s, t0) for s in timeline.sessions],
         "steps": [_step(s, t0) for s in timeline.steps],
-        "marks": [_mark(m, t0) for m in timeline.marks],
+        "marks": [_mark(m, t0, changed or {}) for m in timeline.marks],
     }
 
 
@@ -282,10 +295,16 @@ def _csp(script: str) -> str:
     )
 
 
-def render(timeline: Timeline, *, live: bool = False, source: str = "") -> str:
+def render(
+    timeline: Timeline,
+    *,
+    live: bool = False,
+    source: str = "",
+    changed: Mapping[int, Sequence[str]] | None = None,
+) -> str:
     """The whole page for a run, as one string."""
     script = _asset("view.js")
-    data = script_json(page_data(timeline, live=live, source=source))
+    data = script_json(page_data(timeline, live=live, source=source, changed=changed))
     return _asset("view.html").format(
         csp=_csp(script),
         css=_asset("view.css"),

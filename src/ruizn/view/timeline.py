@@ -20,6 +20,7 @@ from attrs import define, evolve, field, frozen
 
 from ruizn.events import (
     BudgetSpent,
+    Checkpointed,
     ClearedResult,
     ContextCleared,
     ContextCompacted,
@@ -134,17 +135,19 @@ class Step:
 class Mark:
     """Something the run did between steps that is no call: tool results cleared from the
     history (context_cleared), the history summarised (context_compacted: `limit` is the
-    tokens after, `spent` its cost, `budget` its source), or a shared budget found spent
-    (budget_spent)."""
+    tokens after, `spent` its cost, `budget` its source), a shared budget found spent
+    (budget_spent), or the workspace's files saved before a step's tools or at the end
+    (checkpoint)."""
 
     seq: int
     ts: float
     after_step: int  # the step it follows (0: before the first)
-    kind: Literal["context_cleared", "budget_spent", "context_compacted"]
+    kind: Literal["context_cleared", "budget_spent", "context_compacted", "checkpoint"]
     cleared: tuple[ClearedResult, ...] = ()
     limit: float = 0  # tokens (context) or US dollars (budget)
     budget: str | None = None
     spent: float | None = None
+    checkpoint: Checkpointed | None = None
 
 
 @frozen(kw_only=True)
@@ -373,6 +376,16 @@ class _Fold:
                         kind="context_cleared",
                         cleared=event.results,
                         limit=event.limit,
+                    )
+                )
+            case Checkpointed():
+                self.marks.append(
+                    Mark(
+                        seq=event.seq,
+                        ts=event.ts,
+                        after_step=self._steps_so_far(),
+                        kind="checkpoint",
+                        checkpoint=event,
                     )
                 )
             case BudgetSpent():

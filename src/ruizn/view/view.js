@@ -237,6 +237,9 @@
 
   // Between steps: tool results cleared from the history, a shared budget found spent.
   function markText(m) {
+    if (m.kind === "checkpoint") {
+      return "files: " + m.text + (m.changed.length ? " · the step changed " + counted(m.changed.length, "file") : "");
+    }
     if (m.kind === "context_cleared") {
       return "context: cleared " + counted(m.cleared.length, "old tool result") + " (" + bytes(m.bytes) + ") to stay under " + num(m.limit) + " tokens";
     }
@@ -255,6 +258,13 @@
       add(d, el("summary", null, "which results (the log keeps them whole)"));
       const list = el("ul");
       for (const c of m.cleared) list.appendChild(el("li", "mono", c.name + " · " + c.id + " · " + bytes(c.size)));
+      box.appendChild(add(d, list));
+    }
+    if (m.kind === "checkpoint" && m.changed.length) {
+      const d = el("details");
+      add(d, el("summary", null, "the files the step changed (ruizn diff RUN --files --step N)"));
+      const list = el("ul");
+      for (const path of m.changed) list.appendChild(el("li", "mono", path));
       box.appendChild(add(d, list));
     }
     transcript.appendChild(box);

@@ -78,6 +78,12 @@ SECRET_FILE_PATTERNS: tuple[str, ...] = (
 _SECRET_NAME = re.compile("|".join(fnmatch.translate(p) for p in SECRET_FILE_PATTERNS))
 DEFAULT_EXCLUDED = (".ruizn",)
 
+
+def is_secret_name(name: str) -> bool:
+    """Whether a file's final name is one of SECRET_FILE_PATTERNS."""
+    return _SECRET_NAME.match(name) is not None
+
+
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 # O_NONBLOCK: a FIFO swapped in after the check cannot block the open; O_NOCTTY: a tty
 # swapped in cannot become our controlling terminal.

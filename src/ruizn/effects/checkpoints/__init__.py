@@ -1,0 +1,1 @@
+"""Checkpoints of a workspace's files: a store of snapshots outside the workspace."""
