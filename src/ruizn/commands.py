@@ -90,7 +90,7 @@ def _words(command: str) -> list[tuple[int, int, bool]] | None:
     """Every word bashlex finds in `command`: its span and whether it is plain; None when
     bashlex cannot parse the command (bashlex raises for what it does not support)."""
     # Imported here: about 0.1 s, paid only by a command a pattern's characters match.
-    import bashlex  # type: ignore[import-untyped]
+    import bashlex
 
     try:
         trees = bashlex.parse(command)

@@ -105,7 +105,7 @@ def with_subagents(settings: RunSettings, options: dict[str, Any], *, trust: boo
 
 def _accepted(found: tuple[Subagent, ...], *, trust: bool) -> bool:
     from ruizn.cli.live import echo_err
-    from ruizn.terminal import visible
+    from ruizn.terminal import revealed_line, visible
 
     if trust:
         return True
@@ -119,8 +119,11 @@ def _accepted(found: tuple[Subagent, ...], *, trust: bool) -> bool:
     echo_err("ruizn: this workspace defines these subagents (each a run with its own prompt):")
     for definition in found:
         echo_err(f"  {_line(definition)}")
-        for text in definition.prompt.splitlines()[:3]:
-            echo_err(f"      {visible(text)}")
+        lines = definition.prompt.splitlines()
+        for text in lines[:3]:
+            echo_err(f"      {revealed_line(text)}")
+        if len(lines) > 3:
+            echo_err(f"      (… {len(lines) - 3} more lines of prompt: {definition.source})")
     echo_err("let the model start them in this run? [y/N] ")
     if sys.stdin.readline().strip().lower() in ("y", "yes"):
         return True
@@ -129,13 +132,18 @@ def _accepted(found: tuple[Subagent, ...], *, trust: bool) -> bool:
 
 
 def _line(definition: Subagent) -> str:
-    from ruizn.terminal import visible
+    """One definition as a person decides on it: every field revealed, on one line."""
+    from ruizn.terminal import revealed_line as shown
 
-    tools = "the parent's tools" if definition.tools is None else ", ".join(definition.tools)
+    tools = (
+        "the parent's tools"
+        if definition.tools is None
+        else ", ".join(shown(t) for t in definition.tools)
+    )
     if definition.disallowed_tools:
-        tools += f" but {', '.join(definition.disallowed_tools)}"
-    model = definition.model or "the parent's model"
-    return visible(f"{definition.name}  ({definition.source}; {tools}; {model})")
+        tools += f" but {', '.join(shown(t) for t in definition.disallowed_tools)}"
+    model = shown(definition.model) if definition.model else "the parent's model"
+    return f"{shown(definition.name)}  ({shown(definition.source)}; {tools}; {model})"
 
 
 @click.command("agents")

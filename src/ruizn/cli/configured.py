@@ -121,14 +121,14 @@ def _yes_to(where: str, raises: tuple[Raise, ...]) -> bool:
     """Whether the person at the terminal takes the raises (shown whole); False without one."""
     if not (sys.stdin.isatty() and sys.stderr.isatty()):
         return False
-    from ruizn.terminal import revealed
+    from ruizn.terminal import revealed_line as shown
 
-    click.echo(f"ruizn: {revealed(where)} would raise your settings:", err=True)
+    click.echo(f"ruizn: {shown(where)} would raise your settings:", err=True)
     for up in raises:
+        # every field on one line of its own making: none can draw a line of its own
+        person, source, project = _shown(up.person), up.person_source, _shown(up.project)
         click.echo(
-            revealed(
-                f"  {up.name}: {_shown(up.person)} ({up.person_source}) -> {_shown(up.project)}"
-            ),
+            f"  {shown(up.name)}: {shown(person)} ({shown(source)}) -> {shown(project)}",
             err=True,
         )
     click.echo("use them in this run? [y/N] ", err=True, nl=False)

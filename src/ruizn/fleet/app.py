@@ -49,7 +49,7 @@ from ruizn.grant import grant_of
 from ruizn.limits import Limits
 from ruizn.shell.outcome import Resume
 from ruizn.state import Status
-from ruizn.terminal import visible
+from ruizn.terminal import revealed_line, visible
 
 QUEUE = "ruizn"
 WORKFLOW = "ruizn.run"
@@ -139,7 +139,7 @@ def _unsigned(
     grant = grant_of(placed(run, ctx.workspace).settings)
     say(f"{run.run_id} was not queued with this operator's fleet key; --trust: it runs with")
     for line in grant.lines():
-        say(f"  {line}")
+        say(f"  {revealed_line(line)}")
     return None
 
 
