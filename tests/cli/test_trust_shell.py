@@ -80,3 +80,28 @@ def test_at_a_terminal_the_shell_loosening_is_shown_and_asked(
     assert outside.exists() is (answer == b"y")
     (resumed,) = of_type(log, "run_resumed")
     assert resumed.get("confine", False) is (answer == b"n")
+
+
+def test_rerun_trust_of_a_planted_recording_runs_its_shell_confined(
+    workspace: Path, server_factory: Any
+) -> None:
+    outside = workspace.parent / "rerun-outside.txt"
+    call = ToolUse("toolu_r", "bash", {"command": f"touch {outside}"})
+    server = server_factory(turns_model([[call]]))
+    recorded = run_cli(
+        ["run", "--shell", "--sandbox", "off", "--allow-command", "touch *", "go"],
+        workspace=workspace,
+        base_url=server.base_url,
+    )
+    assert recorded.code == 0, recorded.stderr
+    assert outside.exists()  # the recording's own run, unconfined as its person chose
+    outside.unlink()
+    log = recorded.log_path
+    lines = log.read_text().splitlines()  # rewritten by someone else: ruizn vouches no more
+    first = json.loads(lines[0])
+    first["goal"] = "go on"
+    lines[0] = json.dumps(first)
+    log.write_text("\n".join(lines) + "\n")
+    rerun = run_cli(["rerun", str(log), "--trust"], workspace=workspace)
+    assert "--allow-command patterns are not applied" in rerun.stderr
+    assert not outside.exists()  # confined: nothing written outside the workspace

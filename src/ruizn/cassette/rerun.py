@@ -12,12 +12,13 @@ recording's sessions stopped and went on (max_steps then `resume`, awaiting_appr
 way, and its stop is compared too (status, steps, the last turn's results). The first
 difference ends the re-drive: `Rerun.divergence` says where.
 
-A recording is data like any log: its tool modules are imported, its MCP commands started and
-its answers at the prompt replayed only when this user's ruizn recorded it here (or a person
-accepts it: `trust=True`); an `always` approval from a recording nobody vouches for becomes
-`ask`. Interrupted sessions (Ctrl-C, a crash) cannot be stopped again where they were: the
-re-drive goes through them, and what the interruption changed (a call answered
-`interrupted`) shows as a difference.
+A recording is data like any log: its tool modules are imported, its MCP commands started
+and its answers at the prompt replayed only when this user's ruizn recorded it here (or a
+person accepts it: `trust=True`); an `always` approval from a recording nobody vouches for
+becomes `ask`, and its shell runs confined with no --allow-command pattern. Interrupted
+sessions (Ctrl-C, a crash) cannot be stopped again where they were: the re-drive goes
+through them, and what the interruption changed (a call answered `interrupted`) shows as a
+difference.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from ruizn.effects.runlog.store import settled
 from ruizn.events import Parent
 from ruizn.grant import grant_of
 from ruizn.recording import Divergence, Recording, SessionEnd, compare_stop
-from ruizn.resuming import UntrustedRun
+from ruizn.resuming import UntrustedRun, confined_notice, loosens_shell
 from ruizn.shell.agent import Agent
 from ruizn.shell.outcome import Resume, Session
 from ruizn.state import ExecutionContext, Status, ToolResultBlock
@@ -96,8 +97,14 @@ async def rerun_async(
         workspace, files = Path(agent.settings.workspace), "your workspace, in place"
     else:
         workspace, files = scratch_copy(agent, ref.path)
+    base = recording.first.settings
+    if problem is not None and loosens_shell(recording.final):
+        # A recording nobody vouches for never runs its commands unconfined, nor approves
+        # them by its patterns, even once accepted: as `resume --trust` confines a log.
+        base = evolve(base, sandbox=True, allow_commands=())
+        agent.notice(confined_notice(recording.first.run_id))
     settings = evolve(
-        recording.first.settings,
+        base,
         workspace=str(workspace),  # a scratch copy or today's checkout, never the recorded path
         approval=_approval(recording.first.settings.approval, vouched=problem is None),
         tools=(),

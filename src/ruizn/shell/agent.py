@@ -399,6 +399,10 @@ class Agent(Wiring):
             hook_runner=None if hooks is None else NamedHooks(hooks, *agent),
         )
 
+    def notice(self, text: str) -> None:
+        """One line for the person, through this agent's `on_notice` (the CLI: stderr)."""
+        self._notice(text)
+
     def trust_problem(self, run: str | Path) -> str | None:
         """Why ruizn may not act on `run`'s log as recorded, or None: this user's ruizn
         started it here (or a person accepted it) and the log is as ruizn last left it."""
