@@ -118,6 +118,7 @@ class Wiring:
                     if state is None and deeper_than(schema):
                         raise ConfigError(too_deep(f"the schema of tool {schema['name']!r}"))
                 if state is None:
+                    self._idle_hooks(settings, registry.names)
                     sources = (*sources, *(mcp_source(tool) for tool in mcp_tools))
                     settings = evolve(
                         settings,
@@ -207,6 +208,16 @@ class Wiring:
                 " to every file and the network"
             )
         return ShellJobs(config)
+
+    def _idle_hooks(self, settings: RunSettings, tools: tuple[str, ...]) -> None:
+        """A warning for each tool hook whose matcher matches no tool of the run: a safety
+        hook that looks installed and never fires is worse than none."""
+        from ruizn.hooknames import idle_matchers
+        from ruizn.hooks import is_tool_event
+
+        pairs = tuple((h.event, h.matcher) for h in settings.hooks if is_tool_event(h.event))
+        for line in idle_matchers(pairs, tools):
+            self._notice(line)
 
     def _hooks_for(self, settings: RunSettings) -> HookExecutor | None:
         if not settings.hooks:

@@ -550,12 +550,16 @@ def read_hooks(paths: tuple[str, ...]) -> tuple[Any, ...]:
         return ()
     from pathlib import Path
 
-    from ruizn.effects.hooks.config import HookConfigError, load_file
+    from ruizn.effects.hooks.config import HookConfigError, parse, read_json, unrun_events
 
     specs: list[Any] = []
     for path in paths:
         try:
-            specs.extend(load_file(Path(path)))
+            data = read_json(Path(path))
+            specs.extend(parse(data, path))
+            warning = unrun_events(data, path)
         except HookConfigError as exc:
             fail(f"--hooks {exc}")
+        if warning is not None:
+            click.echo(f"ruizn: {warning}", err=True)
     return tuple(specs)
