@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import evolve
 
+from ruizn.effects.runlog.folder import make_root
 from ruizn.fleet.errors import FleetRefused, need_fleet_extra
 from ruizn.fleet.reports import NothingQueued, Queued, Submitted, WorkerStopped
 from ruizn.format import counted
@@ -81,7 +82,7 @@ def work(
     folder = Path(workspace).resolve()
     root = default_root(folder, log_dir).resolve()
     try:
-        root.mkdir(parents=True, exist_ok=True)
+        make_root(root)
     except OSError as exc:
         raise FleetRefused(f"cannot create the log dir {root}: {exc.strerror or exc}") from None
 
