@@ -18,7 +18,7 @@ import click
 
 from ruizn.shell.cli.common import otlp_option, quiet_flush
 from ruizn.shell.cli.exits import EXIT_CANCELLED, EXIT_OK, EXIT_USAGE, Exit, echo_error
-from ruizn.shell.cli.options import TopGroup, run_options
+from ruizn.shell.cli.options import LONE_COMMAND, TopGroup, run_options
 from ruizn.version import __version__
 
 __all__ = ["COMMANDS", "Entry", "cli", "command", "main"]
@@ -214,11 +214,17 @@ def _route_sdk_logs() -> None:
     install()
 
 
+def _goal_hint(exc: click.UsageError) -> str:
+    """A command's name alone that did not parse may have been meant as a goal."""
+    lone = exc.ctx.meta.get(LONE_COMMAND) if exc.ctx is not None else None
+    return f" (for the goal {lone!r}: ruizn run {lone})" if lone else ""
+
+
 def main() -> None:
     try:
         code = cli.main(standalone_mode=False, prog_name="ruizn")
     except click.UsageError as exc:
-        echo_error(exc.format_message())
+        echo_error(exc.format_message() + _goal_hint(exc))
         code = EXIT_USAGE
     except Exit as exc:
         if exc.message:

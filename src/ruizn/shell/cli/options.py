@@ -115,6 +115,7 @@ def settings_options(f: Any) -> Any:
     `submit`: one list, so the fleet takes every option a single run does."""
     options: list[Callable[[Any], Any]] = [
         click.option(
+            "-m",
             "--model",
             envvar="RUIZN_MODEL",
             default=DEFAULT_MODEL,
@@ -458,6 +459,7 @@ class TopGroup(click.Group):
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
+        args = self._goal_words(ctx, args)
         name, command, rest = super().resolve_command(ctx, args)
         if command is None or name is None:
             return name, command, rest
@@ -476,8 +478,32 @@ class TopGroup(click.Group):
             carried += _as_tokens(target, typed.get(param.name, ctx.params[param.name]))
         return name, command, [*carried, *rest]
 
+    def _goal_words(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """`ruizn GOAL...` is `ruizn run GOAL...` when the first word is not a command; a
+        word close to a command's name is a usage error (a typo must not start a run)."""
+        if not args:
+            return args
+        first = args[0]
+        if self.get_command(ctx, first) is not None:
+            if len(args) == 1:
+                ctx.meta[LONE_COMMAND] = first  # a usage error then hints at `ruizn run`
+            return args
+        if first.startswith("-"):
+            return args
+        if len(args) == 1 and first.strip() and len(first.split()) == 1:
+            import difflib
+
+            near = difflib.get_close_matches(first, self.list_commands(ctx), n=1, cutoff=0.75)
+            if near:
+                raise UsageFailure(
+                    f"no such command {first!r} (did you mean {near[0]}?);"
+                    f" for the goal {first!r}: ruizn run {first}"
+                )
+        return ["run", *args]
+
 
 _TYPED = "ruizn.typed_options"
+LONE_COMMAND = "ruizn.lone_command"
 
 
 def option_named(command: click.Command, name: str) -> click.Option | None:
