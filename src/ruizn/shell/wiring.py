@@ -30,8 +30,8 @@ from ruizn.effects.tools.bash import ShellJobs, shell_config, shell_tools
 from ruizn.effects.tools.bwrap import find_bwrap, probe, shell_environment
 from ruizn.effects.tools.loader import Toolbox
 from ruizn.effects.tools.workspace import workspace_sandbox
+from ruizn.modelfacts import ModelRefused, deprecation_line, fitted, not_found_line, usable
 from ruizn.modelfacts import check as check_model
-from ruizn.modelfacts import deprecation_line, fitted
 from ruizn.redact import Redactor, secrets_from_env
 from ruizn.redact import api_key_problem as key_whitespace_problem
 from ruizn.settings import ConfigError, RunSettings
@@ -171,6 +171,7 @@ class Wiring:
             return settings
         facts = await catalog.describe(settings.model)
         if facts is None:
+            await _known_or_refused(catalog, settings.model)
             return settings
         listing = await catalog.models() if facts.lifecycle == "retired" else ()
         check_model(settings, facts, listing)
@@ -354,6 +355,17 @@ class Wiring:
         from ruizn.effects.mcp.config import servers_from_records
 
         return servers_from_records(settings.mcp_servers, self._mcp_headers, environ=self._environ)
+
+
+async def _known_or_refused(catalog: ModelCatalog, model: str) -> None:
+    """A model the Models API answered 404 for is refused before any request, naming the
+    key's closest models, when the API lists models and this one is not among them (an
+    endpoint without the Models API lists none, and the model passes as it is)."""
+    if getattr(catalog, "not_found", None) != model:
+        return
+    listing = usable(await catalog.models())
+    if listing and model not in listing:
+        raise ModelRefused(not_found_line(model, listing))
 
 
 def _subfolder_instructions(settings: RunSettings) -> Any:

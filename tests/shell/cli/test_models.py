@@ -63,22 +63,22 @@ def test_a_retired_model_ends_before_any_request_listing_the_keys_models(
     assert result.new_logs == ()
 
 
-def test_a_404_for_the_model_mid_run_names_it_and_lists_the_keys_models(
+def test_a_model_the_models_api_does_not_know_is_refused_before_any_request(
     workspace: Path, server_factory: Any
 ) -> None:
-    # A model the Models API does not describe passes the check; the Messages API's 404
-    # then ends the run with the list (GET /v1/models), closest first.
-    server = server_factory([HttpError(404, "not_found_error", "model: claude-sonet-5-5")])
+    # GET /v1/models/claude-sonet-5-5 is a 404: the run is refused with the key's models
+    # (GET /v1/models), closest first, and no Messages request is sent.
+    server = server_factory([Stream((Text("never sent"),))])
     result = run_cli(
         ["run", "--model", "claude-sonet-5-5", "hi"], workspace=workspace, base_url=server.base_url
     )
-    assert result.code == 1
-    error = result.events()[-1]["error"]
+    assert result.code == 2
+    error = result.stderr.strip().splitlines()[-1]
     assert error.startswith(
-        "model not found: 'claude-sonet-5-5'; this key can use: claude-sonnet-5-5,"
+        "ruizn: error: model not found: 'claude-sonet-5-5'; this key can use: claude-sonnet-5-5,"
     )
     assert "claude-sonnet-4-5" not in error  # retired: not one the key can use
-    # Listed through the SDK's models.list() (GET /v1/models).
+    assert server.requests == []
     assert any(path.startswith("/v1/models?") for path in server.model_gets)
 
 
