@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakeapi import FakeAnthropic, HttpError, Recording, Stream, Text, Thinking
+from tests.fakeapi import FakeAnthropic, Recording, Stream, Text, Thinking
 from tests.shell.cli.conftest import RECORDINGS, cli_env, run_cli
 
 
@@ -241,16 +241,23 @@ def test_models_lists_what_the_models_api_says_with_prices(
     assert "$" in line
 
 
-def test_models_without_a_key_says_so_and_lists_the_price_list(workspace: Path) -> None:
+def test_models_without_a_key_lists_only_the_current_claude_models_and_says_why(
+    workspace: Path,
+) -> None:
     env = cli_env(None)
     del env["ANTHROPIC_API_KEY"]
     result = run_cli(["models"], workspace=workspace, env=env)
     assert result.code == 0
     assert result.stderr == (
-        "ruizn: ANTHROPIC_API_KEY is not set: the Models API was not asked; the models"
-        " genai-prices 0.2.3 knows:\n"
+        "ruizn: ANTHROPIC_API_KEY is not set: the Models API was not asked; the current"
+        " generation of Claude models genai-prices 0.2.3 knows (older and retired ones left"
+        " out; only the Models API says which this key can use and which are deprecated):\n"
     )
-    assert any(line.startswith("claude-sonnet-5-5 ") for line in result.stdout.splitlines())
+    ids = [line.split()[0] for line in result.stdout.splitlines()[1:]]
+    assert "claude-sonnet-5-5" in ids
+    assert "claude-opus-5-5" in ids
+    for old in ("claude-2", "claude-v1", "claude-3-opus-latest", "claude-sonnet-4-5"):
+        assert old not in ids
 
 
 def test_models_with_no_network_says_so(workspace: Path) -> None:
