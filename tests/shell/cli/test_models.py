@@ -149,7 +149,8 @@ def test_show_thinking_asks_for_summaries_and_prints_them(
     )
     assert result.code == 0, result.stderr
     assert server.requests[0].body["thinking"] == {"type": "adaptive", "display": "summarized"}
-    assert "[thinking] Two short names will do.\n" in result.stdout
+    # Printed where it came: the thinking, then the text it preceded.
+    assert result.stdout.startswith("[thinking] Two short names will do.\nPip and Gus.")
     replay = run_cli(["replay", "last"], workspace=workspace)
     assert replay.stdout == result.stdout  # the same transcript from the log
     shown = run_cli(["show", "last"], workspace=workspace)
