@@ -102,6 +102,7 @@ class AgentRunner(ToolCalls):
         instructions: PathInstructions | None = None,
         hooks: HookExecutor | None = None,
         transcript: str = "",
+        redact_stream: Callable[[str, str], tuple[str, str]] | None = None,
     ) -> None:
         self._provider = provider
         self._registry = registry
@@ -113,6 +114,9 @@ class AgentRunner(ToolCalls):
         # Scrubs secrets (the API key...) from each event before anything sees it, so a key
         # never reaches the log, the terminal or the next request (see ruizn.redact).
         self._redact = redact if redact is not None else _unchanged
+        # The same across streamed deltas: (tail held back, delta) -> (shown now, held), so a
+        # secret split over two deltas is caught too (Redactor.stream_text).
+        self._redact_stream = redact_stream
         # Tokens written and shown but not yet reduced: they are applied in one update
         # (reducers.add_tokens, equal to reducing them one by one) the moment anything reads
         # the state, so a long answer does not copy the state once per token. The log is
@@ -373,16 +377,29 @@ class AgentRunner(ToolCalls):
 
     async def _stream(self, request: MessagesRequest) -> ModelReply:
         reply: ModelReply | None = None
-        publish, clock = self._publish, self._clock
+        publish, clock, split = self._publish, self._clock, self._redact_stream
+        held = ""
+
+        def token(text: str) -> None:
+            # Tokens are legal in the streaming phase, which _call_model just entered; they
+            # are reduced in bulk (see `state`).
+            assert self._state is not None
+            seq = self._state.last_seq + self._tokens + 1
+            publish(self._redact(LlmToken(seq=seq, ts=clock(), text=text)))
+            self._tokens += 1
+
         async for item in self._provider.stream(request):
             if isinstance(item, str):
-                # Tokens are legal in the streaming phase, which _call_model just entered;
-                # they are reduced in bulk (see `state`).
-                assert self._state is not None
-                seq = self._state.last_seq + self._tokens + 1
-                publish(self._redact(LlmToken(seq=seq, ts=clock(), text=item)))
-                self._tokens += 1
+                if split is None:
+                    token(item)
+                    continue
+                shown, held = split(held, item)
+                if shown:
+                    token(shown)
             else:
+                if held:  # the tail held back began no secret after all
+                    token(held)
+                    held = ""
                 reply = item
         if reply is None:
             raise ProviderError(

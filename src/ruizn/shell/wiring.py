@@ -154,6 +154,7 @@ class Wiring:
                     instructions=_subfolder_instructions(settings),
                     hooks=self._hooks_for(settings),
                     transcript=str(root / run_id / LOG_NAME),
+                    redact_stream=redactor.stream_text if redactor else None,
                 )
                 yield runner, settings
         finally:

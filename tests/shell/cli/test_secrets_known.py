@@ -111,3 +111,16 @@ def test_a_repositorys_mcp_module_is_never_imported_by_ruizn(
     )
     assert result.code == 0, result.stderr
     assert not (workspace / "PWNED").exists()
+
+
+def test_the_key_the_model_repeats_across_deltas_is_redacted_in_the_terminal_and_log(
+    workspace: Path, server_factory: Any
+) -> None:
+    # 4 characters a delta: the key arrives in pieces, none of which is the key.
+    server = server_factory([Stream((Text(f"Your key is {API_KEY}, keep it safe."),))])
+    result = run_cli(["run", "what is my key?"], workspace=workspace, base_url=server.base_url)
+    assert result.code == 0, result.stderr
+    assert API_KEY not in _everything(result)
+    assert "Your key is [redacted], keep it safe." in result.stdout
+    tokens = "".join(e["text"] for e in result.events() if e["type"] == "llm_token")
+    assert tokens == "Your key is [redacted], keep it safe."
