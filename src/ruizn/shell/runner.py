@@ -63,7 +63,7 @@ from ruizn.events import (
 from ruizn.reducers import add_tokens, reduce, start
 from ruizn.request import MessagesRequest, plan_request
 from ruizn.resuming import ResumePlan, interrupted_calls, interrupted_result
-from ruizn.rules import ApprovalDecision
+from ruizn.rules import ApprovalDecision, call_cut
 from ruizn.settings import RunSettings
 from ruizn.shell.toolcalls import PathInstructions, ToolCalls
 from ruizn.shell.toolchange import ToolWatch
@@ -446,7 +446,7 @@ class AgentRunner(ToolCalls):
             elapsed=round(self._timer() - self._started_at, 3),
             error=error,
             usage=self.state.usage,
-            cost=self.state.total_cost,
+            cost=None if call_cut(self.state) else self.state.total_cost,
         )
 
     def _finish_quietly(self, status: Status, error: str | None) -> None:
