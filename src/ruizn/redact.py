@@ -200,6 +200,12 @@ class Redactor:
         return value
 
 
+def secret_name(name: str) -> bool:
+    """Whether a variable named so holds a secret: `*_KEY`, `*_TOKEN`, `*_SECRET`,
+    `*_PASSWORD` (any case), and ANTHROPIC_API_KEY."""
+    return name == API_KEY_VAR or name.upper().endswith(_SECRET_SUFFIXES)
+
+
 def secrets_from_env(env: Mapping[str, str]) -> tuple[str, ...]:
     """The values to scrub: ANTHROPIC_API_KEY and every `*_KEY` (`*_API_KEY` too),
     `*_TOKEN`, `*_SECRET` and `*_PASSWORD` variable.
@@ -210,7 +216,7 @@ def secrets_from_env(env: Mapping[str, str]) -> tuple[str, ...]:
     """
     found = []
     for name, value in env.items():
-        if name == API_KEY_VAR or name.upper().endswith(_SECRET_SUFFIXES):
+        if secret_name(name):
             found.append(value.strip())
     return _usable(found)
 
