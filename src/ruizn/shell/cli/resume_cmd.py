@@ -93,8 +93,9 @@ def resume_command(
     log_dir: str | None,
     db: str | None,
 ) -> None:
-    """Continue RUN (default: the workspace's newest run, named first) where it stopped,
-    appending to the same log (and to its MCP servers).
+    """Continue RUN where it stopped, appending to the same log (and to its MCP servers).
+
+    Without RUN, the workspace's newest run, named first.
 
     A run that waits for approval goes on with --approve/--deny deciding its calls (at a
     terminal, ruizn asks about any call they leave waiting). With --db, RUN is a fleet's run:
