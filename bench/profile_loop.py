@@ -55,7 +55,7 @@ HOTSPOTS = (
     ("ruizn:   of which fsync", "<built-in>", "fsync"),
     ("ruizn: serde encode (all callers)", "ruizn/serde", "encode"),
     ("ruizn: reducers", "ruizn/reducers", ""),
-    ("ruizn: printer", "ruizn/shell/cli/printer", ""),
+    ("ruizn: printer", "ruizn/cli/printer", ""),
     ("ruizn: run a tool (invoke_tool)", "ruizn/effects/tools/base", "invoke_tool"),
     ("waiting in the event loop (epoll: the server, the tool thread)", "<built-in>", "epoll.poll"),
 )

@@ -15,10 +15,10 @@ from __future__ import annotations
 import random
 import timeit
 
+from ruizn.cli import printer as printer_module
+from ruizn.cli.printer import StdoutPrinter
 from ruizn.events import LlmToken
 from ruizn.redact import Redactor
-from ruizn.shell.cli import printer as printer_module
-from ruizn.shell.cli.printer import StdoutPrinter
 from ruizn.terminal import _TABLE, visible
 
 N = 20_000

@@ -16,8 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.cli.conftest import ruizn_command  # noqa: E402 - after the path
 from tests.fakeapi import FakeAnthropic  # noqa: E402
-from tests.shell.cli.conftest import ruizn_command  # noqa: E402 - after the path
 from tests.view.chromium import screenshot  # noqa: E402
 from tests.view.demo import demo_run, demo_script, make_workspace  # noqa: E402
 

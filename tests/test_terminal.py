@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ruizn.cli.printer import StdoutPrinter
 from ruizn.events import (
     LlmCallFailed,
     LlmToken,
@@ -16,7 +17,6 @@ from ruizn.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from ruizn.shell.cli.printer import StdoutPrinter
 from ruizn.state import ErrorType, Status, ToolResult
 from ruizn.terminal import UNSAFE, visible
 

@@ -78,9 +78,9 @@ def _import_everything() -> set[str]:
     try:
         import anthropic  # noqa: F401
 
+        import ruizn.cli.main
         import ruizn.effects.models.anthropic
         import ruizn.shell.agent
-        import ruizn.shell.cli.main
         import ruizn.shell.runner
 
         try:  # the fleet's commands, when its extra is installed

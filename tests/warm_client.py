@@ -29,7 +29,7 @@ class _Server:
     def __init__(self) -> None:
         self.folder = tempfile.mkdtemp(prefix="ruizn-warm-")
         self.socket = os.path.join(self.folder, "s")
-        # The environment a CLI test's command gets (tests/shell/cli/conftest.py, cli_env)
+        # The environment a CLI test's command gets (tests/cli/conftest.py, cli_env)
         # without its per-test parts: what differs from it is checked command by command.
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "RUIZN_"))}
         self.proc = subprocess.Popen(

@@ -23,10 +23,10 @@ from ruizn.version import __version__ as __version__
 
 # The face: each public name and the module that holds it.
 _HOMES: dict[str, str] = {
-    "ForkRefused": "ruizn.cassette.fork",
+    "ForkRefused": "ruizn.fork",
     "Cassette": "ruizn.cassette.model",
-    "Divergence": "ruizn.cassette.recording",
-    "RecordingError": "ruizn.cassette.recording",
+    "Divergence": "ruizn.recording",
+    "RecordingError": "ruizn.recording",
     "ResumeRefused": "ruizn.resuming",
     "Limits": "ruizn.limits",
     "MCPServer": "ruizn.effects.mcp.config",

@@ -1,9 +1,6 @@
 # The public face of ruizn, for type checkers: the same names as `__all__` in __init__.py
 # (a test holds them equal). One import a line.
-from ruizn.cassette.fork import ForkRefused as ForkRefused
 from ruizn.cassette.model import Cassette as Cassette
-from ruizn.cassette.recording import Divergence as Divergence
-from ruizn.cassette.recording import RecordingError as RecordingError
 from ruizn.effects.mcp.config import MCPServer as MCPServer
 from ruizn.effects.models.function import FunctionModel as FunctionModel
 from ruizn.effects.models.pricing import FixedPrices as FixedPrices
@@ -48,8 +45,11 @@ from ruizn.events import ToolCallFinished as ToolCallFinished
 from ruizn.events import ToolCallStarted as ToolCallStarted
 from ruizn.events import ToolsChanged as ToolsChanged
 from ruizn.events import UserMessage as UserMessage
+from ruizn.fork import ForkRefused as ForkRefused
 from ruizn.limits import Limits as Limits
 from ruizn.media import Image as Image
+from ruizn.recording import Divergence as Divergence
+from ruizn.recording import RecordingError as RecordingError
 from ruizn.resuming import ResumeRefused as ResumeRefused
 from ruizn.settings import ConfigError as ConfigError
 from ruizn.settings import RunSettings as RunSettings

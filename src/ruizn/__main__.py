@@ -7,6 +7,6 @@ import sys
 if sys.path and sys.path[0] in ("", os.getcwd()):
     sys.path.append(sys.path.pop(0))
 
-from ruizn.shell.cli.main import main  # after sys.path is safe
+from ruizn.cli.main import main  # after sys.path is safe
 
 main()

@@ -8,7 +8,6 @@ import pytest
 from attrs import evolve
 
 from ruizn.cassette.diff import first_difference, items
-from ruizn.cassette.recording import compare_requests, recording_of
 from ruizn.events import (
     Event,
     LlmCallFailed,
@@ -22,6 +21,7 @@ from ruizn.events import (
     UserMessage,
 )
 from ruizn.limits import Limits
+from ruizn.recording import compare_requests, recording_of
 from ruizn.reducers import InvalidTransition
 from ruizn.request import plan_request
 from ruizn.resuming import ResumeRefused, plan_continue

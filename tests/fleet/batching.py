@@ -11,10 +11,10 @@ from typing import Any
 from ruizn.effects.runlog.reader import replay_file
 from ruizn.fleet.database import EventStore
 from ruizn.state import Status
+from tests.cli.conftest import cli_env, read_events
 from tests.fakeapi import Usage
 from tests.fleet.conftest import SUBPROCESS_PATH, batch_db, requests_per_goal
 from tests.fleet.tools import NOTES
-from tests.shell.cli.conftest import cli_env, read_events
 
 # A priced step of the budget tests.
 CALL = 0.45  # 150,000 tokens in and 15,000 out on claude-sonnet-5-5 ($2 and $10 per MTok)

@@ -17,11 +17,11 @@ import pytest
 import sqlalchemy as sa
 
 from ruizn.fleet.database import EventStore
+from tests.cli.approval_helpers import write
+from tests.cli.conftest import cli_env, ruizn_command
 from tests.fakeapi import Reply, Stream, Text, ToolUse
 from tests.fleet.pg import NoPostgres, postgres_server
 from tests.paths import REPO
-from tests.shell.cli.approval_helpers import write
-from tests.shell.cli.conftest import cli_env, ruizn_command
 from tests.warm_client import run_ruizn
 
 # For the CLI and workers run as subprocesses: ruizn from this tree's src, whichever

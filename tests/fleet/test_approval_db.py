@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from dbos import DBOSClient
 
+from tests.cli.approval_helpers import tool_results
+from tests.cli.conftest import cli_env
 from tests.fleet.conftest import (
     SUBPROCESS_PATH,
     batch_db,
@@ -25,8 +27,6 @@ from tests.fleet.conftest import (
     writes_model,
 )
 from tests.fleet.conftest import statuses as stored_statuses
-from tests.shell.cli.approval_helpers import tool_results
-from tests.shell.cli.conftest import cli_env
 
 pytestmark = pytest.mark.slow
 

@@ -18,9 +18,9 @@ from ruizn.fleet.resume import Checked, FleetResumeRefused, check_resume
 from ruizn.limits import Limits
 from ruizn.settings import RunSettings
 from ruizn.state import ExecutionContext
+from tests.cli.approval_helpers import tool_results, turns_model, write
+from tests.cli.conftest import API_KEY
 from tests.fleet.tools import make_tools
-from tests.shell.cli.approval_helpers import tool_results, turns_model, write
-from tests.shell.cli.conftest import API_KEY
 
 WRITES = [write("toolu_a", "a.txt", "one"), write("toolu_b", "b.txt", "two")]
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.cli.conftest import run_cli, start_cli
 from tests.fleet.batching import (
     RUNS,
     TOOL_TURNS,
@@ -22,7 +23,6 @@ from tests.fleet.batching import (
     write_goals,
 )
 from tests.fleet.conftest import note_loop, wait_for
-from tests.shell.cli.conftest import run_cli, start_cli
 
 pytestmark = pytest.mark.slow
 

@@ -12,10 +12,10 @@ import pytest
 import sqlalchemy as sa
 
 from ruizn.fleet.database import BUDGETS, EventStore
+from tests.cli.conftest import cli_env
 from tests.fakeapi import Reply, Stream, Text, ToolUse
 from tests.fleet.batching import CALL, STEP
 from tests.fleet.conftest import SUBPROCESS_PATH, batch_db, first_text, ruizn
-from tests.shell.cli.conftest import cli_env
 from tests.warm_client import run_ruizn
 
 pytestmark = pytest.mark.slow

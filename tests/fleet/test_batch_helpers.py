@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from ruizn.fleet.helpers import helper_count
+from tests.cli.conftest import run_cli, start_cli
 from tests.fleet.batching import (
     RUNS,
     TOOL_TURNS,
@@ -25,7 +26,6 @@ from tests.fleet.batching import (
     write_goals,
 )
 from tests.fleet.conftest import note_loop, wait_for
-from tests.shell.cli.conftest import run_cli, start_cli
 
 pytestmark = [
     pytest.mark.slow,
@@ -49,7 +49,7 @@ def helpers_of(batch: int) -> list[int]:
             args = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"ruizn.shell.cli.batch_helper" in args and str(batch).encode() in args:
+        if b"ruizn.cli.batch_helper" in args and str(batch).encode() in args:
             found.append(int(entry.name))
     return found
 

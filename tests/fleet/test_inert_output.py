@@ -14,9 +14,9 @@ import sqlalchemy as sa
 
 from ruizn.fleet.database import EVENTS, RUNS, EventStore
 from ruizn.terminal import UNSAFE
+from tests.cli.conftest import Result, cli_env, run_cli
 from tests.fakeapi import Stream, Text
 from tests.fleet.conftest import SUBPROCESS_PATH, env, ruizn
-from tests.shell.cli.conftest import Result, cli_env, run_cli
 
 pytestmark = pytest.mark.slow
 

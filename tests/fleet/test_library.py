@@ -1,6 +1,6 @@
 """The fleet is a library: it returns reports and raises typed errors, and never prints or
 ends the process. Printing, progress bars and exit codes are the CLI's
-(shell/cli/fleet_printer.py), so a program can run a batch, a worker or a submit and read
+(cli/fleet_printer.py), so a program can run a batch, a worker or a submit and read
 what happened."""
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def violations(source: str) -> list[str]:
                 if name and (
                     name == "click"
                     or name.startswith("click.")
-                    or name.startswith("ruizn.shell.cli")
+                    or name.startswith("ruizn.cli")
                     or name in {"rich", "tqdm"}
                 ):
                     found.append(f"{where}: import {name}")
@@ -83,8 +83,8 @@ def test_the_fleet_never_prints_or_exits(path: Path) -> None:
         "raise SystemExit(2)",
         "import click\nclick.echo('x')",
         "from click import echo",
-        "from ruizn.shell.cli.exits import fail",
-        "def f():\n    from ruizn.shell.cli.exits import EXIT_ERROR\n    return EXIT_ERROR",
+        "from ruizn.cli.exits import fail",
+        "def f():\n    from ruizn.cli.exits import EXIT_ERROR\n    return EXIT_ERROR",
         "exit(1)",
         "raise KeyboardInterrupt",
     ],

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from tests.cli.conftest import cli_env
 from tests.fleet.conftest import SUBPROCESS_PATH, batch_db, log_of, of_type, ruizn, writes_model
-from tests.shell.cli.conftest import cli_env
 
 pytestmark = pytest.mark.slow
 

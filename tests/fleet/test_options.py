@@ -18,6 +18,7 @@ import pytest
 from dbos import DBOSClient
 
 from ruizn.fleet.database import EventStore
+from tests.cli.conftest import cli_env, run_cli
 from tests.fakeapi import HttpError, Reply, Stream, Text, ToolUse
 from tests.fleet.conftest import (
     SUBPROCESS_PATH,
@@ -31,7 +32,6 @@ from tests.fleet.conftest import (
     wait_for,
 )
 from tests.mcp_servers import DEMO
-from tests.shell.cli.conftest import cli_env, run_cli
 
 pytestmark = pytest.mark.slow
 

@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ruizn.fleet.batch import database_of
+from tests.cli.conftest import cli_env, ruizn_command
 from tests.fleet.conftest import SUBPROCESS_PATH, ruizn, wait_for
-from tests.shell.cli.conftest import cli_env, ruizn_command
 
 pytestmark = pytest.mark.slow
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from ruizn.fleet.database import EventStore
+from tests.cli.conftest import run_cli
 from tests.conftest import PRECIOUS
 from tests.fakeapi import Stream, Text
-from tests.shell.cli.conftest import run_cli
 
 
 def test_export_replaces_a_planted_link_instead_of_writing_through_it(

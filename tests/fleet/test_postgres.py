@@ -14,6 +14,7 @@ import pytest
 from ruizn.effects.runlog.reader import replay_file
 from ruizn.fleet.database import EventStore
 from ruizn.state import Status
+from tests.cli.conftest import cli_env
 from tests.fleet.conftest import (
     env,
     note_loop,
@@ -24,7 +25,6 @@ from tests.fleet.conftest import (
     wait_for,
 )
 from tests.fleet.tools import NOTES
-from tests.shell.cli.conftest import cli_env
 
 RUNS = 12
 TOOL_TURNS = 2

@@ -18,9 +18,9 @@ from ruizn.limits import Limits
 from ruizn.serde import encode
 from ruizn.settings import RunSettings
 from ruizn.state import ToolUseBlock
+from tests.cli.conftest import API_KEY, read_events
 from tests.fakeapi import HttpError
 from tests.fleet.tools import NOTES, NoteTool, make_tools
-from tests.shell.cli.conftest import API_KEY, read_events
 
 
 def test_a_tool_in_flight_at_the_crash_is_answered_interrupted_and_never_run_again(

@@ -17,6 +17,7 @@ from ruizn.effects.runlog.reader import replay_file
 from ruizn.fleet.database import EventStore
 from ruizn.fleet.dbstore import DbRunStore
 from ruizn.state import Status
+from tests.cli.conftest import cli_env
 from tests.fakeapi import HttpError, Reply
 from tests.fleet.conftest import (
     env,
@@ -29,7 +30,6 @@ from tests.fleet.conftest import (
     wait_for,
 )
 from tests.fleet.tools import NOTES
-from tests.shell.cli.conftest import cli_env
 
 pytestmark = pytest.mark.slow
 

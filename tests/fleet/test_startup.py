@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.cli.conftest import cli_env, modules_after
 from tests.conftest import run_python
-from tests.shell.cli.conftest import cli_env, modules_after
 
 
 def test_help_lists_the_fleet_commands_without_importing_dbos() -> None:

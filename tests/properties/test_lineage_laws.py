@@ -20,11 +20,11 @@ from attrs import evolve
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ruizn.cassette.fork import ForkRefused, at_rest, fork_prefix
 from ruizn.effects.models.function import FunctionModel
 from ruizn.effects.runlog.sink import MemorySink
 from ruizn.effects.tools.base import ToolRegistry
 from ruizn.events import Event, LlmCallStarted, Parent, RunResumed, RunStarted, UserMessage
+from ruizn.fork import ForkRefused, at_rest, fork_prefix
 from ruizn.limits import Limits
 from ruizn.reducers import rebuild
 from ruizn.resuming import ResumeRefused, plan_continue, plan_resume

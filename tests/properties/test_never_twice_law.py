@@ -2,7 +2,7 @@
 killed at any event (mid-call included), resumed from its log alone, with tools that need
 approval and tools that do not. The rule lives once, as data: the `read_only` flag each tool
 source recorded in run_started (decide.interrupted_calls); the shell's `bash` is one more
-such tool, and tests/shell/cli/test_shell.py kills a real command mid-run to show it."""
+such tool, and tests/cli/test_shell.py kills a real command mid-run to show it."""
 
 from __future__ import annotations
 

@@ -20,12 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ruizn.cassette.recording import RecordingError
 from ruizn.cassette.rerun import Rerun, rerun_async
 from ruizn.effects.runlog.store import FileStore, replay
 from ruizn.effects.runlog.trust import TrustStore
 from ruizn.effects.tools.base import BaseTool
 from ruizn.events import Event, LlmResponse, RunStarted, ToolCallFinished, ToolCallStarted
+from ruizn.recording import RecordingError
 from ruizn.serde import encode
 from ruizn.shell.agent import Agent
 from ruizn.state import JsonObject, ToolResult

@@ -7,7 +7,7 @@ import os
 from html.parser import HTMLParser
 from pathlib import Path
 
-from tests.shell.cli.conftest import run_cli
+from tests.cli.conftest import run_cli
 
 __all__ = ["Dom", "artifacts", "view_page"]
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tests.cli.conftest import Result, run_cli
 from tests.fakeapi import FakeAnthropic, HttpError, Stream, Text, ToolUse, Usage
-from tests.shell.cli.conftest import Result, run_cli
 
 FINAL_ANSWER = "The demo project has one module, search.py; its docs say it ranks by BM25."
 

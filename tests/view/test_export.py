@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 import ruizn
-from ruizn.view.spans import span_id, trace_id
+from ruizn.spans import span_id, trace_id
+from tests.cli.conftest import cli_env, normalise_log, normalise_stdout, read_events, run_cli
 from tests.conftest import run_python
 from tests.fakeapi import Stream, Text, ToolUse, Usage
-from tests.shell.cli.conftest import cli_env, normalise_log, normalise_stdout, read_events, run_cli
 from tests.view.demo import demo_run, demo_script, make_workspace
 from tests.view.receiver import HangingPort, OtlpReceiver, attributes, closed_port_url
 
@@ -328,7 +328,7 @@ def test_help_and_view_never_import_opentelemetry(tmp_path: Path, server_factory
 
     on_help = imported(["--help"], tmp_path)
     assert "click" in on_help  # the import log was read
-    for module in ("opentelemetry", "ruizn.view.page", "ruizn.view.timeline", "ruizn.view.spans"):
+    for module in ("opentelemetry", "ruizn.view.page", "ruizn.view.timeline", "ruizn.spans"):
         assert module not in on_help
     assert "ruizn.effects.telemetry.otlp" not in on_help
     workspace = tmp_path / "ws"

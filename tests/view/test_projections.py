@@ -1,4 +1,4 @@
-"""Laws of the two projections of a log (`ruizn.view.timeline`, `ruizn.view.spans`) and of the live
+"""Laws of the two projections of a log (`ruizn.view.timeline`, `ruizn.spans`) and of the live
 exporter, over runs of the real runner (tests/properties/runs.simulate: drawn replies,
 failures, tool results, approvals, crashes and resumes), in-process."""
 
@@ -23,9 +23,9 @@ from ruizn.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from ruizn.spans import SpanBuilder, project_spans, trace_id
 from ruizn.state import ToolUseBlock
 from ruizn.view.page import page_data, script_json
-from ruizn.view.spans import SpanBuilder, project_spans, trace_id
 from ruizn.view.timeline import project
 from tests.properties.runs import json_values, runs_settings, simulate, texts
 

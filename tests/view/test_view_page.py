@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
+from tests.cli.conftest import cli_env, run_cli
 from tests.fakeapi import Stream, Text, ToolUse, tool_loop
-from tests.shell.cli.conftest import cli_env, run_cli
 from tests.view.chromium import dump_dom, screenshot
 from tests.view.conftest import Dom, artifacts, view_page
 from tests.view.demo import FINAL_ANSWER, demo_run, demo_script, make_workspace

@@ -17,10 +17,10 @@ import pytest
 
 from ruizn.state import ImageBlock, ImageSource
 from ruizn.view.page import thumbnail
+from tests.cli.conftest import Result, run_cli
 from tests.fakeapi import Stream, Text, ToolUse
 from tests.fakeapi.replies import Thinking
 from tests.mcp_servers.media import png
-from tests.shell.cli.conftest import Result, run_cli
 from tests.view.chromium import dump_dom, screenshot
 from tests.view.conftest import Dom, artifacts, view_page
 

@@ -7,7 +7,7 @@
 The cassette serves the recording's model calls in order, each attempt as it happened (its
 streamed text, then its reply, or its failure, so retries happen again as they did). Before
 serving one it compares the request it was sent (the system prompt, the tools, the messages)
-with the one the recording's state sent (`ruizn.cassette.recording`): the first that differs raises
+with the one the recording's state sent (`ruizn.recording`): the first that differs raises
 `ReplayDiverged`, naming the recording's seq and, when a tool's result changed, the call and
 the tool. No network, no key. The tools are the caller's, run for real.
 
@@ -20,7 +20,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
-from ruizn.cassette.recording import (
+from ruizn.effects.models.provider import ModelReply, ProviderError, ReplayDiverged
+from ruizn.effects.person.approval import Answer
+from ruizn.effects.runlog.reader import LogError, iter_events
+from ruizn.effects.tools.base import BaseTool
+from ruizn.events import Event, LlmCallFailed, LlmResponse
+from ruizn.recording import (
     Divergence,
     Recording,
     RecordingError,
@@ -28,11 +33,6 @@ from ruizn.cassette.recording import (
     exhausted,
     recording_of,
 )
-from ruizn.effects.models.provider import ModelReply, ProviderError, ReplayDiverged
-from ruizn.effects.person.approval import Answer
-from ruizn.effects.runlog.reader import LogError, iter_events
-from ruizn.effects.tools.base import BaseTool
-from ruizn.events import Event, LlmCallFailed, LlmResponse
 from ruizn.reducers import InvalidTransition
 from ruizn.request import MessagesRequest
 from ruizn.settings import RunSettings

@@ -25,13 +25,13 @@ from attrs import evolve, frozen
 
 from ruizn.cassette.hooks import RecordedHooks
 from ruizn.cassette.model import Cassette, RecordedApprover
-from ruizn.cassette.recording import Divergence, Recording, Stop, compare_stop
 from ruizn.defaults import ApprovalMode
 from ruizn.effects.models.provider import ReplayDiverged
 from ruizn.effects.runlog.reader import iter_events
 from ruizn.effects.runlog.store import settled
 from ruizn.events import Parent
 from ruizn.grant import grant_of
+from ruizn.recording import Divergence, Recording, Stop, compare_stop
 from ruizn.shell.agent import Agent
 from ruizn.shell.outcome import Resume, Session, UntrustedRun
 from ruizn.state import ExecutionContext, Status, ToolResultBlock

@@ -1,7 +1,7 @@
 """`ruizn batch GOALS.jsonl`: a fleet of one machine, on SQLite in the user's state directory.
 
 A library: `run_batch` returns a `BatchReport` and tells a `BatchWatcher` as it goes; it
-prints nothing and raises `FleetRefused` when it cannot start (shell/cli/fleet_printer.py
+prints nothing and raises `FleetRefused` when it cannot start (cli/fleet_printer.py
 draws it)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The fleet's typed errors, and the check for the `fleet` extra. The fleet is a library: it
 raises these and returns reports (fleet/reports.py); the CLI turns them into one line and an
-exit code (shell/cli/fleet_printer.py)."""
+exit code (cli/fleet_printer.py)."""
 
 from __future__ import annotations
 

@@ -84,7 +84,7 @@ class Helpers:
         for k in range(1, count + 1):
             worker = f"{HELPER_PREFIX}{k}"
             proc = subprocess.Popen(
-                [sys.executable, "-m", "ruizn.shell.cli.batch_helper", str(os.getpid()), worker],
+                [sys.executable, "-m", "ruizn.cli.batch_helper", str(os.getpid()), worker],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
             )

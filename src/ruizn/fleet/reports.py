@@ -3,7 +3,7 @@
 `run_batch` returns a `BatchReport` and tells a `BatchWatcher` each run's end and, while it
 waits, the batch's progress; `work` returns `WorkerStopped`; `submit` returns `Submitted`;
 `resume_db` returns `Queued` or `NothingQueued`. The CLI draws them
-(shell/cli/fleet_printer.py); a program may read them instead."""
+(cli/fleet_printer.py); a program may read them instead."""
 
 from __future__ import annotations
 

@@ -1,2 +1,3 @@
 """The imperative shell: the runner (`runner`), the one builder (`agent`: `ruizn.Agent`) and
-the `ruizn` command (`cli/`: every print and exit code)."""
+what they need. The features (cassette, view, fleet) and the `ruizn` command (`ruizn.cli`)
+sit above it."""

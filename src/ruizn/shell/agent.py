@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from attrs import asdict, evolve
 
-from ruizn.cassette.fork import fork_prefix
 from ruizn.effects.mcp.config import MCPServer
 from ruizn.effects.models.function import ReplyFunction
 from ruizn.effects.models.pricing import Pricer, SharedBudget, default_pricer, unpriced
@@ -37,6 +36,7 @@ from ruizn.effects.runlog.sink import EventSink, MemorySink
 from ruizn.effects.runlog.store import RunStore, fleet_owner, new_run_id, settled
 from ruizn.effects.runlog.trust import NOT_STARTED_HERE, TrustStore
 from ruizn.events import Event, LlmToken, Parent, RunFinished, RunResumed, RunStarted
+from ruizn.fork import fork_prefix
 from ruizn.limits import Limits
 from ruizn.reducers import reasked, rebuild, reduce
 from ruizn.reducers import start as start_state

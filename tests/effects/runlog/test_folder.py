@@ -1,6 +1,6 @@
 """The run-folder rules at the library level: what `RunFolder` opens and refuses, the line cap
 the writer and the reader share, and the cut resume makes. (The attacks themselves, over the
-real CLI, are in tests/shell/cli/test_hostile_folders.py.)"""
+real CLI, are in tests/cli/test_hostile_folders.py.)"""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tests.shell.cli.conftest import run_cli
+from tests.cli.conftest import run_cli
 
 
 def _git(workspace: Path, *args: str) -> str:

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from ruizn.effects.telemetry.otlp import OtlpError, send_spans, traces_endpoint
-from ruizn.view.spans import Span
-from tests.shell.cli.conftest import run_cli
+from ruizn.spans import Span
+from tests.cli.conftest import run_cli
 from tests.view.receiver import OtlpReceiver
 
 SECRET = "qs-secret-0123456789"

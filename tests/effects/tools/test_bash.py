@@ -1,5 +1,5 @@
 """The shell tools' parts that need no model: the approval prompt, output capping, timeouts,
-and the sandbox's command line (the whole tool runs in tests/shell/cli/test_shell.py)."""
+and the sandbox's command line (the whole tool runs in tests/cli/test_shell.py)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from ruizn.settings import ConfigError
 from ruizn.state import ContentBlock, Usage
 
 if TYPE_CHECKING:
-    from ruizn.cassette.recording import Divergence
+    from ruizn.recording import Divergence
 
 
 @frozen(kw_only=True)
@@ -63,7 +63,7 @@ class ReplayDiverged(Exception):
     """A model that replays a recording (`ruizn.Cassette`) was sent a request the recording
     does not hold: the run has left it. Not a failed call (nothing would be retried): the
     runner finishes the run with status error and raises this to its caller.
-    `divergence` says where (`ruizn.cassette.recording.Divergence`: the seq, the call, the
+    `divergence` says where (`ruizn.recording.Divergence`: the seq, the call, the
     tool, a diff)."""
 
     def __init__(self, divergence: Divergence) -> None:

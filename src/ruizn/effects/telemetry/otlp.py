@@ -1,4 +1,4 @@
-"""Sending a run's spans (`ruizn.view.spans`) to an OpenTelemetry collector over OTLP/HTTP.
+"""Sending a run's spans (`ruizn.spans`) to an OpenTelemetry collector over OTLP/HTTP.
 
 `OtlpSender` turns the span records into the SDK's `ReadableSpan`s, with the ids and times
 the records carry, and sends them with the SDK's protobuf OTLP/HTTP exporter. `LiveExporter`
@@ -25,8 +25,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ruizn.events import Event, LlmToken, RunStarted
 from ruizn.redact import Redactor, redact_url, url_secrets
+from ruizn.spans import Span, SpanBuilder
 from ruizn.version import __version__
-from ruizn.view.spans import Span, SpanBuilder
 
 TRACES_PATH = "/v1/traces"
 BATCH = 512  # spans a request: a 2,000-step run is ~6,000 spans
