@@ -262,7 +262,7 @@ def resume_db(db: str, run: str, request: Resume) -> Queued | NothingQueued:
 
     key = _key()
     store = open_store(db)
-    if run == "last":
+    if run == "last" or not store.has_run(run):  # `last`, or a run id typed in part
         from ruizn.effects.runlog.store import RunNotFound
         from ruizn.fleet.dbstore import DbRunStore
 

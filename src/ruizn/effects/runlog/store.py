@@ -103,12 +103,16 @@ def resolve_run(run: str | Path, root: Path) -> Path:
     if len(found) == 1:
         return root / found[0] / LOG_NAME
     if found:
-        shown = ", ".join(found[:MAX_SHOWN_MATCHES])
-        more = (
-            f" and {len(found) - MAX_SHOWN_MATCHES} more" if len(found) > MAX_SHOWN_MATCHES else ""
-        )
-        raise RunNotFound(f"{str(run)!r} is the start of {len(found)} run ids: {shown}{more}")
+        raise ambiguous(str(run), found)
     raise RunNotFound(f"no run {str(run)!r}: not a log file, a run folder, or a run id in {root}")
+
+
+def ambiguous(start: str, found: list[str]) -> RunNotFound:
+    """The error for a run id's start that several runs share, naming them."""
+    shown = ", ".join(found[:MAX_SHOWN_MATCHES])
+    extra = len(found) - MAX_SHOWN_MATCHES
+    more = f" and {extra} more" if extra > 0 else ""
+    return RunNotFound(f"{start!r} is the start of {len(found)} run ids: {shown}{more}")
 
 
 def prefixed(start: str, root: Path) -> list[str]:
