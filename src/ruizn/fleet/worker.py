@@ -262,7 +262,8 @@ def resume_db(db: str, run: str, request: Resume) -> Queued | NothingQueued:
 
     key = _key()
     store = open_store(db)
-    if run == "last" or not store.has_run(run):  # `last`, or a run id typed in part
+    # `last`, or a run id typed in part (no run, not even a queued one, has it whole).
+    if run == "last" or run not in {row.run_id for row in store.runs()}:
         from ruizn.effects.runlog.store import RunNotFound
         from ruizn.fleet.dbstore import DbRunStore
 
