@@ -39,6 +39,7 @@ from ruizn.events import OutputChecked as OutputChecked
 from ruizn.events import RunFinished as RunFinished
 from ruizn.events import RunResumed as RunResumed
 from ruizn.events import RunStarted as RunStarted
+from ruizn.events import SettingsChanged as SettingsChanged
 from ruizn.events import ToolApprovalDecided as ToolApprovalDecided
 from ruizn.events import ToolApprovalRequested as ToolApprovalRequested
 from ruizn.events import ToolCallFinished as ToolCallFinished

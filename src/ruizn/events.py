@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal
 
 from attrs import field, frozen
 
-from ruizn.defaults import ApprovalMode
+from ruizn.defaults import ApprovalMode, Effort
 from ruizn.limits import Limits
 from ruizn.settings import RunSettings
 from ruizn.state import (
@@ -306,6 +306,20 @@ class HookRan:
 
 
 @frozen(kw_only=True)
+class SettingsChanged:
+    """A person changed a setting between turns (a session's `/model`, `/effort`); logged
+    after the run_resumed that goes on, so replay sends the next request as the live run did.
+    None: unchanged. `context_window` is the new model's window (None: unknown)."""
+
+    TAG: ClassVar[str] = "settings_changed"
+    seq: int
+    ts: float
+    model: str | None = None
+    effort: Effort | None = None
+    context_window: int | None = None
+
+
+@frozen(kw_only=True)
 class RunFinished:
     TAG: ClassVar[str] = "run_finished"
     seq: int
@@ -338,6 +352,7 @@ Event = (
     | UserMessage
     | OutputChecked
     | HookRan
+    | SettingsChanged
 )
 
 EVENT_TYPES: tuple[type[Any], ...] = (
@@ -358,4 +373,5 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     UserMessage,
     OutputChecked,
     HookRan,
+    SettingsChanged,
 )

@@ -57,6 +57,7 @@ from ruizn.events import (
     RunFinished,
     RunResumed,
     RunStarted,
+    SettingsChanged,
     ToolApprovalDecided,
     ToolApprovalRequested,
     ToolCallFinished,
@@ -150,6 +151,9 @@ TRANSITIONS: Mapping[tuple[Phase, str], Phase | Rule] = {
     # leaves it READY (the history ends with the user) or DONE (with a finished answer).
     (_R, UserMessage.TAG): _R,
     (_D, UserMessage.TAG): _R,
+    # A session's `/model` or `/effort`: logged after the run_resumed, before the message.
+    (_R, SettingsChanged.TAG): _R,
+    (_D, SettingsChanged.TAG): _D,
     # A run with an output schema: its final answer checked (a text answer, DONE) or its
     # final_output call answered (tool mode, TOOLS); a miss goes back to the model (READY).
     (_D, OutputChecked.TAG): Rule.AFTER_OUTPUT,
@@ -231,6 +235,8 @@ def reduce(state: ExecutionContext, event: Event) -> ExecutionContext:
             after = _on_run_finished(state, event)
         case UserMessage():
             after = _on_user_message(state, event)
+        case SettingsChanged():
+            after = _on_settings_changed(state, event)
         case OutputChecked():
             after = on_output_checked(state, event)
         case HookRan():
@@ -343,6 +349,22 @@ def _on_run_resumed(state: ExecutionContext, event: RunResumed) -> ExecutionCont
         elapsed=state.elapsed + event.elapsed,
         last_seq=event.seq,
     )
+
+
+def _on_settings_changed(state: ExecutionContext, event: SettingsChanged) -> ExecutionContext:
+    if event.model is None and event.effort is None:
+        raise InvalidTransition("settings_changed that changes nothing")
+    if state.failure is not None:
+        raise InvalidTransition("settings_changed between the attempts of a model call")
+    settings = state.settings
+    try:
+        if event.model is not None:
+            settings = evolve(settings, model=event.model, context_window=event.context_window)
+        if event.effort is not None:
+            settings = evolve(settings, effort=event.effort)
+    except (TypeError, ValueError) as bad:  # the settings' own validators
+        raise InvalidTransition(f"settings_changed: {bad}") from None
+    return evolve(state, settings=settings, last_seq=event.seq)
 
 
 def _on_user_message(state: ExecutionContext, event: UserMessage) -> ExecutionContext:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from attrs import evolve, field, frozen
 
 from ruizn.decide import NeedsApproval, approval_candidates
-from ruizn.defaults import ApprovalMode
+from ruizn.defaults import ApprovalMode, Effort
 from ruizn.format import counted
 from ruizn.limits import Limits
 from ruizn.rules import (
@@ -125,6 +125,19 @@ class ResumePlan:
     reask: bool = False
     # The time of the session before, which ended with no run_finished (RunResumed.elapsed).
     lost: float = 0.0
+    # The calls of a turn a person cancelled, answered before the new message (a session's
+    # Ctrl-C, `cancelled_answers`): each tool_use is answered, none is run.
+    answers: tuple[tuple[ToolCall, ToolResult], ...] = ()
+
+
+@frozen(kw_only=True)
+class SettingChange:
+    """Settings a person changes with a message (events.SettingsChanged's fields): None,
+    unchanged."""
+
+    model: str | None = None
+    effort: Effort | None = None
+    context_window: int | None = None
 
 
 def plan_resume(state: ExecutionContext, limits: Limits) -> ResumePlan | None:
@@ -192,14 +205,46 @@ def _check_budget(state: ExecutionContext, max_cost: float | None) -> None:
         )
 
 
-def plan_continue(state: ExecutionContext, message: str, limits: Limits) -> ResumePlan:
+def cancelled_answers(state: ExecutionContext) -> tuple[tuple[ToolCall, ToolResult], ...]:
+    """The answers to the calls of a turn a person cancelled (Ctrl-C in a session), so a new
+    message can follow it. Nothing is run again: a call that was in flight and may have
+    changed something is `interrupted` (its effects unknown); one that never started, or a
+    read-only one (as the log records its tool), was not run."""
+    if state.status is not Status.CANCELLED:
+        return ()
+    maybe_ran = {call.id for call in interrupted_calls(state, lambda _name: True)}
+    started = set(state.tools_in_flight)
+    answers = []
+    for call in state.pending_tool_calls:
+        if call.id in maybe_ran:
+            result = interrupted_result(call)
+        elif call.id in started:
+            result = ToolResult.error(
+                ErrorType.INTERRUPTED,
+                f"{call.name} was stopped before it finished: the person cancelled the turn",
+            )
+        else:
+            result = ToolResult.error(
+                ErrorType.INTERRUPTED, f"{call.name} was not run: the person cancelled the turn"
+            )
+        answers.append((call, result))
+    return tuple(answers)
+
+
+def plan_continue(
+    state: ExecutionContext,
+    message: str,
+    limits: Limits,
+    answers: tuple[tuple[ToolCall, ToolResult], ...] = (),
+) -> ResumePlan:
     """The limits a run goes on with after a person adds `message` (`ruizn continue`).
 
     `limits.max_steps` is the budget for this message: the run's new total is the steps it
     has taken plus that many (None: the run's own limit); the other limits apply as given.
     A run that stopped in the middle of a model call, or with tool calls not answered
     (waiting for approval, or cut off by a stop), is refused: `resume` finishes that first,
-    so the message never lands inside a turn.
+    so the message never lands inside a turn. `answers` (`cancelled_answers`: a turn a
+    person cancelled) answer every open call instead.
     """
     if not message.strip():
         raise ResumeRefused("the message must not be empty")
@@ -218,7 +263,10 @@ def plan_continue(state: ExecutionContext, message: str, limits: Limits) -> Resu
             f"run {run} stopped in the middle of a model call: finish it with"
             f" `ruizn resume {run}`, then continue it"
         )
-    if state.turn_open:
+    if answers:
+        if {call.id for call, _ in answers} != {c.id for c in state.pending_tool_calls}:
+            raise ResumeRefused(f"run {run}: the answers do not match its open tool calls")
+    elif state.turn_open:
         waiting = state.awaiting_approval
         if waiting:
             raise ResumeRefused(
@@ -230,4 +278,4 @@ def plan_continue(state: ExecutionContext, message: str, limits: Limits) -> Resu
             f" answered: answer them with `ruizn resume {run}`, then continue it"
         )
     budget = state.settings.max_steps if max_steps is None else max_steps
-    return ResumePlan(limits=evolve(limits, max_steps=state.step + budget))
+    return ResumePlan(limits=evolve(limits, max_steps=state.step + budget), answers=answers)

@@ -29,6 +29,7 @@ from ruizn.events import (
     RunFinished,
     RunResumed,
     RunStarted,
+    SettingsChanged,
 )
 from ruizn.media import tally_of_run
 from ruizn.settings import ConfigError, RunSettings
@@ -105,6 +106,7 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
     RunFinished: ("cost",),
     OutputChecked: ("output", "error", "call_id"),
     HookRan: ("reason", "context", "updated_input", "tool_use_id", "error"),
+    SettingsChanged: ("model", "effort", "context_window"),
 }
 
 

@@ -53,6 +53,7 @@ class ErrorType(enum.StrEnum):
     INTERRUPTED = "interrupted"
     INVALID_RESPONSE = "invalid_response"
     DENIED = "denied"  # a person or the approval policy refused the call; it was not run
+    EXIT_STATUS = "exit_status"  # a command ran and exited non-zero (its output is the content)
 
 
 # Who decided a call: the person asked, the run's approval mode, or a person's earlier

@@ -7,6 +7,7 @@ import errno
 import fcntl
 import os
 import select
+import struct
 import subprocess
 import termios
 import time
@@ -38,9 +39,17 @@ class Terminal:
     run` typed in a shell)."""
 
     def __init__(
-        self, args: list[str], workspace: Path, env: dict[str, str], goal: str | None = None
+        self,
+        args: list[str],
+        workspace: Path,
+        env: dict[str, str],
+        goal: str | None = None,
+        size: tuple[int, int] | None = None,
     ) -> None:
         master, slave = os.openpty()
+        if size is not None:  # columns, rows: what the program reads from the terminal
+            columns, rows = size
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
         self.proc = start_cli(
             args,
             workspace=workspace,

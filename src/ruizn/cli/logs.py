@@ -28,6 +28,7 @@ from ruizn.events import (
     LlmResponse,
     Parent,
     RunStarted,
+    SettingsChanged,
     ToolCallFinished,
     ToolCallStarted,
     ToolsChanged,
@@ -108,10 +109,16 @@ class _Tally:
         # The shell's background commands: call id -> (command, job id once it started).
         self.background: dict[str, tuple[str, str | None]] = {}
         self.killed: set[str] = set()
+        # Settings a person changed in a session: (seq, what).
+        self.changes: list[tuple[int, str]] = []
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, RunStarted):
             self.parent = event.parent
+        elif isinstance(event, SettingsChanged):
+            what = [f"model {event.model}"] if event.model is not None else []
+            what += [f"effort {event.effort}"] if event.effort is not None else []
+            self.changes.append((event.seq, ", ".join(what)))
         elif isinstance(event, LlmResponse):
             self.responses.append(event)
             for block in event.content:
@@ -294,6 +301,19 @@ def _instructions_line(state: ExecutionContext) -> str:
     )
 
 
+def cost_report(store: RunStore, run: str) -> list[str]:
+    """A session's `/cost`: every step's usage and cost so far, then the run's cost line."""
+    ref = _resolve(store, run)
+    tally = _Tally()
+    state = store.load(ref, on_event=tally).state
+    step_lines, total, priced_now = _step_costs(state.settings.model, tally.responses)
+    return [
+        f"{'STEP':>5}  {'COST':>14}  TOKENS",
+        *step_lines,
+        f"total  {_cost_line(state, total, priced_now)}",
+    ]
+
+
 def show_run(store: RunStore, run: str) -> int:
     ref = _resolve(store, run)
     path = ref.path
@@ -321,6 +341,7 @@ def show_run(store: RunStore, run: str) -> int:
         *_lineage(tally.parent),
         ("goal", state.goal),
         ("model", _model_line(state.settings)),
+        *(("changed", f"at seq {seq}: {what}") for seq, what in tally.changes),
         *_thinking_lines(tally),
         ("workspace", grant.workspace),
         (

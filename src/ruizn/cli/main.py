@@ -50,6 +50,12 @@ COMMANDS: dict[str, Entry] = {
         " and its input schema.",
         sdk=True,
     ),
+    "chat": Entry(
+        _CLI + "session:chat_command",
+        "Open a session at the terminal: each message goes on in the same run (RUN, or a"
+        " new one), with slash commands (/help).",
+        sdk=True,
+    ),
     "replay": Entry(
         _CLI + "log_cmd:replay_command",
         "Rebuild RUN's state from its log and print its transcript (no network).",
@@ -198,6 +204,13 @@ def cli(ctx: click.Context, /, goal: str | None, **options: Any) -> None:
             _route_sdk_logs()
         return
     if goal is None:
+        if sys.stdin.isatty() and sys.stdout.isatty():  # `ruizn` alone at a terminal
+            _route_sdk_logs()
+            from ruizn.cli.session import open_session
+
+            if options.pop("otlp", None) is not None:
+                raise click.UsageError("--otlp goes with a goal (`ruizn run`), not a session")
+            raise Exit(open_session(run=None, first=None, **options))
         click.echo(ctx.get_help())
         raise Exit(EXIT_USAGE)
     _route_sdk_logs()

@@ -16,6 +16,8 @@ terminal: the transcript is the same bytes in a pipe, a file or a replay (a file
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections import Counter
 from collections.abc import Iterable
 from typing import TextIO
@@ -26,6 +28,7 @@ from ruizn.events import (
     Event,
     HookRan,
     LlmCallFailed,
+    LlmCallStarted,
     LlmResponse,
     LlmToken,
     OutputChecked,
@@ -61,6 +64,10 @@ APPROVAL_MODE_LINES = {
 }
 
 
+# The last line of the shell's result (effects/tools/bash.py): `[exit code N · 0.4 s]`.
+_EXIT_LINE = re.compile(r"\[exit code (-?\d+) · ([^\]\n]+)\]\Z")
+
+
 class StdoutPrinter:
     def __init__(self, out: TextIO, *, color: bool = False) -> None:
         self._out = out
@@ -74,6 +81,8 @@ class StdoutPrinter:
         self._tools: dict[str, JsonObject] = {}
         # --show-thinking: the summarized thinking the API sent, dimmed, once its reply is in.
         self._show_thinking = False
+        # At a terminal: the answer streamed so far in this call, to draw it again as Markdown.
+        self._answer: list[str] = []
 
     def __call__(self, event: Event) -> None:
         if self._broken:
@@ -91,8 +100,17 @@ class StdoutPrinter:
                 # --show-thinking: the reply is printed whole, in order, once it is in (the
                 # thinking is not streamed, and it goes before the text it preceded).
                 if text and not self._show_thinking:
-                    self._text(text)
+                    shown = visible(text)
+                    self._out.write(shown)
+                    self._inline = not text.endswith("\n")
+                    if self._color:
+                        self._answer.append(shown)
+            case LlmCallStarted() | LlmCallFailed(will_retry=False):
+                self._answer = []
             case LlmResponse(content=content):
+                if self._answer:
+                    self._as_markdown("".join(self._answer))
+                    self._answer = []
                 if self._show_thinking:
                     self._in_order(content)
                 self._turn([(b.id, b.name) for b in content if isinstance(b, ToolUseBlock)])
@@ -118,6 +136,7 @@ class StdoutPrinter:
             case ToolCallFinished(id=call_id, result=result):
                 self._finished(call_id, result)
             case LlmCallFailed(will_retry=True) as failed:
+                self._answer = []
                 # Said once: the provider's message names it already when it had one.
                 rid = failed.request_id
                 where = f" (request-id {rid})" if rid and rid not in failed.message else ""
@@ -161,6 +180,27 @@ class StdoutPrinter:
                 self._line(self._summary(finished))
             case _:
                 pass
+
+    def _as_markdown(self, text: str) -> None:
+        """Draw the streamed answer again as Markdown, in place, when it is Markdown and
+        still on the screen (cli/markdown.py)."""
+        from ruizn.cli.markdown import looks_like_markdown, redrawn, rows_taken
+
+        if not looks_like_markdown(text):
+            return
+        try:
+            columns, lines = os.get_terminal_size(self._out.fileno())
+        except (AttributeError, OSError, ValueError):
+            return
+        if columns < 1 or lines < 1:  # a terminal that gives no size
+            return
+        taken = rows_taken(text, columns)
+        if taken >= lines:
+            return  # part of it has scrolled away: leave it as streamed
+        up = taken if text.endswith("\n") else taken - 1
+        self._out.write("\r" + (f"\x1b[{up}A" if up else "") + "\x1b[J")
+        self._out.write(redrawn(text, columns=columns))
+        self._inline = False
 
     def _hook(self, ran: HookRan) -> None:
         """A hook's line: only what it decided, or why it failed (a quiet hook stays quiet)."""
@@ -224,7 +264,14 @@ class StdoutPrinter:
     def _finished(self, call_id: str, result: ToolResult) -> None:
         tag = self._paint(_DIM, "[tool]")
         text = text_of(result.content)
-        if result.is_error:
+        ended = _EXIT_LINE.search(text) if result.error_type in (None, "exit_status") else None
+        if ended is not None:  # a command: its exit code, never "ok" when it failed
+            code, took = ended.groups()
+            output = text[: ended.start()].encode()
+            folded = f"exit {code} · {human_bytes(len(output))} · {took}"
+            shown = self._paint(_RED, folded) if code != "0" else folded
+            self._line(f"{tag} {self._label(call_id)} {shown}")
+        elif result.is_error:
             first = text.splitlines()[0] if text else ""
             failed = visible(f"error · {result.error_type} · {first}")
             self._line(f"{tag} {self._label(call_id)} {self._paint(_RED, failed)}")

@@ -40,7 +40,15 @@ from ruizn.fork import fork_prefix
 from ruizn.limits import Limits
 from ruizn.reducers import reasked, rebuild, reduce
 from ruizn.reducers import start as start_state
-from ruizn.resuming import ResumePlan, ResumeRefused, plan_continue, plan_resume, resume_decisions
+from ruizn.resuming import (
+    ResumePlan,
+    ResumeRefused,
+    SettingChange,
+    cancelled_answers,
+    plan_continue,
+    plan_resume,
+    resume_decisions,
+)
 from ruizn.settings import ConfigError, RunSettings, settings_from
 from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session, UntrustedRun
 from ruizn.shell.runner import Subscriber
@@ -373,8 +381,13 @@ class Agent(Wiring):
             if request.message is not None:
                 if request.approve or request.deny:
                     raise ResumeRefused("--approve/--deny go with resume, not with a message")
-                plan: ResumePlan | None = plan_continue(state, request.message, request.limits)
+                answers = cancelled_answers(state) if request.cancelled else ()
+                plan: ResumePlan | None = plan_continue(
+                    state, request.message, request.limits, answers
+                )
             else:
+                if request.model is not None or request.effort is not None:
+                    raise ResumeRefused("a new model or effort goes with a message")
                 plan = plan_resume(state, request.limits)
             if plan is None:
                 if request.approve or request.deny:  # a decision for a run that waits for none
@@ -397,7 +410,17 @@ class Agent(Wiring):
                 workspace=plan.workspace or state.settings.workspace,
                 approval=plan.approval or state.settings.approval,
             )
-            if isinstance(self._model, str) and self._model != settings.model:
+            change = self._settings_change(request, settings.model)
+            if change is not None:
+                settings = evolve(
+                    settings,
+                    model=change.model or settings.model,
+                    context_window=change.context_window
+                    if change.model
+                    else settings.context_window,
+                    effort=change.effort or settings.effort,
+                )
+            elif isinstance(self._model, str) and self._model != settings.model:
                 raise ConfigError(
                     f"run {state.run_id} uses model {settings.model}, not {self._model}"
                 )
@@ -444,10 +467,20 @@ class Agent(Wiring):
                     torn_bytes=_torn(replayed),
                     decisions=decisions,
                     message=request.message,
+                    change=change,
                 )
                 yield Session(runner, ref.run_id, ref.path, trust=trust, typed=self._typed)
         finally:
             writer.close()
+
+    def _settings_change(self, request: Resume, model: str) -> SettingChange | None:
+        """The settings a message changes (a session's `/model`, `/effort`), with the new
+        model's context window; None when it changes none."""
+        new_model = request.model if request.model not in (None, model) else None
+        if new_model is None and request.effort is None:
+            return None
+        window = self._pricer.context_window(new_model) if new_model is not None else None
+        return SettingChange(model=new_model, effort=request.effort, context_window=window)
 
     def _trust_failure(self) -> None:
         """One line when the trust record cannot be written (the run goes on)."""

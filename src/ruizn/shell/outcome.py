@@ -9,7 +9,7 @@ from typing import Any
 
 from attrs import field, frozen
 
-from ruizn.defaults import ApprovalMode
+from ruizn.defaults import ApprovalMode, Effort
 from ruizn.effects.runlog.trust import TrustStore
 from ruizn.events import RunStarted
 from ruizn.grant import Grant
@@ -82,6 +82,14 @@ class Resume:
     """A person's new message (`continue_run`, `ruizn continue`): the run goes on with it
     after its whole history, and `limits.max_steps` is the budget for this message (the run's
     new total is the steps it has taken plus that many; None: the run's own limit)."""
+    model: str | None = None
+    """With `message`: the model from this message on (a session's `/model`; logged as a
+    settings_changed event). None: the run's own."""
+    effort: Effort | None = None
+    """With `message`: the effort from this message on (a session's `/effort`)."""
+    cancelled: bool = False
+    """With `message`: the run's last turn was cancelled by the person (a session's Ctrl-C):
+    its open tool calls are answered as not run (`resuming.cancelled_answers`), never run."""
 
 
 class NothingToResume(ResumeRefused):

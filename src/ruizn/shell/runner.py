@@ -55,6 +55,7 @@ from ruizn.events import (
     RunFinished,
     RunResumed,
     RunStarted,
+    SettingsChanged,
     ToolApprovalDecided,
     ToolApprovalRequested,
     ToolCallFinished,
@@ -62,7 +63,7 @@ from ruizn.events import (
 )
 from ruizn.reducers import add_tokens, reduce, start
 from ruizn.request import MessagesRequest, plan_request
-from ruizn.resuming import ResumePlan, interrupted_calls, interrupted_result
+from ruizn.resuming import ResumePlan, SettingChange, interrupted_calls, interrupted_result
 from ruizn.rules import ApprovalDecision, call_cut
 from ruizn.settings import RunSettings
 from ruizn.shell.toolcalls import PathInstructions, ToolCalls
@@ -188,6 +189,7 @@ class AgentRunner(ToolCalls):
         torn_bytes: int = 0,
         decisions: Sequence[ApprovalDecision] = (),
         message: str | None = None,
+        change: SettingChange | None = None,
     ) -> None:
         """Continue a replayed run. A tool call the stop interrupted is run again only if the
         tool says that is safe (read-only); otherwise the model is told it was cut off, so
@@ -214,6 +216,16 @@ class AgentRunner(ToolCalls):
         )
         for call in interrupted:
             self._emit(ToolCallFinished, id=call.id, result=interrupted_result(call))
+        for call, result in plan.answers:  # a cancelled turn's calls: none runs
+            if call.id not in {c.id for c in interrupted}:
+                self._emit(ToolCallFinished, id=call.id, result=result)
+        if change is not None:
+            self._emit(
+                SettingsChanged,
+                model=change.model,
+                effort=change.effort,
+                context_window=change.context_window,
+            )
         if decisions:
             self._request_approvals(approvals_to_request(self.state, self.needs_approval))
             for decision in decisions:

@@ -150,8 +150,15 @@ def test_the_network_is_the_hosts_only_when_the_user_turns_it_on(
     finally:
         jobs.close()
         listener.close()
-    assert isinstance(result, str)
-    assert ("UP\n[exit code 0" in result) is network
+    # without the network the probe exits 1: a failed command, its output kept
+    text = result if isinstance(result, str) else str(result.content)
+    assert ("UP\n[exit code 0" in text) is network
+    assert isinstance(result, str) is network
+    if not network:
+        assert not isinstance(result, str)
+        assert (result.is_error, result.error_type) == (True, "exit_status")
+        assert text.endswith("]")
+        assert "[exit code 1 · " in text
 
 
 def test_many_commands_leave_no_descriptor_or_process_behind(tmp_path: Path) -> None:

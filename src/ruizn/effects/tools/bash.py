@@ -401,7 +401,10 @@ class BashTool(BaseTool):
                 ErrorType.TIMEOUT,
                 f"{text}[killed: {job.killed_by}; the whole process group was ended]",
             )
-        return f"{text}[exit code {job.exit_code} · {_seconds(took)}]"
+        done = f"{text}[exit code {job.exit_code} · {_seconds(took)}]"
+        if job.exit_code != 0:  # failed: shown and counted as such, the output kept whole
+            return ToolResult(content=done, is_error=True, error_type=ErrorType.EXIT_STATUS)
+        return done
 
 
 class BashOutputTool(BaseTool):

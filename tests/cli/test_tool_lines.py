@@ -1,0 +1,38 @@
+"""How a finished tool call is shown: a command by its exit code, never `ok` when it failed."""
+
+from __future__ import annotations
+
+import io
+
+from ruizn.cli.printer import StdoutPrinter
+from ruizn.events import ToolCallFinished, ToolCallStarted
+from ruizn.state import ErrorType, ToolResult
+
+
+def _shown(result: ToolResult | str, name: str = "bash") -> str:
+    out = io.StringIO()
+    printer = StdoutPrinter(out)
+    printer(ToolCallStarted(seq=2, ts=0.0, id="toolu_1", name=name, input={"command": "x"}))
+    if isinstance(result, str):
+        result = ToolResult.ok(result)
+    printer(ToolCallFinished(seq=3, ts=0.0, id="toolu_1", result=result))
+    return out.getvalue().splitlines()[-1]
+
+
+def test_a_command_that_exits_non_zero_shows_its_code_and_never_ok() -> None:
+    failed = ToolResult(
+        content="boom\n[exit code 1 · 0.4s]", is_error=True, error_type=ErrorType.EXIT_STATUS
+    )
+    line = _shown(failed)
+    assert line == "[tool] bash exit 1 · 5 B · 0.4s"
+    assert " ok" not in line
+
+
+def test_a_command_that_succeeds_shows_exit_0_with_its_size_and_time() -> None:
+    assert _shown("hello\n[exit code 0 · 0.1s]") == "[tool] bash exit 0 · 6 B · 0.1s"
+
+
+def test_other_tools_keep_their_lines() -> None:
+    assert _shown("# Demo\n", name="read_file") == "[tool] read_file ok · 7 B"
+    denied = ToolResult.error(ErrorType.DENIED, "the user denied this call")
+    assert _shown(denied) == "[tool] bash error · denied · the user denied this call"
