@@ -195,8 +195,9 @@ def command(name: str) -> click.Command:
 def cli(ctx: click.Context, /, goal: str | None, **options: Any) -> None:
     """ruizn: stream Claude, run the tools it asks for, log every event.
 
-    `ruizn --goal TEXT` is `ruizn run --goal TEXT`. An option given before a command goes
-    on to it (`ruizn --mcp x=cmd tools`), or is refused if the command does not take it.
+    `ruizn GOAL...` and `ruizn --goal TEXT` are `ruizn run ...` (when GOAL's first word is
+    no command). An option given before a command goes on to it (`ruizn --mcp x=cmd
+    tools`), or is refused if the command does not take it.
     """
     name = ctx.invoked_subcommand
     if name is not None:
