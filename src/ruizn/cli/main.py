@@ -229,8 +229,10 @@ def _route_sdk_logs() -> None:
 
 
 def _goal_hint(exc: click.UsageError) -> str:
-    """A command's name alone that did not parse may have been meant as a goal."""
-    lone = exc.ctx.meta.get(LONE_COMMAND) if exc.ctx is not None else None
+    """A command's name alone that lacks its argument may have been meant as a goal."""
+    if not isinstance(exc, click.MissingParameter) or exc.ctx is None:
+        return ""
+    lone = exc.ctx.meta.get(LONE_COMMAND)
     return f" (for the goal {lone!r}: ruizn run {lone})" if lone else ""
 
 
