@@ -4,8 +4,10 @@ a fresh interpreter."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -122,3 +124,33 @@ def precious(tmp_path: Path) -> Path:
     path = tmp_path / "precious.txt"
     path.write_text(PRECIOUS)
     return path
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_bubblewrap_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The suite leaves no bubblewrap running: at the end of the session, no `bwrap` whose
+    command line names this session's temporary folder (where every test's workspace is, so
+    only the ones this session started) may still be alive."""
+    marker = str(tmp_path_factory.getbasetemp())
+    yield
+    deadline = time.monotonic() + 5
+    while (left := _live_bwraps(marker)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert left == [], f"bubblewrap processes this test session started still run: {left}"
+
+
+def _live_bwraps(marker: str) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().split(") ", 1)[1][:1]
+        except (OSError, IndexError):
+            continue
+        if argv and Path(os.fsdecode(argv[0])).name == "bwrap" and state != "Z":
+            line = b" ".join(argv).decode(errors="replace")
+            if marker in line:
+                found.append(f"{entry.name}: {line[:200]}")
+    return found

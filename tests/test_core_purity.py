@@ -25,12 +25,18 @@ PACKAGE = "ruizn"
 ENTRY_POINTS = {"__init__", "__main__"}
 # Feature packages hold pure projections beside the parts that drive runs or read files;
 # every module in them is held to the core's rule unless it is named here, with its reason.
-FEATURE_PACKAGES = ("cassette", "view")
+FEATURE_PACKAGES = ("cassette", "view", "evals")
 NOT_CORE: dict[str, str] = {
     "cassette.model": "the recording as a model: a Provider, which yields under anyio",
     "cassette.hooks": "the recording's hook answers: a HookExecutor (effects.hooks), async",
     "cassette.rerun": "re-drives a recording: it builds and drives runs through ruizn.Agent",
     "view.page": "the page: it reads its HTML, CSS and JS assets from the package",
+    "evals.api": "ruizn.eval: runs an eval under anyio, writes its report",
+    "evals.dataset": "reads a dataset file, checks its fixture folders exist",
+    "evals.recordings": "reads the first event of each recorded log in a folder",
+    "evals.rescore": "replays saved runs' logs",
+    "evals.runner": "builds and drives runs through ruizn.Agent, copies fixtures",
+    "evals.scoring": "digests a workspace's files, imports a Function scorer's module",
 }
 
 

@@ -26,7 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     (CORE,),
     ("effects",),
     ("shell",),
-    ("cassette", "view", "fleet"),
+    ("cassette", "view", "fleet", "evals"),
     ("cli",),
 )
 RANK = {folder: rank for rank, row in enumerate(LAYERS) for folder in row}

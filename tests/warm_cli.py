@@ -83,6 +83,14 @@ def _import_everything() -> set[str]:
         import ruizn.shell.agent
         import ruizn.shell.runner
 
+        try:  # `ruizn eval`, with PyYAML (its extra) for YAML datasets
+            import yaml  # noqa: F401
+
+            import ruizn.cli.eval_cmd
+            import ruizn.evals.api
+            import ruizn.evals.rescore
+        except ImportError:
+            pass
         try:  # the fleet's commands, when its extra is installed
             import ruizn.fleet.batch
             import ruizn.fleet.worker  # noqa: F401

@@ -1,5 +1,6 @@
 # The public face of ruizn, for type checkers: the same names as `__all__` in __init__.py
 # (a test holds them equal). One import a line.
+from ruizn.agentdefs import Subagent as Subagent
 from ruizn.cassette.model import Cassette as Cassette
 from ruizn.effects.mcp.config import MCPServer as MCPServer
 from ruizn.effects.models.function import FunctionModel as FunctionModel
@@ -27,6 +28,8 @@ from ruizn.effects.tools.base import BlockingTool as BlockingTool
 from ruizn.effects.tools.base import ToolInputError as ToolInputError
 from ruizn.effects.tools.function import FunctionTool as FunctionTool
 from ruizn.effects.tools.function import tool as tool
+from ruizn.evals.api import eval as eval
+from ruizn.evals.report import EvalReport as EvalReport
 from ruizn.events import BudgetSpent as BudgetSpent
 from ruizn.events import ContextCleared as ContextCleared
 from ruizn.events import Event as Event
@@ -40,6 +43,8 @@ from ruizn.events import RunFinished as RunFinished
 from ruizn.events import RunResumed as RunResumed
 from ruizn.events import RunStarted as RunStarted
 from ruizn.events import SettingsChanged as SettingsChanged
+from ruizn.events import SubagentFinished as SubagentFinished
+from ruizn.events import SubagentStarted as SubagentStarted
 from ruizn.events import ToolApprovalDecided as ToolApprovalDecided
 from ruizn.events import ToolApprovalRequested as ToolApprovalRequested
 from ruizn.events import ToolCallFinished as ToolCallFinished
@@ -52,6 +57,7 @@ from ruizn.media import Image as Image
 from ruizn.recording import Divergence as Divergence
 from ruizn.recording import RecordingError as RecordingError
 from ruizn.resuming import ResumeRefused as ResumeRefused
+from ruizn.resuming import UntrustedRun as UntrustedRun
 from ruizn.settings import ConfigError as ConfigError
 from ruizn.settings import RunSettings as RunSettings
 from ruizn.shell.agent import Agent as Agent
@@ -60,7 +66,6 @@ from ruizn.shell.outcome import NothingToResume as NothingToResume
 from ruizn.shell.outcome import Resume as Resume
 from ruizn.shell.outcome import RunResult as RunResult
 from ruizn.shell.outcome import Session as Session
-from ruizn.shell.outcome import UntrustedRun as UntrustedRun
 from ruizn.shell.runner import Subscriber as Subscriber
 from ruizn.state import ErrorType as ErrorType
 from ruizn.state import ExecutionContext as ExecutionContext

@@ -9,14 +9,20 @@ A project file lives in the workspace: whoever wrote the folder wrote it. It may
 what grants nothing: the model, limits, the system prompt, thinking and effort, timeouts.
 Anything that runs code or widens access (MCP servers, tool modules, plug-ins, approval
 `always`, secret files, the workspace, hooks, the shell) is refused there, one line each, and
-not used.
+not used. And it only tightens: a limit, effort, thinking or timeout above what the person's
+own settings give (their file, profile, command line, or ruizn's default), or another model
+than one the person chose, is a raise (`project_raises`), used only if the person says yes.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from attrs import frozen
+
+from ruizn.defaults import EFFORT_LEVELS
 
 # What a project file may set: nothing here runs code or reaches further than the run would.
 GRANTS_NOTHING = frozenset(
@@ -163,3 +169,73 @@ def effective(
     for name, value in command_line.items():
         out[name] = (value, COMMAND_LINE)
     return out
+
+
+# The API's effort when none is asked for: a project's `high` raises nothing over no effort.
+_DEFAULT_EFFORT = "high"
+
+
+def _unbounded(value: Any) -> float:
+    """None (and 0 for max_context: off) means no limit: above every number."""
+    return math.inf if value is None else float(value)
+
+
+def _context(value: Any) -> float:
+    return math.inf if value in (None, 0) else float(value)
+
+
+def _effort(value: Any) -> float:
+    return float(EFFORT_LEVELS.index(value or _DEFAULT_EFFORT))
+
+
+def _thinking(value: Any) -> float:
+    return 0.0 if value == "off" else 1.0  # None: the model's own (it may think)
+
+
+# The options a project file may only tighten, each with its rank: a higher rank lets the
+# run do, spend or wait more.
+TIGHTEN_ONLY: Mapping[str, Callable[[Any], float]] = {
+    "max_steps": _unbounded,
+    "max_tokens": _unbounded,
+    "max_cost": _unbounded,
+    "max_context": _context,
+    "read_timeout": _unbounded,
+    "max_retries": _unbounded,
+    "tool_timeout": _unbounded,
+    "tool_concurrency": _unbounded,
+    "effort": _effort,
+    "thinking": _thinking,
+}
+
+
+@frozen(kw_only=True)
+class Raise:
+    """A project file's value above the person's own (`person_source`: where theirs is from)."""
+
+    name: str
+    project: Any
+    person: Any
+    person_source: str
+
+
+def project_raises(
+    project: Mapping[str, Any], person: Mapping[str, tuple[Any, str]]
+) -> tuple[Raise, ...]:
+    """The project file's values that would loosen the person's: a limit ranked above
+    theirs, or a model other than the one they chose (a model left at the default may be
+    named by the project: what it spends stays under the limits it cannot raise)."""
+    out = []
+    for name, value in project.items():
+        if name not in person:
+            continue
+        theirs, source = person[name]
+        if source == COMMAND_LINE:
+            continue  # the command line wins anyway
+        rank = TIGHTEN_ONLY.get(name)
+        if rank is not None:
+            looser = rank(value) > rank(theirs)
+        else:
+            looser = name == "model" and source != DEFAULT_SOURCE and value != theirs
+        if looser:
+            out.append(Raise(name=name, project=value, person=theirs, person_source=source))
+    return tuple(out)

@@ -18,6 +18,7 @@ from ruizn.events import ClearedResult
 from ruizn.hooks import denied_text, matching
 from ruizn.rules import (
     ApprovalDecision,
+    Finish,
     OutputVerdict,
     check_output,
     limit_stop,
@@ -122,12 +123,6 @@ class RunHooks:
     event: str
     specs: tuple[HookSpec, ...]
     call: ToolCall | None = None
-
-
-@frozen(kw_only=True)
-class Finish:
-    status: Status
-    error: str | None = None
 
 
 @frozen(kw_only=True)
@@ -332,7 +327,12 @@ def _tools_turn(
         if can_ask:
             return AskApproval(call=waiting[0])
         return Finish(status=Status.AWAITING_APPROVAL)
-    return RunTools(calls=pending)
+    # A subagent that stopped for a decision holds its call open: the run stops with it.
+    held = {child.id for child in state.children_awaiting}
+    runnable = tuple(call for call in pending if call.id not in held)
+    if held and not runnable:
+        return Finish(status=Status.AWAITING_APPROVAL)
+    return RunTools(calls=runnable)
 
 
 def _approvals(

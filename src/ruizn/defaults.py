@@ -13,6 +13,8 @@ __all__ = [
     "APPROVAL_MODES",
     "DEFAULT_APPROVAL",
     "DEFAULT_HOOK_TIMEOUT",
+    "DEFAULT_MAX_AGENTS",
+    "DEFAULT_MAX_DEPTH",
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_MAX_STEPS",
     "DEFAULT_MAX_TOKENS",
@@ -79,7 +81,14 @@ Effort = Literal["low", "medium", "high", "xhigh", "max"]
 EFFORT_LEVELS: tuple[Effort, ...] = ("low", "medium", "high", "xhigh", "max")
 # The hook events ruizn fires, named and shaped as Claude Code's (see ruizn.hooks).
 HookEvent = Literal[
-    "PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SessionStart", "SessionEnd"
+    "PreToolUse",
+    "PostToolUse",
+    "UserPromptSubmit",
+    "Stop",
+    "SessionStart",
+    "SessionEnd",
+    "SubagentStart",
+    "SubagentStop",
 ]
 HOOK_EVENTS: tuple[HookEvent, ...] = (
     "PreToolUse",
@@ -88,6 +97,14 @@ HOOK_EVENTS: tuple[HookEvent, ...] = (
     "Stop",
     "SessionStart",
     "SessionEnd",
+    # Around a subagent (the parent's hooks; the matcher takes the agent's name).
+    "SubagentStart",
+    "SubagentStop",
 )
 # A hook command's timeout in seconds where its config gives none (Claude Code's default).
 DEFAULT_HOOK_TIMEOUT = 60.0
+
+# Subagents (docs/subagents.md): how deep children may nest below a run (1: children start
+# none), and how many of one run's children run at once.
+DEFAULT_MAX_DEPTH = 1
+DEFAULT_MAX_AGENTS = 4

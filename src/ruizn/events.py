@@ -20,6 +20,7 @@ from ruizn.state import (
     DecidedBy,
     JsonObject,
     Status,
+    ToolCall,
     ToolResult,
     Usage,
 )
@@ -39,11 +40,15 @@ SCHEMA_VERSION = 3
 class Parent:
     """The run a run came from. A fork (`ruizn fork RUN --at SEQ`) begins with the parent's
     events up to `seq`; a rerun (`ruizn rerun RUN`) re-drove the recording, whose last event
-    was `seq`."""
+    was `seq`; a subagent (kind "agent") was started by the parent's `agent` call `call`
+    (its subagent_started is `seq`), as the definition named `agent`."""
 
     run_id: str
     seq: int
-    kind: Literal["fork", "rerun"] = "fork"
+    kind: Literal["fork", "rerun", "agent"] = "fork"
+    # A subagent's (written only when set, so forks and reruns keep their bytes).
+    agent: str | None = None
+    call: str | None = None
 
 
 @frozen(kw_only=True)
@@ -66,7 +71,7 @@ class RunResumed:
     on; `max_tokens` a new per-call limit; `max_cost` the run's new budget (a total for the
     whole run) and `max_context` its new context limit (0: off); `workspace` and `approval`
     what a person chose when accepting a run ruizn did not start (None: unchanged); `reask`
-    that the log's approvals are asked again."""
+    that the log's approvals are asked again; `confine` that its shell's loosening is not."""
 
     TAG: ClassVar[str] = "run_resumed"
     seq: int
@@ -86,6 +91,10 @@ class RunResumed:
     # worker taken over): from its first event to its last. Added to the run's elapsed time,
     # so a run's time is every session's, whoever ran them.
     elapsed: float = 0.0
+    # The log's loosening of the shell is withdrawn (a run a person accepted from a log ruizn
+    # did not write, without accepting these): the sandbox is on again and no
+    # --allow-command pattern approves a command.
+    confine: bool = False
 
     @property
     def limits(self) -> Limits:
@@ -306,6 +315,42 @@ class HookRan:
 
 
 @frozen(kw_only=True)
+class SubagentStarted:
+    """The `agent` call `id` starts a child run `run_id` (its own log, its run_started naming
+    this run) as the definition `agent`. Logged, and on disk, before the child's first line:
+    a resume finds the child by this and resumes it rather than starting another."""
+
+    TAG: ClassVar[str] = "subagent_started"
+    seq: int
+    ts: float
+    id: str
+    run_id: str
+    agent: str
+    description: str = ""
+
+
+@frozen(kw_only=True)
+class SubagentFinished:
+    """The child of call `id` ended (this session of it): its status, steps, and its totals
+    (usage, cost: None unknown), which are added to this run's, so this log alone gives the
+    tree's cost and a replay never reads the child's."""
+
+    TAG: ClassVar[str] = "subagent_finished"
+    seq: int
+    ts: float
+    id: str
+    run_id: str
+    status: Status
+    steps: int
+    usage: Usage = field(factory=Usage)
+    cost: float | None = None
+    error: str | None = None
+    # Status awaiting_approval: the child's calls that wait for a decision. This run stops
+    # awaiting_approval too, and `resume --approve ID` hands the decision to the child.
+    awaiting: tuple[ToolCall, ...] = ()
+
+
+@frozen(kw_only=True)
 class SettingsChanged:
     """A person changed a setting between turns (a session's `/model`, `/effort`); logged
     after the run_resumed that goes on, so replay sends the next request as the live run did.
@@ -352,6 +397,8 @@ Event = (
     | UserMessage
     | OutputChecked
     | HookRan
+    | SubagentStarted
+    | SubagentFinished
     | SettingsChanged
 )
 
@@ -373,5 +420,7 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     UserMessage,
     OutputChecked,
     HookRan,
+    SubagentStarted,
+    SubagentFinished,
     SettingsChanged,
 )

@@ -14,8 +14,9 @@ import json
 from attrs import frozen
 
 from ruizn.defaults import ApprovalMode
-from ruizn.settings import JsonObject, RunSettings
+from ruizn.settings import HookSpec, JsonObject, RunSettings
 from ruizn.state import ExecutionContext
+from ruizn.terminal import revealed_line
 from ruizn.toolsource import SourceKind
 
 
@@ -30,6 +31,10 @@ class Grant:
     mcp_servers: tuple[str, ...]
     # The shell it would offer (bash), and how confined: None when it offers none.
     shell: str | None = None
+    # Its shell's loosening, asked about on its own (a resume withdraws it unless accepted):
+    # bash commands unconfined (--sandbox off), and the patterns that approve commands.
+    unconfined: bool = False
+    allow_commands: tuple[str, ...] = ()
     # Commands its hooks would run: `EVENT [MATCHER]: COMMAND (from SOURCE)`.
     hooks: tuple[str, ...] = ()
     # Decisions the log would apply: calls it approved that have not run (`NAME ID: input`),
@@ -37,6 +42,9 @@ class Grant:
     preapproved: tuple[str, ...] = ()
     always_tools: tuple[str, ...] = ()
     replayed_approvals: tuple[str, ...] = ()
+    # Subagents the model could start (each a run with the log's prompt for it, within the
+    # run's own tools): `NAME (SOURCE): TOOLS`.
+    agents: tuple[str, ...] = ()
 
     @property
     def approvals(self) -> int:
@@ -58,14 +66,16 @@ class Grant:
         if self.shell is not None:
             out.append(f"shell: {self.shell}")
         out.extend(f"hook: {hook}" for hook in self.hooks)
+        out.extend(f"subagent: {agent}" for agent in self.agents)
         out.extend(f"approved by the log, not run yet: {call}" for call in self.preapproved)
         out.extend(f"approved always by the log: tool {name}" for name in self.always_tools)
         out.extend(f"approval the rerun replays: {call}" for call in self.replayed_approvals)
         return tuple(out)
 
     def summary(self) -> str:
-        """The grant in one line (for a refusal where nobody can be asked)."""
-        return "; ".join(self.lines())
+        """The grant in one line (for a refusal where nobody can be asked), each fact with
+        its invisible characters and line breaks escaped (terminal.revealed_line)."""
+        return "; ".join(revealed_line(line) for line in self.lines())
 
 
 def grant_of(
@@ -100,15 +110,27 @@ def grant_of(
         tool_modules=modules,
         mcp_servers=tuple(_server(record) for record in settings.mcp_servers),
         shell=_shell(settings),
-        hooks=tuple(
-            f"{spec.event}{'' if spec.matcher in ('', '*') else f' [{spec.matcher}]'}:"
-            f" {spec.command}" + (f" (from {spec.source})" if spec.source else "")
-            for spec in settings.hooks
-        ),
+        unconfined=bool(settings.shell) and not settings.sandbox,
+        allow_commands=settings.allow_commands if settings.shell else (),
+        hooks=tuple(hook_line(spec) for spec in settings.hooks),
         preapproved=_preapproved(state) if state is not None else (),
         always_tools=tuple(state.always_approved) if state is not None else (),
         replayed_approvals=replayed,
+        agents=tuple(
+            f"{d.name} ({d.source}): "
+            + ("the run's tools" if d.tools is None else ", ".join(d.tools) or "no tools")
+            for d in settings.subagents
+        ),
     )
+
+
+def hook_line(spec: HookSpec) -> str:
+    """A hook for people: `EVENT [MATCHER]: COMMAND (from SOURCE) (passed secrets: NAMES)`
+    (the caller shows each field escaped, as one line: terminal.revealed_line)."""
+    matcher = "" if spec.matcher in ("", "*") else f" [{spec.matcher}]"
+    source = f" (from {spec.source})" if spec.source else ""
+    secrets = f" (passed secrets: {', '.join(spec.env)})" if spec.env else ""
+    return f"{spec.event}{matcher}: {spec.command}{source}{secrets}"
 
 
 def call_line(name: str, call_id: str, data: object) -> str:

@@ -36,7 +36,6 @@ from ruizn.settings import HookSpec, JsonObject, RunSettings
 BLOCKING_EXIT = 2
 # Stronger decisions win when several PreToolUse hooks answer one call (Claude Code's order).
 _STRENGTH = {"none": 0, "allow": 1, "ask": 2, "deny": 3}
-_TOOL_EVENTS = ("PreToolUse", "PostToolUse")
 _CONTEXT_EVENTS = ("UserPromptSubmit", "SessionStart")
 PERMISSION_MODES: dict[ApprovalMode, str] = {
     "ask": "default",
@@ -45,12 +44,19 @@ PERMISSION_MODES: dict[ApprovalMode, str] = {
 }
 
 
+# Claude Code's names for the tool ruizn calls `agent` (its Task tool, later Agent): a
+# matcher written for them takes ruizn's subagent calls too.
+ALIASES: dict[str, tuple[str, ...]] = {"agent": ("Task", "Agent")}
+
+
 def matching(settings: RunSettings, event: str, tool: str | None = None) -> tuple[HookSpec, ...]:
     """The run's hooks for `event` (and, for a tool event, whose matcher takes `tool`)."""
+    names = () if tool is None else (tool, *ALIASES.get(tool, ()))
     return tuple(
         spec
         for spec in settings.hooks
-        if spec.event == event and (tool is None or matches(spec.matcher, tool))
+        if spec.event == event
+        and (tool is None or any(matches(spec.matcher, name) for name in names))
     )
 
 
@@ -181,10 +187,6 @@ def hook_note(event: str, text: str) -> str:
 
 def denied_text(reason: str | None) -> str:
     return f"not run: a PreToolUse hook denied this call: {reason or 'no reason given'}"
-
-
-def is_tool_event(event: str) -> bool:
-    return event in _TOOL_EVENTS
 
 
 def post_notes(runs: Sequence[Any]) -> str:

@@ -53,7 +53,7 @@ class Exchange:
 
 
 @frozen(kw_only=True)
-class Stop:
+class SessionEnd:
     """Where a recorded session ended, and how the next one (if any) went on."""
 
     finished: RunFinished | None  # None: the session stopped without one (a crash)
@@ -71,7 +71,7 @@ class Stop:
 class Recording:
     first: RunStarted
     exchanges: tuple[Exchange, ...]
-    stops: tuple[Stop, ...]  # one per session, in order; the last one ends the recording
+    stops: tuple[SessionEnd, ...]  # one per session, in order; the last one ends the recording
     prompted: Mapping[str, ToolApprovalDecided]  # a person's answers at the prompt, by call
     # tool_use id -> the seqs of its tool_call_finished (ids may repeat in a long run)
     finished_calls: Mapping[str, tuple[int, ...]]
@@ -90,7 +90,7 @@ def recording_of(events: Iterable[Event]) -> Recording:
         raise RecordingError("the recording does not begin with run_started")
     state = start(first)
     exchanges: list[Exchange] = []
-    stops: list[Stop] = []
+    stops: list[SessionEnd] = []
     prompted: dict[str, ToolApprovalDecided] = {}
     finished_calls: dict[str, tuple[int, ...]] = {}
     call: tuple[LlmCallStarted, MessagesRequest] | None = None
@@ -123,7 +123,7 @@ def recording_of(events: Iterable[Event]) -> Recording:
                 finished = event
             case RunResumed():
                 call = None  # a call a stop cut off has no reply to serve
-                stops.append(Stop(finished=finished, state=before, resumed=event))
+                stops.append(SessionEnd(finished=finished, state=before, resumed=event))
                 finished = None
             case ToolApprovalDecided(by="user") if not preamble:
                 prompted[event.id] = event
@@ -138,7 +138,7 @@ def recording_of(events: Iterable[Event]) -> Recording:
             preamble
             and isinstance(event, ToolCallFinished | ToolApprovalRequested | ToolApprovalDecided)
         )
-    stops.append(Stop(finished=finished, state=state, resumed=None))
+    stops.append(SessionEnd(finished=finished, state=state, resumed=None))
     return Recording(
         first=first,
         exchanges=tuple(exchanges),
@@ -197,7 +197,9 @@ def compare_requests(
     return _history_difference(recording, recorded.messages, now.messages, exchange.seq, where)
 
 
-def compare_stop(recording: Recording, stop: Stop, state: ExecutionContext) -> Divergence | None:
+def compare_stop(
+    recording: Recording, stop: SessionEnd, state: ExecutionContext
+) -> Divergence | None:
     """How a re-driven session's end differs from the recorded one: its status, steps and
     error, its validated output (a run with an output schema), then the history (the last
     turn's results, which no later request shows)."""

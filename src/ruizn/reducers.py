@@ -44,6 +44,7 @@ from typing import assert_never
 from attrs import evolve
 
 from ruizn.bounds import deeper_than, too_deep
+from ruizn.child_turns import on_subagent_finished, on_subagent_started
 from ruizn.events import (
     BudgetSpent,
     ContextCleared,
@@ -58,6 +59,8 @@ from ruizn.events import (
     RunResumed,
     RunStarted,
     SettingsChanged,
+    SubagentFinished,
+    SubagentStarted,
     ToolApprovalDecided,
     ToolApprovalRequested,
     ToolCallFinished,
@@ -163,6 +166,9 @@ TRANSITIONS: Mapping[tuple[Phase, str], Phase | Rule] = {
     (_R, HookRan.TAG): _R,
     (_T, HookRan.TAG): _T,
     (_D, HookRan.TAG): Rule.AFTER_HOOK,
+    # A subagent (an `agent` call's child run) starts and ends inside its call.
+    (_T, SubagentStarted.TAG): _T,
+    (_T, SubagentFinished.TAG): _T,
 }
 
 # Which event types each phase accepts: derived from the table, never written twice.
@@ -185,7 +191,15 @@ def start(event: RunStarted) -> ExecutionContext:
         settings=event.settings,
         messages=(Message(role="user", content=(TextBlock(text=event.goal),)),),
         last_seq=1,
+        agent_of=_agent_of(event),
     )
+
+
+def _agent_of(event: RunStarted) -> tuple[str, str] | None:
+    parent = event.parent
+    if parent is None or parent.kind != "agent":
+        return None
+    return (parent.run_id, parent.agent or "agent")
 
 
 def reduce(state: ExecutionContext, event: Event) -> ExecutionContext:
@@ -241,6 +255,10 @@ def reduce(state: ExecutionContext, event: Event) -> ExecutionContext:
             after = on_output_checked(state, event)
         case HookRan():
             after = on_hook_ran(state, event)
+        case SubagentStarted():
+            after = on_subagent_started(state, event)
+        case SubagentFinished():
+            after = on_subagent_finished(state, event)
         case _:
             assert_never(event)
     phase = target if isinstance(target, Phase) else RULES[target](after)
@@ -321,6 +339,8 @@ def _on_run_resumed(state: ExecutionContext, event: RunResumed) -> ExecutionCont
             workspace=settings.workspace if event.workspace is None else event.workspace,
             approval=settings.approval if event.approval is None else event.approval,
         )
+        if event.confine:
+            resumed_settings = evolve(resumed_settings, sandbox=True, allow_commands=())
     except ValueError as exc:  # the settings' own checks (an approval mode, an empty path)
         raise InvalidTransition(f"run_resumed: {exc}") from None
     continuing = state.continuing
@@ -464,7 +484,7 @@ def _on_run_finished(state: ExecutionContext, event: RunFinished) -> ExecutionCo
     # A run may end in error or be cancelled at any point (a failure, an internal error, a
     # signal); the other endings are the ones the rules give for the state it is in.
     if status is Status.AWAITING_APPROVAL and not (
-        state.phase is Phase.TOOLS and state.awaiting_approval
+        state.phase is Phase.TOOLS and (state.awaiting_approval or state.children_awaiting)
     ):
         raise InvalidTransition("run_finished awaiting_approval, but no call awaits a decision")
     if status is Status.SUCCESS:

@@ -12,10 +12,12 @@ from attrs import evolve, field, frozen
 from ruizn.decide import NeedsApproval, approval_candidates
 from ruizn.defaults import ApprovalMode, Effort
 from ruizn.format import counted
+from ruizn.grant import Grant, grant_of
 from ruizn.limits import Limits
 from ruizn.rules import (
     ApprovalDecision,
 )
+from ruizn.settings import RunSettings
 from ruizn.state import (
     ErrorType,
     ExecutionContext,
@@ -123,6 +125,8 @@ class ResumePlan:
     approval: ApprovalMode | None = None
     # The log's approvals are asked again (events.RunResumed.reask).
     reask: bool = False
+    # The log's --sandbox off and --allow-command patterns are withdrawn (RunResumed.confine).
+    confine: bool = False
     # The time of the session before, which ended with no run_finished (RunResumed.elapsed).
     lost: float = 0.0
     # The calls of a turn a person cancelled, answered before the new message (a session's
@@ -279,3 +283,131 @@ def plan_continue(
         )
     budget = state.settings.max_steps if max_steps is None else max_steps
     return ResumePlan(limits=evolve(limits, max_steps=state.step + budget), answers=answers)
+
+
+# Whom a resume trusts ------------------------------------------------------------------------
+# A run this user's ruizn started here (its trust record matches the log) goes on as
+# recorded; any other only once a person accepts what its log grants, in the folder that
+# person works in, and never with approvals or a loosened shell the log holds that they did
+# not accept now (docs/trust.md). The shell finds the facts (the trust record, the folders
+# resolved); these functions decide.
+
+
+class UntrustedRun(Exception):
+    """A run ruizn did not start on this machine (or whose log changed since it last wrote
+    it): its log is not obeyed until a person accepts what it would grant (`trust=True`)."""
+
+    def __init__(self, run_id: str, reason: str, grant: Grant, *, verb: str = "resume") -> None:
+        super().__init__(
+            f"run {run_id} {reason}: its log would grant {grant.summary()};"
+            f" check it, then {verb} with --trust"
+        )
+        self.run_id = run_id
+        self.reason = reason
+        self.grant = grant
+
+
+@frozen(kw_only=True)
+class TrustFacts:
+    """What the shell found out before a resume: why the run's log is not vouched for (None:
+    this user's ruizn started it here, or its store vouches for it), the folder the person
+    works in and the run's recorded workspace, both resolved."""
+
+    problem: str | None
+    here: str
+    recorded: str
+
+
+@frozen(kw_only=True)
+class TrustAnswer:
+    """What the person said with the resume: a new approval mode (None: the run's own),
+    whether they accept the run's grant, and with it the log's approvals and its shell."""
+
+    approval: ApprovalMode | None = None
+    accepted: bool = False
+    keep_approvals: bool = False
+    keep_shell: bool = False
+    verb: str = "resume"
+
+
+def trusted_plan(
+    plan: ResumePlan, state: ExecutionContext, facts: TrustFacts, answer: TrustAnswer
+) -> ResumePlan:
+    """The plan with what trust decides. A vouched-for run goes on as recorded, with what
+    the command line overrides. Any other goes on only if a person accepted its grant, and
+    then in the folder that person works in, never with an `always` approval, the log's
+    own approvals or a loosened shell they did not accept now."""
+    approval = answer.approval
+    if facts.problem is None:
+        return evolve(plan, approval=approval)
+    if not answer.accepted:
+        raise UntrustedRun(
+            state.run_id, facts.problem, grant_of(state.settings, state), verb=answer.verb
+        )
+    if facts.here != facts.recorded:
+        raise ResumeRefused(
+            f"run {state.run_id} names the workspace {state.settings.workspace}, not"
+            f" {facts.here}: run from there, or give --workspace {state.settings.workspace}"
+        )
+    if approval is None and state.settings.approval == "always":
+        approval = "ask"  # an `always` read from a log is never applied silently
+    # Nor are the log's approvals (a call approved and not run, an "always" rule):
+    # asked again, unless the person accepted them all, seeing them in the grant.
+    reask = not answer.keep_approvals and holds_approvals(state)
+    # Nor is its shell's loosening (commands unconfined, patterns that approve commands):
+    # the sandbox is on and every command is asked, unless the person accepted them.
+    confine = not answer.keep_shell and loosens_shell(state)
+    return evolve(plan, workspace=facts.here, approval=approval, reask=reask, confine=confine)
+
+
+def fork_refusal(state: ExecutionContext, facts: TrustFacts) -> str | None:
+    """Why `trust=True` may not vouch for a fork of a run not started here (None: it may),
+    as `resume --trust` accepts a run: the workspace must be the one the person works in;
+    an `always` approval or a loosened shell read from a log is never vouched for (a resume
+    of the fork, asked first, shows them)."""
+    if facts.here != facts.recorded:
+        return (
+            f"run {state.run_id} names the workspace {state.settings.workspace}, not"
+            f" {facts.here}: fork from there, or give --workspace {state.settings.workspace}"
+        )
+    if state.settings.approval == "always":
+        return (
+            f"run {state.run_id} approves every tool call (approval always) and was not"
+            " started here: fork it without --trust, then `ruizn resume NEW` asks"
+        )
+    if loosens_shell(state):
+        return (
+            f"run {state.run_id} runs bash commands unconfined (--sandbox off) or approves"
+            " them by --allow-command patterns, and was not started here: fork it without"
+            " --trust, then `ruizn resume NEW` asks"
+        )
+    return None
+
+
+def resumed_settings(state: ExecutionContext, plan: ResumePlan) -> RunSettings:
+    """The settings a resume goes on with: as the reducer makes them of its run_resumed."""
+    settings = evolve(
+        state.settings,
+        workspace=plan.workspace or state.settings.workspace,
+        approval=plan.approval or state.settings.approval,
+    )
+    return evolve(settings, sandbox=True, allow_commands=()) if plan.confine else settings
+
+
+def confined_notice(run_id: str) -> str:
+    return (
+        f"run {run_id}: its log's --sandbox off and --allow-command patterns are not"
+        " applied (not accepted): bash commands run in the sandbox, and no pattern"
+        " approves one"
+    )
+
+
+def loosens_shell(state: ExecutionContext) -> bool:
+    """Whether the log's settings run commands unconfined or approve them by pattern."""
+    settings = state.settings
+    return bool(settings.shell) and (not settings.sandbox or bool(settings.allow_commands))
+
+
+def holds_approvals(state: ExecutionContext) -> bool:
+    grant = grant_of(state.settings, state)
+    return bool(grant.preapproved or grant.always_tools)

@@ -13,12 +13,12 @@ Pure functions of the state; no I/O.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from attrs import frozen
 
 from ruizn.bounds import deeper_than, text_deeper_than, too_deep
+from ruizn.commands import matching_pattern
 from ruizn.settings import JsonObject, RunSettings
 from ruizn.state import (
     ContentBlock,
@@ -69,41 +69,42 @@ NEVER_APPROVED = "the run's approval mode is never: no call that needs approval 
 
 
 @frozen(kw_only=True)
-class Stop:
-    """How a run must finish: its status, and the error it reports (if any)."""
+class Finish:
+    """How a run must finish: its status, and the error it reports (if any). Also the
+    action `decide.next_action` gives when the run ends (decide re-exports it)."""
 
     status: Status
     error: str | None = None
 
 
-def turn_stop(state: ExecutionContext) -> Stop:
+def turn_stop(state: ExecutionContext) -> Finish:
     """How a run whose last turn needs nothing more (phase DONE) finishes, by stop reason."""
     has_tool_use = any(isinstance(b, ToolUseBlock) for b in state.messages[-1].content)
     match state.stop_reason:
         case stop if stop in SUCCESS_STOPS:
-            return Stop(status=Status.SUCCESS)
+            return Finish(status=Status.SUCCESS)
         case "max_tokens" if _still_thinking(state.messages[-1].content):
-            return Stop(
+            return Finish(
                 status=Status.ERROR,
                 error=f"max_tokens ({state.settings.max_tokens}) ran out while the model was"
                 " thinking, before its answer: resume with a larger --max-tokens, or run with"
                 " a lower --effort",
             )
         case "max_tokens":
-            return Stop(
+            return Finish(
                 status=Status.ERROR,
                 error=f"the answer was cut off at max_tokens ({state.settings.max_tokens}):"
                 f" resume the run with --max-tokens {state.settings.max_tokens * 2} to let it"
                 " go on",
             )
         case "tool_use" if not has_tool_use:
-            return Stop(status=Status.ERROR, error="stop_reason tool_use without a tool call")
+            return Finish(status=Status.ERROR, error="stop_reason tool_use without a tool call")
         case "refusal":
-            return Stop(status=Status.ERROR, error="the model refused to answer")
+            return Finish(status=Status.ERROR, error="the model refused to answer")
         case "model_context_window_exceeded":
-            return Stop(status=Status.ERROR, error=CONTEXT_EXCEEDED)
+            return Finish(status=Status.ERROR, error=CONTEXT_EXCEEDED)
         case other:
-            return Stop(status=Status.ERROR, error=f"unexpected stop_reason {other!r}")
+            return Finish(status=Status.ERROR, error=f"unexpected stop_reason {other!r}")
 
 
 def _still_thinking(content: tuple[ContentBlock, ...]) -> bool:
@@ -122,21 +123,21 @@ def call_cut(state: ExecutionContext) -> bool:
     return state.phase is Phase.STREAMING
 
 
-def limit_stop(state: ExecutionContext) -> Stop | None:
+def limit_stop(state: ExecutionContext) -> Finish | None:
     """The limit that forbids the next model call, if one does (phase READY): the step
     limit; the run's budget, spent (approvals and tools cost nothing: only model calls
     count); a budget shared with other runs, spent; a history that does not fit the context
     limit even with every older tool result cleared."""
     settings = state.settings
     if state.step >= settings.max_steps:
-        return Stop(status=Status.MAX_STEPS)
+        return Finish(status=Status.MAX_STEPS)
     if settings.max_cost is not None and state.cost >= settings.max_cost:
-        return Stop(status=Status.MAX_COST)
+        return Finish(status=Status.MAX_COST)
     if state.budget_spent is not None:
-        return Stop(status=Status.MAX_COST)
+        return Finish(status=Status.MAX_COST)
     limit = context_limit(settings)
     if limit is not None and state.context_tokens > limit and not plan_clearing(state).fits:
-        return Stop(status=Status.ERROR, error=context_error(state, limit))
+        return Finish(status=Status.ERROR, error=context_error(state, limit))
     return None
 
 
@@ -222,12 +223,15 @@ class ApprovalDecision:
     always: bool = False  # a person's yes that also approves the tool for the rest of the run
 
 
-def rule_decision(state: ExecutionContext, call: ToolCall) -> ApprovalDecision | None:
+def rule_decision(
+    state: ExecutionContext, call: ToolCall, *, parsed: bool = True
+) -> ApprovalDecision | None:
     """The decision the run's rules make about an awaiting call, or None: a person decides.
 
     `always` approves and `never` denies every call ("policy"), except that a call a
     PreToolUse hook answered `ask` is put to a person in `always` mode too; in `ask` mode a
     tool a person approved for the rest of the run is approved ("always-rule").
+    `parsed=False`: an `--allow-command` pattern by its characters alone (command_allowed).
     """
     mode = state.settings.approval
     if mode == "always":
@@ -240,7 +244,7 @@ def rule_decision(state: ExecutionContext, call: ToolCall) -> ApprovalDecision |
         return ApprovalDecision(id=call.id, approved=True, by="always-rule")
     command = call.input.get("command") if call.name == SHELL_TOOL else None
     if isinstance(command, str):
-        pattern = command_allowed(command, state.settings.allow_commands)
+        pattern = command_allowed(command, state.settings.allow_commands, parsed=parsed)
         if pattern is not None:
             return ApprovalDecision(
                 id=call.id,
@@ -252,31 +256,20 @@ def rule_decision(state: ExecutionContext, call: ToolCall) -> ApprovalDecision |
 
 
 SHELL_TOOL = "bash"
-# What chains, pipes, substitutes, groups or redirects commands, and line breaks. A wildcard
-# never matches one of these: a command holding one matches only a pattern that spells it
-# out, so `git status *` never approves `git status; rm -rf ~` or `git status $(curl ...)`.
-SHELL_CONTROL = ";&|`()<>\n\r"
 
 
-def command_allowed(command: str, patterns: tuple[str, ...]) -> str | None:
-    """The first of `patterns` the whole of `command` matches, or None.
+def command_allowed(command: str, patterns: tuple[str, ...], *, parsed: bool = True) -> str | None:
+    """The first of `patterns` that approves the whole of `command`, or None.
 
     A pattern is matched against the whole command, character for character, except that `*`
     stands for any run of characters and `?` for any one character, neither ever standing
-    for a SHELL_CONTROL character. Nothing else is special (no [...], no quoting rules):
-    `pytest *` approves `pytest -q tests/x.py`, not `pytest -q | sh`, not `pytest`, and not
-    ` pytest -q` (a leading space).
+    for `;&|`()<>` or a line break; and what a wildcard stands for must be plain words (no
+    expansion, substitution, redirection, glob, ...: parsed, see `ruizn.commands`), so
+    `pytest *` approves `pytest -q tests/x.py`, not `pytest -q | sh`, not `pytest ${x@P}`,
+    not `pytest`, and not ` pytest -q` (a leading space). `parsed=False`: by the characters
+    alone (what a log's recorded decision is checked against).
     """
-    for pattern in patterns:
-        if _pattern_regex(pattern).fullmatch(command):
-            return pattern
-    return None
-
-
-def _pattern_regex(pattern: str) -> re.Pattern[str]:
-    free = "[^" + re.escape(SHELL_CONTROL) + "]"
-    parts = [free + "*" if ch == "*" else free if ch == "?" else re.escape(ch) for ch in pattern]
-    return re.compile("".join(parts), re.DOTALL)
+    return matching_pattern(command, patterns, parsed=parsed)
 
 
 def phase_after_turn(state: ExecutionContext) -> Phase:
@@ -376,30 +369,28 @@ def check_output(state: ExecutionContext) -> OutputVerdict:
 
 
 def schema_error(schema: JsonObject, value: Any) -> str | None:
-    """Why `value` does not match `schema` (jsonschema's best match), or None."""
-    from jsonschema import exceptions, validators  # lazily: most runs have no schema
+    """Why `value` does not match `schema` (jsonschema's best match), or None. Checked as
+    data (schemacheck.py): nothing fetched, no backtracking, no endless recursion."""
+    from ruizn.schemacheck import schema_error as checked
 
-    validator = validators.validator_for(schema)(schema)
-    best = exceptions.best_match(validator.iter_errors(value))
-    if best is None:
-        return None
-    where = best.json_path
-    return best.message if where == "$" else f"{best.message} (at {where})"
+    return checked(schema, value)
 
 
 def schema_problem(schema: object) -> str | None:
     """Why `schema` is not a JSON Schema a run can check answers against, or None."""
-    from jsonschema import exceptions, validators
+    from jsonschema import Draft202012Validator, exceptions, validators
+
+    from ruizn.schemacheck import schema_problem_of
 
     if not isinstance(schema, dict):
         return f"an output schema must be a JSON object, not {type(schema).__name__}"
     if deeper_than(schema):
         return too_deep("the output schema")
     try:
-        validators.validator_for(schema).check_schema(schema)
+        validators.validator_for(schema, default=Draft202012Validator).check_schema(schema)
     except exceptions.SchemaError as exc:
         return f"not a valid JSON Schema: {exc.message}"
-    return None
+    return schema_problem_of(schema)
 
 
 def output_feedback(error: str, mode: str | None) -> str:

@@ -26,13 +26,16 @@ from ruizn.events import (
     LlmResponse,
     LlmToken,
     OutputChecked,
+    Parent,
     RunFinished,
     RunResumed,
     RunStarted,
     SettingsChanged,
+    SubagentFinished,
+    SubagentStarted,
 )
 from ruizn.media import tally_of_run
-from ruizn.settings import ConfigError, RunSettings
+from ruizn.settings import ConfigError, HookSpec, RunSettings
 from ruizn.state import (
     ContentBlock,
     ExecutionContext,
@@ -79,6 +82,8 @@ assert len(_EVENT_BY_TAG) == len(EVENT_TYPES), "two events share a tag"
 # wrote before they existed, byte for byte, and an older log is still canonical. A reader
 # takes a missing field as its default.
 _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
+    # Before RunSettings, whose hook takes the one its hooks' type has when it is made.
+    HookSpec: ("env",),
     RunSettings: (
         "max_cost",
         "max_context",
@@ -86,7 +91,7 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
         "thinking",
         "show_thinking",
         "effort",
-        # the shell (#29): a run without one writes what it wrote before
+        # the shell: a run without one writes no shell setting
         "shell",
         "sandbox",
         "shell_network",
@@ -99,13 +104,21 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
         "output_retries",
         "output_mode",
         "hooks",
+        # subagents: a run without them writes what it wrote before
+        "subagents",
+        "max_depth",
+        "max_agents",
+        "allowed_tools",
     ),
     Usage: ("cache_creation_1h_input_tokens",),
     LlmResponse: ("cost", "priced_by"),
-    RunResumed: ("max_cost", "max_context", "reask", "elapsed"),
+    RunResumed: ("max_cost", "max_context", "reask", "elapsed", "confine"),
     RunFinished: ("cost",),
     OutputChecked: ("output", "error", "call_id"),
     HookRan: ("reason", "context", "updated_input", "tool_use_id", "error"),
+    Parent: ("agent", "call"),
+    SubagentStarted: ("description",),
+    SubagentFinished: ("cost", "error", "awaiting"),
     SettingsChanged: ("model", "effort", "context_window"),
 }
 
@@ -351,6 +364,10 @@ def state_to_json(state: ExecutionContext) -> dict[str, Any]:
             "start_hooks_ran",
         ):
             del data[name]
+    if not state.children:
+        del data["children"]  # a run without subagents prints what it printed before
+    if state.agent_of is None:
+        del data["agent_of"]
     return data
 
 

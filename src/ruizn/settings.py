@@ -12,15 +12,19 @@ a run's options field by field. Pure data: no I/O.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
 from attrs import field, fields, frozen
 
+from ruizn.agentdefs import Subagent
 from ruizn.defaults import (
     APPROVAL_MODES,
     DEFAULT_APPROVAL,
     DEFAULT_HOOK_TIMEOUT,
+    DEFAULT_MAX_AGENTS,
+    DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_RETRIES,
     DEFAULT_MAX_STEPS,
     DEFAULT_MAX_TOKENS,
@@ -172,6 +176,10 @@ def _path_text(value: Any) -> Any:
     return value.__fspath__() if hasattr(value, "__fspath__") else value
 
 
+def _optional_tuple(value: Any) -> Any:
+    return None if value is None else _tuple(value)
+
+
 def _tuple(value: Any) -> Any:
     """Lists (JSON, a caller's list) become the tuples a frozen record holds."""
     return tuple(value) if isinstance(value, list) else value
@@ -180,6 +188,16 @@ def _tuple(value: Any) -> Any:
 def _hook_event(_: object, __: object, value: Any) -> None:
     if value not in HOOK_EVENTS:
         raise ConfigError(f"hook event must be one of {', '.join(HOOK_EVENTS)}, not {value!r}")
+
+
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _variables(_: object, __: object, value: Any) -> None:
+    if not isinstance(value, tuple) or not all(
+        isinstance(name, str) and _VARIABLE.fullmatch(name) for name in value
+    ):
+        raise ConfigError(f"hook env must be a list of variable names, not {value!r}")
 
 
 @frozen(kw_only=True)
@@ -196,6 +214,10 @@ class HookSpec:
     )
     source: str = field(default="", validator=_text("hook source", empty_ok=True))
     """Where it was configured: `--hooks FILE` (the file), `.ruizn/hooks.json` (a project's)."""
+    env: tuple[str, ...] = field(default=(), converter=_tuple, validator=_variables)
+    """Variables of ruizn's environment passed to the command although their names say they
+    hold secrets (`*_TOKEN`, `*_KEY`, ...; every other variable is passed): the person's own
+    hooks files may name them, a workspace's may not (effects/hooks/config.py)."""
 
 
 @frozen(kw_only=True)
@@ -366,6 +388,19 @@ class RunSettings:
     hooks: tuple[HookSpec, ...] = field(default=(), converter=_tuple)
     """Commands run at the run's hook events, Claude Code's contract (see ruizn.hooks):
     from `--hooks FILE`, and a project's `.ruizn/hooks.json` once a person accepted it."""
+
+    subagents: tuple[Subagent, ...] = field(default=(), converter=_tuple)
+    """The agents this run may start as children through the `agent` tool (none: no such
+    tool; see docs/subagents.md). Recorded, so a resume never reads definitions again."""
+
+    max_depth: int = field(default=DEFAULT_MAX_DEPTH, validator=_whole("max_depth"))
+    """How deep children may nest below this run (1: its children start none)."""
+
+    max_agents: int = field(default=DEFAULT_MAX_AGENTS, validator=_positive_int("max_agents"))
+    """The most children of this run that run at once."""
+
+    allowed_tools: tuple[str, ...] | None = field(default=None, converter=_optional_tuple)
+    """The only tools the run offers, of those it would get (None: all): a child's subset."""
 
 
 # The fields a resume may set (run_resumed): everything else stays as the run started.

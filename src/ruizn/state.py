@@ -299,6 +299,22 @@ class CallFailure:
 
 
 @frozen(kw_only=True)
+class ChildRun:
+    """A subagent this run started (subagent_started) and, once it ended, how
+    (subagent_finished: `status` None while it runs). Its totals are in the run's."""
+
+    id: str  # the `agent` call that started it
+    run_id: str
+    agent: str
+    status: Status | None = None
+    steps: int = 0
+    usage: Usage = field(factory=Usage)
+    cost: float | None = None
+    error: str | None = None
+    awaiting: tuple[ToolCall, ...] = ()  # its calls waiting for a decision (awaiting_approval)
+
+
+@frozen(kw_only=True)
 class ExecutionContext:
     run_id: str
     goal: str
@@ -333,7 +349,7 @@ class ExecutionContext:
     error: str | None = None
     # The tool calls of the last assistant turn, with their results as they arrive (None:
     # not answered yet). When every call is answered they are merged into one user message,
-    # in the order the model asked (see reducers._on_tool_call_finished).
+    # in the order the model asked (see tool_turns.on_tool_call_finished).
     turn_calls: tuple[ToolCall, ...] = ()
     turn_results: TurnResults = field(factory=TurnResults)
     turn_open: int = 0
@@ -352,7 +368,8 @@ class ExecutionContext:
     # Deltas streamed by the model call in flight. Only counted: the text itself is in the
     # log (LlmToken) and the finished turn in LlmResponse, so replay never concatenates.
     streamed_tokens: int = 0
-    # Tool calls started but not finished: what a crash interrupted (see decide.on_resume).
+    # Tool calls started but not finished: what a crash interrupted (see
+    # resuming.interrupted_calls).
     tools_in_flight: tuple[str, ...] = ()
     # The images of every result so far (what the next request holds), counted by the
     # reducer as results arrive; derived from messages and turn_results like turn_index, so
@@ -375,6 +392,10 @@ class ExecutionContext:
     hook_stop: str | None = None
     # SessionStart then UserPromptSubmit hooks run at the run's start so far.
     start_hooks_ran: int = 0
+    # The subagents this run started, in order (their usage and cost are in the run's).
+    children: tuple[ChildRun, ...] = ()
+    # A subagent's own run: (its parent's run id, its agent's name), from its run_started.
+    agent_of: tuple[str, str] | None = None
 
     @property
     def total_cost(self) -> float | None:
@@ -382,6 +403,16 @@ class ExecutionContext:
         if self.cost_unknown or self.unpriced_steps:
             return None
         return self.cost
+
+    @property
+    def children_awaiting(self) -> tuple[ChildRun, ...]:
+        """Children stopped awaiting approval whose `agent` call is still running: this
+        run waits on their decisions (`resume --approve ID` hands one to its child)."""
+        return tuple(
+            child
+            for child in self.children
+            if child.status is Status.AWAITING_APPROVAL and child.id in self.tools_in_flight
+        )
 
     @property
     def pending_tool_calls(self) -> tuple[ToolCall, ...]:

@@ -32,6 +32,12 @@ it is (about 0.1 µs a delta; `python bench/terminal_cost.py` compares the alter
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+
+# A one-line notice for the person (a plug-in left out, an MCP server restarted): where it
+# goes is the caller's (the CLI: stderr, made visible).
+Notice = Callable[[str], None]
+
 
 _PICTURE_BASE = 0x2400  # U+2400 SYMBOL FOR NULL; U+241B SYMBOL FOR ESCAPE
 _KEPT = frozenset({"\n", "\t"})
@@ -65,13 +71,26 @@ def visible(text: str) -> str:
 # Characters that show as nothing (or move text) yet change what a name or a line is:
 # zero-width spaces and joiners, the bidi marks, the line and paragraph separators, the
 # word joiner and invisible operators, the byte-order mark, soft hyphen, the Mongolian vowel
-# separator, and the tag characters (U+E0000-U+E007F, which can spell hidden ASCII). Where
-# a person decides (an approval prompt, a grant, a diff), `notes\u200b.txt` must not read
-# as `notes.txt`: there they are shown as escapes too.
+# separator, and the tag characters (U+E0000-U+E007F, which can spell hidden ASCII); and the
+# fillers, which draw as blank space yet are letters to a program: the combining grapheme
+# joiner, the Hangul fillers, the Khmer inherent vowels, the braille blank, and the
+# variation selectors (which can also carry hidden bytes). Where a person decides (an
+# approval prompt, a grant, a diff), `notes\u200b.txt` must not read as `notes.txt`: there
+# they are shown as escapes too.
 _INVISIBLE = (
     0x00AD,
+    0x034F,
     0x061C,
-    0x180E,
+    0x115F,
+    0x1160,
+    0x17B4,
+    0x17B5,
+    *range(0x180B, 0x1810),
+    0x2800,
+    0x3164,
+    *range(0xFE00, 0xFE10),
+    0xFFA0,
+    *range(0xE0100, 0xE01F0),
     *range(0x200B, 0x2010),
     0x2028,
     0x2029,
@@ -97,3 +116,14 @@ def revealed(text: str) -> str:
     if "\r\n" in text:
         text = text.replace("\r\n", "\n")
     return text.translate(_REVEAL_TABLE)
+
+
+_LINE_TABLE = {**_REVEAL_TABLE, ord("\n"): "\u2424", ord("\t"): "\u2409"}
+
+
+def revealed_line(text: str) -> str:
+    """`revealed(text)` as one line: a line break shows as `␤` and a tab as `␉` too. For
+    each fact of a grant or an acceptance prompt (a hook's event, matcher, command and
+    source; a pattern; a path), so that no field can draw a line of its own, such as a
+    harmless command under the real one."""
+    return text.translate(_LINE_TABLE)

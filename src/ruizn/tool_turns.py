@@ -165,8 +165,10 @@ def on_approval_decided(state: ExecutionContext, event: ToolApprovalDecided) -> 
         raise InvalidTransition(f"tool_approval_decided twice for {event.id!r}")
     call = state.turn_calls[index]
     if event.by in ("policy", "always-rule"):
-        # A decision made without a person must be the one the run's rules make.
-        ruled = rule_decision(state, call)
+        # A decision made without a person must be the one the run's rules make: an
+        # --allow-command pattern by its characters (a log from before patterns were
+        # parsed stays readable; replay parses nothing; decide's decisions are stricter).
+        ruled = rule_decision(state, call, parsed=False)
         if ruled is None or ruled.by != event.by or ruled.approved != event.approved:
             raise InvalidTransition(
                 f"a {event.by} decision ({'approve' if event.approved else 'deny'}) for"
@@ -288,6 +290,10 @@ def on_hook_ran(state: ExecutionContext, event: HookRan) -> ExecutionContext:
             )
         case "SessionEnd":
             return after
+        case "SubagentStart" | "SubagentStop":
+            if state.phase is not Phase.TOOLS or event.tool_use_id not in state.tools_in_flight:
+                raise InvalidTransition(f"hook_ran {event.hook_event} for no call that is running")
+            return after  # told, not asked: a subagent's hooks decide nothing here
     raise InvalidTransition(f"hook_ran for the unknown event {event.hook_event!r}")
 
 

@@ -24,8 +24,8 @@ class ToolSource:
     kind: SourceKind
     ref: str
     # What the tool said of itself when the run started. A resume decides from the log, not
-    # from the tool, whether an interrupted call may run again (decide.interrupted_calls).
-    read_only: bool = False
+    # from the tool, whether an interrupted call may run again (resuming.interrupted_calls).
+    read_only: bool = False  # or it resumes what it started (BaseTool.resumes): runs again
 
     def describe(self) -> str:
         """One line for people: `builtin`, `spec tools.py:add`, `plugin weather`."""

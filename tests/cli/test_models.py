@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.cli.conftest import RECORDINGS, cli_env, run_cli
-from tests.fakeapi import FakeAnthropic, Recording, Stream, Text, Thinking
+from tests.fakeapi import FakeAnthropic, HttpError, Recording, Stream, Text, Thinking
 
 
 def answer(body: dict[str, Any], index: int) -> Stream:
@@ -266,3 +266,46 @@ def test_models_with_no_network_says_so(workspace: Path) -> None:
     assert result.code == 0
     assert result.stderr.startswith("ruizn: the Models API cannot be reached;")
     assert "claude-opus-5-5" in result.stdout
+
+
+def test_a_models_api_that_pages_for_ever_ends_listing_and_run(workspace: Path) -> None:
+    """`has_more` with the same cursor on every page: `ruizn models` lists the page once and
+    says why it stopped; a run whose model the Models API does not know is refused with the list."""
+    server = FakeAnthropic(
+        [HttpError(404, "not_found_error", "model: claude-sonet-5-5")], endless_models="same"
+    ).start()
+    try:
+        listed = run_cli(["models", "--json"], workspace=workspace, base_url=server.base_url)
+        run = run_cli(
+            ["run", "--model", "claude-sonet-5-5", "hi"],
+            workspace=workspace,
+            base_url=server.base_url,
+        )
+    finally:
+        server.stop()
+    assert listed.code == 0, listed.stderr
+    ids = [row["id"] for row in json.loads(listed.stdout)]
+    assert len(ids) == len(set(ids))
+    assert "claude-sonnet-5-5" in ids
+    assert listed.stderr == "ruizn: the Models API gave the same page twice: the listing stops\n"
+    # The Models API does not know the model: refused before any request, with the list.
+    assert run.code == 2
+    assert run.stderr.startswith("ruizn: error: model not found: 'claude-sonet-5-5'; this key")
+    assert server.requests == []
+    # Two pages per listing (the second is the first again), two listings.
+    assert sum(path.startswith("/v1/models?") for path in server.model_gets) == 4
+
+
+def test_a_models_api_with_a_new_cursor_on_every_page_stops_at_the_page_cap(
+    workspace: Path,
+) -> None:
+    server = FakeAnthropic(answer, endless_models="new").start()
+    try:
+        listed = run_cli(["models", "--json"], workspace=workspace, base_url=server.base_url)
+    finally:
+        server.stop()
+    assert listed.code == 0, listed.stderr
+    assert listed.stderr == "ruizn: the Models API has more than 20 pages: the listing stops\n"
+    assert len(server.model_gets) == 20
+    ids = [row["id"] for row in json.loads(listed.stdout)]
+    assert len(ids) == len(set(ids))

@@ -27,7 +27,7 @@ def _screen(term: Terminal, columns: int = 200, rows: int = 60) -> str:
     return "\n".join(line.rstrip() for line in screen.display)
 
 
-def _wait(term: Terminal, text: str, count: int = 1, timeout: float = 30) -> None:
+def _wait(term: Terminal, text: str, count: int = 1, timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     while _screen(term).count(text) < count:
         assert time.monotonic() < deadline, f"{text!r} not shown in time:\n{_screen(term)}"
@@ -37,7 +37,7 @@ def _wait(term: Terminal, text: str, count: int = 1, timeout: float = 30) -> Non
 
 def _prompt(term: Terminal, count: int = 1) -> None:
     """Wait for the count-th empty input line (prompt_toolkit's `> `)."""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90  # generous: a loaded machine starts a process slowly
     while sum(line == ">" for line in _screen(term).splitlines()) < count:
         assert time.monotonic() < deadline, f"no prompt in time:\n{_screen(term)}"
         if not term._read(0.2):
@@ -206,3 +206,24 @@ def test_an_answer_is_drawn_as_markdown_at_a_terminal_and_left_as_written_when_p
     assert "```" not in screen
     piped = run_cli(["run", "--goal", "plan"], workspace=workspace, base_url=server.base_url)
     assert ANSWER in piped.stdout  # piped: the text as the model wrote it
+
+
+def test_agents_lists_the_subagents_a_session_offers(
+    workspace: Path, server_factory: Any, tmp_path: Path
+) -> None:
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    (agents / "reviewer.md").write_text(
+        "---\nname: reviewer\ndescription: Reviews a diff for bugs\n---\nYou review diffs.\n"
+    )
+    server = server_factory(_echo)
+    term = Terminal(["chat", "--agents", str(agents)], workspace, _env(server, tmp_path / "s"))
+    try:
+        _prompt(term)
+        term.type(b"/agents\r")
+        _wait(term, "reviewer: Reviews a diff for bugs")
+        assert "general:" in _screen(term)  # the built-in agent beside the file's
+        term.type(b"/exit\r")
+        assert term.finish() == 0
+    finally:
+        term.close()

@@ -216,3 +216,19 @@ def test_help_imports_neither_the_sdk_nor_anyio_nor_pydantic(workspace: Path) ->
     assert "click" in imported  # the check sees imports at all
     heavy = {name.split(".")[0] for name in imported} & {"anthropic", "anyio", "pydantic"}
     assert heavy == set()
+
+
+def test_tools_shell_lists_the_shells_tools_after_the_others(workspace: Path) -> None:
+    result = run_cli(["tools", "--json", "--shell", "--no-plugins"], workspace=workspace)
+    assert result.code == 0, result.stderr
+    listed = json.loads(result.stdout)
+    reads = {"read_file", "list_dir", "glob", "grep"}
+    assert [(t["name"], t["source"]["kind"], t["read_only"]) for t in listed] == [
+        *((name, "builtin", name in reads) for name in BUILTINS),
+        ("bash", "builtin", False),
+        ("bash_output", "builtin", True),
+        ("bash_kill", "builtin", False),
+    ]
+    assert "cannot write it" in listed[len(BUILTINS)]["description"]  # git, in the sandbox
+    plain = run_cli(["tools", "--no-plugins"], workspace=workspace)
+    assert "bash" not in plain.stdout

@@ -137,3 +137,38 @@ def tool_loop(
         return Stream((Text(final_text),))
 
     return reply
+
+
+def system_text(body: Mapping[str, Any]) -> str:
+    """A request's system prompt as one text (the API takes a string or text blocks)."""
+    system = body.get("system", "")
+    if isinstance(system, str):
+        return system
+    return "".join(block.get("text", "") for block in system if isinstance(block, Mapping))
+
+
+def by_system(
+    routes: Mapping[str, Callable[[dict[str, Any], int], Reply]],
+) -> Callable[[dict[str, Any], int], Reply]:
+    """One script per conversation, picked by the first key found in the request's system
+    prompt: a parent run and its subagents, whose requests interleave, each get their own."""
+
+    def reply(body: dict[str, Any], index: int) -> Reply:
+        system = system_text(body)
+        for key, script in routes.items():
+            if key in system:
+                return script(body, index)
+        return HttpError(400, "invalid_request_error", f"no script for system {system[:80]!r}")
+
+    return reply
+
+
+def turns(body: Mapping[str, Any]) -> int:
+    """How many assistant turns a request's history holds."""
+    return sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
+
+
+def tool_results(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The tool_result blocks of a request's last message."""
+    content = body.get("messages", [{}])[-1].get("content", [])
+    return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tests.fakeapi.cache import PromptCache
 from tests.fakeapi.models import CATALOG, find, listing, refusal
@@ -100,6 +100,7 @@ class FakeAnthropic:
         min_cache_tokens: int = 0,
         models: tuple[dict[str, Any], ...] | None = CATALOG,
         keep: bool = True,
+        endless_models: Literal["same", "new"] | None = None,
     ) -> None:
         """`keep`: record every POST in `requests` (body, headers, raw bytes) for a test to
         read. bench/fake_server.py's servers keep none: a 2,000-step run's would be
@@ -109,6 +110,9 @@ class FakeAnthropic:
         # The Models API's catalogue, and the Claude 5 rules its entries imply for POSTs (see
         # tests.fakeapi.models); None: no Models API (404) and no rules, like a bare proxy.
         self.models = models
+        # GET /v1/models says `has_more` on every page, for ever: with the same cursor
+        # ("same"), or with a new one each time ("new").
+        self.endless_models = endless_models
         self.model_gets: list[str] = []  # the paths of the Models API requests, in order
         self.port = port
         self.requests: list[RecordedRequest] = []
@@ -267,7 +271,12 @@ class _Handler(BaseHTTPRequestHandler):
                 self.fake.model_gets.append(self.path)
             request_id = self.fake.request_id()
             if path == "/v1/models":
-                self._json(200, listing(catalog), request_id)
+                page = listing(catalog)
+                if self.fake.endless_models is not None:
+                    page["has_more"] = True
+                if self.fake.endless_models == "new":
+                    page["last_id"] = f"cursor-{len(self.fake.model_gets)}"
+                self._json(200, page, request_id)
                 return
             info = find(catalog, path.removeprefix("/v1/models/"))
             if info is None:

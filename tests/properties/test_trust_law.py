@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 import ruizn
 from ruizn.effects.runlog.trust import TrustStore
+from ruizn.resuming import UntrustedRun
 from ruizn.serde import DecodeError, decode
-from ruizn.shell.outcome import UntrustedRun
 from tests.properties.runs import json_values
 
 # Every field of run_started a person could edit (the settings' too), by JSON path.

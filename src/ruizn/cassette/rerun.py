@@ -31,9 +31,10 @@ from ruizn.effects.runlog.reader import iter_events
 from ruizn.effects.runlog.store import settled
 from ruizn.events import Parent
 from ruizn.grant import grant_of
-from ruizn.recording import Divergence, Recording, Stop, compare_stop
+from ruizn.recording import Divergence, Recording, SessionEnd, compare_stop
+from ruizn.resuming import UntrustedRun
 from ruizn.shell.agent import Agent
-from ruizn.shell.outcome import Resume, Session, UntrustedRun
+from ruizn.shell.outcome import Resume, Session
 from ruizn.state import ExecutionContext, Status, ToolResultBlock
 from ruizn.window import context_limit
 
@@ -130,7 +131,7 @@ async def _drive(session: Session) -> tuple[ExecutionContext, Divergence | None]
         return session.state, left.divergence
 
 
-def _reproducible(stop: Stop) -> bool:
+def _reproducible(stop: SessionEnd) -> bool:
     """A stop the re-drive makes too: one the run's own rules gave (not Ctrl-C, not a crash)."""
     return stop.finished is not None and stop.finished.status is not Status.CANCELLED
 
@@ -139,7 +140,7 @@ def _approval(mode: ApprovalMode, *, vouched: bool) -> ApprovalMode:
     return "ask" if mode == "always" and not vouched else mode
 
 
-def _resume_of(stop: Stop, state: ExecutionContext, *, vouched: bool) -> Resume:
+def _resume_of(stop: SessionEnd, state: ExecutionContext, *, vouched: bool) -> Resume:
     """The resume the recording made after `stop`, for the re-driven run."""
     resumed = stop.resumed
     assert resumed is not None

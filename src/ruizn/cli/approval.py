@@ -11,6 +11,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from attrs import evolve
+
 from ruizn.state import ExecutionContext, ToolCall
 from ruizn.terminal import revealed
 
@@ -62,7 +64,9 @@ def describe_call(call: ToolCall) -> str:
 
 def awaiting_report(state: ExecutionContext) -> list[str]:
     """The lines (for stderr) that list the calls a stopped run waits on, and what to do."""
-    waiting = state.awaiting_approval
+    waiting = list(state.awaiting_approval)
+    for child in state.children_awaiting:  # a subagent's, named by its agent
+        waiting += [evolve(call, name=f"{child.agent} > {call.name}") for call in child.awaiting]
     if not waiting:
         return []
     count = f"{len(waiting)} tool call" + (" awaits" if len(waiting) == 1 else "s await")

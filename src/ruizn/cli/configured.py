@@ -5,6 +5,7 @@ which prints the effective options and where each came from."""
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,10 @@ from ruizn.configlayers import (
     OPTIONS,
     ConfigFileError,
     Layer,
+    Raise,
     effective,
     project_layer,
+    project_raises,
     user_layers,
 )
 from ruizn.effects.userconfig.reader import PROJECT_FILE, read_toml, user_config_path
@@ -28,8 +31,11 @@ from ruizn.effects.userconfig.reader import PROJECT_FILE, read_toml, user_config
 _FROM_THE_USER = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
 
 
-def layers_for(workspace: str, profile: str | None) -> tuple[tuple[Layer, ...], tuple[str, ...]]:
-    """The config files' layers, lowest first, and the project file's refusals."""
+def layers_for(
+    workspace: str, profile: str | None
+) -> tuple[tuple[Layer, ...], Layer | None, tuple[str, ...]]:
+    """The person's config layers, lowest first; the project file's layer (if there is
+    one); and the project file's refusals."""
     path = user_config_path(os.environ)
     document = read_toml(path, required=bool(os.environ.get("RUIZN_CONFIG")))
     if document is None and profile is not None:
@@ -38,9 +44,9 @@ def layers_for(workspace: str, profile: str | None) -> tuple[tuple[Layer, ...], 
     project = Path(workspace) / PROJECT_FILE
     found = read_toml(project)
     if found is None:
-        return layers, ()
+        return layers, None, ()
     layer, refused = project_layer(found, str(project))
-    return (*layers, layer), refused
+    return layers, layer, refused
 
 
 def configured(
@@ -54,11 +60,14 @@ def configured(
     given = {n: options[n] for n in params if ctx.get_parameter_source(n) in _FROM_THE_USER}
     defaults = {n: options[n] for n in params if n not in given}
     try:
-        layers, refused = layers_for(workspace, profile)
+        layers, project, refused = layers_for(workspace, profile)
     except ConfigFileError as exc:
         fail(str(exc))
     for line in refused:
         click.echo(f"ruizn: {line}", err=True)
+    if project is not None:
+        person = effective(layers, given, defaults)
+        layers = (*layers, _tightened(ctx, params, project, person))
     merged = effective(layers, given, defaults)
     out: dict[str, tuple[Any, str]] = {}
     for name, (raw, source) in merged.items():
@@ -72,6 +81,58 @@ def configured(
         options[name] = value
         out[name] = (value, source)
     return out
+
+
+def _tightened(
+    ctx: click.Context,
+    params: dict[str, click.Parameter],
+    project: Layer,
+    person: dict[str, tuple[Any, str]],
+) -> Layer:
+    """The project file's layer without the values that would loosen the person's own,
+    unless the person, at a terminal, says yes to them (shown first)."""
+
+    def typed(name: str, value: Any, where: str) -> Any:
+        if where in (DEFAULT_SOURCE, COMMAND_LINE) or name not in params:
+            return value
+        return _cast(ctx, params[name], value, where)
+
+    values = {n: typed(n, v, project.where) for n, v in project.values.items()}
+    theirs = {n: (typed(n, v, where), where) for n, (v, where) in person.items()}
+    raises = project_raises(values, theirs)
+    if not raises or _yes_to(project.where, raises):
+        return Layer(where=project.where, values=values)
+    from ruizn.terminal import visible
+
+    for up in raises:
+        click.echo(
+            visible(
+                f"ruizn: ignored: {project.where} sets {up.name} {_shown(up.project)}, over"
+                f" your {_shown(up.person)} ({up.person_source}): a file in the workspace may"
+                " only tighten your settings; say yes at a terminal, or set it yourself"
+            ),
+            err=True,
+        )
+    dropped = {up.name for up in raises}
+    return Layer(where=project.where, values={n: v for n, v in values.items() if n not in dropped})
+
+
+def _yes_to(where: str, raises: tuple[Raise, ...]) -> bool:
+    """Whether the person at the terminal takes the raises (shown whole); False without one."""
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return False
+    from ruizn.terminal import revealed
+
+    click.echo(f"ruizn: {revealed(where)} would raise your settings:", err=True)
+    for up in raises:
+        click.echo(
+            revealed(
+                f"  {up.name}: {_shown(up.person)} ({up.person_source}) -> {_shown(up.project)}"
+            ),
+            err=True,
+        )
+    click.echo("use them in this run? [y/N] ", err=True, nl=False)
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
 def _cast(ctx: click.Context, param: click.Parameter, value: Any, where: str) -> Any:

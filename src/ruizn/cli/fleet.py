@@ -258,7 +258,7 @@ def db_store(db: str, root: Path) -> Any:
         fail(str(exc))
 
 
-def resume_db(db: str, run: str, request: Any) -> int:
+def resume_on_fleet(db: str, run: str, request: Any) -> int:
     """`ruizn resume --db`: the request (an `agent.Resume`: limits, read timeout, decisions)
     goes to the fleet as an order."""
     from ruizn.cli.fleet_printer import print_queued

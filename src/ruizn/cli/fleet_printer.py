@@ -12,7 +12,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from ruizn.cli.exits import EXIT_AWAITING_APPROVAL, EXIT_ERROR, EXIT_OK
-from ruizn.fleet.reports import BatchProgress, BatchWatcher, RunResult
+from ruizn.fleet.reports import BatchProgress, BatchRun, BatchWatcher
 from ruizn.fleet.worker import shown
 from ruizn.format import counted, human_seconds, tokens, usd
 
@@ -46,7 +46,7 @@ class TerminalWatcher(BatchWatcher):
     def warn(self, line: str) -> None:
         warn(line)
 
-    def finished(self, result: RunResult, count: int, total: int) -> None:
+    def finished(self, result: BatchRun, count: int, total: int) -> None:
         line = f"[{count:>{len(str(total))}}/{total}] {_row(result)}"
         if self.bar:  # a line longer than the terminal would wrap, and the bar with it
             from ruizn.cli.table import clip, terminal_width
@@ -73,7 +73,7 @@ class TerminalWatcher(BatchWatcher):
             sys.stdout.write("\r\x1b[K")
 
 
-def _row(result: RunResult) -> str:
+def _row(result: BatchRun) -> str:
     parts = [result.run_id, result.status]
     if result.steps is not None:
         parts.append(counted(result.steps, "step"))

@@ -36,12 +36,13 @@ from ruizn.effects.tools.loader import Toolbox, ToolLoadError
 from ruizn.events import Event, LlmResponse, RunResumed, RunStarted, ToolCallFinished
 from ruizn.fork import ForkRefused
 from ruizn.format import counted
+from ruizn.grant import Grant
 from ruizn.recording import RecordingError
-from ruizn.resuming import ResumeRefused
+from ruizn.resuming import ResumeRefused, UntrustedRun
 from ruizn.rules import resume_fix
 from ruizn.settings import ConfigError, RunSettings
 from ruizn.shell.agent import Agent
-from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session, UntrustedRun
+from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session
 from ruizn.shell.runner import Subscriber
 from ruizn.shell.toolcalls import first_error
 from ruizn.state import ExecutionContext, Status
@@ -141,16 +142,36 @@ def resume_run(agent: Agent, run: str, request: Resume) -> int:
             fail(str(untrusted))
         if not _accepted(untrusted):
             fail(f"run {untrusted.run_id} was not resumed: its grant was not accepted")
-        keep = False
-        grant = untrusted.grant
-        if grant.preapproved or grant.always_tools:
-            count = len(grant.preapproved) + len(grant.always_tools)
-            echo_err(
-                f"apply all {count} approval{'s' if count > 1 else ''} the log records, as"
-                " listed above? (no: each call is asked again, one by one) [y/N] "
-            )
-            keep = sys.stdin.readline().strip().lower() in ("y", "yes")
-        return resume_run(agent, run, evolve(request, trust=True, keep_approvals=keep))
+        keep, shell = _what_to_keep(untrusted.grant)
+        accepted = evolve(request, trust=True, keep_approvals=keep, keep_shell=shell)
+        return resume_run(agent, run, accepted)
+
+
+def _what_to_keep(grant: Grant) -> tuple[bool, bool]:
+    """Once a grant is accepted: whether the log's approvals, and its shell's loosening
+    (--sandbox off, --allow-command patterns), are applied too: each asked on its own,
+    no unless the person says yes."""
+    from ruizn.terminal import revealed_line
+
+    keep = shell = False
+    if grant.preapproved or grant.always_tools:
+        count = len(grant.preapproved) + len(grant.always_tools)
+        echo_err(
+            f"apply all {count} approval{'s' if count > 1 else ''} the log records, as"
+            " listed above? (no: each call is asked again, one by one) [y/N] "
+        )
+        keep = sys.stdin.readline().strip().lower() in ("y", "yes")
+    if grant.unconfined or grant.allow_commands:
+        what = ["bash commands UNCONFINED (--sandbox off)"] if grant.unconfined else []
+        if grant.allow_commands:
+            patterns = ", ".join(f"'{revealed_line(p)}'" for p in grant.allow_commands)
+            what.append(f"commands approved without asking by {patterns}")
+        echo_err(
+            f"apply the log's shell settings: {'; '.join(what)}? (no: commands run in the"
+            " sandbox and no pattern approves one) [y/N] "
+        )
+        shell = sys.stdin.readline().strip().lower() in ("y", "yes")
+    return keep, shell
 
 
 def fork_run(agent: Agent, run: str, *, at: int, trust: bool) -> int:
@@ -220,11 +241,11 @@ def _can_ask() -> bool:
 
 def _accepted(untrusted: UntrustedRun, verb: str = "resume") -> bool:
     """Show what the log would grant, and ask."""
-    from ruizn.terminal import revealed, visible
+    from ruizn.terminal import revealed_line, visible
 
     echo_err(f"ruizn: run {visible(untrusted.run_id)} {untrusted.reason}. Its log would grant:")
     for line in untrusted.grant.lines():
-        echo_err(f"  {revealed(line)}")
+        echo_err(f"  {revealed_line(line)}")
     if untrusted.grant.approval == "always":
         echo_err("  (an `always` approval from a log is not applied: calls will be asked)")
     if untrusted.grant.preapproved or untrusted.grant.always_tools:
@@ -404,7 +425,8 @@ def with_project_hooks(settings: RunSettings, *, trust: bool) -> RunSettings:
     they are code from the workspace, so each command is shown and asked about at the
     terminal (or accepted with --trust). With neither, they do not run, and a line says so."""
     from ruizn.effects.hooks.config import PROJECT_HOOKS, HookConfigError, project_file
-    from ruizn.terminal import visible
+    from ruizn.grant import hook_line
+    from ruizn.terminal import revealed_line
 
     try:
         found, warning = project_file(Path(settings.workspace))
@@ -423,8 +445,9 @@ def with_project_hooks(settings: RunSettings, *, trust: bool) -> RunSettings:
             return settings
         echo_err(f"ruizn: this workspace's {PROJECT_HOOKS} would run these commands:")
         for spec in found:
-            on = f" [{spec.matcher}]" if spec.matcher not in ("", "*") else ""
-            echo_err(f"  {spec.event}{on}: {visible(spec.command)}")
+            # Every field escaped, as one line: a matcher's escape codes could otherwise
+            # erase the real command and draw another.
+            echo_err(f"  {revealed_line(hook_line(spec))}")
         echo_err("run them in this run? [y/N] ")
         if sys.stdin.readline().strip().lower() not in ("y", "yes"):
             echo_err("ruizn: the project's hooks do not run in this run")
@@ -444,7 +467,7 @@ def with_user_hooks(settings: RunSettings) -> RunSettings:
         document = read_toml(path, required=bool(os.environ.get("RUIZN_CONFIG")))
         if document is None or "hooks" not in document:
             return settings
-        found = parse(document["hooks"], f"{path} [hooks]")
+        found = parse(document["hooks"], f"{path} [hooks]", own=True)
         warning = unrun_events(document["hooks"], f"{path} [hooks]")
     except (ConfigFileError, HookConfigError) as exc:
         fail(str(exc))

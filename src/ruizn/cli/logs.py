@@ -15,6 +15,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from attrs import evolve
+
 from ruizn.cli.approval import describe_call
 from ruizn.cli.exits import EXIT_ERROR, EXIT_OK, fail
 from ruizn.cli.printer import StdoutPrinter
@@ -44,7 +46,7 @@ from ruizn.state import (
     ThinkingBlock,
     ToolUseBlock,
 )
-from ruizn.terminal import revealed, visible
+from ruizn.terminal import revealed, revealed_line, visible
 from ruizn.window import context_limit
 
 if TYPE_CHECKING:
@@ -202,11 +204,40 @@ def _lineage(parent: Parent | None) -> list[tuple[str, str]]:
         return []
     if parent.kind == "rerun":
         return [("rerun of", f"{parent.run_id} (its {counted(parent.seq, 'event')} re-driven)")]
+    if parent.kind == "agent":
+        return [("agent of", f"{parent.run_id}, as {parent.agent} (its call {parent.call})")]
     return [("forked", f"from {parent.run_id} at seq {parent.seq}")]
+
+
+def _agent_lines(state: ExecutionContext) -> list[tuple[str, str]]:
+    """One line per subagent the run started: its name, run, status, steps and cost."""
+    return [
+        (
+            "agent",
+            f"{child.agent}  {child.run_id}  "
+            + (
+                "running (or stopped: resume the run)"
+                if child.status is None
+                else child.status.value
+            )
+            + f"  {counted(child.steps, 'step')}  "
+            + ("cost unknown" if child.cost is None else usd(child.cost)),
+        )
+        for child in state.children
+    ]
 
 
 def _cost_line(state: ExecutionContext, total: float | None, priced_now: int) -> str:
     budget = state.settings.max_cost
+    if state.children:  # the tree's: this run's calls and its agents' (as their ends logged)
+        agents = [child.cost for child in state.children if child.status is not None]
+        own = total
+        known = [cost for cost in agents if cost is not None]
+        total = None if total is None or len(known) < len(agents) else total + sum(known)
+        if own is not None:
+            text = "unknown" if total is None else usd(total)
+            text += f" (this run {usd(own)}, its agents the rest)"
+            return text + (f" · budget {usd(budget)}" if budget is not None else "")
     text = "unknown (no known price for the model)" if total is None else usd(total)
     if priced_now and total is not None:
         text += f" (* {counted(priced_now, 'call')} logged unpriced, priced now at today's prices)"
@@ -246,6 +277,9 @@ def _thinking_lines(tally: _Tally) -> list[tuple[str, str]]:
     if tally.thoughts_hidden:
         parts.append(f"{tally.thoughts_hidden} omitted or redacted")
     return [("thinking", " · ".join(parts) + " · counted in out tokens and cost")]
+
+
+_GRANT_KEYS = frozenset({"workspace", "tool code", "mcp", "shell", "hook", "approved", "always"})
 
 
 class _Say:
@@ -360,6 +394,7 @@ def show_run(store: RunStore, run: str) -> int:
         ("steps", f"{state.step} of {state.settings.max_steps}"),
         ("time", human_seconds(state.elapsed)),
         ("tools", tools or "none"),
+        *_agent_lines(state),
         (
             "usage",
             f"in {tokens(total_in)} tok (uncached {tokens(usage.input_tokens)},"
@@ -380,7 +415,10 @@ def show_run(store: RunStore, run: str) -> int:
         )
     say = _Say(terminal_width())
     for key, value in lines:
-        say(key, visible(value), most=2 if key == "goal" else None)
+        # What the run grants is shown as `resume` asks about it: each fact one line, every
+        # invisible character and line break escaped too.
+        shown = revealed_line(value) if key in _GRANT_KEYS else visible(value)
+        say(key, shown, most=2 if key == "goal" else None)
     if tally.images:
         say(
             "images",
@@ -405,7 +443,15 @@ def show_run(store: RunStore, run: str) -> int:
             else:
                 fate = "killed when its session ended, if still running"
             say("background", visible(f"{job or call_id} · {fate} · $ {command}"))
-    pending = found.pending_approval
+    pending = (
+        *found.pending_approval,
+        # A subagent's, named by its agent: `resume --approve ID` hands it to the child.
+        *(
+            evolve(call, name=f"{child.agent} > {call.name}")
+            for child in state.children_awaiting
+            for call in child.awaiting
+        ),
+    )
     if pending:
         target = getattr(store, "resume_target", None)
         run_args = target(state.run_id) if callable(target) else state.run_id

@@ -21,10 +21,10 @@ from ruizn.cli.exits import EXIT_CANCELLED, EXIT_OK, EXIT_USAGE, Exit, echo_erro
 from ruizn.cli.options import LONE_COMMAND, TopGroup, run_options
 from ruizn.version import __version__
 
-__all__ = ["COMMANDS", "Entry", "cli", "command", "main"]
+__all__ = ["COMMANDS", "CommandEntry", "cli", "command", "main"]
 
 
-class Entry(NamedTuple):
+class CommandEntry(NamedTuple):
     """A command: where it is ("module:attribute", a click command or a function that makes
     one), its one-line help as `ruizn --help` shows it, and whether it may talk to the API
     or an MCP server (then the SDK's log lines are routed through ruizn's redacting handler
@@ -38,96 +38,108 @@ class Entry(NamedTuple):
 _CLI = "ruizn.cli."
 # Every command of `ruizn`. tests/cli/test_commands.py holds each help equal to the
 # command's own first sentence, so the two cannot drift.
-COMMANDS: dict[str, Entry] = {
-    "run": Entry(
+COMMANDS: dict[str, CommandEntry] = {
+    "run": CommandEntry(
         _CLI + "run_cmd:run_command",
         "Run an agent on GOAL until the model ends its turn or --max-steps is reached.",
         sdk=True,
     ),
-    "tools": Entry(
+    "tools": CommandEntry(
         _CLI + "tools_cmd:tools_command",
         "List every available tool: its name, where it comes from, whether it only reads,"
         " and its input schema.",
         sdk=True,
     ),
-    "chat": Entry(
+    "agents": CommandEntry(
+        _CLI + "agents_cmd:agents_command",
+        "List the subagents a run here could start: name, where each is defined, its tools,"
+        " model and description (a workspace's are marked: they run only once accepted).",
+    ),
+    "chat": CommandEntry(
         _CLI + "session:chat_command",
         "Open a session at the terminal: each message goes on in the same run (RUN, or a"
         " new one), with slash commands (/help).",
         sdk=True,
     ),
-    "replay": Entry(
+    "replay": CommandEntry(
         _CLI + "log_cmd:replay_command",
         "Rebuild RUN's state from its log and print its transcript (no network).",
     ),
-    "resume": Entry(
+    "resume": CommandEntry(
         _CLI + "resume_cmd:resume_command",
         "Continue RUN where it stopped, appending to the same log (and to its MCP servers).",
         sdk=True,
     ),
-    "continue": Entry(
+    "continue": CommandEntry(
         _CLI + "resume_cmd:continue_command",
         "Add MESSAGE to RUN, a run that ended, and go on in the same log.",
         sdk=True,
     ),
-    "fork": Entry(
+    "fork": CommandEntry(
         _CLI + "resume_cmd:fork_command",
         "Write a new run holding RUN's events up to SEQ, and print its id.",
         sdk=True,
     ),
-    "runs": Entry(
+    "runs": CommandEntry(
         _CLI + "log_cmd:runs_command",
         "List the runs, newest first: id, status, steps, time, tokens, cost, goal.",
     ),
-    "show": Entry(
+    "show": CommandEntry(
         _CLI + "log_cmd:show_command",
         "Summarise one run: goal, model, status, steps, tools, usage, cost (per step too) and"
         " cache ratio.",
     ),
-    "rerun": Entry(
+    "rerun": CommandEntry(
         _CLI + "resume_cmd:rerun_command",
         "Drive RUN again as a new run: its model's replies come from the recording (no"
         " network, no key), its tools run for real here, and each request is compared with"
         " the recorded one.",
         sdk=True,
     ),
-    "diff": Entry(
+    "diff": CommandEntry(
         _CLI + "log_cmd:diff_command",
         "Compare RUN_A and RUN_B event by event, ignoring what must differ (run ids, times,"
         ' durations, request ids, the workspace path): exit 0 "no difference", or exit 1'
         " with the first differing seq of each and what each run came to.",
     ),
-    "view": Entry(
+    "view": CommandEntry(
         _CLI + "log_cmd:view_command",
         "Write RUN as one self-contained HTML page: its model and tool calls on a timeline,"
         " beside the transcript.",
     ),
-    "export": Entry(
+    "export": CommandEntry(
         _CLI + "log_cmd:export_command",
         "Send RUN's spans (OpenTelemetry GenAI conventions) to a collector over OTLP/HTTP.",
     ),
     # The fleet (ruizn.fleet): DBOS and SQLAlchemy load inside these commands.
-    "batch": Entry(
+    "batch": CommandEntry(
         _CLI + "fleet:batch_command",
         "Run every goal of GOALS.jsonl, N at once, on this machine (SQLite in the user's"
         " state directory, one database per workspace, never in the workspace).",
         sdk=True,
     ),
-    "worker": Entry(
+    "worker": CommandEntry(
         _CLI + "fleet:worker_command",
         "Take runs from the fleet's database until Ctrl-C or SIGTERM.",
         sdk=True,
     ),
-    "submit": Entry(
+    "submit": CommandEntry(
         _CLI + "fleet:submit_command",
         "Queue GOALS.jsonl (or --goal TEXT) on the fleet; prints the run ids.",
     ),
-    "models": Entry(
+    # Evals (ruizn.evals): datasets of goals run and scored.
+    "eval": CommandEntry(
+        _CLI + "eval_cmd:eval_command",
+        "Run every case of DATASET (pydantic-evals' YAML or JSON format) and score each run:"
+        " exit 0 when the pass rate meets --min-pass, 1 when not.",
+        sdk=True,
+    ),
+    "models": CommandEntry(
         _CLI + "models:models_command",
         "The models this key can use (the Models API) and their prices (genai-prices).",
         sdk=True,
     ),
-    "config": Entry(
+    "config": CommandEntry(
         _CLI + "main:config_command",
         "The effective run options and where each came from (default, your config file, a"
         " profile, the workspace's .ruizn/config.toml, the command line).",
@@ -135,7 +147,7 @@ COMMANDS: dict[str, Entry] = {
 }
 
 
-def load(entry: Entry) -> click.Command:
+def load(entry: CommandEntry) -> click.Command:
     """The command an entry names, imported now."""
     module, _, attribute = entry.target.partition(":")
     found = getattr(importlib.import_module(module), attribute)

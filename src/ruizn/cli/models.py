@@ -21,6 +21,8 @@ def models_command(as_json: bool) -> None:
     pricer = default_pricer()
     facts, problem = _ask_the_api()
     if facts:
+        if problem:  # a listing cut short: what came is listed, and why it is short
+            click.echo(f"ruizn: {problem}", err=True)
         rows = [_api_row(f, pricer.per_mtok(f.id)) for f in facts]
     else:
         from ruizn.modelfacts import current_generation
@@ -61,6 +63,8 @@ def _ask_the_api() -> tuple[tuple[Any, ...], str]:
         try:
             catalog = provider.catalog
             facts = await catalog.models()
+            if facts:
+                return facts, catalog.problem or ""
             return facts, catalog.problem or "the Models API listed no models"
         finally:
             await provider.aclose()

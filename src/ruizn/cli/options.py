@@ -299,7 +299,8 @@ def settings_options(f: Any) -> Any:
             type=click.Path(dir_okay=False),
             metavar="FILE.json",
             help="Hook commands, in the shape of Claude Code's settings.json `hooks` key"
-            " (PreToolUse, PostToolUse, UserPromptSubmit, Stop, SessionStart, SessionEnd)."
+            " (PreToolUse, PostToolUse, UserPromptSubmit, Stop, SessionStart, SessionEnd,"
+            " SubagentStart, SubagentStop)."
             " Repeatable.",
         ),
         click.option(
@@ -329,8 +330,9 @@ def run_options(f: Any) -> Any:
     f = click.option(
         "--trust",
         is_flag=True,
-        help="Accept the workspace's .ruizn/hooks.json hooks without asking (they are code"
-        " from the workspace: read them first).",
+        help="Accept the workspace's .ruizn/hooks.json hooks and its subagent definitions"
+        " (.ruizn/agents/, .claude/agents/) without asking (they come from the workspace:"
+        " read them first).",
     )(f)
     return click.option("--goal", help="What ruizn should do (or give it as an argument).")(f)
 
@@ -582,7 +584,7 @@ def read_hooks(paths: tuple[str, ...]) -> tuple[Any, ...]:
     for path in paths:
         try:
             data = read_json(Path(path))
-            specs.extend(parse(data, path))
+            specs.extend(parse(data, path, own=True))
             warning = unrun_events(data, path)
         except HookConfigError as exc:
             fail(f"--hooks {exc}")

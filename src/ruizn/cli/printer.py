@@ -35,6 +35,8 @@ from ruizn.events import (
     RunFinished,
     RunResumed,
     RunStarted,
+    SubagentFinished,
+    SubagentStarted,
     ToolApprovalDecided,
     ToolApprovalRequested,
     ToolCallFinished,
@@ -169,6 +171,19 @@ class StdoutPrinter:
                 )
             case HookRan() as ran:
                 self._hook(ran)
+            case SubagentStarted(agent=agent, run_id=run_id, description=what):
+                about = f" · {visible(what)}" if what else ""
+                self._line(
+                    self._paint(_DIM, "[agent]")
+                    + f" {visible(agent)} started · run {run_id}{about}"
+                )
+            case SubagentFinished() as ended:
+                cost = "" if ended.cost is None else f" · {usd(ended.cost)}"
+                self._line(
+                    self._paint(_DIM, "[agent]")
+                    + f" run {ended.run_id} ended {ended.status.value}"
+                    + f" · {counted(ended.steps, 'step')}{cost}"
+                )
             case OutputChecked(valid=True):
                 self._line(self._paint(_DIM, "[output]") + " matches the output schema")
             case OutputChecked(error=error):

@@ -122,9 +122,9 @@ def resume_command(
         _refuse_local_options(ctx)
         if run is None:
             raise UsageFailure("with --db, name the RUN to resume")
-        from ruizn.cli.fleet import resume_db
+        from ruizn.cli.fleet import resume_on_fleet
 
-        raise Exit(resume_db(db, run, request))
+        raise Exit(resume_on_fleet(db, run, request))
     raise Exit(_go_on(run, request, workspace=workspace, log_dir=log_dir, mcp_headers=mcp_headers))
 
 

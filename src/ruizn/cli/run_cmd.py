@@ -8,16 +8,18 @@ from typing import Any
 
 import click
 
+from ruizn.cli.agents_cmd import agent_options
 from ruizn.cli.common import otlp_option
 from ruizn.cli.exits import Exit, fail
 from ruizn.cli.options import UsageFailure, checked_text, run_options
 
-__all__ = ["run_command", "run_goal"]
+__all__ = ["AGENT_OPTIONS", "run_command", "run_goal"]
 
 
 @click.command("run")
 @click.argument("words", nargs=-1)
 @run_options
+@agent_options
 @otlp_option
 def run_command(words: tuple[str, ...], goal: str | None, **options: Any) -> None:
     """Run an agent on GOAL until the model ends its turn or --max-steps is reached.
@@ -33,6 +35,9 @@ def run_command(words: tuple[str, ...], goal: str | None, **options: Any) -> Non
     if goal is None:
         raise UsageFailure("missing goal: give --goal GOAL, ruizn run GOAL, or pipe it in")
     raise Exit(run_goal(goal=goal, **options))
+
+
+AGENT_OPTIONS = ("agents_dirs", "subagents", "max_depth", "max_agents")
 
 
 def run_goal(
@@ -56,8 +61,12 @@ def run_goal(
         raise UsageFailure("--goal must not be empty")
     if not os.path.isdir(workspace):
         fail(f"--workspace {workspace!r} is not a folder")
+    from ruizn.cli.agents_cmd import with_subagents
+
+    picked = {key: options.pop(key, None) for key in AGENT_OPTIONS}
     settings, servers = settings_from_cli(workspace=workspace, **options)
     settings = with_project_hooks(with_user_hooks(settings), trust=trust)
+    settings = with_subagents(settings, picked, trust=trust)
     if otlp is None:
         return new_run(terminal_agent(settings, log_dir=log_dir, mcp=servers), goal)
     from ruizn.cli.view import live_export

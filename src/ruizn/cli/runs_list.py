@@ -88,6 +88,10 @@ def row_of(run: RunInfo) -> Row:
         goal = visible(" ".join(str(run.reason or run.goal or "").split()))
         return Row(cells=(run_id, word, "", "", "", "", ""), goal=goal, whole=True)
     state = run.replayed.state
+    goal = " ".join(state.goal.split())
+    if state.agent_of is not None:  # a subagent's run: marked, under its parent's id
+        parent, agent = state.agent_of
+        goal = f"\N{DOWNWARDS ARROW WITH TIP RIGHTWARDS} {agent} of {parent}: {goal}"
     return Row(
         cells=(
             run_id,
@@ -98,7 +102,7 @@ def row_of(run: RunInfo) -> Row:
             tokens(state.usage.output_tokens),
             cost_cell(state.total_cost),
         ),
-        goal=visible(" ".join(state.goal.split())),
+        goal=visible(goal),
         whole=False,
     )
 

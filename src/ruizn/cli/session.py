@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import click
 
+from ruizn.cli.agents_cmd import agent_options
 from ruizn.cli.exits import EXIT_ERROR, EXIT_OK, Exit, echo_error
 from ruizn.cli.live import _USAGE_ERRORS, Opening, _sdk_notices, _with_signals, echo_err
 from ruizn.cli.options import UsageFailure, run_options
@@ -42,6 +43,7 @@ SLASH_COMMANDS: dict[str, str] = {
     "/tools": "the tools the run offers",
     "/show": "the run as `ruizn show` prints it",
     "/fork": "a new run holding this one so far; the session goes on in it",
+    "/agents": "the subagents the run may start (its `agent` tool)",
     "/new": "a fresh run from the next message",
     "/exit": "end the session (Ctrl-D does too)",
 }
@@ -186,6 +188,12 @@ class ChatSession:
         elif name == "/new":
             self._run, self._cancelled = None, False
             echo_err("the next message starts a new run")
+        elif name == "/agents":
+            settings = self._state().settings if self._run else self._agent.settings
+            if not settings.subagents:
+                echo_err("no subagents: give --agents DIR or --subagents to offer them")
+            for agent in settings.subagents:
+                echo_err(f"  {visible(agent.name)}: {visible(agent.description)}")
         elif name in ("/cost", "/show", "/tools", "/fork"):
             if self._run is None:
                 echo_err(f"{name}: no run yet (send a message first)")
@@ -333,6 +341,7 @@ def _completer() -> Any:
 @click.command("chat")
 @click.argument("run", required=False)
 @run_options
+@agent_options
 def chat_command(run: str | None, goal: str | None, **options: Any) -> None:
     """Open a session at the terminal: each message goes on in the same run (RUN, or a new
     one), with slash commands (/help).
@@ -359,11 +368,15 @@ def open_session(
     """`ruizn chat [RUN]`: the session's agent built as `ruizn run` builds one."""
     import os
 
+    from ruizn.cli.agents_cmd import with_subagents
     from ruizn.cli.live import terminal_agent, with_project_hooks, with_user_hooks
     from ruizn.cli.options import settings_from_cli
+    from ruizn.cli.run_cmd import AGENT_OPTIONS
 
+    picked = {key: options.pop(key, None) for key in AGENT_OPTIONS}
     settings, servers = settings_from_cli(workspace=workspace, **options)
     settings = with_project_hooks(with_user_hooks(settings), trust=trust)
+    settings = with_subagents(settings, picked, trust=trust)
     agent = terminal_agent(settings, log_dir=log_dir, mcp=servers)
     if run is not None:
         run = agent.store().find(run).run_id

@@ -19,7 +19,7 @@ GOAL_ROOM = 16
 
 class Column(NamedTuple):
     """A column's layout. A NamedTuple, not an attrs record: a warm `ruizn runs` prints
-    through this module and must start without importing attrs (issue #33)."""
+    through this module and must start without importing attrs."""
 
     title: str
     right: bool = False  # numbers line up on the right

@@ -2,13 +2,33 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
+from ruizn.cli.agents_cmd import agent_options
 from ruizn.cli.common import reading, run_root
 from ruizn.cli.exits import EXIT_OK, Exit
 from ruizn.cli.options import mcp_header_option, tool_options, where_options
 
-__all__ = ["tools_command"]
+__all__ = ["agent_tool_of", "tools_command"]
+
+
+def agent_tool_of(workspace: str, choices: dict[str, Any]) -> list[tuple[Any, Any]]:
+    """The `agent` tool as a run here would offer it (a workspace's definitions listed
+    too, as they would be once accepted), or nothing when the run would have no subagents."""
+    from ruizn.agentdefs import with_general
+    from ruizn.cli.agents_cmd import found_definitions
+    from ruizn.shell.children import AgentTool
+    from ruizn.toolsource import SourceKind, ToolSource
+
+    if choices.get("subagents") is False or choices.get("max_depth") == 0:
+        return []
+    own, theirs = found_definitions(workspace, tuple(choices.get("agents_dirs") or ()))
+    if not (own or theirs or choices.get("subagents")):
+        return []
+    tool = AgentTool(with_general((*own, *theirs)), None)
+    return [(tool, ToolSource(tool=tool.name, kind=SourceKind.BUILTIN, ref=tool.name))]
 
 
 @click.command("tools")
@@ -21,21 +41,30 @@ __all__ = ["tools_command"]
     help="Also list the tools of this MCP server (started, listed, stopped); as `ruizn run`"
     " takes it. Repeatable.",
 )
+@click.option(
+    "--shell",
+    is_flag=True,
+    help="Also list the shell's tools (bash, bash_output, bash_kill), as `ruizn run --shell`"
+    " offers them.",
+)
 @mcp_header_option
 @tool_options
+@agent_options
 @where_options
 def tools_command(
     *,
     as_json: bool,
     mcp: tuple[str, ...],
+    shell: bool,
     mcp_headers: tuple[str, ...],
     tools: tuple[str, ...],
     no_plugins: bool,
     workspace: str,
     log_dir: str | None,
+    **agent_choices: Any,
 ) -> None:
     """List every available tool: its name, where it comes from, whether it only reads, and
-    its input schema. With --mcp, the servers' tools too."""
+    its input schema. With --shell, the shell's tools too; with --mcp, the servers'."""
     import json
 
     from ruizn.cli.live import mcp_tools_of, toolbox_of
@@ -47,6 +76,9 @@ def tools_command(
     )
     toolbox = toolbox_of(settings, run_root(workspace, log_dir))
     found = [(loaded.tool, loaded.source) for loaded in toolbox.tools]
+    found += agent_tool_of(workspace, agent_choices)
+    if shell:
+        found += _shell_tools(workspace, settings.shell_timeout)
     if servers:
         found += [(tool, tool.source()) for tool in mcp_tools_of(settings, servers)]
     listed = [
@@ -74,3 +106,31 @@ def tools_command(
         return EXIT_OK
 
     raise Exit(reading(show))
+
+
+def _shell_tools(workspace: str, timeout: float) -> list[tuple[Any, Any]]:
+    """The shell's tools, as a run offers them after the built-ins and plug-ins (their
+    descriptions and schemas do not depend on the sandbox, which is not started here)."""
+    from pathlib import Path
+
+    from ruizn.effects.tools.bash import ShellJobs, shell_config, shell_tools
+    from ruizn.toolsource import SourceKind, ToolSource
+
+    config = shell_config(
+        workspace=Path(workspace),
+        hidden=(),
+        allow_read=(),
+        network=False,
+        sandbox=False,
+        bwrap=None,
+        environ={},
+        timeout=timeout,
+    )
+    jobs = ShellJobs(config)
+    try:
+        return [
+            (tool, ToolSource(tool=tool.name, kind=SourceKind.BUILTIN, ref=tool.name))
+            for tool in shell_tools(jobs)
+        ]
+    finally:
+        jobs.close()

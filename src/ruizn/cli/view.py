@@ -10,15 +10,15 @@ import os
 import re
 import secrets
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from ruizn.cli.exits import EXIT_ERROR, EXIT_OK, EXIT_USAGE, fail
 from ruizn.effects.runlog.store import FileStore, RunNotFound, RunRef, RunStore
 from ruizn.events import Event
+from ruizn.shell.runner import Subscriber
 from ruizn.terminal import visible
 
-Subscriber = Callable[[Event], None]
 PAGE_NAME = "view.html"
 
 

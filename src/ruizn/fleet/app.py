@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from ruizn.fleet.driver import (
     start_run,
 )
 from ruizn.fleet.goals import RUN_ID
+from ruizn.fleet.queueguard import refuse_pickle, refused_line, serializer, sweep
 from ruizn.fleet.resume import RESUME_WORKFLOW, ResumeOrder, order_from_json
 from ruizn.fleet.signing import SIGNATURE, FleetKey
 from ruizn.format import counted
@@ -47,6 +49,7 @@ from ruizn.grant import grant_of
 from ruizn.limits import Limits
 from ruizn.shell.outcome import Resume
 from ruizn.state import Status
+from ruizn.terminal import visible
 
 QUEUE = "ruizn"
 WORKFLOW = "ruizn.run"
@@ -257,10 +260,49 @@ def launch(
         "executor_id": worker,
         "log_level": "CRITICAL",
         "run_migrations": False,  # done just above, under the fleet's lock: launch verifies
+        "serializer": serializer(),
     }
+    # Rows in another serialization than ruizn's JSON are refused before DBOS's queue can
+    # take one, then at every sweep (fleet/queueguard.py).
+    say = announce or warn or (lambda _line: None)
+    _Sweeper.start(store, say)
     DBOS(config=config)
     DBOS.launch()
     DBOS.register_queue(QUEUE, worker_concurrency=concurrency, polling_interval_sec=polling)
+
+
+# Seconds between two sweeps for rows ruizn did not write (fleet/queueguard.py).
+SWEEP_SECONDS = 1.0
+
+
+class _Sweeper:
+    """The thread that refuses rows in a foreign serialization while the fleet runs here."""
+
+    stop: threading.Event | None = None
+
+    @classmethod
+    def start(cls, store: EventStore, say: Callable[[str], None]) -> None:
+        cls.halt()
+        _sweep_once(store, say)  # before DBOS's queue can take a row
+        stop = cls.stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.wait(SWEEP_SECONDS):
+                with contextlib.suppress(Exception):  # the database may blink: next time
+                    _sweep_once(store, say)
+
+        threading.Thread(target=loop, name="ruizn-queue-sweep", daemon=True).start()
+
+    @classmethod
+    def halt(cls) -> None:
+        if cls.stop is not None:
+            cls.stop.set()
+            cls.stop = None
+
+
+def _sweep_once(store: EventStore, say: Callable[[str], None]) -> None:
+    for row in sweep(store.engine):
+        say(refused_line(row, lambda text: visible(" ".join(text.split()))))
 
 
 # How long a fleet process reuses what it looked up for a run (the plug-ins installed, the
@@ -322,11 +364,14 @@ def migrate(url: str, store: EventStore) -> None:
 
 
 def shutdown() -> None:
+    _Sweeper.halt()
     with contextlib.suppress(Exception):
         DBOS.destroy(workflow_completion_timeout_sec=0)
 
 
 def quiet_dbos() -> None:
+    # Before any row is read: DBOS's pickle codec refuses in this process from now on.
+    refuse_pickle()
     # DBOS logs to the console, tracebacks too; a run's errors reach the user as ruizn's
     # own one-line results instead.
     logging.getLogger("dbos").setLevel(logging.CRITICAL)

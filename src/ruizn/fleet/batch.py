@@ -16,7 +16,7 @@ from attrs import evolve
 from ruizn.defaults import TEST_MODEL
 from ruizn.effects.runlog.folder import make_root
 from ruizn.fleet.errors import BatchInterrupted, FleetRefused, need_fleet_extra
-from ruizn.fleet.reports import BatchOptions, BatchProgress, BatchReport, BatchWatcher, RunResult
+from ruizn.fleet.reports import BatchOptions, BatchProgress, BatchReport, BatchRun, BatchWatcher
 
 __all__ = ["BATCH_WORKER", "budget_name", "database_of", "run_batch"]
 
@@ -159,7 +159,7 @@ def run_batch(options: BatchOptions, watcher: BatchWatcher | None = None) -> Bat
     shutdown()
     store.close()
     return BatchReport(
-        results=tuple(RunResult.of(r, goals_by_id[r], results[r]) for r in goals_by_id),
+        results=tuple(BatchRun.of(r, goals_by_id[r], results[r]) for r in goals_by_id),
         database_url=url,
     )
 
@@ -314,7 +314,7 @@ def _wait(
     done = dict(done)
     total = len(ids) + len(done)
     for count, (run_id, result) in enumerate(done.items(), start=1):
-        watcher.finished(RunResult.of(run_id, goals[run_id], result), count, total)
+        watcher.finished(BatchRun.of(run_id, goals[run_id], result), count, total)
     while len(done) < total:
         statuses = statuses_of([w for w in ids if run_of[w] not in done])
         running = sum(status == "PENDING" for status in statuses.values())
@@ -324,7 +324,7 @@ def _wait(
             if status.status not in terminal:  # an end is for good: not seen, not counted
                 continue
             done[run_id] = _result(status, key)
-            watcher.finished(RunResult.of(run_id, goals[run_id], done[run_id]), len(done), total)
+            watcher.finished(BatchRun.of(run_id, goals[run_id], done[run_id]), len(done), total)
         watcher.progress(
             BatchProgress(
                 done=len(done),

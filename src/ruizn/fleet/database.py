@@ -284,7 +284,7 @@ class EventStore:
     def export(self, run_id: str, path: Path) -> int:
         """Write the run's events.jsonl from the table, byte for byte; atomically replaces
         `path`. Returns the number of lines. The run folder is opened like any other
-        (effects/runfolder.py): the file is new, under a random name, and renamed over
+        (effects/runlog/folder.py): the file is new, under a random name, and renamed over
         `path`, so nothing planted in the folder is written through."""
         path.parent.mkdir(parents=True, exist_ok=True)
         count = 0

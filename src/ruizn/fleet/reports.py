@@ -20,10 +20,10 @@ __all__ = [
     "BatchOptions",
     "BatchProgress",
     "BatchReport",
+    "BatchRun",
     "BatchWatcher",
     "NothingQueued",
     "Queued",
-    "RunResult",
     "Submitted",
     "WorkerStopped",
 ]
@@ -50,7 +50,7 @@ class BatchOptions:
 
 
 @frozen(kw_only=True)
-class RunResult:
+class BatchRun:
     """One run's end as the batch saw it. `steps` is None when the run never ran (refused,
     not proven, another run under its id): then only `error` says why."""
 
@@ -65,7 +65,7 @@ class RunResult:
     error: str | None = None
 
     @classmethod
-    def of(cls, run_id: str, goal: str, result: Mapping[str, Any]) -> RunResult:
+    def of(cls, run_id: str, goal: str, result: Mapping[str, Any]) -> BatchRun:
         """From a workflow's result (a dict of JSON values, as the fleet stores it)."""
         cost = result.get("cost")
         error = result.get("error")
@@ -98,7 +98,7 @@ class BatchProgress:
 class BatchReport:
     """A finished batch: every run's end, in the goals file's order."""
 
-    results: tuple[RunResult, ...]
+    results: tuple[BatchRun, ...]
     database_url: str
 
     @property
@@ -117,7 +117,7 @@ class BatchWatcher:
         """Something the user should know that does not stop the batch (a database found
         in the workspace and not opened, a run refused or run on trust)."""
 
-    def finished(self, result: RunResult, count: int, total: int) -> None:
+    def finished(self, result: BatchRun, count: int, total: int) -> None:
         """A run ended: the `count`th of `total`."""
 
     def progress(self, progress: BatchProgress) -> None:

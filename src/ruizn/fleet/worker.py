@@ -243,11 +243,12 @@ def _client(db: str, store: Any) -> Any:
     from dbos import DBOSClient
 
     from ruizn.fleet.app import migrate, quiet_dbos
+    from ruizn.fleet.queueguard import serializer
 
     quiet_dbos()
     try:
         migrate(db, store)  # the queue's tables, if no worker has started yet
-        return DBOSClient(system_database_url=db)
+        return DBOSClient(system_database_url=db, serializer=serializer())
     except Exception as exc:
         raise FleetRefused(f"cannot reach the database: {str(exc).splitlines()[0][:200]}") from None
 

@@ -8,7 +8,8 @@ Every run is built here, whoever asks for it (`ruizn run` and `ruizn resume`, a 
 a library call): its `RunSettings` become a provider, a tool registry (built-ins, `--tool`
 specs, plug-ins, the caller's tools, MCP servers), a redactor, the store's writer and an
 `AgentRunner` (shell/wiring.py: read `Wiring._open` from top to bottom to see how). Whom a
-resume trusts is shell/trusting.py; structured output's schema, shell/structured.py. The CLI
+resume trusts is decided in the core (resuming.trusted_plan); structured output's schema is
+shell/structured.py. The CLI
 and the fleet choose the options, add what only they have (a printer, a terminal to ask, a
 database store) and map the typed exceptions raised here to exit codes; nothing here prints
 or exits the process.
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from attrs import asdict, evolve
 
+from ruizn.agentdefs import Subagent, with_general
 from ruizn.effects.mcp.config import MCPServer
 from ruizn.effects.models.function import ReplyFunction
 from ruizn.effects.models.pricing import Pricer, SharedBudget, default_pricer, unpriced
@@ -44,18 +46,26 @@ from ruizn.resuming import (
     ResumePlan,
     ResumeRefused,
     SettingChange,
+    TrustAnswer,
+    TrustFacts,
+    UntrustedRun,
     cancelled_answers,
+    confined_notice,
+    fork_refusal,
     plan_continue,
     plan_resume,
     resume_decisions,
+    resumed_settings,
+    trusted_plan,
 )
 from ruizn.settings import ConfigError, RunSettings, settings_from
-from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session, UntrustedRun
+from ruizn.shell.children import NamedHooks, split_decisions
+from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session
 from ruizn.shell.runner import Subscriber
 from ruizn.shell.structured import check_output_schema, output_schema_of
-from ruizn.shell.toolkit import Notice, ToolLike
-from ruizn.shell.trusting import accepted_fork, trusted_plan
+from ruizn.shell.toolkit import ToolLike
 from ruizn.shell.wiring import Wiring, resolved
+from ruizn.terminal import Notice
 from ruizn.version import __version__
 
 if TYPE_CHECKING:
@@ -87,6 +97,7 @@ class Agent(Wiring):
         budget: SharedBudget | None = None,
         output_type: Any = None,
         hook_runner: HookExecutor | None = None,
+        subagents: Iterable[Subagent] = (),
         **options: Any,
     ) -> None:
         """`options` are `RunSettings`' fields (system, workspace, max_steps, max_tokens,
@@ -122,8 +133,14 @@ class Agent(Wiring):
 
         `pricer` prices each model call, its cost logged with it, and knows the models'
         context windows (default: the installed genai-prices); `budget` is one the runs share
-        with others (a fleet's batch), asked before each model call."""
+        with others (a fleet's batch), asked before each model call.
+
+        `subagents` (`ruizn.Subagent`s) give the model the `agent` tool, which runs one as a
+        child run, with a built-in `general` one (see docs/subagents.md)."""
         base = settings if settings is not None else RunSettings()
+        defined = tuple(subagents)
+        if defined:
+            options["subagents"] = with_general(defined)
         if isinstance(model, str):
             options["model"] = model
         elif model is not None:
@@ -237,10 +254,14 @@ class Agent(Wiring):
         events = fork_prefix(iter_events(ref.path), at)
         first = events[0]
         assert isinstance(first, RunStarted)
-        vouched = self._trust.problem(first, ref.path) is None
-        if not vouched and trust:
-            accepted_fork(self.settings.workspace, rebuild(events))
-            vouched = True
+        problem = self._trust.problem(first, ref.path)
+        if problem is not None and trust:
+            state = rebuild(events)
+            refusal = fork_refusal(state, _trust_facts(problem, self.settings, state))
+            if refusal is not None:
+                raise ResumeRefused(refusal)
+            problem = None
+        vouched = problem is None
         run_id = new_run_id()
         head = evolve(
             first,
@@ -263,6 +284,36 @@ class Agent(Wiring):
         if vouched:
             self._trust.closed(head, log_path)
         return Session.of(state, run_id, log_path)
+
+    def _child(
+        self,
+        settings: RunSettings,
+        approver: Approver | None,
+        budget: SharedBudget | None,
+        watch: Subscriber,
+        agent: tuple[str, str],
+    ) -> Agent:
+        """A child run's agent: this one's tools, store and trust, the parent's hooks told
+        which agent calls (shell/children.py)."""
+        hooks = self._hooks_for(settings)
+        return Agent(
+            None if isinstance(self._model, str) else self._model,
+            tools=self._tools,
+            builtins=self._builtins,
+            mcp=self._servers,
+            mcp_headers=self._mcp_headers,
+            approver=approver,
+            settings=settings,
+            store=self.store() if self._log else None,
+            log=self._log,
+            subscribers=(watch,),
+            on_notice=self._notice,
+            environ=self._environ,
+            trust_store=self._trust,
+            pricer=self._pricer,
+            budget=budget,
+            hook_runner=None if hooks is None else NamedHooks(hooks, *agent),
+        )
 
     def trust_problem(self, run: str | Path) -> str | None:
         """Why ruizn may not act on `run`'s log as recorded, or None: this user's ruizn
@@ -396,20 +447,19 @@ class Agent(Wiring):
                         " no call awaits approval"
                     )
                 raise NothingToResume(state)
-            plan = trusted_plan(
-                self._trust,
-                workspace=self.settings.workspace,
-                state=state,
-                first=first,
-                log=ref.path,
-                plan=plan,
-                request=request,
+            problem = None if request.vouched else self._trust.problem(first, ref.path)
+            answer = TrustAnswer(
+                approval=request.approval,
+                accepted=request.trust,
+                keep_approvals=request.keep_approvals,
+                keep_shell=request.keep_shell,
+                verb="resume" if request.message is None else "continue",
             )
-            settings = evolve(
-                state.settings,
-                workspace=plan.workspace or state.settings.workspace,
-                approval=plan.approval or state.settings.approval,
-            )
+            facts = _trust_facts(problem, self.settings, state)
+            plan = trusted_plan(plan, state, facts, answer)
+            settings = resumed_settings(state, plan)
+            if plan.confine:
+                self._notice(confined_notice(state.run_id))
             change = self._settings_change(request, settings.model)
             if change is not None:
                 settings = evolve(
@@ -437,13 +487,25 @@ class Agent(Wiring):
             if request.read_timeout is not None:  # this session's stream timeout only
                 settings = evolve(settings, read_timeout=request.read_timeout)
             root = ref.path.parent.parent
+            approve, deny, forward = split_decisions(state, request.approve, request.deny)
+            self._forwarded = {
+                call: {
+                    **ids,
+                    "reason": request.reason if ids["deny"] else None,
+                    "always": tuple(i for i in request.always if i in ids["approve"]),
+                }
+                for call, ids in forward.items()
+            }
             async with self._open(settings, root, ref.run_id, writer, state) as (runner, _):
                 decisions = resume_decisions(
                     reasked(state) if plan.reask else state,
                     runner.needs_approval,
-                    approve=request.approve,
-                    deny=request.deny,
-                    reason=request.reason,
+                    approve=approve,
+                    deny=deny,
+                    # (the reason of a denial handed to a child is the child's)
+                    reason=request.reason
+                    if deny or not any(ids["deny"] for ids in forward.values())
+                    else None,
                     always=request.always,
                 )
                 if replayed.torn is not None:
@@ -519,6 +581,15 @@ class Agent(Wiring):
                             yield event
         finally:
             self._subscribers = self._subscribers[:-1]
+
+
+def _trust_facts(problem: str | None, settings: RunSettings, state: Any) -> TrustFacts:
+    """What the core's trust decision needs from the disk: the folders, resolved."""
+    return TrustFacts(
+        problem=problem,
+        here=str(Path(settings.workspace).resolve()),
+        recorded=str(Path(state.settings.workspace).resolve()),
+    )
 
 
 def _torn(replayed: Any) -> int:

@@ -12,7 +12,6 @@ from attrs import field, frozen
 from ruizn.defaults import ApprovalMode, Effort
 from ruizn.effects.runlog.trust import TrustStore
 from ruizn.events import RunStarted
-from ruizn.grant import Grant
 from ruizn.limits import Limits
 from ruizn.resuming import ResumeRefused
 from ruizn.shell.runner import AgentRunner
@@ -70,10 +69,14 @@ class Resume:
     trust: bool = False
     """Accept the grant of a run ruizn did not start here (or whose log changed). The
     approvals its log records (calls approved and not run yet, "always" rules) are not
-    accepted with it: each such call is asked again, unless `keep_approvals`."""
+    accepted with it: each such call is asked again, unless `keep_approvals`; nor are its
+    `--sandbox off` and `--allow-command` patterns, unless `keep_shell`."""
     keep_approvals: bool = False
     """With `trust`: apply the approvals the log records too (a person saw them listed in
     the grant and accepted them all)."""
+    keep_shell: bool = False
+    """With `trust`: apply the log's `--sandbox off` and `--allow-command` patterns too (a
+    person saw them listed in the grant and accepted them)."""
     read_timeout: float | None = None
     """This session's stream timeout (None: the run's own)."""
     vouched: bool = False
@@ -100,20 +103,6 @@ class NothingToResume(ResumeRefused):
             f"run {state.run_id} already finished with {state.status.value}; nothing to resume"
         )
         self.state = state
-
-
-class UntrustedRun(Exception):
-    """A run ruizn did not start on this machine (or whose log changed since it last wrote
-    it): its log is not obeyed until a person accepts what it would grant (`trust=True`)."""
-
-    def __init__(self, run_id: str, reason: str, grant: Grant, *, verb: str = "resume") -> None:
-        super().__init__(
-            f"run {run_id} {reason}: its log would grant {grant.summary()};"
-            f" check it, then {verb} with --trust"
-        )
-        self.run_id = run_id
-        self.reason = reason
-        self.grant = grant
 
 
 class Session:

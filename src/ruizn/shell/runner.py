@@ -193,13 +193,13 @@ class AgentRunner(ToolCalls):
     ) -> None:
         """Continue a replayed run. A tool call the stop interrupted is run again only if the
         tool says that is safe (read-only); otherwise the model is told it was cut off, so
-        every tool_use is answered and the next request is valid (decide.interrupted_calls).
+        every tool_use is answered and the next request is valid (resuming.interrupted_calls).
 
         `decisions` are a person's answers given with the resume (`--approve/--deny`), for
         calls in `decide.approval_candidates` (the caller checks that first): any approval
         request still missing is logged, then each decision. `message` is a person's new
-        message (`ruizn continue`, planned by `decide.plan_continue`), logged last."""
-        interrupted = interrupted_calls(self.state, self._read_only)
+        message (`ruizn continue`, planned by `resuming.plan_continue`), logged last."""
+        interrupted = interrupted_calls(self.state, self._runs_again)
         limits = plan.limits
         assert limits.max_steps is not None  # a plan always sets the total (ResumePlan)
         self._emit(
@@ -213,6 +213,7 @@ class AgentRunner(ToolCalls):
             torn_bytes=torn_bytes,
             reask=plan.reask,
             elapsed=plan.lost,
+            confine=plan.confine,
         )
         for call in interrupted:
             self._emit(ToolCallFinished, id=call.id, result=interrupted_result(call))

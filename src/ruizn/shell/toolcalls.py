@@ -5,7 +5,7 @@ given a subfolder's instructions and its PostToolUse hooks' notes."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -14,13 +14,13 @@ from attrs import evolve
 from ruizn.decide import stale_result
 from ruizn.effects.runlog.sink import EventSink, SinkError
 from ruizn.effects.tools.base import invoke_tool
-from ruizn.events import ToolCallFinished, ToolCallStarted
+from ruizn.events import SubagentFinished, SubagentStarted, ToolCallFinished, ToolCallStarted
 from ruizn.hooks import matching, post_notes
 from ruizn.media import fit as fit_media
 from ruizn.media import text_of
 from ruizn.shell.hookcalls import HookCalls
 from ruizn.shell.toolchange import ToolChanges
-from ruizn.state import ErrorType, TextBlock, ToolCall, ToolResult
+from ruizn.state import ErrorType, ExecutionContext, Status, TextBlock, ToolCall, ToolResult
 from ruizn.toolsource import SourceKind
 
 
@@ -30,6 +30,29 @@ class PathInstructions(Protocol):
     def given_in(self, messages: Iterable[Any], root: Iterable[Any]) -> None: ...
 
     def for_path(self, raw: str) -> str | None: ...
+
+
+class ChildHost(Protocol):
+    """What a subagent's call needs of the run it runs under (shell/children.py): its
+    state, and its log, where the child's start and end are recorded."""
+
+    @property
+    def state(self) -> ExecutionContext: ...
+
+    def child_started(self, call_id: str, run_id: str, agent: str, description: str) -> int: ...
+
+    def child_finished(self, call_id: str, run_id: str, child: ExecutionContext) -> None: ...
+
+    async def child_hooks(self, event: str, call: ToolCall, agent: str, run_id: str) -> None: ...
+
+
+class ChildAwaits(Exception):
+    """A subagent stopped for a decision nobody could give: its call stays open (unanswered)
+    and the run stops awaiting_approval with it (decide)."""
+
+
+# A tool whose call runs under the run itself (the `agent` tool): given the call and the run.
+RunsChild = Callable[[ToolCall, ChildHost], Awaitable[ToolResult]]
 
 
 class ToolCalls(HookCalls, ToolChanges):
@@ -77,6 +100,11 @@ class ToolCalls(HookCalls, ToolChanges):
             # error ends the run as it would in the sequential path, not wrapped in a group.
             raise first_error(failed) from None
 
+    def _runs_again(self, name: str) -> bool:
+        """A call of `name` may run again after a crash (read-only, or it resumes)."""
+        tool = self._registry.get(name)
+        return tool is not None and (tool.read_only or tool.resumes)
+
     def _read_only(self, name: str) -> bool:
         tool = self._registry.get(name)
         return tool is not None and tool.read_only
@@ -92,7 +120,9 @@ class ToolCalls(HookCalls, ToolChanges):
             self._sink.sync()  # a SinkError ends the run as a failed write does
         began = self._timer()
         try:
-            result = await invoke_tool(self._registry, call)
+            result = await self._invoke(call)
+        except ChildAwaits:
+            return  # logged (subagent_finished awaiting_approval); the call stays open
         except anyio.get_cancelled_exc_class():
             # A tool that ends its work when cancelled (bash kills the command's process
             # group) says so in the log, so resume need not answer "effects unknown".
@@ -125,6 +155,43 @@ class ToolCalls(HookCalls, ToolChanges):
                     else (*content, TextBlock(text=notes)),
                 )
         self._emit(ToolCallFinished, id=call.id, result=result, duration=self._timer() - began)
+
+    async def _invoke(self, call: ToolCall) -> ToolResult:
+        runs: RunsChild | None = getattr(self._registry.get(call.name), "runs", None)
+        if runs is None:
+            return await invoke_tool(self._registry, call)
+        problem = self._registry.validation_error(call.name, call.input)
+        if problem is not None:
+            return ToolResult.error(ErrorType.INVALID_INPUT, problem)
+        # No tool timeout: a child run has its own limits (steps, budget).
+        return await runs(call, self)
+
+    def child_started(self, call_id: str, run_id: str, agent: str, description: str) -> int:
+        """Log a child's start, on disk before the child writes (a resume finds it by this);
+        its seq."""
+        self._emit(SubagentStarted, id=call_id, run_id=run_id, agent=agent, description=description)
+        self._sink.sync()
+        return self.state.last_seq
+
+    def child_finished(self, call_id: str, run_id: str, child: ExecutionContext) -> None:
+        self._emit(
+            SubagentFinished,
+            id=call_id,
+            run_id=run_id,
+            status=child.status,
+            steps=child.step,
+            usage=child.usage,
+            cost=child.total_cost,
+            error=child.error,
+            awaiting=child.awaiting_approval if child.status is Status.AWAITING_APPROVAL else (),
+        )
+
+    async def child_hooks(self, event: str, call: ToolCall, agent: str, run_id: str) -> None:
+        """The run's SubagentStart or SubagentStop hooks for its child `run_id` (whose matcher
+        takes the agent's name), logged as hook_ran for the call."""
+        specs = matching(self.state.settings, event, agent)
+        if specs:
+            await self._run_hooks(event, specs, call, agent_id=run_id, agent_type=agent)
 
     def _with_instructions(self, call: ToolCall, result: ToolResult) -> ToolResult:
         """The result with the nearest subfolder instructions file not given yet, if the
@@ -162,4 +229,4 @@ def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     return first_error(first) if isinstance(first, BaseExceptionGroup) else first
 
 
-__all__ = ("PathInstructions", "ToolCalls", "first_error")
+__all__ = ("ChildAwaits", "ChildHost", "PathInstructions", "RunsChild", "ToolCalls", "first_error")

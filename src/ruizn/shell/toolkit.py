@@ -17,6 +17,7 @@ from ruizn.settings import (
 )
 from ruizn.shell.toolchange import ToolChange, ToolWatch
 from ruizn.state import ErrorType, ToolResult
+from ruizn.terminal import Notice
 from ruizn.toolsource import SourceKind, ToolSource
 
 if TYPE_CHECKING:
@@ -24,9 +25,6 @@ if TYPE_CHECKING:
 
 
 ToolLike = BaseTool | Callable[..., Any] | type[BaseTool]
-
-
-Notice = Callable[[str], None]
 
 
 @contextlib.asynccontextmanager
@@ -130,7 +128,10 @@ def with_flags(sources: Iterable[ToolSource], registry: ToolRegistry) -> tuple[T
     flagged = []
     for source in sources:
         tool = registry.get(source.tool)
-        flagged.append(evolve(source, read_only=bool(tool is not None and tool.read_only)))
+        # `read_only` in the log means "may run again after a crash" (a tool that resumes
+        # what it started may too).
+        again = tool is not None and (tool.read_only or tool.resumes)
+        flagged.append(evolve(source, read_only=bool(again)))
     return tuple(flagged)
 
 

@@ -29,7 +29,7 @@ from ruizn.effects.tools.base import BaseTool, ToolRegistry
 from ruizn.effects.tools.bash import ShellJobs, shell_config, shell_tools
 from ruizn.effects.tools.bwrap import find_bwrap, probe, shell_environment
 from ruizn.effects.tools.loader import Toolbox
-from ruizn.effects.tools.workspace import workspace_sandbox
+from ruizn.effects.tools.workspace import workspace_jail
 from ruizn.modelfacts import ModelRefused, deprecation_line, fitted, not_found_line, usable
 from ruizn.modelfacts import check as check_model
 from ruizn.redact import Redactor, secrets_from_env
@@ -39,7 +39,6 @@ from ruizn.shell.runner import AgentRunner, Subscriber
 from ruizn.shell.structured import output_mode
 from ruizn.shell.toolkit import (
     ChangedTool,
-    Notice,
     ToolLike,
     mcp_source,
     mcp_toolset,
@@ -48,6 +47,7 @@ from ruizn.shell.toolkit import (
     with_flags,
 )
 from ruizn.state import ExecutionContext
+from ruizn.terminal import Notice
 from ruizn.toolsource import SourceKind, ToolSource
 
 if TYPE_CHECKING:
@@ -75,6 +75,8 @@ class Wiring:
     _pricer: Pricer
     _budget: SharedBudget | None
     _hook_runner: HookExecutor | None
+    # A resume's decisions for the calls its subagents wait on, by `agent` call (children).
+    _forwarded: Mapping[str, Mapping[str, Any]] = {}
 
     def store(self) -> RunStore:
         """Where this agent's runs live."""
@@ -103,7 +105,7 @@ class Wiring:
                     # Asked once, recorded in run_started: a replay or rerun never asks again.
                     settings = evolve(settings, output_mode=await output_mode(provider, settings))
             jobs = self._shell_jobs(settings, root)
-            shell = shell_tools(jobs) if jobs is not None else ()
+            shell = (*(shell_tools(jobs) if jobs is not None else ()), *self._agent_tools(settings))
             registry, sources = self._local_tools(settings, root, state, shell)
             servers = self._mcp_servers(settings)
             async with mcp_toolset(
@@ -113,13 +115,20 @@ class Wiring:
                 lambda text: self._notice(f"mcp: {text}"),
                 self._environ,
             ) as (mcp_tools, mcp_records, watch):
-                registry = ToolRegistry([*registry, *mcp_tools], timeout=settings.tool_timeout)
+                registry = ToolRegistry(
+                    [*registry, *mcp_tools]
+                    if settings.allowed_tools is None or state is not None
+                    # A child keeps only its parent's tools that its definition names.
+                    else [t for t in (*registry, *mcp_tools) if t.name in settings.allowed_tools],
+                    timeout=settings.tool_timeout,
+                )
                 for schema in registry.tool_schemas():
                     if state is None and deeper_than(schema):
                         raise ConfigError(too_deep(f"the schema of tool {schema['name']!r}"))
                 if state is None:
                     self._idle_hooks(settings, registry.names)
                     sources = (*sources, *(mcp_source(tool) for tool in mcp_tools))
+                    sources = tuple(s for s in sources if registry.get(s.tool) is not None)
                     settings = evolve(
                         settings,
                         tool_sources=with_flags(sources, registry),
@@ -215,11 +224,42 @@ class Wiring:
         """A warning for each tool hook whose matcher matches no tool of the run: a safety
         hook that looks installed and never fires is worse than none."""
         from ruizn.hooknames import idle_matchers
-        from ruizn.hooks import is_tool_event
 
-        pairs = tuple((h.event, h.matcher) for h in settings.hooks if is_tool_event(h.event))
+        tool_events = ("PreToolUse", "PostToolUse")
+        pairs = tuple((h.event, h.matcher) for h in settings.hooks if h.event in tool_events)
         for line in idle_matchers(pairs, tools):
             self._notice(line)
+
+    def _agent_tools(self, settings: RunSettings) -> tuple[BaseTool, ...]:
+        """The `agent` tool, for a run with subagents that may still start children."""
+        from ruizn.subagents import AGENT_TOOL
+
+        allowed = settings.allowed_tools
+        if not settings.subagents or settings.max_depth < 1:
+            return ()
+        if allowed is not None and AGENT_TOOL not in allowed:
+            return ()
+        from ruizn.shell.children import AgentTool, ChildRuns
+
+        runs = ChildRuns(
+            self._child,
+            approver=self._approver,
+            budget=self._budget,
+            settings=settings,
+            decisions=self._forwarded,
+        )
+        return (AgentTool(settings.subagents, runs),)
+
+    def _child(
+        self,
+        settings: RunSettings,
+        approver: Approver | None,
+        budget: SharedBudget | None,
+        watch: Subscriber,
+        agent: tuple[str, str],
+    ) -> Any:
+        """A child run's builder (`ruizn.Agent` gives it): see shell/children.py."""
+        raise NotImplementedError
 
     def _hooks_for(self, settings: RunSettings) -> HookExecutor | None:
         if not settings.hooks:
@@ -266,7 +306,7 @@ class Wiring:
         from ruizn.effects.tools.function import tool as as_tool
         from ruizn.effects.tools.loader import collect_tools, load_sources
 
-        sandbox = workspace_sandbox(
+        sandbox = workspace_jail(
             Path(settings.workspace), root, allow_secret_files=settings.allow_secret_files
         )
         if state is not None:
@@ -297,7 +337,7 @@ class Wiring:
 
         settings = self.settings if settings is None else settings
         root = self.store().root if root is None else root
-        sandbox = workspace_sandbox(
+        sandbox = workspace_jail(
             Path(settings.workspace).resolve(), root, allow_secret_files=settings.allow_secret_files
         )
         toolbox = collect_tools(

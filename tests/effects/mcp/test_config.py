@@ -15,7 +15,7 @@ from ruizn.effects.mcp.config import (
     servers_from_records,
     url_env_name,
 )
-from ruizn.effects.mcp.names import McpStartupError, api_names, schema_problem
+from ruizn.effects.mcp.names import McpStartupError, api_names, input_schema_problem
 from ruizn.effects.mcp.results import _render
 from ruizn.media import content_of, fit
 from ruizn.redact import redact_url, url_secrets
@@ -202,9 +202,9 @@ def test_results_without_text_are_described() -> None:
 
 
 def test_a_tool_whose_schema_the_api_would_refuse_is_found_out() -> None:
-    assert schema_problem({"type": "object", "properties": {"a": {"type": "string"}}}) is None
-    assert schema_problem({"type": "object", "properties": {"a": {"type": "nope"}}})
-    assert schema_problem({"type": "string"}) == "its type is not 'object'"
+    assert input_schema_problem({"type": "object", "properties": {"a": {"type": "string"}}}) is None
+    assert input_schema_problem({"type": "object", "properties": {"a": {"type": "nope"}}})
+    assert input_schema_problem({"type": "string"}) == "its type is not 'object'"
 
 
 # -- URLs with secrets in them ---------------------------------------------------------------

@@ -14,7 +14,7 @@ import pytest
 
 from ruizn.effects.tools import search as file_tools
 from ruizn.effects.tools.search import GlobTool, GrepTool, ListDirTool, builtin_read_only_tools
-from ruizn.effects.tools.workspace import Sandbox
+from ruizn.effects.tools.workspace import PathJail
 from ruizn.state import ToolResult
 from tests.effects.tools.workspace_world import SECRET, build, call, leaks
 
@@ -288,13 +288,13 @@ async def test_grep_never_reads_through_a_symlink_while_walking(ws: Path) -> Non
     assert result.content.startswith("no matches")
 
 
-def test_builtin_read_only_tools_share_one_sandbox(ws: Path) -> None:
-    sandbox = Sandbox(ws)
-    tools = builtin_read_only_tools(sandbox, timeout=3)
+def test_builtin_read_only_tools_share_one_jail(ws: Path) -> None:
+    jail = PathJail(ws)
+    tools = builtin_read_only_tools(jail, timeout=3)
     assert [tool.name for tool in tools] == ["list_dir", "glob", "grep"]
     assert all(tool.read_only for tool in tools)
     assert all(tool.timeout == 3 for tool in tools)
-    assert {id(getattr(tool, "sandbox", None)) for tool in tools} == {id(sandbox)}
+    assert {id(getattr(tool, "jail", None)) for tool in tools} == {id(jail)}
 
 
 def test_walks_close_every_descriptor(ws: Path) -> None:
@@ -302,7 +302,7 @@ def test_walks_close_every_descriptor(ws: Path) -> None:
     # collect them first, and look for descriptors this test opened and left open.
     gc.collect()
     before = set(os.listdir("/proc/self/fd"))
-    sandbox = Sandbox(ws)
+    sandbox = PathJail(ws)
     for _ in range(50):
         GrepTool(sandbox).run({"pattern": "x"})
         GlobTool(sandbox).run({"pattern": "**"})

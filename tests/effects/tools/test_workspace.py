@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ruizn.effects.tools.read import ReadFileTool
-from ruizn.effects.tools.workspace import SECRET_FILE_PATTERNS, Sandbox
+from ruizn.effects.tools.workspace import SECRET_FILE_PATTERNS, PathJail
 from ruizn.state import ToolResult
 from tests.effects.tools.workspace_world import (
     KEY,
@@ -99,7 +99,7 @@ async def test_secret_files_are_refused_by_every_tool(
 
 
 async def test_secret_files_are_read_when_allowed(ws: Path) -> None:
-    tools = all_tools(Sandbox(ws, allow_secret_files=True))
+    tools = all_tools(PathJail(ws, allow_secret_files=True))
     assert KEY in (await call(tools["read_file"], {"path": ".env"})).content
     assert KEY in (await call(tools["read_file"], {"path": "innocent.txt"})).content
     grep = await call(tools["grep"], {"pattern": "sk-ant", "path": "."})
@@ -137,7 +137,7 @@ async def test_the_log_folder_is_invisible_to_walks(ws: Path) -> None:
 async def test_a_log_dir_elsewhere_in_the_workspace_is_excluded_too(ws: Path) -> None:
     (ws / "my-logs" / "r2").mkdir(parents=True)
     (ws / "my-logs" / "r2" / "events.jsonl").write_text(LOG_SECRET)
-    tools = all_tools(Sandbox(ws, exclude=[ws / "my-logs"]))
+    tools = all_tools(PathJail(ws, exclude=[ws / "my-logs"]))
     for tool_name in ("read_file", "write_file", "edit_file", "grep"):
         tool_input = input_for(tool_name, "my-logs/r2/events.jsonl", "")
         result = await call(tools[tool_name], tool_input)
@@ -150,7 +150,7 @@ async def test_a_log_dir_elsewhere_in_the_workspace_is_excluded_too(ws: Path) ->
 
 
 async def test_a_log_dir_outside_the_workspace_changes_nothing(tmp_path: Path, ws: Path) -> None:
-    sandbox = Sandbox(ws, exclude=[tmp_path / "elsewhere"])
+    sandbox = PathJail(ws, exclude=[tmp_path / "elsewhere"])
     assert sandbox.excluded == frozenset({(".ruizn",)})
 
 
@@ -275,12 +275,12 @@ def test_the_race_test_catches_a_resolve_then_open_sandbox(tmp_path: Path) -> No
     assert leaked
 
 
-# --- the Sandbox itself ------------------------------------------------------------------------
+# --- the PathJail itself ------------------------------------------------------------------------
 
 
 def test_the_sandbox_keeps_the_workspace_it_was_opened_on(tmp_path: Path) -> None:
     ws = build(tmp_path)
-    sandbox = Sandbox(ws)
+    sandbox = PathJail(ws)
     ws.rename(tmp_path / "moved")
     (tmp_path / "ws").mkdir()
     (tmp_path / "ws" / "README.md").write_text("impostor")
@@ -353,5 +353,5 @@ _SECRET_WS = Path(__file__).parent  # any folder: only names are matched
 def test_a_name_is_secret_exactly_when_a_pattern_matches_it(name: str) -> None:
     # One expression stands for the list: it must match what fnmatchcase matches, nothing else.
     expected = any(fnmatch.fnmatchcase(name, pattern) for pattern in SECRET_FILE_PATTERNS)
-    with Sandbox(_SECRET_WS) as sandbox:
+    with PathJail(_SECRET_WS) as sandbox:
         assert sandbox.is_secret(name) == expected

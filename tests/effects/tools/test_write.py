@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ruizn.effects.tools.base import ToolInputError
-from ruizn.effects.tools.workspace import Sandbox
+from ruizn.effects.tools.workspace import PathJail
 from ruizn.effects.tools.write import EditFileTool, WriteFileTool
 from ruizn.state import ToolResult
 from tests.effects.tools.workspace_world import LOG_SECRET, build, call, outside_snapshot
@@ -117,7 +117,7 @@ async def test_write_file_secret_files_only_when_allowed(ws: Path) -> None:
     refused = await call(WriteFileTool(ws), {"path": ".env.local", "content": "K=1"})
     assert refused.error_type == "permission_error"
     assert not (ws / ".env.local").exists()
-    allowed = WriteFileTool(Sandbox(ws, allow_secret_files=True))
+    allowed = WriteFileTool(PathJail(ws, allow_secret_files=True))
     assert not (await call(allowed, {"path": ".env.local", "content": "K=1"})).is_error
     assert (ws / ".env.local").read_text() == "K=1"
 

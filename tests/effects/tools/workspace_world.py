@@ -11,7 +11,7 @@ import anyio
 from ruizn.effects.tools.base import BaseTool, ToolRegistry, invoke_tool
 from ruizn.effects.tools.read import ReadFileTool
 from ruizn.effects.tools.search import GlobTool, GrepTool, ListDirTool
-from ruizn.effects.tools.workspace import Sandbox
+from ruizn.effects.tools.workspace import PathJail
 from ruizn.effects.tools.write import EditFileTool, WriteFileTool
 from ruizn.state import ToolCall, ToolResult
 
@@ -60,8 +60,8 @@ def outside_snapshot(tmp_path: Path) -> dict[str, bytes]:
     return found
 
 
-def all_tools(where: Sandbox | Path) -> dict[str, BaseTool]:
-    sandbox = where if isinstance(where, Sandbox) else Sandbox(where)
+def all_tools(where: PathJail | Path) -> dict[str, BaseTool]:
+    sandbox = where if isinstance(where, PathJail) else PathJail(where)
     tools: list[BaseTool] = [
         ReadFileTool(sandbox),
         ListDirTool(sandbox),

@@ -1,6 +1,11 @@
 """Running one hook command: JSON on stdin, its exit code, stdout and stderr, killed (its
 whole process group) at its timeout. Works with no terminal at all (stdin is the JSON,
-never the person's terminal), so hooks fire in CI and under `< /dev/null` too."""
+never the person's terminal), so hooks fire in CI and under `< /dev/null` too.
+
+The timeout bounds the whole hook, its output included: a child it left running that holds
+its stdout open is killed with it at the deadline. Its environment is ruizn's without the
+secrets (the API key, `*_TOKEN`, `*_KEY`, `*_SECRET`, `*_PASSWORD`, ...; the shell's rule),
+but for the variables the hook's own `env` names."""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ import anyio
 from anyio.abc import ByteReceiveStream
 from attrs import frozen
 
+from ruizn.effects.tools.bwrap import shell_environment
 from ruizn.hooks import Outcome, outcome
 from ruizn.settings import HookSpec, JsonObject
 
@@ -44,10 +50,16 @@ class CommandHooks:
 
     def __init__(self, workspace: Path, environ: Mapping[str, str] | None = None) -> None:
         self._workspace = workspace
-        base = dict(os.environ if environ is None else environ)
+        self._environ = dict(os.environ if environ is None else environ)
+        base = shell_environment(self._environ)
         base["CLAUDE_PROJECT_DIR"] = str(workspace)
         base["RUIZN_PROJECT_DIR"] = str(workspace)
         self._env = base
+
+    def _env_for(self, spec: HookSpec) -> dict[str, str]:
+        """The hook's environment: without secrets, but for those its `env` names."""
+        passed = {name: self._environ[name] for name in spec.env if name in self._environ}
+        return {**self._env, **passed} if passed else self._env
 
     async def run(self, spec: HookSpec, payload: JsonObject) -> HookRun:
         began = time.monotonic()
@@ -59,7 +71,7 @@ class CommandHooks:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=self._workspace,
-                env=self._env,
+                env=self._env_for(spec),
                 start_new_session=True,  # its own group: a timeout kills what it started too
             )
         except OSError as exc:
@@ -70,18 +82,19 @@ class CommandHooks:
         timed_out = False
         async with process:
             try:
-                async with anyio.create_task_group() as group:
-                    group.start_soon(_feed, process.stdin, data)
-                    assert process.stdout is not None
-                    assert process.stderr is not None
-                    group.start_soon(_drain, process.stdout, out)
-                    group.start_soon(_drain, process.stderr, err)
-                    with anyio.move_on_after(spec.timeout) as scope:
+                # The deadline covers the output too: a child the hook left running that
+                # holds stdout open would otherwise keep the run waiting after the hook ends.
+                with anyio.move_on_after(spec.timeout) as scope:
+                    async with anyio.create_task_group() as group:
+                        group.start_soon(_feed, process.stdin, data)
+                        assert process.stdout is not None
+                        assert process.stderr is not None
+                        group.start_soon(_drain, process.stdout, out)
+                        group.start_soon(_drain, process.stderr, err)
                         await process.wait()
-                    if scope.cancelled_caught:
-                        timed_out = True
-                        _kill_group(process.pid)
-                        group.cancel_scope.cancel()
+                if scope.cancelled_caught:
+                    timed_out = True
+                    _kill_group(process.pid)
             finally:
                 if timed_out or process.returncode is None:
                     _kill_group(process.pid)

@@ -29,10 +29,11 @@ class HookConfigError(ValueError):
     """A hooks file that cannot be used; the message is one line naming the file."""
 
 
-def load_file(path: Path, source: str | None = None) -> tuple[HookSpec, ...]:
-    """The hooks a file configures (an empty tuple for no hooks); hooks of events ruizn
-    does not run are left out (`unrun_events` names them)."""
-    return parse(read_json(path, source), source or str(path))
+def load_file(path: Path, source: str | None = None, *, own: bool) -> tuple[HookSpec, ...]:
+    """The hooks a file configures (an empty tuple for no hooks); `own`: the person's own
+    file (--hooks), whose hooks may be passed secret variables (`env`). Hooks of events
+    ruizn does not run are left out (`unrun_events` names them)."""
+    return parse(read_json(path, source), source or str(path), own=own)
 
 
 def read_json(path: Path, source: str | None = None) -> Any:
@@ -67,7 +68,8 @@ def project_file(workspace: Path) -> tuple[tuple[HookSpec, ...], str | None]:
     if not os.path.lexists(path):
         return (), None
     data = read_json(path, str(PROJECT_HOOKS))
-    return parse(data, str(PROJECT_HOOKS)), unrun_events(data, str(PROJECT_HOOKS))
+    where = str(PROJECT_HOOKS)
+    return parse(data, where, own=False), unrun_events(data, where)
 
 
 def _events(data: Any, where: str) -> dict[str, Any]:
@@ -90,7 +92,7 @@ def unrun_events(data: Any, where: str) -> str | None:
     )
 
 
-def parse(data: Any, where: str) -> tuple[HookSpec, ...]:
+def parse(data: Any, where: str, *, own: bool) -> tuple[HookSpec, ...]:
     """The hooks of the events ruizn runs (`unrun_events` names the others)."""
     specs: list[HookSpec] = []
     for event, groups in _events(data, where).items():
@@ -99,11 +101,11 @@ def parse(data: Any, where: str) -> tuple[HookSpec, ...]:
         if not isinstance(groups, list):
             raise HookConfigError(f"{where}: {event} must be a list of matcher groups")
         for group in groups:
-            specs.extend(_group(group, event, where))
+            specs.extend(_group(group, event, where, own))
     return tuple(specs)
 
 
-def _group(group: Any, event: str, where: str) -> list[HookSpec]:
+def _group(group: Any, event: str, where: str, own: bool) -> list[HookSpec]:
     if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
         raise HookConfigError(f'{where}: each {event} entry needs a "hooks" list')
     matcher = group.get("matcher", "")
@@ -120,6 +122,7 @@ def _group(group: Any, event: str, where: str) -> list[HookSpec]:
         if not isinstance(command, str):
             raise HookConfigError(f'{where}: a {event} hook needs a "command"')
         timeout = hook.get("timeout", 60)
+        env = _passed(hook, event, where, own)
         try:
             out.append(
                 HookSpec(
@@ -128,8 +131,26 @@ def _group(group: Any, event: str, where: str) -> list[HookSpec]:
                     matcher=matcher,
                     timeout=float(timeout) if isinstance(timeout, int | float) else timeout,
                     source=where,
+                    env=env,
                 )
             )
         except ConfigError as exc:
             raise HookConfigError(f"{where}: {exc}") from None
     return out
+
+
+def _passed(hook: dict[str, Any], event: str, where: str, own: bool) -> tuple[str, ...]:
+    """The secret variables a hook is passed (`"env": ["GITHUB_TOKEN"]`): only from the
+    person's own files. A workspace's file is refused whole, so that a cloned repository can
+    never ask for the person's keys without the person seeing the refusal."""
+    names = hook.get("env", [])
+    if not names:
+        return ()
+    if not own:
+        raise HookConfigError(
+            f'{where}: a {event} hook names "env" (secret variables to pass it): only your'
+            " own hooks files (--hooks, your config's [hooks]) may pass secrets to a hook"
+        )
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise HookConfigError(f'{where}: a {event} hook\'s "env" must be a list of names')
+    return tuple(names)

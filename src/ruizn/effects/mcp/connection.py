@@ -24,7 +24,6 @@ from ruizn.effects.mcp.names import McpStartupError
 from ruizn.effects.mcp.results import tool_result
 from ruizn.effects.mcp.stderr import StderrFile, StderrPipe
 from ruizn.effects.mcp.text import (
-    Notice,
     Shown,
     describe,
     leaf,
@@ -35,6 +34,7 @@ from ruizn.effects.mcp.text import (
 )
 from ruizn.effects.tools.base import BaseTool
 from ruizn.state import ErrorType, JsonObject, ToolResult
+from ruizn.terminal import Notice
 from ruizn.toolsource import SourceKind, ToolSource
 from ruizn.version import __version__
 

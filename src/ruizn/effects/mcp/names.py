@@ -30,7 +30,7 @@ class McpStartupError(Exception):
         self.reason = reason
 
 
-def schema_problem(schema: JsonObject) -> str | None:
+def input_schema_problem(schema: JsonObject) -> str | None:
     try:
         validator = jsonschema.validators.validator_for(
             schema, default=jsonschema.Draft202012Validator

@@ -9,9 +9,6 @@ from collections.abc import Callable
 QUOTED_LINE = 200
 
 
-Notice = Callable[[str], None]
-
-
 Shown = Callable[[str], str]
 
 

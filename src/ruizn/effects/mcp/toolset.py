@@ -30,13 +30,11 @@ started again once, before the next call to it, and that call's result says so.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import logging
 import os
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -48,17 +46,14 @@ from attrs import frozen
 from ruizn.defaults import DEFAULT_TOOL_TIMEOUT
 from ruizn.effects.mcp.config import MCPServer
 from ruizn.effects.mcp.connection import McpTool, Server, tool_class
-from ruizn.effects.mcp.names import McpStartupError, api_names, mcp_ref, schema_problem
+from ruizn.effects.mcp.names import McpStartupError, api_names, input_schema_problem, mcp_ref
 from ruizn.effects.mcp.stderr import StderrFile, open_problem, open_stderr_file
 from ruizn.effects.mcp.text import (
-    Notice,
     Shown,
-    clip,
-    one_line,
 )
 from ruizn.redact import Redactor, secrets_from_env
 from ruizn.state import JsonObject
-from ruizn.terminal import visible
+from ruizn.terminal import Notice, visible
 from ruizn.toolsource import SourceKind, ToolSource
 
 DEFAULT_STARTUP_TIMEOUT = 30.0
@@ -251,7 +246,7 @@ class McpToolset:
     def _valid(self, server: Server, specs: list[mt.Tool]) -> list[mt.Tool]:
         valid = []
         for spec in specs:
-            problem = schema_problem(spec.input_schema)
+            problem = input_schema_problem(spec.input_schema)
             if problem is not None:
                 self._notice(
                     f"MCP server {server.name}: tool {spec.name!r} left out:"
@@ -376,32 +371,3 @@ def mcp_tool_changes(
         elif now_schema[name] != schema:
             problems[name] = f"{name}: its input schema changed"
     return problems
-
-
-@contextlib.contextmanager
-def sdk_logs_as_notices(notice: Notice, shown: Shown | None = None) -> Iterator[None]:
-    """While open, the SDK's warnings reach `notice` as one line each, without tracebacks
-    (unconfigured, Python would print its logger.exception tracebacks on stderr), shown
-    safely: they can quote what a server sent. `shown` defaults to redacting the secrets of
-    the environment. For the CLI; a library user configures logging as they like."""
-    show = shown if shown is not None else shown_safely(os.environ)
-
-    class _Lines(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            with contextlib.suppress(Exception):
-                message = clip(show(one_line(record.getMessage())), 300)
-                notice(f"{record.name}: {message}")
-
-    handler = _Lines(logging.WARNING)
-    # The SDK logs under "mcp.*" and, for its client session, under "client".
-    loggers = [logging.getLogger("mcp"), logging.getLogger("client")]
-    saved = [(lg, lg.propagate) for lg in loggers]
-    for lg in loggers:
-        lg.addHandler(handler)
-        lg.propagate = False
-    try:
-        yield
-    finally:
-        for lg, propagate in saved:
-            lg.removeHandler(handler)
-            lg.propagate = propagate

@@ -15,11 +15,16 @@ import time
 from typing import Any, ClassVar
 
 import anthropic
+import anyio
 
 from ruizn.modelfacts import ModelFacts
 
 # The lookup is before the first request of a run: it must not hold a run up for long.
 LOOKUP_TIMEOUT = 10.0
+# A listing's bounds, whatever the server says: pages of 1,000 models, at most this many,
+# all within one deadline (a server that says `has_more` for ever, or pages slowly, ends).
+MAX_PAGES = 20
+LISTING_DEADLINE = 30.0
 _THINKING_TYPES = ("adaptive", "between_tools", "disabled", "enabled")
 _EFFORT_LEVELS = ("low", "medium", "high", "xhigh", "max")
 
@@ -49,15 +54,35 @@ class AnthropicCatalog:
         return facts
 
     async def models(self) -> tuple[ModelFacts, ...]:
+        """Every model the Models API lists, page by page within the listing's bounds; what
+        was listed before a bound was hit, with `problem` saying which."""
+        found: dict[str, ModelFacts] = {}  # by id: a model listed twice is listed once
         try:
-            return tuple([facts_of(info) async for info in self._client.models.list(limit=1000)])
+            with anyio.fail_after(LISTING_DEADLINE):
+                await self._pages(found)
         except anthropic.APIStatusError as exc:
             self.problem = f"the Models API answered HTTP {exc.status_code}"
-        except anthropic.APITimeoutError:
+        except (anthropic.APITimeoutError, TimeoutError):
             self.problem = "the Models API did not answer in time"
         except anthropic.AnthropicError:
             self.problem = "the Models API cannot be reached"
-        return ()
+        return tuple(found.values())
+
+    async def _pages(self, found: dict[str, ModelFacts]) -> None:
+        page = await self._client.models.list(limit=1000)
+        cursors: set[str | None] = set()
+        for count in range(1, MAX_PAGES + 1):
+            if page.last_id in cursors:
+                self.problem = "the Models API gave the same page twice: the listing stops"
+                return
+            cursors.add(page.last_id)
+            found.update((facts.id, facts) for facts in map(facts_of, page.data))
+            if not page.has_next_page():
+                return
+            if count == MAX_PAGES:
+                self.problem = f"the Models API has more than {MAX_PAGES} pages: the listing stops"
+                return
+            page = await page.get_next_page()
 
 
 def remember_facts(seconds: float) -> None:

@@ -28,7 +28,7 @@ from attrs import frozen
 
 from ruizn.effects.tools.base import BaseTool, ToolRegistry, run_blocking
 from ruizn.state import JsonObject, ToolCall
-from ruizn.terminal import revealed, visible
+from ruizn.terminal import revealed
 
 
 @frozen(kw_only=True)
@@ -145,16 +145,18 @@ class TerminalApprover:
             except Exception as exc:  # the call will fail the same way if it runs
                 body = f"(no preview: {exc})\n"
             return f"{head}\n{self._diff(body)}"
-        command = call.input.get("command") if call.name == "bash" else None
+        # By the tool, not the call's name: a subagent's call is shown under its agent's name.
+        command = call.input.get("command") if tool is not None and tool.name == "bash" else None
         if isinstance(command, str):
-            # The command as it would run, every control character shown escaped (a
-            # hidden \r or escape sequence could make it look like another command).
+            # The command as it would run, every control, invisible and filler character
+            # shown escaped (a hidden \r, escape sequence or zero-width space could make it
+            # look like another command).
             shown = command if len(command) <= _MAX_INPUT_SHOWN else command[:_MAX_INPUT_SHOWN]
             more = {k: v for k, v in call.input.items() if k != "command"}
             extra = f"  {json.dumps(more)}" if more else ""
             cut = "\n[... command cut for the prompt]" if len(command) > _MAX_INPUT_SHOWN else ""
-            lines = "\n  ".join(visible(line) for line in shown.split("\n"))
-            return f"{head}\n$ {lines}{cut}{visible(extra)}\n"
+            lines = "\n  ".join(revealed(line) for line in shown.split("\n"))
+            return f"{head}\n$ {lines}{cut}{revealed(extra)}\n"
         text = json.dumps(call.input, ensure_ascii=False, indent=2)
         if len(text) > _MAX_INPUT_SHOWN:
             text = text[:_MAX_INPUT_SHOWN] + "\n[... input cut for the prompt]"

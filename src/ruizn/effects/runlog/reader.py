@@ -7,8 +7,8 @@ newline. A whole line (newline included) that is not a valid event, the last one
 any other, is an error naming its line, since guessing past it could rebuild the wrong
 state, and nothing is cut.
 
-A log is read like hostile input: opened as `runfolder` says (no link followed, a regular
-file or nothing), and streamed, each line read with a cap: a line longer than
+A log is read like hostile input: opened as `effects/runlog/folder.py` says (no link
+followed, a regular file or nothing), and streamed, each line read with a cap: a line longer than
 `MAX_LINE_BYTES` is refused with an error naming it, never read whole, so a planted log of
 gigabytes costs no more memory than one line at the cap.
 """
@@ -65,8 +65,8 @@ class Replayed:
 
 
 def open_log(path: Path, folder: RunFolder | None = None) -> BinaryIO:
-    """The log at `path` opened for reading, checked as `runfolder` says; `folder`: its run
-    folder, already open. Raises `LogError` naming the file and why."""
+    """The log at `path` opened for reading, checked as `effects/runlog/folder.py` says;
+    `folder`: its run folder, already open. Raises `LogError` naming the file and why."""
     try:
         if folder is not None:
             fd = folder.open_file(path.name, os.O_RDONLY, write=False)

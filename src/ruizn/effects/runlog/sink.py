@@ -1,8 +1,8 @@
 """Where a run's events go: the sink Protocol, its errors, and the in-memory sink for tests.
 
 The runner hands every event to exactly one sink before anyone else sees it (see
-`ruizn.shell.runner`). `EventWriter` (effects/writer.py) is the file sink; `MemorySink` keeps the
-events in a list, for in-process tests and library users who want no files.
+`ruizn.shell.runner`). `EventWriter` (effects/runlog/writer.py) is the file sink;
+`MemorySink` keeps the events in a list, for in-process tests and library users who want no files.
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
 A store lists runs, finds one by id (or `last`, or a path), replays it, and opens its one
 writer. `ruizn.Agent` builds and resumes runs through a store, and `runs`, `show`, `replay`
 and `resume` read through one, so none of them cares whether runs live in files or in a
-fleet's database (`ruizn.fleet.database.DbRunStore`). No network and no SDK. Errors are typed
+fleet's database (`ruizn.fleet.dbstore.DbRunStore`). No network and no SDK. Errors are typed
 (`RunNotFound`, `LogError`, `RunLocked`); only the CLI turns them into exit codes.
 
-Run folders are read as hostile input (see effects/runfolder.py): finding a run opens no
+Run folders are read as hostile input (see effects/runlog/folder.py): finding a run opens no
 file, and a folder whose files are links, FIFOs or anything but regular files is listed
 as unreadable, with the file and the reason, never waited on.
 """

@@ -22,12 +22,12 @@
   the log was deleted or replaced, it raises `LogLost` and, on close, copies everything it
   wrote to `events.recovered.jsonl` beside it (a new file renamed into place: whatever
   held that name, a planted link included, is replaced, never written through).
-- A run folder is hostile input (`runfolder`): the folder, its `lock` and its log are opened
-  without following a link, must be regular files, and, since they are written, have no
-  other name (one hard link); the lock is truncated only once it is known to be the run's
-  own lock file. A folder that fails is refused (`LogWriteError`, naming the file and why)
-  before a byte is read or written. No line longer than `MAX_LINE_BYTES` is ever written:
-  the reader would refuse the log.
+- A run folder is hostile input (`effects/runlog/folder.py`): the folder, its `lock` and its
+  log are opened without following a link, must be regular files, and, since they are
+  written, have no other name (one hard link); the lock is truncated only once it is known
+  to be the run's own lock file. A folder that fails is refused (`LogWriteError`, naming the
+  file and why) before a byte is read or written. No line longer than `MAX_LINE_BYTES` is
+  ever written: the reader would refuse the log.
 """
 
 from __future__ import annotations

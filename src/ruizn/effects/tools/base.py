@@ -45,6 +45,9 @@ class BaseTool(abc.ABC):
     input_schema: ClassVar[JsonObject]
     # Safe to run again after a crash interrupted it (resume re-runs these).
     read_only: ClassVar[bool] = False
+    # Not read-only, yet safe to run again after a crash: the call goes on with what it
+    # started rather than doing it twice (the `agent` tool resumes its child run).
+    resumes: ClassVar[bool] = False
     # Also a class attribute, so a subclass with its own __init__ still has one.
     timeout: float = DEFAULT_TOOL_TIMEOUT
     # A timeout the tool chose itself (`@ruizn.tool(timeout=...)`, an MCP server's config):

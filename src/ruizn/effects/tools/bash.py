@@ -12,11 +12,14 @@ and `bash_kill`, over one `ShellJobs` table per run.
   Ctrl-C (cancellation) kills it too before the run stops.
 - A background call returns an id at once; `bash_output(id)` returns what it printed since
   the last read, `bash_kill(id)` ends it. `ShellJobs.close()` kills every process the run
-  started when the run ends, however it ends; a kill -9 of ruizn takes them too
-  (PR_SET_PDEATHSIG set before exec, on bubblewrap or the shell, and bubblewrap's
-  --die-with-parent inside, and `_guarded` for a kill while bubblewrap sets up).
+  started when the run ends, however it ends; a kill -9 of ruizn takes them too. Each
+  command runs below a small reaper (reaper.py: a child subreaper, so a process that
+  detaches stays below it; it ends everything below it when the command ends, when ruizn
+  ends the command, and on ruizn's death through its parent-death signal), which covers
+  `--sandbox off` and bubblewrap caught in its set-up; inside, bubblewrap's
+  --die-with-parent, and `_guarded` for a kill while bubblewrap sets up.
 - `bash` is not read-only: a call a crash interrupted is never run again on resume
-  (decide.interrupted_calls). Each call needs approval unless the run's rules approve it
+  (resuming.interrupted_calls). Each call needs approval unless the run's rules approve it
   (rules.rule_decision: `--allow-command`, `--approval always`).
 
 Processes are started on the event loop's thread (never a worker thread that may exit: the
@@ -34,6 +37,7 @@ import secrets
 import select
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -41,11 +45,13 @@ from pathlib import Path
 from typing import ClassVar
 
 import anyio
-from attrs import frozen
+from attrs import field, frozen
 
 from ruizn.defaults import DEFAULT_SHELL_TIMEOUT
 from ruizn.effects.tools.base import BaseTool, ToolInputError, run_blocking
-from ruizn.effects.tools.bwrap import Confinement, bwrap_argv
+from ruizn.effects.tools.bwrap import Confinement, SandboxUnavailable, bwrap_argv, shared_netns
+from ruizn.effects.tools.gitguard import GitUnreadable, git_guard, remove_masks
+from ruizn.effects.userconfig.dirs import home_folder
 from ruizn.state import ErrorType, JsonObject, ToolResult
 
 MAX_TIMEOUT = 600.0
@@ -55,6 +61,9 @@ TAIL_BYTES = 24 * 1024
 # After the command exits, how long its output pipe may stay open (a straggler holding it).
 _DRAIN_SECONDS = 2.0
 _PR_SET_PDEATHSIG = 1
+# Every command runs below it (see reaper.py); run by path, stdlib only, so it starts fast.
+_REAPER = Path(__file__).with_name("reaper.py")
+_REAPER_GRACE = 3.0
 
 
 class CappedOutput:
@@ -183,11 +192,21 @@ class Job:
         return self.proc.returncode
 
     def kill(self, why: str | None) -> None:
-        """SIGKILL the command's process group (bubblewrap takes the sandbox with it)."""
+        """End the command and every process below it: the reaper does it on SIGTERM; should
+        it not be gone soon, its process group is sent SIGKILL."""
         if why is not None and self.killed_by is None and self.proc.returncode is None:
             self.killed_by = why
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            os.kill(self.proc.pid, signal.SIGTERM)
+        if self.proc.returncode is None:
+            force = threading.Timer(_REAPER_GRACE, self._force)
+            force.daemon = True
+            force.start()
+
+    def _force(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
 
     def status(self) -> str:
         code = self.proc.returncode
@@ -196,6 +215,19 @@ class Job:
         if self.killed_by is not None:
             return f"killed ({self.killed_by})"
         return f"exited with code {code}" if code >= 0 else f"killed by signal {-code}"
+
+
+@frozen(kw_only=True)
+class Limits:
+    """What each command may use (see docs/shell.md, "Limits")."""
+
+    # CPU seconds, for each process (RLIMIT_CPU): then SIGXCPU ends it.
+    cpu_seconds: int = int(MAX_TIMEOUT)
+    # Bytes of data (heap and private memory) for each process (RLIMIT_DATA): then an
+    # allocation fails. Address space is not limited: runtimes reserve much more than they use.
+    memory_bytes: int = 4 << 30
+    # Processes at once (RLIMIT_NPROC in the sandbox; as root, a pids cgroup: see reaper.py).
+    processes: int = 1024
 
 
 @frozen(kw_only=True)
@@ -208,6 +240,7 @@ class ShellConfig:
     environ: Mapping[str, str]
     shell: str = "/bin/bash"
     timeout: float = DEFAULT_SHELL_TIMEOUT
+    limits: Limits = field(factory=Limits)
 
 
 class ShellJobs:
@@ -221,8 +254,17 @@ class ShellJobs:
         # write end stays in ruizn alone (neither is inheritable), so once ruizn is gone
         # the read end is at end of file.
         self._alive: tuple[int, int] | None = None
+        # The run's network namespace (user, net descriptors) its commands share.
+        self._netns: tuple[int, int] | None = None
         if config.confinement is not None:
             self._alive = os.pipe()
+            if config.confinement.shared_net:
+                assert config.bwrap is not None
+                try:
+                    self._netns = shared_netns(config.bwrap, config.environ)
+                except BaseException:
+                    self.close()
+                    raise
 
     def start(self, command: str, *, background: bool) -> Job:
         if self._closed:
@@ -239,10 +281,24 @@ class ShellJobs:
             assert self._alive is not None
             info_read, info_write = os.pipe()
             alive = self._alive[0]
-            argv = _guarded(config.shell, command, alive, environ.pop("BASH_ENV", ""))
+            argv = _guarded(
+                config.shell,
+                command,
+                alive,
+                environ.pop("BASH_ENV", ""),
+                processes=config.limits.processes,
+            )
             argv = bwrap_argv(config.bwrap, box, argv, info_fd=info_write)
-            passed = (info_write, alive)
+            passed = (info_write, alive, *(self._netns or ()))
         job_id = ("bg_" if background else "fg_") + secrets.token_hex(4)
+        limits = config.limits
+        argv = [
+            *(sys.executable, "-I", "-S", str(_REAPER), str(os.getpid())),
+            *(str(limits.cpu_seconds), str(limits.memory_bytes)),
+            str(limits.processes),
+            ",".join(map(str, self._netns)) if self._netns else "-",
+            *argv,
+        ]
         try:
             proc = subprocess.Popen(
                 argv,
@@ -254,8 +310,8 @@ class ShellJobs:
                 start_new_session=True,
                 close_fds=True,
                 pass_fds=passed,
-                # Sandboxed too: bubblewrap sets its own parent-death signal only once it
-                # runs, so a kill -9 of ruizn between fork and then would leave it running.
+                # Until the reaper has its own handler (it then turns this into SIGTERM, and
+                # ends everything below it before it goes).
                 preexec_fn=_dying_with(os.getpid()),  # noqa: PLW1509
             )
         except BaseException:
@@ -282,13 +338,15 @@ class ShellJobs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 job.proc.wait(timeout=5)
             job.wait_gone(5)
-        if self._alive is not None:
-            for fd in self._alive:
+        for fds in (self._alive, self._netns):
+            for fd in fds or ():
                 os.close(fd)
-            self._alive = None
+        self._alive = self._netns = None
+        if self.config.confinement is not None:
+            remove_masks(self.config.confinement.git.mask)
 
 
-def _guarded(shell: str, command: str, alive: int, bash_env: str) -> list[str]:
+def _guarded(shell: str, command: str, alive: int, bash_env: str, *, processes: int) -> list[str]:
     """`shell -c command`, run only if ruizn still lives once the sandbox is set up.
 
     bubblewrap's --die-with-parent ties the sandbox's pid 1 to bubblewrap only once it is
@@ -298,9 +356,12 @@ def _guarded(shell: str, command: str, alive: int, bash_env: str) -> list[str]:
     `alive` (the read end of ruizn's pipe) is at end of file, and the command does not
     start. The fd is closed before `command` runs. BASH_ENV, taken out of the guard's
     environment, is put back for the command, so its file is read once, as before.
+    The process limit is set here, inside: the count is the sandbox's user namespace's alone
+    (outside it would count every process of the user's).
     """
     guard = (
         f"if read -t 0 -u {alive}; then exit 137; fi; exec {alive}<&-; "
+        f"ulimit -u {processes} 2>/dev/null; "  # fails only under a lower limit already
         '[ -z "$2" ] || export BASH_ENV="$2"; exec "$0" -c "$1"'
     )
     return [shell, "-c", guard, shell, command, bash_env]
@@ -330,7 +391,10 @@ class BashTool(BaseTool):
         "Run a bash command in the workspace folder and return its output (stdout and stderr"
         " together) and exit code. Confined unless the user turned the sandbox off: only the"
         " workspace is writable, /tmp is private, the home folder is hidden and there is no"
-        " network unless the user allowed it. Long output keeps its start and end. `timeout`"
+        " network unless the user allowed it; git reads the repository but cannot write it"
+        " (no commit, add or checkout: leave those to the user). Each process may use"
+        f" {Limits().cpu_seconds} s of CPU time and {Limits().memory_bytes >> 30} GiB of"
+        " memory. Long output keeps its start and end. `timeout`"
         f" is in seconds (at most {int(MAX_TIMEOUT)}). `background: true` starts a long-running"
         " command (a server, a watcher) and returns its id at once: read what it prints with"
         " bash_output, stop it with bash_kill; it is killed when the run ends."
@@ -401,8 +465,12 @@ class BashTool(BaseTool):
                 ErrorType.TIMEOUT,
                 f"{text}[killed: {job.killed_by}; the whole process group was ended]",
             )
-        done = f"{text}[exit code {job.exit_code} · {_seconds(took)}]"
-        if job.exit_code != 0:  # failed: shown and counted as such, the output kept whole
+        code = job.exit_code
+        why = ""
+        if code in (128 + signal.SIGXCPU, -signal.SIGXCPU):  # the shell's or the reaper's
+            why = f": stopped at its CPU time limit ({self.jobs.config.limits.cpu_seconds} s)"
+        done = f"{text}[exit code {code} · {_seconds(took)}{why}]"
+        if code != 0:  # failed: shown and counted as such, the output kept whole
             return ToolResult(content=done, is_error=True, error_type=ErrorType.EXIT_STATUS)
         return done
 
@@ -486,18 +554,25 @@ def shell_config(
     environ: Mapping[str, str],
     timeout: float,
 ) -> ShellConfig:
-    home = environ.get("HOME")
-    box = (
-        Confinement(
+    home = home_folder(environ)
+    box = None
+    if sandbox:
+        try:
+            git = git_guard(workspace, dict(environ))
+        except GitUnreadable as exc:
+            raise SandboxUnavailable(
+                f"the shell's sandbox cannot protect the workspace's git: {exc}; fix the"
+                " repository, or pass --sandbox off to run commands unconfined"
+            ) from None
+        box = Confinement(
             workspace=workspace,
             hidden=tuple(hidden),
             allow_read=tuple(allow_read),
             network=network,
+            shared_net=not network,
             home=Path(home) if home else None,
+            git=git,
         )
-        if sandbox
-        else None
-    )
     return ShellConfig(
         workspace=workspace, confinement=box, bwrap=bwrap, environ=environ, timeout=timeout
     )

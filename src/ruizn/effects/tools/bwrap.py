@@ -7,9 +7,15 @@ What a sandboxed command gets (see docs/shell.md):
   again on top);
 - the workspace read-write, bound last so it is writable even inside /tmp or the home
   folder; the run-log folder under it hidden again (a tmpfs), so a command can neither read
-  nor rewrite the log that is the run's truth; `.git/hooks` and `.git/config` read-only;
-- every namespace of its own (`--unshare-all`: user, pid, ipc, uts, cgroup and network);
-  `--share-net` gives the host's network back when the user asks (`--shell-network on`);
+  nor rewrite the log that is the run's truth; every git directory of the workspace's
+  repository and submodules read-only, each `.git` entry held in place (gitguard.py);
+- every namespace of its own (`--unshare-all`, `--unshare-user`: user, pid, ipc, uts,
+  cgroup), but the network namespace, which is the run's (`shared_netns`, entered by the
+  reaper before bubblewrap starts; `--share-net` keeps it), or the host's when the user asks
+  (`--shell-network on`);
+- no capability (`--cap-drop ALL`) and no further user namespace (`--disable-userns`): a
+  command of a ruizn running as root can no more unmount or remount what hides the home
+  folder, the run logs, /run or git, nor write through `/`, than a user's command can;
 - a session of its own (`--new-session`: no TIOCSTI into ruizn's terminal), and
   `--die-with-parent`: bubblewrap's parent is ruizn itself, which lives as long as the run,
   so a background server outlives the call that started it but never ruizn (a kill -9 of
@@ -21,6 +27,7 @@ start when it fails, and the error quotes bubblewrap's own words. No silent fall
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -28,10 +35,11 @@ import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from attrs import frozen
+from attrs import field, frozen
+
+from ruizn.effects.tools.gitguard import GitGuard
 
 PROBE_TIMEOUT = 10.0
-_GIT_CODE = ("hooks", "config")
 # Variables whose values are secrets by their name: never passed to a command.
 _SECRET_NAME = re.compile(
     r"(^ANTHROPIC_)|(^RUIZN_MCP_)|(_(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$)",
@@ -53,7 +61,11 @@ class Confinement:
     # Folders under the hidden home that stay readable (--shell-allow-read).
     allow_read: tuple[Path, ...] = ()
     network: bool = False
+    # With the network off: the command joins the run's own network namespace (shared_netns;
+    # the reaper enters it before bubblewrap starts), so commands of a run reach each other.
+    shared_net: bool = False
     home: Path | None = None
+    git: GitGuard = field(factory=GitGuard)
 
 
 def find_bwrap(environ: Mapping[str, str]) -> str | None:
@@ -79,22 +91,75 @@ def bwrap_argv(
     for path in box.allow_read:
         args += ["--ro-bind-try", str(path), str(path)]
     args += ["--bind", str(box.workspace), str(box.workspace)]
-    for name in _GIT_CODE:
-        # Hooks and config would run a command's code outside the sandbox at the user's
-        # next `git commit`: read-only (git itself still commits: objects, index, refs).
-        path = box.workspace / ".git" / name
-        if path.exists():
-            args += ["--ro-bind", str(path), str(path)]
+    # git would run a command's code outside the sandbox at the person's next `git status`.
+    for path in box.git.protect:
+        args += ["--ro-bind", str(path), str(path)]
+    for path in box.git.mask:
+        args += ["--tmpfs", str(path), "--remount-ro", str(path)]
     for path in box.hidden:
         if path.is_dir():
             args += ["--tmpfs", str(path)]
-    args += ["--unshare-all"]
-    if box.network:
+    args += ["--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
+    if box.network or box.shared_net:
         args += ["--share-net"]
+    if box.shared_net:
+        # Entered through a user namespace of the run's: say who the command is, as it is
+        # without it (bubblewrap would make it uid 0 of its new namespace).
+        args += ["--uid", str(os.getuid()), "--gid", str(os.getgid())]
     if info_fd is not None:
         args += ["--info-fd", str(info_fd)]
     args += ["--new-session", "--die-with-parent", "--chdir", str(box.workspace), "--", *argv]
     return args
+
+
+def shared_netns(bwrap: str, environ: Mapping[str, str]) -> tuple[int, int]:
+    """A network namespace of the run's own (only a loopback), and the user namespace that
+    owns it, as two open descriptors (user, net): every sandboxed command of the run joins
+    them, so a server one command starts in the background answers the next ones, while the
+    network stays off. bubblewrap makes them (and brings the loopback up); its process ends
+    at once, and the namespaces live as long as the descriptors and the processes in them:
+    ruizn closes the descriptors when the run ends, and its death closes them too."""
+    info_read, info_write = os.pipe()
+    argv = [bwrap, "--ro-bind", "/", "/", "--unshare-user", "--unshare-net", "--die-with-parent"]
+    argv += ["--info-fd", str(info_write), "--", "/bin/sh", "-c", "read -r line"]
+    try:
+        holder = subprocess.Popen(
+            argv,
+            env=dict(environ),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            pass_fds=(info_write,),
+        )
+    except OSError as exc:
+        os.close(info_read)
+        raise SandboxUnavailable(f"the shell's network namespace cannot start: {exc}") from None
+    finally:
+        os.close(info_write)
+    try:
+        with os.fdopen(info_read, "rb") as info:
+            pid = json.loads(info.read() or b"{}").get("child-pid")
+        if not isinstance(pid, int):
+            said = holder.stderr.read().decode("utf-8", "replace") if holder.stderr else ""
+            raise SandboxUnavailable(
+                "the shell's network namespace cannot start: bubblewrap says:"
+                f" {' '.join(said.split())[:300] or 'nothing'}"
+            )
+        user = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            os.close(user)
+            raise
+    except (OSError, ValueError) as exc:
+        raise SandboxUnavailable(f"the shell's network namespace cannot start: {exc}") from None
+    finally:
+        try:
+            holder.communicate(timeout=PROBE_TIMEOUT)  # closes its stdin: `read` ends, and it
+        except subprocess.TimeoutExpired:
+            holder.kill()
+            holder.wait()
+    return user, net
 
 
 def probe(bwrap: str | None, box: Confinement, environ: Mapping[str, str]) -> None:

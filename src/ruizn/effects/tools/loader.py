@@ -32,14 +32,14 @@ from ruizn.defaults import DEFAULT_TOOL_TIMEOUT
 from ruizn.effects.tools.base import BaseTool, ToolRegistry
 from ruizn.effects.tools.read import ReadFileTool
 from ruizn.effects.tools.search import GlobTool, GrepTool, ListDirTool
-from ruizn.effects.tools.workspace import Sandbox
+from ruizn.effects.tools.workspace import PathJail
 from ruizn.effects.tools.write import EditFileTool, WriteFileTool
 from ruizn.terminal import visible
 from ruizn.toolsource import SourceKind, ToolSource
 
 ENTRY_POINT_GROUP = "ruizn.tools"
 
-# The built-in tools, all sandboxed. Each is made for a workspace (a Sandbox, which also
+# The built-in tools, all sandboxed. Each is made for a workspace (a PathJail, which also
 # knows the log folder to hide and whether secret files may be read). The read-only ones never
 # need approval; write_file and edit_file change the workspace, so each call needs approval
 # (see ruizn.decide: asked at a terminal, or by --approval always/never).
@@ -51,7 +51,7 @@ BUILTINS: dict[str, Callable[..., BaseTool]] = {
     "write_file": WriteFileTool,
     "edit_file": EditFileTool,
 }
-Workspace = Sandbox | Path
+Workspace = PathJail | Path
 
 
 def inert(text: str) -> str:

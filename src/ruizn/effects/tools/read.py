@@ -1,6 +1,6 @@
 """`read_file`: read a text file inside the workspace, and nothing else.
 
-The path is resolved and opened in one step by the workspace `Sandbox` (component by
+The path is resolved and opened in one step by the workspace `PathJail` (component by
 component, relative to directory descriptors, symlinks followed only while they stay
 inside), and the target must be a regular file before it is opened (a FIFO would block the
 open forever, a device would never end). At most `max_bytes + 1` bytes are read, so a huge
@@ -16,7 +16,7 @@ from typing import ClassVar
 from ruizn.defaults import DEFAULT_TOOL_TIMEOUT
 from ruizn.effects.tools.base import BlockingTool, ToolInputError
 from ruizn.effects.tools.mounts import local_tree
-from ruizn.effects.tools.workspace import Sandbox, shown
+from ruizn.effects.tools.workspace import PathJail, shown
 from ruizn.state import JsonObject, ToolResult
 
 MAX_BYTES = 512 * 1024
@@ -24,9 +24,9 @@ TRUNCATED = "\n[truncated]"
 _BINARY_PROBE = 8192
 
 
-def sandbox_of(where: Sandbox | str | os.PathLike[str]) -> Sandbox:
-    """Tools take a shared Sandbox, or a workspace path to build a default one for."""
-    return where if isinstance(where, Sandbox) else Sandbox(where)
+def jail_of(where: PathJail | str | os.PathLike[str]) -> PathJail:
+    """Tools take a shared PathJail, or a workspace path to build a default one for."""
+    return where if isinstance(where, PathJail) else PathJail(where)
 
 
 class ReadFileTool(BlockingTool):
@@ -47,14 +47,14 @@ class ReadFileTool(BlockingTool):
 
     def __init__(
         self,
-        workspace: Sandbox | Path,
+        workspace: PathJail | Path,
         *,
         max_bytes: int = MAX_BYTES,
         timeout: float = DEFAULT_TOOL_TIMEOUT,
     ) -> None:
         super().__init__(timeout=timeout)
-        self.sandbox = sandbox_of(workspace)
-        self.workspace = self.sandbox.root
+        self.jail = jail_of(workspace)
+        self.workspace = self.jail.root
         self.max_bytes = max_bytes
         # On local file systems a read of at most max_bytes is too short to be worth a
         # worker thread's hand-over; elsewhere (NFS, FUSE) it may hang, so it keeps the
@@ -74,8 +74,8 @@ class ReadFileTool(BlockingTool):
         return _decode(data)
 
     def _read_capped(self, given: str, say: str) -> tuple[bytes, int]:
-        """The first `max_bytes + 1` bytes and the size; refusals are raised (see Sandbox)."""
-        return self.sandbox.read_bytes(given, self.max_bytes + 1)
+        """The first `max_bytes + 1` bytes and the size; refusals are raised (see PathJail)."""
+        return self.jail.read_bytes(given, self.max_bytes + 1)
 
 
 def _whole_chars(data: bytes) -> bytes:

@@ -1,7 +1,7 @@
-"""Read-only built-ins on the workspace Sandbox: `list_dir`, `glob` and `grep`.
+"""Read-only built-ins on the workspace PathJail: `list_dir`, `glob` and `grep`.
 
 Every walk opens each directory relative to its parent's descriptor with `O_NOFOLLOW` (the
-Sandbox's `open_child_dir`), never follows a symlink while walking (a symlink is listed, not
+PathJail's `open_child_dir`), never follows a symlink while walking (a symlink is listed, not
 entered), never enters the log folder, and runs under a `Budget`: a cap on entries visited and
 a deadline a little shorter than the tool's timeout. So a huge tree gives a partial answer that
 says so, and a walk abandoned by a timeout still stops on its own.
@@ -21,12 +21,12 @@ import re2  # google-re2: linear-time matching, so no pattern can burn a core
 
 from ruizn.defaults import DEFAULT_TOOL_TIMEOUT
 from ruizn.effects.tools.base import BaseTool, BlockingTool, ToolInputError
-from ruizn.effects.tools.read import sandbox_of
+from ruizn.effects.tools.read import jail_of
 from ruizn.effects.tools.workspace import (
     MAX_PARTS,
     MAX_PATH_BYTES,
     Budget,
-    Sandbox,
+    PathJail,
     open_child_dir,
     open_child_file,
     read_capped,
@@ -101,10 +101,10 @@ class _SandboxTool(BlockingTool):
     read_only = True
 
     def __init__(
-        self, workspace: Sandbox | os.PathLike[str] | str, *, timeout: float = DEFAULT_TOOL_TIMEOUT
+        self, workspace: PathJail | os.PathLike[str] | str, *, timeout: float = DEFAULT_TOOL_TIMEOUT
     ) -> None:
         super().__init__(timeout=timeout)
-        self.sandbox = sandbox_of(workspace)
+        self.jail = jail_of(workspace)
 
     def _budget(self) -> Budget:
         return Budget(seconds=_walk_seconds(self.timeout), max_steps=MAX_WALK_STEPS)
@@ -129,12 +129,12 @@ class ListDirTool(_SandboxTool):
 
     def run(self, input: JsonObject) -> ToolResult | str:
         given = input.get("path", ".")
-        fd, rel = self.sandbox.resolve_dir(given)
+        fd, rel = self.jail.resolve_dir(given)
         budget = self._budget()
         try:
             lines: list[str] = []
             left_out = 0
-            for name, info in self.sandbox.children(fd, rel, budget):
+            for name, info in self.jail.children(fd, rel, budget):
                 if len(lines) >= MAX_LIST_ENTRIES:
                     left_out += 1
                     continue
@@ -158,7 +158,7 @@ class ListDirTool(_SandboxTool):
         marks = []
         if _is_hidden(name):
             marks.append("hidden")
-        if kind == "file" and self.sandbox.is_secret(name):
+        if kind == "file" and self.jail.is_secret(name):
             marks.append("secret: not readable")
         note = f"  ({', '.join(marks)})" if marks else ""
         return f"{kind:<7} {size:>13}  {label}{note}"
@@ -213,7 +213,7 @@ class GlobTool(_SandboxTool):
         prefix, rest = "/".join(parts[:wild_at]) or ".", parts[wild_at:]
         if not rest:  # no wildcard: the path exists or not
             return self._exact(prefix)
-        fd, rel = self.sandbox.resolve_dir(prefix)
+        fd, rel = self.jail.resolve_dir(prefix)
         budget = self._budget()
         found: set[str] = set()
         try:
@@ -241,7 +241,7 @@ class GlobTool(_SandboxTool):
 
     def _exact(self, path: str) -> str:
         try:
-            entry = self.sandbox.resolve_any(path)
+            entry = self.jail.resolve_any(path)
         except FileNotFoundError:
             return f"no paths match {shown(path)}"
         os.close(entry.dir_fd)
@@ -263,7 +263,7 @@ class GlobTool(_SandboxTool):
         head, rest = pats[0], pats[1:]
         if head == "**" and rest:  # zero folders: the rest matches right here
             self._match(dir_fd, rel, shown_at, rest, depth=depth, found=found, budget=budget)
-        for name, info in self.sandbox.children(dir_fd, rel, budget):
+        for name, info in self.jail.children(dir_fd, rel, budget):
             if len(found) >= _GLOB_KEEP:
                 return
             is_dir = stat.S_ISDIR(info.st_mode)  # lstat: a symlink is never a dir here
@@ -326,8 +326,8 @@ class GrepTool(_SandboxTool):
         given = input.get("path", ".")
         name_filter = input.get("glob")
         filter_parts = _split_pattern(name_filter, "glob") if name_filter is not None else None
-        entry = self.sandbox.resolve_any(given)
-        search = _Search(regex, self.sandbox, self._budget(), filter_parts)
+        entry = self.jail.resolve_any(given)
+        search = _Search(regex, self.jail, self._budget(), filter_parts)
         try:
             if entry.info is None:  # a folder
                 base = "" if entry.rel == () and given in (".", "./") else given.rstrip("/")
@@ -385,12 +385,12 @@ class _Search:
     def __init__(
         self,
         regex: _Regex,
-        sandbox: Sandbox,
+        sandbox: PathJail,
         budget: Budget,
         name_filter: list[str] | None,
     ) -> None:
         self.regex = regex
-        self.sandbox = sandbox
+        self.jail = sandbox
         self.budget = budget
         self.filter = tuple(name_filter) if name_filter is not None else None
         self.lines: list[str] = []
@@ -404,7 +404,7 @@ class _Search:
     def folder(
         self, dir_fd: int, rel: tuple[str, ...], base: str, sub: tuple[str, ...], depth: int
     ) -> None:
-        for name, info in self.sandbox.children(dir_fd, rel, self.budget):
+        for name, info in self.jail.children(dir_fd, rel, self.budget):
             if self.budget.exhausted:
                 return
             if _is_hidden(name):
@@ -434,7 +434,7 @@ class _Search:
     def file(
         self, dir_fd: int, name: str, info: os.stat_result, path: str, *, strict: bool
     ) -> None:
-        if self.sandbox.is_secret(name):  # (a file the model named was refused already)
+        if self.jail.is_secret(name):  # (a file the model named was refused already)
             self.secret += 1
             return
         try:
@@ -528,7 +528,7 @@ def _clip_line(line: str) -> str:
 
 
 def builtin_read_only_tools(
-    sandbox: Sandbox, *, timeout: float = DEFAULT_TOOL_TIMEOUT
+    sandbox: PathJail, *, timeout: float = DEFAULT_TOOL_TIMEOUT
 ) -> list[BaseTool]:
     """list_dir, glob and grep on one shared sandbox (read_file is built by the caller)."""
     return [

@@ -1,8 +1,9 @@
-"""The workspace sandbox every file tool goes through: resolve and open in one step.
+"""The path jail every file tool goes through: resolve and open in one step. (The shell's
+sandbox, bubblewrap, is effects/tools/bwrap.py.)
 
 A path from the model is walked one component at a time, each opened relative to the
 descriptor of the directory before it, with `O_NOFOLLOW`, starting at a descriptor of the
-workspace held for the sandbox's life. No component is ever looked up by a full path, so a
+workspace held for the jail's life. No component is ever looked up by a full path, so a
 directory swapped for a symlink between a check and an open cannot lead outside: what was
 checked is what is read. (The walk is the only resolver: `openat2(RESOLVE_BENEATH)` would
 save a few syscalls, but it refuses absolute symlinks that stay inside, and the log-folder
@@ -119,11 +120,11 @@ class Budget:
         return not self.exhausted
 
 
-class Sandbox:
+class PathJail:
     """The workspace, held as a directory descriptor; every file tool resolves through it.
 
     Thread-safe: the only shared state is the root descriptor, which is never moved. It is
-    closed when the sandbox is garbage-collected or by `close()`; close it only once no tool
+    closed when the jail is garbage-collected or by `close()`; close it only once no tool
     thread can still use it (a reused fd number would otherwise point a walk elsewhere).
 
     `exclude`: folders the tools may never see, besides `.ruizn` at the root. A relative one
@@ -153,7 +154,7 @@ class Sandbox:
     def close(self) -> None:
         self._finalizer()
 
-    def __enter__(self) -> Sandbox:
+    def __enter__(self) -> PathJail:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -482,7 +483,7 @@ def _secret_text(say: str) -> str:
     )
 
 
-def workspace_sandbox(workspace: Path, log_root: Path, *, allow_secret_files: bool) -> Sandbox:
-    """The sandbox of a run: the workspace, with the run logs' folder hidden from the model
+def workspace_jail(workspace: Path, log_root: Path, *, allow_secret_files: bool) -> PathJail:
+    """The path jail of a run: the workspace, with the run logs' folder hidden from the model
     (it holds full tool results and secrets of past runs)."""
-    return Sandbox(workspace, exclude=[log_root.resolve()], allow_secret_files=allow_secret_files)
+    return PathJail(workspace, exclude=[log_root.resolve()], allow_secret_files=allow_secret_files)

@@ -1,6 +1,6 @@
-"""Tools that change the workspace: `write_file` and `edit_file` (issue 13), on the Sandbox.
+"""Tools that change the workspace: `write_file` and `edit_file` (issue 13), on the PathJail.
 
-Both resolve through the same Sandbox as read_file (so `..` above the root, absolute paths,
+Both resolve through the same PathJail as read_file (so `..` above the root, absolute paths,
 symlinks leading out, the log folder and secret files are refused however the call was
 approved), and both replace a file atomically: the new bytes go to a temporary file in the
 same folder (created through the folder's descriptor), are fsynced, renamed over the target
@@ -36,10 +36,10 @@ from typing import ClassVar
 
 from ruizn.defaults import DEFAULT_TOOL_TIMEOUT
 from ruizn.effects.tools.base import BlockingTool, ToolInputError
-from ruizn.effects.tools.read import sandbox_of
+from ruizn.effects.tools.read import jail_of
 from ruizn.effects.tools.workspace import (
     Entry,
-    Sandbox,
+    PathJail,
     open_child_file,
     read_capped,
     refuse_non_regular,
@@ -61,13 +61,13 @@ class _ChangingTool(BlockingTool):
 
     def __init__(
         self,
-        workspace: Sandbox | os.PathLike[str] | str,
+        workspace: PathJail | os.PathLike[str] | str,
         *,
         max_bytes: int = MAX_WRITE_BYTES,
         timeout: float = DEFAULT_TOOL_TIMEOUT,
     ) -> None:
         super().__init__(timeout=timeout)
-        self.sandbox = sandbox_of(workspace)
+        self.jail = jail_of(workspace)
         self.max_bytes = max_bytes
 
     def _resolve(self, given: object, *, create_dirs: bool) -> Entry:
@@ -75,7 +75,7 @@ class _ChangingTool(BlockingTool):
             raise ToolInputError(f"{shown(given)} names a folder; give a file path")
         if not isinstance(given, str):
             raise ToolInputError("path must be a string")
-        entry = self.sandbox.resolve_entry(given, missing_ok=True, create_dirs=create_dirs)
+        entry = self.jail.resolve_entry(given, missing_ok=True, create_dirs=create_dirs)
         if entry.info is not None:
             try:
                 refuse_non_regular(entry.info, shown(given))

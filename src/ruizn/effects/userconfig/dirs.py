@@ -13,7 +13,20 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["state_dir", "state_folder"]
+__all__ = ["home_folder", "state_dir", "state_folder"]
+
+
+def home_folder(environ: Mapping[str, str]) -> str | None:
+    """The user's home: `$HOME`, else the password database's entry for this user (a
+    service, cron or `env -i` may start ruizn with no HOME); None if neither says."""
+    if environ.get("HOME"):
+        return environ["HOME"]
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir or None
+    except KeyError:  # a uid with no entry (a container's arbitrary user)
+        return None
 
 
 def state_folder(environ: Mapping[str, str]) -> str:
@@ -22,7 +35,7 @@ def state_folder(environ: Mapping[str, str]) -> str:
         return environ["RUIZN_STATE_DIR"]
     if environ.get("XDG_STATE_HOME"):
         return os.path.join(environ["XDG_STATE_HOME"], "ruizn")
-    home = environ.get("HOME") or os.path.expanduser("~")
+    home = home_folder(environ) or os.path.expanduser("~")
     return os.path.join(home, ".local", "state", "ruizn")
 
 

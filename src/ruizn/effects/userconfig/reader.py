@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ruizn.configlayers import ConfigFileError
+from ruizn.effects.userconfig.dirs import home_folder
 
 PROJECT_FILE = Path(".ruizn") / "config.toml"
 
@@ -18,7 +19,7 @@ def user_config_path(environ: Mapping[str, str]) -> Path:
     explicit = environ.get("RUIZN_CONFIG")
     if explicit:
         return Path(explicit).expanduser()
-    base = environ.get("XDG_CONFIG_HOME") or str(Path(environ.get("HOME", "~")) / ".config")
+    base = environ.get("XDG_CONFIG_HOME") or str(Path(home_folder(environ) or "~") / ".config")
     return Path(base).expanduser() / "ruizn" / "config.toml"
 
 

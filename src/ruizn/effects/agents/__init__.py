@@ -1,0 +1,1 @@
+"""Subagent definition files (Claude Code's format): read from folders, never run here."""
