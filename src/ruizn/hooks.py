@@ -44,19 +44,13 @@ PERMISSION_MODES: dict[ApprovalMode, str] = {
 }
 
 
-# Claude Code's names for the tool ruizn calls `agent` (its Task tool, later Agent): a
-# matcher written for them takes ruizn's subagent calls too.
-ALIASES: dict[str, tuple[str, ...]] = {"agent": ("Task", "Agent")}
-
-
 def matching(settings: RunSettings, event: str, tool: str | None = None) -> tuple[HookSpec, ...]:
-    """The run's hooks for `event` (and, for a tool event, whose matcher takes `tool`)."""
-    names = () if tool is None else (tool, *ALIASES.get(tool, ()))
+    """The run's hooks for `event` (and, for a tool event, whose matcher takes `tool` by
+    ruizn's name or Claude Code's: ruizn.hooknames, `agent` is `Task`/`Agent` there)."""
     return tuple(
         spec
         for spec in settings.hooks
-        if spec.event == event
-        and (tool is None or any(matches(spec.matcher, name) for name in names))
+        if spec.event == event and (tool is None or matches(spec.matcher, tool))
     )
 
 

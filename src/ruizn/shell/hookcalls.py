@@ -52,7 +52,11 @@ class HookCalls:
             fields = {"stop_hook_active": state.stop_blocked}
         logged: list[HookRan] = []
         for spec in specs:
-            told = None if call is None else told_name(spec.matcher, call.name)
+            # Claude Code's names and fields for a tool event; a subagent's start and stop
+            # name ruizn's `agent` call as it is.
+            told = None if call is None else call.name
+            if call is not None and event in ("PreToolUse", "PostToolUse"):
+                told = told_name(spec.matcher, call.name)
             if call is not None and told is not None:
                 fields = {
                     **fields,
