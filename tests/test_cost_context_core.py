@@ -11,7 +11,7 @@ from attrs import evolve
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ruizn.decide import ClearContext, Finish, next_action
+from ruizn.decide import ClearContext, CompactContext, Finish, next_action
 from ruizn.events import (
     BudgetSpent,
     ClearedResult,
@@ -196,12 +196,18 @@ def test_a_last_turn_that_cannot_fit_ends_the_run_with_the_context_error() -> No
         f" --max-context 1,000 even with every older tool result cleared: resume the run"
         f" with --max-context {wanted} to go on",
     )
-    # Past the model's own window, a larger limit cannot help: the window error.
-    small_model = evolve(limited, settings=evolve(limited.settings, context_window=tokens))
-    assert next_action(small_model) == Finish(status=Status.ERROR, error=CONTEXT_EXCEEDED)
+    # Past the model's own window, a larger limit cannot help: with compaction off
+    # (--compact off), the window error.
+    off = evolve(limited.settings, context_window=tokens, compact_at=0)
+    assert next_action(evolve(limited, settings=off)) == Finish(
+        status=Status.ERROR, error=CONTEXT_EXCEEDED
+    )
     # The model's window (no --max-context given): the window error, as before.
-    default = evolve(state, settings=evolve(state.settings, context_window=1_500))
+    default = evolve(state, settings=evolve(state.settings, context_window=1_500, compact_at=0))
     assert next_action(default) == Finish(status=Status.ERROR, error=CONTEXT_EXCEEDED)
+    # With compaction on (the default where the window is known), the history is compacted.
+    compacting = evolve(state, settings=evolve(state.settings, context_window=1_500))
+    assert next_action(compacting) == CompactContext()
 
 
 @settings(max_examples=150, deadline=None)

@@ -32,6 +32,7 @@ from ruizn.evals.api import eval as eval
 from ruizn.evals.report import EvalReport as EvalReport
 from ruizn.events import BudgetSpent as BudgetSpent
 from ruizn.events import ContextCleared as ContextCleared
+from ruizn.events import ContextCompacted as ContextCompacted
 from ruizn.events import Event as Event
 from ruizn.events import HookRan as HookRan
 from ruizn.events import LlmCallFailed as LlmCallFailed

@@ -32,6 +32,8 @@ GRANTS_NOTHING = frozenset(
         "max_tokens",
         "max_cost",
         "max_context",
+        "compact_at",
+        "compact_instructions",
         "system",
         "read_timeout",
         "max_retries",

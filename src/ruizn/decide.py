@@ -14,6 +14,16 @@ from collections.abc import Callable
 
 from attrs import field, frozen
 
+from ruizn.compaction import (
+    between_steps,
+    blocked,
+    due,
+    enabled,
+    postcompact_due,
+    precompact_ran,
+    too_long,
+    window_exceeded,
+)
 from ruizn.events import ClearedResult
 from ruizn.hooks import denied_text, matching
 from ruizn.rules import (
@@ -21,12 +31,14 @@ from ruizn.rules import (
     Finish,
     OutputVerdict,
     check_output,
+    compacted_too_big,
     limit_stop,
     output_call,
     output_exhausted,
     pre_decision,
     reply_problem,
     rule_decision,
+    spent_stop,
     turn_stop,
 )
 from ruizn.settings import HookSpec
@@ -57,6 +69,16 @@ class ClearContext:
 
     results: tuple[ClearedResult, ...]
     limit: int
+
+
+@frozen(kw_only=True)
+class CompactContext:
+    """Compact the history before the next model call (see ruizn.compaction): attempt
+    `attempt` of the compaction call, after `delay` seconds."""
+
+    attempt: int = 1
+    delay: float = 0.0
+    trigger: str = "auto"
 
 
 @frozen(kw_only=True)
@@ -135,6 +157,7 @@ class Finished:
 Action = (
     CallModel
     | ClearContext
+    | CompactContext
     | RunTools
     | RefuseTools
     | RequestApproval
@@ -203,9 +226,27 @@ def _next(state: ExecutionContext, needs_approval: NeedsApproval, *, can_ask: bo
                 if len(starting) > state.start_hooks_ran:
                     spec = starting[state.start_hooks_ran]
                     return RunHooks(event=spec.event, specs=(spec,))
+            after_compaction = postcompact_due(state)
+            if after_compaction:
+                return RunHooks(event="PostCompact", specs=after_compaction)
             failure = state.failure
             if failure is not None and not failure.will_retry:
-                return Finish(status=Status.ERROR, error=_gave_up(failure.message, state.attempt))
+                said = _gave_up(failure.message, state.attempt)
+                if state.compacting is not None:
+                    said = f"the compaction failed: {said}"
+                elif too_long(400, failure.message):
+                    said = compacted_too_big(state) or said
+                return Finish(status=Status.ERROR, error=said)
+            if failure is not None and state.compacting is not None:
+                # A compaction call to try again.
+                return CompactContext(attempt=state.attempt + 1, delay=failure.retry_in)
+            if failure is not None and failure.compact:
+                # The prompt did not fit: compact (its PreCompact hooks first), then again.
+                return _compacting(state, CompactContext(attempt=state.attempt + 1))
+            if failure is None and (stop := spent_stop(state)) is not None:
+                return Finish(status=stop.status, error=stop.error)
+            if failure is None and state.attempt == 0 and due(state):
+                return _compacting(state, CompactContext())
             if failure is None and (stop := limit_stop(state)) is not None:
                 return Finish(status=stop.status, error=stop.error)
             if failure is None and state.attempt == 0 and over_limit(state):
@@ -230,6 +271,8 @@ def _next(state: ExecutionContext, needs_approval: NeedsApproval, *, can_ask: bo
                 return hooked
             return _tools_turn(state, pending, needs_approval, can_ask=can_ask)
         case Phase.DONE:
+            if window_exceeded(state):
+                return _compacting(state, CompactContext(attempt=state.attempt + 1))
             if state.settings.output_schema is not None:
                 return _structured_end(state)
             stop = turn_stop(state)
@@ -240,6 +283,24 @@ def _next(state: ExecutionContext, needs_approval: NeedsApproval, *, can_ask: bo
             return Finish(status=Status.ERROR, error="the model call in flight was lost")
         case Phase.FINISHED:  # pragma: no cover - status is not running then
             return Finished(status=state.status)
+
+
+def _compacting(state: ExecutionContext, action: CompactContext) -> Action:
+    """The compaction, after the PreCompact hooks that match "auto" (once a step). One that
+    blocked it: a full window then ends the run; a history past --compact-at goes on
+    uncompacted (`due` says no more this step)."""
+    specs = matching(state.settings, "PreCompact", "auto")
+    ran = precompact_ran(state)
+    if ran < len(specs):
+        return RunHooks(event="PreCompact", specs=specs[ran:])
+    why = blocked(state)
+    if why is None:
+        return action
+    if action.attempt == 1 and state.phase is Phase.READY and state.failure is None:
+        return next_action(state)  # due() is False now: the step goes on uncompacted
+    return Finish(
+        status=Status.ERROR, error=f"the compaction was blocked by a PreCompact hook: {why}"
+    )
 
 
 def _pre_tool_hooks(state: ExecutionContext, pending: tuple[ToolCall, ...]) -> Action | None:
@@ -398,10 +459,16 @@ def _gave_up(message: str, attempts: int) -> str:
 class RetryDecision:
     will_retry: bool
     retry_in: float  # the wait before the next attempt (0 when giving up)
+    compact: bool = False  # the prompt did not fit: compact the history, then try again
 
 
 def after_failure(
-    state: ExecutionContext, *, retryable: bool, retry_after: float | None = None
+    state: ExecutionContext,
+    *,
+    retryable: bool,
+    retry_after: float | None = None,
+    status_code: int | None = None,
+    message: str = "",
 ) -> RetryDecision:
     """Retry attempt `state.attempt` of the call, or give up.
 
@@ -409,7 +476,12 @@ def after_failure(
     to MAX_RETRY_AFTER; a longer one gives up rather than hang), otherwise the base delay
     doubled per attempt, capped at MAX_BACKOFF. No jitter: the core has no randomness, and
     one ruizn process makes one call at a time.
+
+    A prompt too long for the window (`status_code`, `message`) is tried again at once,
+    after a compaction, when the run compacts (see `compacts_after`).
     """
+    if compacts_after(state, status_code, message):
+        return RetryDecision(will_retry=True, retry_in=0.0, compact=True)
     if not retryable or state.attempt > state.settings.max_retries:
         return RetryDecision(will_retry=False, retry_in=0.0)
     if retry_after is not None and retry_after >= 0:
@@ -418,6 +490,19 @@ def after_failure(
         return RetryDecision(will_retry=True, retry_in=retry_after)
     backoff = state.settings.retry_base_delay * 2 ** (state.attempt - 1)
     return RetryDecision(will_retry=True, retry_in=min(backoff, MAX_BACKOFF))
+
+
+def compacts_after(state: ExecutionContext, status_code: int | None, message: str) -> bool:
+    """A failed call whose prompt was too long for the window is made again once the
+    history is compacted (not twice for one step: a history just compacted that still does
+    not fit ends the run)."""
+    return (
+        too_long(status_code, message)
+        and enabled(state)
+        and state.compacting is None
+        and state.compacted_step != state.step
+        and between_steps(state)
+    )
 
 
 def reply_refusal(content: tuple[ContentBlock, ...]) -> str | None:
@@ -433,6 +518,7 @@ __all__ = [
     "AskApproval",
     "CallModel",
     "ClearContext",
+    "CompactContext",
     "DecideApprovals",
     "Finish",
     "Finished",
@@ -444,6 +530,7 @@ __all__ = [
     "after_failure",
     "approval_candidates",
     "approvals_to_request",
+    "compacts_after",
     "denied_result",
     "next_action",
     "reply_refusal",

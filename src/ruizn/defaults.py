@@ -87,6 +87,8 @@ HookEvent = Literal[
     "Stop",
     "SessionStart",
     "SessionEnd",
+    "PreCompact",
+    "PostCompact",
     "SubagentStart",
     "SubagentStop",
 ]
@@ -97,10 +99,19 @@ HOOK_EVENTS: tuple[HookEvent, ...] = (
     "Stop",
     "SessionStart",
     "SessionEnd",
+    "PreCompact",
+    "PostCompact",
     # Around a subagent (the parent's hooks; the matcher takes the agent's name).
     "SubagentStart",
     "SubagentStop",
 )
+# Compaction (docs/compaction.md): by default a request is compacted before it would pass
+# this share of the model's context window (in quarters: 3/4), leaving room for the answer
+# and the turn's tool results. `server`: the API's compaction request (a model whose Models
+# API entry says it takes one); `client`: ruizn asks the model for a summary itself.
+COMPACT_AT_QUARTERS = 3
+CompactionForm = Literal["server", "client"]
+COMPACTION_FORMS: tuple[CompactionForm, ...] = ("server", "client")
 # A hook command's timeout in seconds where its config gives none (Claude Code's default).
 DEFAULT_HOOK_TIMEOUT = 60.0
 

@@ -16,6 +16,7 @@ from ruizn.defaults import ApprovalMode, Effort
 from ruizn.limits import Limits
 from ruizn.settings import RunSettings
 from ruizn.state import (
+    CompactionBlock,
     ContentBlock,
     DecidedBy,
     JsonObject,
@@ -128,6 +129,11 @@ class LlmCallStarted:
     ts: float
     step: int
     attempt: int = 1
+    # A compaction request (ruizn.compaction), not a step: what set it off, "auto" (the
+    # history passed --compact-at, or the window was exceeded) or "manual" (`ruizn
+    # compact`). It ends with context_compacted (or fails like any call); `step` is the
+    # step it comes before.
+    compaction: Literal["auto", "manual"] | None = None
 
 
 @frozen(kw_only=True)
@@ -156,6 +162,9 @@ class LlmCallFailed:
     request_id: str | None = None
     # What the server asked for (retry-after / retry-after-ms), if anything.
     retry_after: float | None = None
+    # The request did not fit the model's window (a 400 "prompt is too long"): the history
+    # is compacted, then the call is made again (decide.after_failure).
+    compact: bool = False
 
 
 @frozen(kw_only=True)
@@ -194,6 +203,32 @@ class ContextCleared:
     ts: float
     results: tuple[ClearedResult, ...]
     limit: int  # the context limit (tokens) the request had to fit
+
+
+@frozen(kw_only=True)
+class ContextCompacted:
+    """The history was summarised (ruizn.compaction): `block` stands in for its first
+    `replaced` messages (all of them) from now on, first in every request. `source`: the
+    API's compaction request ("server", the block exactly as returned, signed) or ruizn's
+    own summary request ("client"). `tokens_before` is the estimate of the request that
+    would have been sent, `tokens_after` that of the next one; `usage` and `cost` are the
+    compaction call's own (the API's `usage.iterations` of type compaction included), added
+    to the run's totals and budget. Ends the compaction call that llm_call_started began."""
+
+    TAG: ClassVar[str] = "context_compacted"
+    seq: int
+    ts: float
+    block: CompactionBlock
+    source: Literal["server", "client"]
+    trigger: Literal["auto", "manual"]
+    replaced: int
+    tokens_before: int
+    tokens_after: int
+    usage: Usage = field(factory=Usage)
+    cost: float | None = None
+    priced_by: str | None = None
+    request_id: str | None = None
+    instructions: str | None = None
 
 
 @frozen(kw_only=True)
@@ -392,6 +427,7 @@ Event = (
     | ToolApprovalDecided
     | ToolsChanged
     | ContextCleared
+    | ContextCompacted
     | BudgetSpent
     | RunFinished
     | UserMessage
@@ -415,6 +451,7 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     ToolApprovalDecided,
     ToolsChanged,
     ContextCleared,
+    ContextCompacted,
     BudgetSpent,
     RunFinished,
     UserMessage,

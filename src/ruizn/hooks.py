@@ -9,14 +9,18 @@ tool names and fields for ruizn's tools):
   (the run's events.jsonl), `cwd` (the workspace), `permission_mode`, `hook_event_name`,
   and per event `tool_name`, `tool_input`, `tool_use_id` (PreToolUse, PostToolUse),
   `tool_response` (PostToolUse), `prompt` (UserPromptSubmit), `stop_hook_active` (Stop),
-  `source` and `model` (SessionStart), `reason` (SessionEnd);
+  `source` and `model` (SessionStart), `reason` (SessionEnd), `trigger` (`auto` or
+  `manual`, also the matcher) and `custom_instructions` (PreCompact), `trigger` and
+  `compact_summary` (PostCompact);
 - exit 0: stdout may be JSON: `hookSpecificOutput.permissionDecision` allow|deny|ask with
   `permissionDecisionReason`, `hookSpecificOutput.updatedInput`,
   `hookSpecificOutput.additionalContext`, `decision: "block"` with `reason` (the older
   `decision: "approve"|"block"` for PreToolUse too), `continue: false` with `stopReason`;
   plain stdout of a UserPromptSubmit or SessionStart hook is context for the model;
 - exit 2: blocks; its stderr is the reason (PreToolUse: the call is denied and the model
-  told why; PostToolUse, Stop: the model is told; UserPromptSubmit: the run ends);
+  told why; PostToolUse, Stop: the model is told; UserPromptSubmit: the run ends;
+  PreCompact: no compaction; plain stdout of a PreCompact hook is added to the summary's
+  instructions);
 - any other exit, a timeout, a command that cannot start: a notice, nothing blocked.
 """
 
@@ -36,7 +40,7 @@ from ruizn.settings import HookSpec, JsonObject, RunSettings
 BLOCKING_EXIT = 2
 # Stronger decisions win when several PreToolUse hooks answer one call (Claude Code's order).
 _STRENGTH = {"none": 0, "allow": 1, "ask": 2, "deny": 3}
-_CONTEXT_EVENTS = ("UserPromptSubmit", "SessionStart")
+_CONTEXT_EVENTS = ("UserPromptSubmit", "SessionStart", "PreCompact")
 PERMISSION_MODES: dict[ApprovalMode, str] = {
     "ask": "default",
     "always": "bypassPermissions",
@@ -111,7 +115,7 @@ def outcome(event: str, exit_code: int | None, stdout: str, stderr: str) -> Outc
         reason = stderr.strip() or f"blocked by a {event} hook"
         if event == "PreToolUse":
             return Outcome(decision="deny", reason=reason)
-        if event in ("PostToolUse", "Stop", "UserPromptSubmit"):
+        if event in ("PostToolUse", "Stop", "UserPromptSubmit", "PreCompact"):
             return Outcome(decision="block", reason=reason)
         return Outcome(error=reason)  # SessionStart/SessionEnd cannot block
     if exit_code != 0:

@@ -8,6 +8,7 @@ import math
 
 from attrs import evolve
 
+from ruizn.compaction import check_started, enabled, too_long
 from ruizn.events import (
     LlmCallFailed,
     LlmCallStarted,
@@ -23,6 +24,7 @@ from ruizn.rules import (
     output_exhausted,
     output_feedback,
     reply_problem,
+    spent_stop,
 )
 from ruizn.state import (
     CallFailure,
@@ -47,6 +49,10 @@ def on_llm_call_started(state: ExecutionContext, event: LlmCallStarted) -> Execu
         raise InvalidTransition(
             f"llm_call_started for step {event.step}, but the next step is {state.step + 1}"
         )
+    if event.compaction is not None:
+        return _compaction_started(state, event)
+    if state.phase is not Phase.READY:
+        raise InvalidTransition(f"llm_call_started cannot follow phase {state.phase.value}")
     stop = limit_stop(state)
     if stop is not None:
         raise InvalidTransition(
@@ -67,24 +73,59 @@ def on_llm_call_started(state: ExecutionContext, event: LlmCallStarted) -> Execu
     return evolve(state, attempt=event.attempt, streamed_tokens=0, last_seq=event.seq)
 
 
+def _compaction_started(state: ExecutionContext, event: LlmCallStarted) -> ExecutionContext:
+    """A compaction call (ruizn.compaction): not a step, and not held to the context limit
+    it is there to cure; the steps and the budget still bound it, but for `ruizn compact`."""
+    check_started(state, event)
+    stop = spent_stop(state) if state.phase is not Phase.FINISHED else None
+    if stop is not None:
+        raise InvalidTransition(f"a compaction call past a limit of the run ({stop.status.value})")
+    if event.attempt != state.attempt + 1:
+        raise InvalidTransition(
+            f"llm_call_started attempt {event.attempt}, but the next attempt is {state.attempt + 1}"
+        )
+    if state.failure is not None and not state.failure.will_retry:
+        raise InvalidTransition("a model call after the last attempt gave up")
+    return evolve(
+        state,
+        attempt=event.attempt,
+        compacting=event.compaction,
+        streamed_tokens=0,
+        last_seq=event.seq,
+    )
+
+
 def on_llm_call_failed(state: ExecutionContext, event: LlmCallFailed) -> ExecutionContext:
     if event.attempt != state.attempt:
         raise InvalidTransition(
             f"llm_call_failed for attempt {event.attempt}, but attempt {state.attempt} is running"
         )
-    if event.will_retry and event.attempt > state.settings.max_retries:
+    if event.compact and not (
+        too_long(event.status_code, event.message)
+        and event.will_retry
+        and state.compacting is None
+        and enabled(state)
+        and state.compacted_step != state.step
+    ):
+        raise InvalidTransition("llm_call_failed asks for a compaction the run cannot make")
+    if event.will_retry and not event.compact and event.attempt > state.settings.max_retries:
         raise InvalidTransition(
             f"a retry after attempt {event.attempt}, past max_retries {state.settings.max_retries}"
         )
     if event.retry_in < 0:
         raise InvalidTransition("llm_call_failed with a negative retry_in")
     failure = CallFailure(
-        message=event.message, will_retry=event.will_retry, retry_in=event.retry_in
+        message=event.message,
+        will_retry=event.will_retry,
+        retry_in=event.retry_in,
+        compact=event.compact,
     )
     return evolve(state, failure=failure, streamed_tokens=0, last_seq=event.seq)
 
 
 def on_llm_response(state: ExecutionContext, event: LlmResponse) -> ExecutionContext:
+    if state.compacting is not None:
+        raise InvalidTransition("llm_response to a compaction call (context_compacted ends it)")
     problem = reply_problem(event.content)
     if problem is not None:
         raise InvalidTransition(f"llm_response refused: {problem}")

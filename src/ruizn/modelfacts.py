@@ -39,6 +39,9 @@ class ModelFacts:
     thinking_types: tuple[str, ...] | None = None  # the accepted `thinking.type` values
     effort_levels: tuple[str, ...] | None = None  # the accepted `output_config.effort`s
     structured_outputs: bool | None = None  # takes `output_config.format`
+    # Takes the API's compaction request (`compaction: {type: summarize}`; the beta
+    # `capabilities.compaction.summarize`, or `context_management.compact_20260112`).
+    compaction: bool | None = None
 
 
 class ModelRefused(ConfigError):
@@ -129,6 +132,9 @@ def fitted(settings: RunSettings, facts: ModelFacts | None) -> RunSettings:
         and "adaptive" in facts.thinking_types
     ):
         settings = evolve(settings, thinking="adaptive")
+    if settings.compaction is None and facts.compaction is not None:
+        # The API's compaction where the model takes it; else ruizn's own summary.
+        settings = evolve(settings, compaction="server" if facts.compaction else "client")
     return settings
 
 

@@ -17,7 +17,9 @@ from typing import Any
 
 from attrs import evolve, frozen
 
+from ruizn.compaction import compaction_request, instructions_of
 from ruizn.events import (
+    ContextCompacted,
     Event,
     LlmCallFailed,
     LlmCallStarted,
@@ -49,7 +51,8 @@ class Exchange:
     attempt: int
     request: MessagesRequest
     tokens: tuple[str, ...]
-    reply: LlmResponse | LlmCallFailed
+    # A compaction call ends with context_compacted (ruizn.compaction).
+    reply: LlmResponse | LlmCallFailed | ContextCompacted
 
 
 @frozen(kw_only=True)
@@ -93,7 +96,7 @@ def recording_of(events: Iterable[Event]) -> Recording:
     stops: list[SessionEnd] = []
     prompted: dict[str, ToolApprovalDecided] = {}
     finished_calls: dict[str, tuple[int, ...]] = {}
-    call: tuple[LlmCallStarted, MessagesRequest] | None = None
+    call: tuple[LlmCallStarted, ExecutionContext] | None = None
     tokens: list[str] = []
     finished: RunFinished | None = None
     preamble = False  # right after a run_resumed: what the person gave with the resume
@@ -102,12 +105,13 @@ def recording_of(events: Iterable[Event]) -> Recording:
         state = reduce(before, event)
         match event:
             case LlmCallStarted():
-                call, tokens = (event, plan_request(before)), []
+                call, tokens = (event, before), []
             case LlmToken(text=text):
                 tokens.append(text)
-            case LlmResponse() | LlmCallFailed():
+            case LlmResponse() | LlmCallFailed() | ContextCompacted():
                 assert call is not None  # the reducer takes these only after a call started
-                started, request = call
+                started, asked = call
+                request = _request_of(started, asked, event)
                 exchanges.append(
                     Exchange(
                         seq=started.seq,
@@ -147,6 +151,20 @@ def recording_of(events: Iterable[Event]) -> Recording:
         finished_calls=finished_calls,
         final=state,
     )
+
+
+def _request_of(
+    started: LlmCallStarted,
+    before: ExecutionContext,
+    reply: LlmResponse | LlmCallFailed | ContextCompacted,
+) -> MessagesRequest:
+    """The request a recorded call sent: a step's, or a compaction's with the instructions
+    it recorded (a failed compaction: the run's own)."""
+    if started.compaction is None:
+        return plan_request(before)
+    if isinstance(reply, ContextCompacted):
+        return compaction_request(before, reply.instructions)
+    return compaction_request(before, instructions_of(before))
 
 
 @frozen(kw_only=True)

@@ -45,9 +45,11 @@ from attrs import evolve
 
 from ruizn.bounds import deeper_than, too_deep
 from ruizn.child_turns import on_subagent_finished, on_subagent_started
+from ruizn.compaction import on_context_compacted
 from ruizn.events import (
     BudgetSpent,
     ContextCleared,
+    ContextCompacted,
     Event,
     HookRan,
     LlmCallFailed,
@@ -80,6 +82,7 @@ from ruizn.rules import (
     call_cut,
     limit_stop,
     output_exhausted,
+    phase_after_call,
     phase_after_hook,
     phase_after_output,
     phase_after_result,
@@ -116,6 +119,7 @@ class Rule(enum.Enum):
     AFTER_RESUME = "after_resume"
     AFTER_OUTPUT = "after_output"
     AFTER_HOOK = "after_hook"
+    AFTER_CALL = "after_call"
 
 
 RULES: Mapping[Rule, Callable[[ExecutionContext], Phase]] = {
@@ -124,6 +128,7 @@ RULES: Mapping[Rule, Callable[[ExecutionContext], Phase]] = {
     Rule.AFTER_RESUME: phase_after_resume,
     Rule.AFTER_OUTPUT: phase_after_output,
     Rule.AFTER_HOOK: phase_after_hook,
+    Rule.AFTER_CALL: phase_after_call,
 }
 
 _R, _S, _T, _D, _F = Phase.READY, Phase.STREAMING, Phase.TOOLS, Phase.DONE, Phase.FINISHED
@@ -135,7 +140,13 @@ TRANSITIONS: Mapping[tuple[Phase, str], Phase | Rule] = {
     (_R, ContextCleared.TAG): _R,
     (_R, BudgetSpent.TAG): _R,
     (_S, LlmToken.TAG): _S,
-    (_S, LlmCallFailed.TAG): _R,
+    (_S, LlmCallFailed.TAG): Rule.AFTER_CALL,
+    # Compaction (ruizn.compaction): a compaction call starts where a step would (READY),
+    # after an answer that hit the model's window (DONE), or in a stopped run (`ruizn
+    # compact`); context_compacted ends it.
+    (_D, LlmCallStarted.TAG): _S,
+    (_F, LlmCallStarted.TAG): _S,
+    (_S, ContextCompacted.TAG): Rule.AFTER_CALL,
     (_S, LlmResponse.TAG): Rule.AFTER_TURN,
     (_S, RunFinished.TAG): _F,
     (_S, RunResumed.TAG): Rule.AFTER_RESUME,
@@ -166,6 +177,8 @@ TRANSITIONS: Mapping[tuple[Phase, str], Phase | Rule] = {
     (_R, HookRan.TAG): _R,
     (_T, HookRan.TAG): _T,
     (_D, HookRan.TAG): Rule.AFTER_HOOK,
+    # PreCompact and PostCompact hooks around `ruizn compact` in a stopped run.
+    (_F, HookRan.TAG): _F,
     # A subagent (an `agent` call's child run) starts and ends inside its call.
     (_T, SubagentStarted.TAG): _T,
     (_T, SubagentFinished.TAG): _T,
@@ -243,6 +256,8 @@ def reduce(state: ExecutionContext, event: Event) -> ExecutionContext:
             after = on_tools_changed(state, event)
         case ContextCleared():
             after = _on_context_cleared(state, event)
+        case ContextCompacted():
+            after = on_context_compacted(state, event)
         case BudgetSpent():
             after = _on_budget_spent(state, event)
         case RunFinished():
@@ -364,6 +379,7 @@ def _on_run_resumed(state: ExecutionContext, event: RunResumed) -> ExecutionCont
         attempt=0,
         failure=None,
         budget_spent=None,
+        compacting=None,
         # An answer that never matched gets a new round of retries.
         output_checks=state.output_checks if state.output_valid else 0,
         elapsed=state.elapsed + event.elapsed,

@@ -17,6 +17,7 @@ from attrs import frozen
 from ruizn.rules import OUTPUT_KEY, OUTPUT_TOOL, wraps_output
 from ruizn.settings import RunSettings
 from ruizn.state import (
+    CompactionBlock,
     ContentBlock,
     ExecutionContext,
     JsonObject,
@@ -30,6 +31,11 @@ from ruizn.state import (
 )
 
 EPHEMERAL: JsonObject = {"type": "ephemeral"}
+# The beta of the API's compaction request (`compaction: {type: summarize}`; SDK 2.17).
+COMPACTION_BETA = "compact-2026-09-04"
+# How ruizn's own summary (no signature) goes back to the model: as text, tagged.
+SUMMARY_OPEN = "<conversation_summary>\n"
+SUMMARY_CLOSE = "\n</conversation_summary>"
 MAX_BREAKPOINTS = 4
 _ROLLING_BREAKPOINTS = 2
 
@@ -53,6 +59,19 @@ class MessagesRequest:
     # thinking_config and output_config below.
     thinking: JsonObject | None = None
     output_config: JsonObject | None = None
+    # `compaction` as sent (None: not sent): a compaction request (ruizn.compaction).
+    compaction: JsonObject | None = None
+
+    @property
+    def betas(self) -> tuple[str, ...]:
+        """The `anthropic-beta` names the request needs: the compaction beta for a
+        compaction request and for every request that sends the API's compaction back."""
+        if self.compaction is not None or (
+            self.messages
+            and any(isinstance(b, CompactionBlock) and b.signed for b in self.messages[0].content)
+        ):
+            return (COMPACTION_BETA,)
+        return ()
 
     def to_json(self) -> JsonObject:
         request = head_json(self)
@@ -71,7 +90,7 @@ def plan_request(state: ExecutionContext) -> MessagesRequest:
         system=system_prompt(settings),
         tools=_tools(settings),
         messages=messages,
-        marked=_rolling_breakpoints(messages),
+        marked=rolling_breakpoints(messages),
         thinking=thinking_config(settings),
         output_config=output_config(settings),
     )
@@ -161,6 +180,8 @@ def head_json(request: MessagesRequest) -> JsonObject:
         head["thinking"] = request.thinking
     if request.output_config is not None:
         head["output_config"] = request.output_config
+    if request.compaction is not None:
+        head["compaction"] = request.compaction
     return head
 
 
@@ -195,7 +216,7 @@ def message_json(message: Message, *, marked: bool) -> JsonObject:
     return {"role": message.role, "content": content}
 
 
-def _rolling_breakpoints(messages: tuple[Message, ...]) -> frozenset[int]:
+def rolling_breakpoints(messages: tuple[Message, ...]) -> frozenset[int]:
     """The two newest user messages that send at least one block."""
     marked: list[int] = []
     for index in range(len(messages) - 1, -1, -1):
@@ -228,7 +249,24 @@ def _block(block: ContentBlock) -> JsonObject | None:
             return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
         case RedactedThinkingBlock():
             return {"type": "redacted_thinking", "data": block.data}
+        case CompactionBlock():
+            return compaction_json(block)
     raise AssertionError(f"unknown block {block!r}")  # pragma: no cover
+
+
+def compaction_json(block: CompactionBlock) -> JsonObject:
+    """The API's compaction block exactly as it was returned (its signature covers it), or
+    ruizn's own summary as a text block."""
+    if not block.signed:
+        return {"type": "text", "text": f"{SUMMARY_OPEN}{block.content or ''}{SUMMARY_CLOSE}"}
+    out: JsonObject = {"type": "compaction", "content": block.content}
+    if block.encrypted_content is not None:
+        out["encrypted_content"] = block.encrypted_content
+    if block.signature is not None:
+        out["signature"] = block.signature
+    if block.tool_changes is not None:
+        out["tool_changes"] = [dict(change) for change in block.tool_changes]
+    return out
 
 
 def _result_blocks(blocks: tuple[ResultBlock, ...]) -> list[JsonObject]:

@@ -21,6 +21,7 @@ from ruizn.bounds import deeper_than, text_deeper_than, too_deep
 from ruizn.commands import matching_pattern
 from ruizn.settings import JsonObject, RunSettings
 from ruizn.state import (
+    CompactionBlock,
     ContentBlock,
     DecidedBy,
     ExecutionContext,
@@ -34,7 +35,7 @@ from ruizn.state import (
     ToolUseBlock,
 )
 from ruizn.toolsource import ToolSource
-from ruizn.window import context_limit, plan_clearing
+from ruizn.window import compact_threshold, context_limit, plan_clearing
 
 
 def changed_tools(
@@ -102,7 +103,7 @@ def turn_stop(state: ExecutionContext) -> Finish:
         case "refusal":
             return Finish(status=Status.ERROR, error="the model refused to answer")
         case "model_context_window_exceeded":
-            return Finish(status=Status.ERROR, error=CONTEXT_EXCEEDED)
+            return Finish(status=Status.ERROR, error=compacted_too_big(state) or CONTEXT_EXCEEDED)
         case other:
             return Finish(status=Status.ERROR, error=f"unexpected stop_reason {other!r}")
 
@@ -129,16 +130,40 @@ def limit_stop(state: ExecutionContext) -> Finish | None:
     count); a budget shared with other runs, spent; a history that does not fit the context
     limit even with every older tool result cleared."""
     settings = state.settings
+    stop = spent_stop(state)
+    if stop is not None:
+        return stop
+    limit = context_limit(settings)
+    if limit is not None and state.context_tokens > limit and not plan_clearing(state).fits:
+        return Finish(status=Status.ERROR, error=context_error(state, limit))
+    return None
+
+
+def spent_stop(state: ExecutionContext) -> Finish | None:
+    """The limits no compaction can help: the steps, the run's budget, a shared budget."""
+    settings = state.settings
     if state.step >= settings.max_steps:
         return Finish(status=Status.MAX_STEPS)
     if settings.max_cost is not None and state.cost >= settings.max_cost:
         return Finish(status=Status.MAX_COST)
     if state.budget_spent is not None:
         return Finish(status=Status.MAX_COST)
-    limit = context_limit(settings)
-    if limit is not None and state.context_tokens > limit and not plan_clearing(state).fits:
-        return Finish(status=Status.ERROR, error=context_error(state, limit))
     return None
+
+
+def compacted_too_big(state: ExecutionContext) -> str | None:
+    """Why a history that was compacted this very step still does not fit (None: it was
+    not compacted this step, or compaction is off): a fresh summary is too long, and only
+    a lower --compact-at (sooner, smaller summaries) or a narrower goal helps."""
+    at = compact_threshold(state.settings)
+    if at is None or state.compacted_step != state.step or state.compactions == 0:
+        return None
+    return (
+        f"the conversation does not fit the model's context window even right after it was"
+        f" compacted (about {state.context_tokens:,} tokens): compact sooner with a lower"
+        f" --compact-at (now {at:,}), ask for a shorter summary with --compact-instructions,"
+        " or start a new run with a narrower goal"
+    )
 
 
 def context_error(state: ExecutionContext, limit: int) -> str:
@@ -148,7 +173,7 @@ def context_error(state: ExecutionContext, limit: int) -> str:
     error is logged, and a rerun or a fork of the run must come to the same words.)"""
     wanted = context_fix(state)
     if wanted is None:
-        return CONTEXT_EXCEEDED
+        return compacted_too_big(state) or CONTEXT_EXCEEDED
     return (
         f"the conversation (about {state.context_tokens:,} tokens) does not fit this run's"
         f" --max-context {limit:,} even with every older tool result cleared: resume the run"
@@ -211,6 +236,10 @@ def reply_problem(content: tuple[ContentBlock, ...]) -> str | None:
             seen.add(block.id)
         elif isinstance(block, ToolResultBlock):
             return "an assistant turn holds a tool_result block"
+        elif isinstance(block, CompactionBlock):
+            # ruizn never asks for the API's automatic compaction; only a compaction call
+            # (context_compacted) puts a summary in the history, first.
+            return "an answer holds a compaction block"
     return None
 
 
@@ -288,6 +317,12 @@ def phase_after_resume(state: ExecutionContext) -> Phase:
     if state.messages[-1].role == "user":
         return Phase.READY
     return phase_after_turn(state)
+
+
+def phase_after_call(state: ExecutionContext) -> Phase:
+    """After a model call failed or a compaction ended: ready for the next call, or still
+    finished (`ruizn compact` compacts a run that has stopped)."""
+    return Phase.READY if state.status is Status.RUNNING else Phase.FINISHED
 
 
 def phase_after_result(state: ExecutionContext) -> Phase:

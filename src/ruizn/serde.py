@@ -21,8 +21,11 @@ from ruizn.bounds import MAX_LINE_DEPTH, deeper_than, few_brackets, text_deeper_
 from ruizn.events import (
     EVENT_TYPES,
     SCHEMA_VERSION,
+    ContextCompacted,
     Event,
     HookRan,
+    LlmCallFailed,
+    LlmCallStarted,
     LlmResponse,
     LlmToken,
     OutputChecked,
@@ -37,6 +40,7 @@ from ruizn.events import (
 from ruizn.media import tally_of_run
 from ruizn.settings import ConfigError, HookSpec, RunSettings
 from ruizn.state import (
+    CompactionBlock,
     ContentBlock,
     ExecutionContext,
     ImageBlock,
@@ -69,6 +73,7 @@ _BLOCK_TYPES: dict[str, type[Any]] = {
     "tool_result": ToolResultBlock,
     "thinking": ThinkingBlock,
     "redacted_thinking": RedactedThinkingBlock,
+    "compaction": CompactionBlock,
 }
 
 _RESULT_BLOCK_TYPES: dict[str, type[Any]] = {"text": TextBlock, "image": ImageBlock}
@@ -104,6 +109,10 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
         "output_retries",
         "output_mode",
         "hooks",
+        # compaction (docs/compaction.md)
+        "compact_at",
+        "compact_instructions",
+        "compaction",
         # subagents: a run without them writes what it wrote before
         "subagents",
         "max_depth",
@@ -112,6 +121,10 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
     ),
     Usage: ("cache_creation_1h_input_tokens",),
     LlmResponse: ("cost", "priced_by"),
+    LlmCallStarted: ("compaction",),
+    LlmCallFailed: ("compact",),
+    ContextCompacted: ("cost", "priced_by", "request_id", "instructions"),
+    CompactionBlock: ("encrypted_content", "signature", "tool_changes"),
     RunResumed: ("max_cost", "max_context", "reask", "elapsed", "confine"),
     RunFinished: ("cost",),
     OutputChecked: ("output", "error", "call_id"),
@@ -362,6 +375,20 @@ def state_to_json(state: ExecutionContext) -> dict[str, Any]:
             "stop_blocked",
             "hook_stop",
             "start_hooks_ran",
+        ):
+            del data[name]
+    if not state.compactions and state.compacting is None:
+        # A run never compacted prints the state it printed before compaction existed.
+        for name in ("compacting", "compacted_step", "compactions", "compaction_cost"):
+            del data[name]
+    if state.precompact_step < 0 and not state.postcompact_ran:
+        for name in (
+            "precompact_step",
+            "precompact_ran",
+            "precompact_notes",
+            "precompact_block",
+            "postcompact_ran",
+            "compact_trigger",
         ):
             del data[name]
     if not state.children:

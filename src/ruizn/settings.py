@@ -21,6 +21,7 @@ from attrs import field, fields, frozen
 from ruizn.agentdefs import Subagent
 from ruizn.defaults import (
     APPROVAL_MODES,
+    COMPACTION_FORMS,
     DEFAULT_APPROVAL,
     DEFAULT_HOOK_TIMEOUT,
     DEFAULT_MAX_AGENTS,
@@ -41,6 +42,7 @@ from ruizn.defaults import (
     OUTPUT_MODES,
     THINKING_MODES,
     ApprovalMode,
+    CompactionForm,
     Effort,
     HookEvent,
     OutputMode,
@@ -161,6 +163,16 @@ def _output_schema(_: object, __: object, value: Any) -> None:
 def _output_mode(_: object, __: object, value: Any) -> None:
     if value is not None and value not in OUTPUT_MODES:
         raise ConfigError(f"output_mode must be one of {', '.join(OUTPUT_MODES)}, not {value!r}")
+
+
+def _optional_text(name: str) -> Validator:
+    text = _text(name)
+
+    def check(owner: object, attribute: object, value: Any) -> None:
+        if value is not None:
+            text(owner, attribute, value)
+
+    return check
 
 
 def _one_of(name: str, choices: tuple[str, ...]) -> Validator:
@@ -388,6 +400,23 @@ class RunSettings:
     hooks: tuple[HookSpec, ...] = field(default=(), converter=_tuple)
     """Commands run at the run's hook events, Claude Code's contract (see ruizn.hooks):
     from `--hooks FILE`, and a project's `.ruizn/hooks.json` once a person accepted it."""
+
+    compact_at: int | None = field(default=None, validator=_optional_count("compact_at", minimum=0))
+    """Compact the history before a request whose input would pass this many tokens
+    (docs/compaction.md). None: three quarters of the model's context window (no automatic
+    compaction when the window is not known); 0: off (`--compact off`)."""
+
+    compact_instructions: str | None = field(
+        default=None, validator=_optional_text("compact_instructions")
+    )
+    """What a compaction's summary must keep (`--compact-instructions`): the API's
+    `compaction.instructions`, or added to ruizn's own summary prompt."""
+
+    compaction: CompactionForm | None = field(
+        default=None, validator=_one_of("compaction", COMPACTION_FORMS)
+    )
+    """Filled when the run starts, from the Models API: "server" (the API's compaction
+    request) where the model takes it, else "client" (ruizn's own summary request)."""
 
     subagents: tuple[Subagent, ...] = field(default=(), converter=_tuple)
     """The agents this run may start as children through the `agent` tool (none: no such

@@ -21,6 +21,7 @@ from typing import Literal
 from attrs import define, field, frozen
 
 from ruizn.events import (
+    ContextCompacted,
     Event,
     LlmCallFailed,
     LlmCallStarted,
@@ -149,8 +150,20 @@ class SpanBuilder:
                         "gen_ai.conversation.id": self.run_id,
                         "ruizn.step": event.step,
                         "ruizn.attempt": event.attempt,
+                        **({"ruizn.compaction": event.compaction} if event.compaction else {}),
                     },
                 )
+            case ContextCompacted():
+                # The compaction call's end: its own usage (the API's compaction iterations).
+                call = self._call_for(event.seq, event.ts)
+                call.attributes.update(_usage_attributes(event.usage))
+                call.attributes["ruizn.compaction.source"] = event.source
+                call.attributes["ruizn.compaction.tokens_before"] = event.tokens_before
+                call.attributes["ruizn.compaction.tokens_after"] = event.tokens_after
+                if self.session is not None:
+                    self.session.usage = self.session.usage + event.usage
+                ended.append(self._end(call, event.ts))
+                self.call = None
             case LlmResponse():
                 for block in event.content:
                     if isinstance(block, ToolUseBlock):

@@ -234,7 +234,34 @@ class RedactedThinkingBlock:
     data: str
 
 
-ContentBlock = TextBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock | RedactedThinkingBlock
+@frozen(kw_only=True)
+class CompactionBlock:
+    """A summary that stands in for the messages before it (see ruizn.compaction). From the
+    API (a compaction request): its fields exactly as returned, sent back verbatim, first in
+    `messages`; `signature` covers them. From ruizn's own summary request: `content` only
+    (no signature), sent as text."""
+
+    type: Literal["compaction"] = "compaction"
+    content: str | None
+    encrypted_content: str | None = None
+    signature: str | None = None
+    # The API's `tool_addition`/`tool_removal` entries for the compacted range, as returned.
+    tool_changes: tuple[JsonObject, ...] | None = field(default=None, hash=False)
+
+    @property
+    def signed(self) -> bool:
+        """The API made it (a signature or opaque content to send back); else ruizn did."""
+        return self.signature is not None or self.encrypted_content is not None
+
+
+ContentBlock = (
+    TextBlock
+    | ToolUseBlock
+    | ToolResultBlock
+    | ThinkingBlock
+    | RedactedThinkingBlock
+    | CompactionBlock
+)
 
 
 @frozen(kw_only=True)
@@ -296,6 +323,8 @@ class CallFailure:
     message: str
     will_retry: bool
     retry_in: float = 0.0
+    # The prompt did not fit the window: the history is compacted before the next attempt.
+    compact: bool = False
 
 
 @frozen(kw_only=True)
@@ -392,6 +421,23 @@ class ExecutionContext:
     hook_stop: str | None = None
     # SessionStart then UserPromptSubmit hooks run at the run's start so far.
     start_hooks_ran: int = 0
+    # Compaction (ruizn.compaction): the trigger ("auto", "manual") of the compaction call in
+    # flight or being retried (None: the call in flight, if any, is a step); the step at
+    # which the history was last compacted (-1: never), so one step is compacted at most
+    # once; how many compactions the run made and what they cost (in `cost` too).
+    compacting: str | None = None
+    compacted_step: int = -1
+    compactions: int = 0
+    compaction_cost: float = 0.0
+    # PreCompact hooks run before the compaction at step `precompact_step`: how many, what
+    # they added to the instructions, and why one blocked it; PostCompact hooks run after
+    # the last compaction.
+    precompact_step: int = -1
+    precompact_ran: int = 0
+    precompact_notes: tuple[str, ...] = ()
+    precompact_block: str | None = None
+    postcompact_ran: int = 0
+    compact_trigger: str | None = None  # what set off the last compaction (auto, manual)
     # The subagents this run started, in order (their usage and cost are in the run's).
     children: tuple[ChildRun, ...] = ()
     # A subagent's own run: (its parent's run id, its agent's name), from its run_started.

@@ -8,6 +8,7 @@ from __future__ import annotations
 from attrs import evolve
 
 from ruizn.bounds import deeper_than, too_deep
+from ruizn.compaction import on_compact_hook
 from ruizn.events import (
     HookRan,
     ToolApprovalDecided,
@@ -251,10 +252,15 @@ def on_hook_ran(state: ExecutionContext, event: HookRan) -> ExecutionContext:
         raise InvalidTransition(f"hook_ran with the decision {event.decision!r}")
     if not any(spec.event == event.hook_event for spec in state.settings.hooks):
         raise InvalidTransition(f"hook_ran for {event.hook_event}, which the run has no hook for")
+    compact_event = event.hook_event in ("PreCompact", "PostCompact")
+    if state.phase is Phase.FINISHED and not compact_event:
+        raise InvalidTransition(f"hook_ran {event.hook_event} in a run that has stopped")
     after = evolve(state, last_seq=event.seq)
     if event.decision == "stop":  # `continue: false`: the run ends, whatever the event
         return evolve(after, hook_stop=event.reason or f"a {event.hook_event} hook")
     match event.hook_event:
+        case "PreCompact" | "PostCompact":
+            return on_compact_hook(after, event)
         case "PreToolUse":
             return pre_tool_hook(after, event)
         case "PostToolUse":

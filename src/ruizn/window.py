@@ -20,6 +20,7 @@ import json
 
 from attrs import frozen
 
+from ruizn.defaults import COMPACT_AT_QUARTERS
 from ruizn.events import ClearedResult
 from ruizn.media import image_tokens, images, result_size, text_of, utf8_size
 from ruizn.settings import RunSettings
@@ -48,6 +49,18 @@ def context_limit(settings: RunSettings) -> int | None:
     if settings.context_window is None:
         return None
     return max(settings.context_window - settings.max_tokens, 1)
+
+
+def compact_threshold(settings: RunSettings) -> int | None:
+    """The input tokens past which a request is compacted first (docs/compaction.md), or
+    None: compaction is off (`--compact off`, or no --compact-at and no known window)."""
+    if settings.compact_at == 0:
+        return None
+    if settings.compact_at is not None:
+        return settings.compact_at
+    if settings.context_window is None:
+        return None
+    return max(settings.context_window * COMPACT_AT_QUARTERS // 4, 1)
 
 
 def added_tokens(content: ResultContent) -> int:

@@ -51,7 +51,7 @@ def _text(option: click.Parameter, tmp: Path) -> str:
     if isinstance(kind, click.Choice):
         choices = [str(choice) for choice in kind.choices if choice != option.default]
         text = choices[-1]
-    elif isinstance(kind, click.types.IntParamType) or option.name in ("max_context",):
+    elif isinstance(kind, click.types.IntParamType) or option.name in ("max_context", "compact_at"):
         text = "7"
     elif isinstance(kind, click.types.FloatParamType):
         text = "2.5"

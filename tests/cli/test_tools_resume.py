@@ -134,8 +134,12 @@ def test_pause_turn_continues_the_same_turn(workspace: Path, server_factory: Any
 def test_context_window_exceeded_ends_with_a_clear_error(
     workspace: Path, server_factory: Any
 ) -> None:
+    # With compaction off: a full window ends the run (with it on, the history is compacted
+    # and the run goes on: tests/shell/agent/test_compaction.py).
     server = server_factory([Stream((Text("..."),), stop_reason="model_context_window_exceeded")])
-    result = run_cli(["run", "--goal", "huge"], workspace=workspace, base_url=server.base_url)
+    result = run_cli(
+        ["run", "--compact", "off", "--goal", "huge"], workspace=workspace, base_url=server.base_url
+    )
     assert result.code == 1
     assert "no longer fits the model's context window" in result.stdout
     assert result.events()[-1]["status"] == "error"

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 from tests.fakeapi.cache import PromptCache
 from tests.fakeapi.replies import (
     Block,
+    Compacted,
+    Compaction,
     Hang,
     HttpError,
     Raw,
@@ -45,6 +47,8 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "Block",
+    "Compacted",
+    "Compaction",
     "FakeAnthropic",
     "Hang",
     "HttpError",

@@ -33,6 +33,7 @@ def model_info(
     thinking: tuple[str, ...] = ("adaptive", "disabled"),
     effort: tuple[str, ...] = EFFORT_LEVELS,
     line: str | None = None,
+    compaction: bool = True,
 ) -> dict[str, Any]:
     """One catalogue entry, every capability key present (as the API sends them)."""
     return {
@@ -50,7 +51,11 @@ def model_info(
             "batch": _support(True),
             "citations": _support(True),
             "code_execution": _support(True),
-            "context_management": {"supported": True},
+            "compaction": {"supported": compaction, "summarize": _support(compaction)},
+            "context_management": {
+                "supported": True,
+                "compact_20260112": _support(compaction),
+            },
             "effort": {
                 "supported": bool(effort),
                 **{level: _support(level in effort) for level in EFFORT_LEVELS},
@@ -98,6 +103,8 @@ CATALOG: tuple[dict[str, Any], ...] = (
         max_tokens=64_000,
         thinking=("adaptive", "disabled", "enabled"),
         effort=("low", "medium", "high"),
+        # An older model: no compaction request (ruizn writes its own summary).
+        compaction=False,
     ),
     model_info(
         "claude-sonnet-4-5",

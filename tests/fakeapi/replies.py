@@ -43,7 +43,24 @@ class RedactedThinking:
     data: str
 
 
-Block = Text | ToolUse | Thinking | RedactedThinking
+@dataclass(frozen=True)
+class Compaction:
+    """A `compaction` block (SDK 2.17's BetaCompactionBlock): the signature and tool_changes
+    on content_block_start, then one compaction_delta with content and encrypted_content."""
+
+    content: str | None
+    signature: str
+    encrypted_content: str | None = None
+    tool_changes: tuple[dict[str, Any], ...] | None = ()
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """Answer a compaction request (`compaction: {type: summarize}`) as the API does: one
+    signed compaction block summarising the request (see tests.fakeapi.compaction)."""
+
+
+Block = Text | ToolUse | Thinking | RedactedThinking | Compaction
 
 
 @dataclass(frozen=True)
@@ -70,6 +87,9 @@ class Stream:
     incomplete_last_tool: bool = False  # cut the last tool_use's JSON, no content_block_stop
     model: str = "claude-sonnet-5-5"
     headers: Mapping[str, str] = field(default_factory=dict)  # extra response headers
+    # `usage.iterations` (SDK 2.17): e.g. a compaction's own tokens, which the top-level
+    # counts leave out.
+    iterations: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -108,7 +128,7 @@ class Raw:
     chunks: int = 1
 
 
-Reply = Stream | HttpError | Hang | Recording | Raw
+Reply = Stream | HttpError | Hang | Recording | Raw | Compacted
 Script = Sequence[Reply] | Callable[[dict[str, Any], int], Reply]
 
 

@@ -29,9 +29,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal
 
+from tests.fakeapi import compaction
 from tests.fakeapi.cache import PromptCache
 from tests.fakeapi.models import CATALOG, find, listing, refusal
 from tests.fakeapi.replies import (
+    Compacted,
     Hang,
     HttpError,
     Raw,
@@ -340,6 +342,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         headers = {k.lower(): v for k, v in self.headers.items()}
         refused = refusal(self.fake.models, body) if self.fake.models is not None else None
+        if refused is None:
+            info = find(self.fake.models or (), str(body.get("model")))
+            problem = compaction.refusal(info, body, headers)
+            if problem is not None:
+                refused = (400, "invalid_request_error", problem)
         if refused is not None:
             # Recorded like any request, but the script is not asked.
             self.fake.record(RecordedRequest(body=body, headers=headers, raw=raw))
@@ -349,6 +356,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve(self.fake.next_reply(body, headers, raw), body, request_id)
 
     def _serve(self, reply: Reply, body: dict[str, Any], request_id: str) -> None:
+        if isinstance(reply, Compacted):
+            reply = compaction.compaction_stream(body, self.fake.cache.usage(body))
         match reply:
             case HttpError(status=status, error_type=error_type, message=message, headers=extra):
                 self._json(status, error_body(error_type, message, request_id), request_id, extra)

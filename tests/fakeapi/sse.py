@@ -13,7 +13,16 @@ import random
 import zlib
 from typing import Any
 
-from tests.fakeapi.replies import Block, RedactedThinking, Stream, Text, Thinking, ToolUse, Usage
+from tests.fakeapi.replies import (
+    Block,
+    Compaction,
+    RedactedThinking,
+    Stream,
+    Text,
+    Thinking,
+    ToolUse,
+    Usage,
+)
 
 # (event name, data, is_delta): is_delta marks the events that `token_delay` paces.
 Event = tuple[str, dict[str, Any], bool]
@@ -62,6 +71,8 @@ def output_tokens(blocks: tuple[Block, ...]) -> int:
                 size += len(text)
             case RedactedThinking(data=data):
                 size += len(data)
+            case Compaction(content=text):
+                size += len(text or "")
     return max(1, size // 4)
 
 
@@ -135,6 +146,21 @@ def _block_events(index: int, block: Block, cut: bool) -> list[Event]:
         case RedactedThinking(data=data):
             # Recording 12: the whole payload rides on the start event; no deltas.
             return [_start(index, {"type": "redacted_thinking", "data": data})]
+        case Compaction():
+            start: dict[str, Any] = {
+                "type": "compaction",
+                "content": None,
+                "encrypted_content": None,
+                "signature": block.signature,
+            }
+            if block.tool_changes is not None:
+                start["tool_changes"] = list(block.tool_changes)
+            delta = {
+                "type": "compaction_delta",
+                "content": block.content,
+                "encrypted_content": block.encrypted_content,
+            }
+            return [_start(index, start), _delta(index, delta)]
 
 
 def stream_events(
@@ -174,7 +200,11 @@ def stream_events(
             {
                 "type": "message_delta",
                 "delta": delta,
-                "usage": {**_counts(usage), "output_tokens": usage.output_tokens},
+                "usage": {
+                    **_counts(usage),
+                    "output_tokens": usage.output_tokens,
+                    **({"iterations": list(reply.iterations)} if reply.iterations else {}),
+                },
             },
             False,
         )
@@ -193,6 +223,16 @@ def content_json(block: Block) -> dict[str, Any]:
             return {"type": "thinking", "thinking": text, "signature": signature}
         case RedactedThinking(data=data):
             return {"type": "redacted_thinking", "data": data}
+        case Compaction():
+            out: dict[str, Any] = {
+                "type": "compaction",
+                "content": block.content,
+                "encrypted_content": block.encrypted_content,
+                "signature": block.signature,
+            }
+            if block.tool_changes is not None:
+                out["tool_changes"] = list(block.tool_changes)
+            return out
 
 
 def final_message(
@@ -207,7 +247,11 @@ def final_message(
         "content": [content_json(b) for b in reply.blocks],
         "stop_reason": reply.stop_reason,
         "stop_sequence": stop_sequence,
-        "usage": {**_start_usage(usage), "output_tokens": usage.output_tokens},
+        "usage": {
+            **_start_usage(usage),
+            "output_tokens": usage.output_tokens,
+            **({"iterations": list(reply.iterations)} if reply.iterations else {}),
+        },
     }
 
 

@@ -24,7 +24,7 @@ from ruizn.effects.models.provider import ModelReply, ProviderError, ReplayDiver
 from ruizn.effects.person.approval import Answer
 from ruizn.effects.runlog.reader import LogError, iter_events
 from ruizn.effects.tools.base import BaseTool
-from ruizn.events import Event, LlmCallFailed, LlmResponse
+from ruizn.events import ContextCompacted, Event, LlmCallFailed, LlmResponse
 from ruizn.recording import (
     Divergence,
     Recording,
@@ -36,7 +36,7 @@ from ruizn.recording import (
 from ruizn.reducers import InvalidTransition
 from ruizn.request import MessagesRequest
 from ruizn.settings import RunSettings
-from ruizn.state import ToolCall
+from ruizn.state import ContentBlock, TextBlock, ToolCall
 
 
 class Cassette:
@@ -107,6 +107,9 @@ class Cassette:
                 request_id=reply.request_id,
                 retry_after=reply.retry_after,
             )
+        if isinstance(reply, ContextCompacted):
+            yield _compaction_reply(reply)
+            return
         assert isinstance(reply, LlmResponse)
         self._responses += 1
         yield ModelReply(
@@ -119,6 +122,19 @@ class Cassette:
     def _diverge(self, divergence: Divergence) -> None:
         self.divergence = divergence
         raise ReplayDiverged(divergence)
+
+
+def _compaction_reply(recorded: ContextCompacted) -> ModelReply:
+    """The reply a recorded compaction came from: the API's block, or ruizn's summary text."""
+    block = recorded.block
+    if recorded.source == "server":
+        content: tuple[ContentBlock, ...] = (block,)
+        stop = "compaction"
+    else:
+        content, stop = (TextBlock(text=block.content or ""),), "end_turn"
+    return ModelReply(
+        content=content, stop_reason=stop, usage=recorded.usage, request_id=recorded.request_id
+    )
 
 
 class RecordedApprover:

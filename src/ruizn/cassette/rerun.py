@@ -36,7 +36,7 @@ from ruizn.resuming import UntrustedRun
 from ruizn.shell.agent import Agent
 from ruizn.shell.outcome import Resume, Session
 from ruizn.state import ExecutionContext, Status, ToolResultBlock
-from ruizn.window import context_limit
+from ruizn.window import compact_threshold, context_limit
 
 
 @frozen(kw_only=True)
@@ -91,6 +91,11 @@ async def rerun_async(agent: Agent, run: str | Path, *, trust: bool = False) -> 
         max_context=0
         if context_limit(recording.first.settings) is None
         else recording.first.settings.max_context,
+        # Likewise a recording that compacted nothing automatically (no known window, or
+        # `--compact off`) is re-driven without compaction.
+        compact_at=0
+        if compact_threshold(recording.first.settings) is None
+        else recording.first.settings.compact_at,
     )
     driver = agent.derive(
         cassette,

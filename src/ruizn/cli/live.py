@@ -63,6 +63,8 @@ _USAGE_ERRORS: tuple[type[Exception], ...] = (
     RecordingError,
     SandboxUnavailable,
 )
+# The errors a command that works on a run reports as bad input (one line, exit 2).
+USAGE_ERRORS = _USAGE_ERRORS
 # A log dir we may not write is bad input (2); a full disk or an I/O error is 1.
 _USAGE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EROFS, errno.EEXIST})
 

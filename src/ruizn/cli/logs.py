@@ -26,6 +26,7 @@ from ruizn.effects.runlog.reader import LogError, Replayed, TornTail
 from ruizn.effects.runlog.store import RunNotFound, RunRef, RunStore, settled
 from ruizn.events import (
     ContextCleared,
+    ContextCompacted,
     Event,
     LlmResponse,
     Parent,
@@ -47,7 +48,7 @@ from ruizn.state import (
     ToolUseBlock,
 )
 from ruizn.terminal import revealed, revealed_line, visible
-from ruizn.window import context_limit
+from ruizn.window import compact_threshold, context_limit
 
 if TYPE_CHECKING:
     from ruizn.cassette.diff import Difference, Item, Summary
@@ -105,6 +106,7 @@ class _Tally:
         self.responses: list[LlmResponse] = []
         self.cleared = 0
         self.cleared_bytes = 0
+        self.compactions: list[ContextCompacted] = []
         # Thinking blocks: with text (summarized), and without (omitted or redacted).
         self.thoughts = 0
         self.thoughts_hidden = 0
@@ -153,6 +155,8 @@ class _Tally:
         elif isinstance(event, ContextCleared):
             self.cleared += len(event.results)
             self.cleared_bytes += sum(item.size for item in event.results)
+        elif isinstance(event, ContextCompacted):
+            self.compactions.append(event)
 
 
 _BACKGROUND_ID = re.compile(r"\bbg_[0-9a-f]+\b")
@@ -254,7 +258,21 @@ def _context_line(state: ExecutionContext, tally: _Tally) -> str:
     if tally.cleared:
         text += f" · {counted(tally.cleared, 'tool result')} cleared"
         text += f" ({human_bytes(tally.cleared_bytes)})"
+    at = compact_threshold(state.settings)
+    text += " · compaction off" if at is None else f" · compacts past {tokens(at)} tokens"
+    if tally.compactions:
+        text += f" · compacted {_times(len(tally.compactions))}"
     return text
+
+
+def _compaction_line(compacted: ContextCompacted) -> str:
+    """One compaction in `show`: the history's tokens before -> after, cost, who summarised."""
+    cost = "cost unknown" if compacted.cost is None else usd(compacted.cost)
+    who = "the API's compaction" if compacted.source == "server" else "ruizn's own summary"
+    return (
+        f"{tokens(compacted.tokens_before)} -> {tokens(compacted.tokens_after)} tokens"
+        f" · {cost} · {who} ({compacted.source}, {compacted.trigger})"
+    )
 
 
 def _model_line(settings: RunSettings) -> str:
@@ -370,6 +388,8 @@ def show_run(store: RunStore, run: str) -> int:
     )
     grant = grant_of(state.settings, state)
     step_lines, total, priced_now = _step_costs(state.settings.model, tally.responses)
+    for compacted in tally.compactions:  # priced when made; in the run's total and budget
+        total = None if total is None or compacted.cost is None else total + compacted.cost
     lines = [
         ("run", state.run_id),
         *_lineage(tally.parent),
@@ -427,6 +447,8 @@ def show_run(store: RunStore, run: str) -> int:
         )
         for line in tally.images:
             say("", visible(line))
+    for compacted in tally.compactions:
+        say("compacted", _compaction_line(compacted))
     if step_lines:
         say("per step", f"{'STEP':>5}  {'COST':>14}  TOKENS")
         for line in step_lines:

@@ -80,6 +80,11 @@ COMMANDS: dict[str, CommandEntry] = {
         "Write a new run holding RUN's events up to SEQ, and print its id.",
         sdk=True,
     ),
+    "compact": CommandEntry(
+        _CLI + "compact_cmd:compact_command",
+        "Compact RUN, a run that stopped: its history becomes one summary, recorded in its log.",
+        sdk=True,
+    ),
     "runs": CommandEntry(
         _CLI + "log_cmd:runs_command",
         "List the runs, newest first: id, status, steps, time, tokens, cost, goal.",

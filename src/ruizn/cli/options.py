@@ -146,6 +146,27 @@ def settings_options(f: Any) -> Any:
             " to stay under it (default: the model's context window less --max-tokens;"
             " 'off': never clear)."
         ),
+        click.option(
+            "--compact-at",
+            type=ContextLimit(),
+            default=None,
+            help="Compact the conversation into a summary before a request whose input would"
+            " pass this many tokens (default: 3/4 of the model's context window;"
+            " docs/compaction.md).",
+        ),
+        click.option(
+            "--compact",
+            type=click.Choice(("on", "off")),
+            default="on",
+            show_default=True,
+            help="off: never compact (a full window then ends the run).",
+        ),
+        click.option(
+            "--compact-instructions",
+            default=None,
+            metavar="TEXT",
+            help="What every compaction's summary must keep (added to the summary prompt).",
+        ),
         click.option("--system", default=DEFAULT_SYSTEM, help="System prompt."),
         click.option(
             "--read-timeout",
@@ -406,8 +427,11 @@ def _settings(
     no_project_instructions: bool = False,
     output_schema: str | None = None,
     hooks_files: tuple[str, ...] = (),
+    compact: str = "on",
     **options: Any,
 ) -> tuple[RunSettings, tuple[MCPServer, ...]]:
+    if compact == "off":
+        options["compact_at"] = 0
     from ruizn.settings import ConfigError, settings_from
 
     servers: tuple[MCPServer, ...] = ()

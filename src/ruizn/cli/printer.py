@@ -25,6 +25,7 @@ from typing import TextIO
 from ruizn.events import (
     BudgetSpent,
     ContextCleared,
+    ContextCompacted,
     Event,
     HookRan,
     LlmCallFailed,
@@ -163,6 +164,14 @@ class StdoutPrinter:
                 self._line(
                     self._paint(_DIM, "[context]")
                     + f" cleared {count} ({size}) to stay under {tokens(limit)} tokens"
+                )
+            case ContextCompacted() as compacted:
+                cost = "" if compacted.cost is None else f" · {usd(compacted.cost)}"
+                who = "the API" if compacted.source == "server" else "the model (ruizn's prompt)"
+                self._line(
+                    self._paint(_DIM, "[context]")
+                    + f" compacted {tokens(compacted.tokens_before)} ->"
+                    f" {tokens(compacted.tokens_after)} tokens, summarised by {who}{cost}"
                 )
             case BudgetSpent(budget=budget, limit=limit, spent=spent):
                 self._line(

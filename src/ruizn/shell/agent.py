@@ -39,6 +39,7 @@ from ruizn.effects.runlog.store import RunStore, fleet_owner, new_run_id, settle
 from ruizn.effects.runlog.trust import NOT_STARTED_HERE, TrustStore
 from ruizn.events import Event, LlmToken, Parent, RunFinished, RunResumed, RunStarted
 from ruizn.fork import fork_prefix
+from ruizn.grant import grant_of
 from ruizn.limits import Limits
 from ruizn.reducers import reasked, rebuild, reduce
 from ruizn.reducers import start as start_state
@@ -60,6 +61,7 @@ from ruizn.resuming import (
 )
 from ruizn.settings import ConfigError, RunSettings, settings_from
 from ruizn.shell.children import NamedHooks, split_decisions
+from ruizn.shell.compacting import compact_refusal, compact_stopped
 from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session
 from ruizn.shell.runner import Subscriber
 from ruizn.shell.structured import check_output_schema, output_schema_of
@@ -284,6 +286,51 @@ class Agent(Wiring):
         if vouched:
             self._trust.closed(head, log_path)
         return Session.of(state, run_id, log_path)
+
+    def compact(self, run: str | Path, *, instructions: str | None = None) -> RunResult:
+        """Compact a stopped run's history (blocking); see `compact_async`."""
+        return anyio.run(lambda: self.compact_async(run, instructions=instructions))
+
+    async def compact_async(
+        self, run: str | Path, *, instructions: str | None = None, trust: bool = False
+    ) -> RunResult:
+        """`ruizn compact RUN`: summarise a stopped run's history now, before `resume` or
+        `continue` (docs/compaction.md); `instructions` say what the summary must keep.
+        The compaction is events in the run's log (retried like any model call); the run
+        keeps its status. Raises `ResumeRefused` for a run that has not stopped, or waits
+        on tool calls; `CompactionFailed` when the compaction call gives up; trust and
+        locking as `resume_async`."""
+        if not self._log:
+            raise ConfigError("an agent with log=False keeps no runs to compact")
+        store = self.store()
+        ref = store.find(str(run))
+        writer = store.append_writer(ref)
+        try:
+            state = store.load(ref).state
+            first = next(iter_events(ref.path))
+            assert isinstance(first, RunStarted)
+            refused = compact_refusal(state)
+            if refused is not None:
+                raise ResumeRefused(refused)
+            problem = self._trust.problem(first, ref.path)
+            if problem is not None and not trust:
+                raise UntrustedRun(
+                    state.run_id, problem, grant_of(state.settings, state), verb="compact"
+                )
+            root = ref.path.parent.parent
+            try:
+                async with self._open(state.settings, root, ref.run_id, writer, state) as (
+                    runner,
+                    _,
+                ):
+                    state = await compact_stopped(runner, instructions)
+            finally:
+                # What it wrote (a compaction, hooks, a failure) is this user's: a resume
+                # goes on without asking.
+                self._trust.closed(first, ref.path)
+            return Session.of(state, ref.run_id, ref.path)
+        finally:
+            writer.close()
 
     def _child(
         self,

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from attrs import evolve
 
+from ruizn.compaction import compact_fields
 from ruizn.effects.hooks.command import HookExecutor
 from ruizn.events import Event, HookRan
 from ruizn.hooknames import UnmappedInput, claude_input, ruizn_input, told_name
@@ -50,6 +51,8 @@ class HookCalls:
                 fields = {"source": "startup", "model": state.settings.model}
         elif event == "Stop":
             fields = {"stop_hook_active": state.stop_blocked}
+        elif event in ("PreCompact", "PostCompact"):
+            fields = {**compact_fields(state, event), **fields}
         logged: list[HookRan] = []
         for spec in specs:
             # Claude Code's names and fields for a tool event; a subagent's start and stop
@@ -95,6 +98,12 @@ class HookCalls:
             if decision == "stop":
                 break
         return logged
+
+    async def compact_hooks(self, event: str, trigger: str, **fields: Any) -> None:
+        """`ruizn compact`'s PreCompact or PostCompact hooks (those matching `trigger`)."""
+        specs = matching(self.state.settings, event, trigger)
+        if specs:
+            await self._run_hooks(event, specs, trigger=trigger, **fields)
 
     async def _session_end(self, status: Status) -> None:
         """SessionEnd hooks, told how the run ends, before its run_finished."""

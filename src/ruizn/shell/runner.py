@@ -17,6 +17,13 @@ from typing import Any, TypeVar
 import anyio
 from attrs import evolve
 
+from ruizn.compaction import (
+    block_of,
+    compaction_request,
+    form,
+    instructions_of,
+    tokens_after,
+)
 from ruizn.decide import (
     AnswerDenied,
     AnswerStale,
@@ -24,6 +31,7 @@ from ruizn.decide import (
     CallModel,
     CheckOutput,
     ClearContext,
+    CompactContext,
     DecideApprovals,
     Finish,
     Finished,
@@ -45,6 +53,7 @@ from ruizn.effects.tools.base import ToolRegistry
 from ruizn.events import (
     BudgetSpent,
     ContextCleared,
+    ContextCompacted,
     Event,
     LlmCallFailed,
     LlmCallStarted,
@@ -281,6 +290,8 @@ class AgentRunner(ToolCalls):
                     await self._call_model(step, attempt, delay)
                 case ClearContext(results=results, limit=limit):
                     self._emit(ContextCleared, results=results, limit=limit)
+                case CompactContext(attempt=attempt, delay=delay):
+                    await self.compact(attempt=attempt, delay=delay)
                 case RunTools(calls=calls):
                     await self._run_tools(calls)
                 case RefuseTools(calls=calls, reason=reason):
@@ -364,6 +375,56 @@ class AgentRunner(ToolCalls):
             priced_by=None if pricer is None else pricer.name,
         )
 
+    async def compact(
+        self,
+        *,
+        attempt: int = 1,
+        delay: float = 0.0,
+        manual: bool = False,
+        instructions: str | None = None,
+    ) -> None:
+        """One attempt of a compaction call (ruizn.compaction): the summary request, then
+        context_compacted, or a failure the core retries like any call's. `manual`: `ruizn
+        compact` on a stopped run, with a person's `instructions`."""
+        if delay > 0:
+            await anyio.sleep(delay)
+        state = self.state
+        trigger = "manual" if manual else "auto"
+        wanted = instructions_of(state, (instructions,) if instructions else ())
+        request = compaction_request(state, wanted)
+        self._emit(LlmCallStarted, step=state.step + 1, attempt=attempt, compaction=trigger)
+        try:
+            reply = await self._stream(request)
+        except ProviderError as exc:
+            self._failed(
+                exc.error_type,
+                exc.message,
+                retryable=exc.retryable,
+                retry_after=exc.retry_after,
+                status_code=exc.status_code,
+                request_id=exc.request_id,
+            )
+            return
+        block = block_of(state, reply.content)
+        if isinstance(block, str):
+            self._failed("invalid_response", block, retryable=True, request_id=reply.request_id)
+            return
+        pricer = self._pricer
+        self._emit(
+            ContextCompacted,
+            block=block,
+            source=form(state),
+            trigger=trigger,
+            replaced=len(state.messages),
+            tokens_before=state.context_tokens,
+            tokens_after=tokens_after(state, block),
+            usage=reply.usage,
+            cost=None if pricer is None else pricer.cost(request.model, reply.usage),
+            priced_by=None if pricer is None else pricer.name,
+            request_id=reply.request_id,
+            instructions=wanted,
+        )
+
     def _failed(
         self,
         error_type: str,
@@ -375,7 +436,13 @@ class AgentRunner(ToolCalls):
         request_id: str | None = None,
     ) -> None:
         state = self.state
-        decision = after_failure(state, retryable=retryable, retry_after=retry_after)
+        decision = after_failure(
+            state,
+            retryable=retryable,
+            retry_after=retry_after,
+            status_code=status_code,
+            message=message,
+        )
         self._emit(
             LlmCallFailed,
             error_type=error_type,
@@ -386,6 +453,7 @@ class AgentRunner(ToolCalls):
             status_code=status_code,
             request_id=request_id,
             retry_after=retry_after,
+            compact=decision.compact,
         )
 
     async def _stream(self, request: MessagesRequest) -> ModelReply:

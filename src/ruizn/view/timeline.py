@@ -22,6 +22,7 @@ from ruizn.events import (
     BudgetSpent,
     ClearedResult,
     ContextCleared,
+    ContextCompacted,
     Event,
     LlmCallFailed,
     LlmCallStarted,
@@ -132,12 +133,14 @@ class Step:
 @frozen(kw_only=True)
 class Mark:
     """Something the run did between steps that is no call: tool results cleared from the
-    history (context_cleared), or a shared budget found spent (budget_spent)."""
+    history (context_cleared), the history summarised (context_compacted: `limit` is the
+    tokens after, `spent` its cost, `budget` its source), or a shared budget found spent
+    (budget_spent)."""
 
     seq: int
     ts: float
     after_step: int  # the step it follows (0: before the first)
-    kind: Literal["context_cleared", "budget_spent"]
+    kind: Literal["context_cleared", "budget_spent", "context_compacted"]
     cleared: tuple[ClearedResult, ...] = ()
     limit: float = 0  # tokens (context) or US dollars (budget)
     budget: str | None = None
@@ -249,6 +252,7 @@ class _Fold:
     by_number: dict[int, _Step] = field(factory=dict)
     tools: dict[str, _Tool] = field(factory=dict)
     open_attempt: _Attempt | None = None
+    compacting: bool = False  # a compaction call is open (its end is a mark)
     usage: Usage = field(factory=Usage)
     marks: list[Mark] = field(factory=list)
     first_ts: float | None = None
@@ -286,6 +290,24 @@ class _Fold:
                     if attempt.first_token is None:
                         attempt.first_token = event.ts
                     attempt.deltas += 1
+            case LlmCallStarted(compaction=str()):
+                self.open_attempt = None  # a compaction is a mark, not a step's attempt
+                self.compacting = True
+            case LlmCallFailed() if self.compacting:
+                self.compacting = False
+            case ContextCompacted():
+                self.compacting = False
+                self.marks.append(
+                    Mark(
+                        seq=event.seq,
+                        ts=event.ts,
+                        after_step=self._steps_so_far(),
+                        kind="context_compacted",
+                        limit=event.tokens_after,
+                        budget=event.source,
+                        spent=event.cost,
+                    )
+                )
             case LlmCallStarted():
                 attempt = _Attempt(
                     seq=event.seq, step=event.step, attempt=event.attempt, start=event.ts

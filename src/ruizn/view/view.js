@@ -240,6 +240,9 @@
     if (m.kind === "context_cleared") {
       return "context: cleared " + counted(m.cleared.length, "old tool result") + " (" + bytes(m.bytes) + ") to stay under " + num(m.limit) + " tokens";
     }
+    if (m.kind === "context_compacted") {
+      return "context: compacted into a summary (" + (m.budget === "server" ? "the API's compaction" : "ruizn's own summary") + "), about " + num(m.limit) + " tokens after · " + cost2(m.spent);
+    }
     return "budget " + m.budget + ": " + cost2(m.spent) + " of " + cost2(m.limit) + " spent, no more model calls";
   }
   function cost2(v) { return v === null || v === undefined ? "?" : "$" + Number(v).toFixed(2); }

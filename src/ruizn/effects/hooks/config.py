@@ -82,7 +82,7 @@ def _events(data: Any, where: str) -> dict[str, Any]:
 
 def unrun_events(data: Any, where: str) -> str | None:
     """One warning naming the events of a hooks file that ruizn does not run (Claude Code's
-    Notification, PreCompact...), or None: their hooks are left out, the rest run."""
+    Notification, PermissionRequest...), or None: their hooks are left out, the rest run."""
     unrun = [str(event) for event in _events(data, where) if event not in HOOK_EVENTS]
     if not unrun:
         return None

@@ -129,13 +129,18 @@ class AnthropicProvider:
             # framing, no join), and httpx adds no Transfer-Encoding.
             body, headers = _sent(chunks), {"Content-Length": str(sum(map(len, chunks)))}
         model = request.model if isinstance(request, MessagesRequest) else request.get("model")
+        path = "/v1/messages"
+        betas = request.betas if isinstance(request, MessagesRequest) else ()
+        if betas:
+            # The beta endpoint (what the SDK's client.beta.messages posts to) and its names.
+            path, headers["anthropic-beta"] = "/v1/messages?beta=true", ",".join(betas)
         response: httpx2.Response | None = None
         request_id: str | None = None
         try:
             response = cast(
                 httpx2.Response,
                 await self._client.post(
-                    "/v1/messages",
+                    path,
                     cast_to=httpx2.Response,  # the raw response: we read the events ourselves
                     content=body,
                     options={"headers": headers},
@@ -357,7 +362,13 @@ class BodyEncoder:
         """`_dumps(head_json(request))` without its closing brace, encoded once a run."""
         cached = self._head
         # The small keys compared by value: whatever joins thinking or output_config is in.
-        small = (request.model, request.max_tokens, request.thinking, request.output_config)
+        small = (
+            request.model,
+            request.max_tokens,
+            request.thinking,
+            request.output_config,
+            request.compaction,
+        )
         if (
             cached is not None
             and cached[0] == small

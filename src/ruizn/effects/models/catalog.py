@@ -138,6 +138,7 @@ def facts_of(info: Any) -> ModelFacts:
         max_output=_count(getattr(info, "max_tokens", None)),
         thinking_types=_supported(getattr(thinking, "types", None), _THINKING_TYPES),
         structured_outputs=_flag(getattr(capabilities, "structured_outputs", None)),
+        compaction=_compaction(capabilities),
         effort_levels=(
             None
             if effort is None
@@ -154,8 +155,26 @@ def _supported(record: Any, names: tuple[str, ...]) -> tuple[str, ...] | None:
     return tuple(name for name in names if getattr(getattr(record, name, None), "supported", False))
 
 
+def _compaction(capabilities: Any) -> bool | None:
+    """Whether the model takes the compaction request: the beta `compaction.summarize`, else
+    the context-management strategy `compact_20260112` (a field an SDK does not type comes
+    as a plain dict)."""
+    if capabilities is None:
+        return None
+    said = _flag(_field(_field(capabilities, "compaction"), "summarize"))
+    if said is None:
+        said = _flag(_field(_field(capabilities, "context_management"), "compact_20260112"))
+    return said
+
+
+def _field(record: Any, name: str) -> Any:
+    if isinstance(record, dict):
+        return record.get(name)
+    return getattr(record, name, None)
+
+
 def _flag(support: Any) -> bool | None:
-    value = getattr(support, "supported", None)
+    value = _field(support, "supported")
     return value if isinstance(value, bool) else None
 
 

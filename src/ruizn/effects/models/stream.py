@@ -9,6 +9,7 @@ from typing import Any
 from ruizn.bounds import MAX_LINE_DEPTH, deeper_than, text_deeper_than, too_deep
 from ruizn.effects.models.provider import ModelReply, ProviderError
 from ruizn.state import (
+    CompactionBlock,
     ContentBlock,
     JsonObject,
     RedactedThinkingBlock,
@@ -59,7 +60,18 @@ def usage_of(counts: dict[str, int]) -> Usage:
 class StreamedBlock:
     """A content block being streamed. `parts` collects text, thinking or tool JSON."""
 
-    __slots__ = ("closed", "data", "id", "input", "kind", "name", "parts", "signature")
+    __slots__ = (
+        "closed",
+        "data",
+        "encrypted",
+        "id",
+        "input",
+        "kind",
+        "name",
+        "parts",
+        "signature",
+        "tool_changes",
+    )
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
@@ -70,6 +82,9 @@ class StreamedBlock:
         self.input: JsonObject = {}
         self.signature = ""
         self.data = ""
+        # A compaction block's fields as the API sent them (None: not sent).
+        self.encrypted: str | None = None
+        self.tool_changes: tuple[JsonObject, ...] | None = None
 
 
 class StreamedReply:
@@ -85,6 +100,7 @@ class StreamedReply:
         self.stopped = False
         self.blocks: list[StreamedBlock] = []
         self.counts = dict.fromkeys(_USAGE_FIELDS, 0)
+        self.compaction_counts = dict.fromkeys(_USAGE_FIELDS, 0)
         self.stop_reason: str | None = None
 
     def feed(self, event: str | None, data: str) -> str | None:
@@ -107,6 +123,12 @@ class StreamedReply:
             elif kind == "thinking_delta" and block.kind == "thinking":
                 block.parts.append(
                     string_of(delta.get("thinking"), "thinking_delta.thinking", self.request_id)
+                )
+            elif kind == "compaction_delta" and block.kind == "compaction":
+                # Each delta holds the block's content whole (the SDK's accumulator sets it).
+                block.parts = [self._optional(delta, "content", "compaction_delta.content") or ""]
+                block.encrypted = self._optional(
+                    delta, "encrypted_content", "compaction_delta.encrypted_content"
                 )
             elif kind == "signature_delta" and block.kind == "thinking":
                 block.signature = string_of(
@@ -178,13 +200,22 @@ class StreamedReply:
                     )
                 case "redacted_thinking":
                     content.append(RedactedThinkingBlock(data=block.data))
+                case "compaction":
+                    content.append(
+                        CompactionBlock(
+                            content="".join(block.parts) if block.parts else None,
+                            encrypted_content=block.encrypted,
+                            signature=block.signature or None,
+                            tool_changes=block.tool_changes,
+                        )
+                    )
                 case other:
                     # Server tools (web search...) are not offered by ruizn; nothing to keep.
                     dropped.append(other)
         return ModelReply(
             content=tuple(content),
             stop_reason=self.stop_reason,
-            usage=usage_of(self.counts),
+            usage=usage_of(self.counts) + usage_of(self.compaction_counts),
             request_id=self.request_id,
             dropped_blocks=tuple(dropped),
         )
@@ -215,7 +246,27 @@ class StreamedReply:
                 block.signature = string_of(raw.get("signature", ""), "signature", rid)
             case "redacted_thinking":
                 block.data = string_of(raw.get("data"), "redacted_thinking.data", rid)
+            case "compaction":
+                content = self._optional(raw, "content", "compaction.content")
+                block.parts = [] if content is None else [content]
+                block.encrypted = self._optional(
+                    raw, "encrypted_content", "compaction.encrypted_content"
+                )
+                block.signature = self._optional(raw, "signature", "compaction.signature") or ""
+                changes = raw.get("tool_changes")
+                if changes is not None:
+                    if not isinstance(changes, list) or not all(
+                        isinstance(c, dict) for c in changes
+                    ):
+                        raise self._bad("compaction.tool_changes is not a list of objects")
+                    if deeper_than(changes):
+                        raise self._bad(too_deep("compaction.tool_changes"))
+                    block.tool_changes = tuple(changes)
         self.blocks.append(block)
+
+    def _optional(self, raw: JsonObject, name: str, what: str) -> str | None:
+        value = raw.get(name)
+        return None if value is None else string_of(value, what, self.request_id)
 
     def _open_block(self, payload: JsonObject, event: str) -> StreamedBlock:
         index = payload.get("index")
@@ -266,6 +317,20 @@ class StreamedReply:
             if type(value) is not int or not 0 <= value <= MAX_TOKEN_COUNT:
                 raise self._bad(f"usage.{name} is {short(value)}, not a token count")
             counts[name] = value
+        # A compaction's own tokens are not in the top-level counts: they come as
+        # `iterations` entries of type compaction (SDK 2.17), and they are billed.
+        iterations = usage.get("iterations")
+        if isinstance(iterations, list):
+            extra = dict.fromkeys(_USAGE_FIELDS, 0)
+            for entry in iterations:
+                if not isinstance(entry, dict) or entry.get("type") != "compaction":
+                    continue
+                for name in _USAGE_FIELDS:
+                    value = entry.get(name, 0)
+                    if type(value) is not int or not 0 <= value <= MAX_TOKEN_COUNT:
+                        raise self._bad(f"usage.iterations[].{name} is {short(value)}")
+                    extra[name] += value
+            self.compaction_counts = extra
         # Cache writes by TTL (`cache_creation`): the 1-hour ones are billed higher.
         by_ttl = usage.get("cache_creation")
         if isinstance(by_ttl, dict):
@@ -313,10 +378,12 @@ class StreamedReply:
         return invalid(what, self.request_id)
 
 
-_KNOWN_DELTAS = frozenset({"text_delta", "input_json_delta", "thinking_delta", "signature_delta"})
+_KNOWN_DELTAS = frozenset(
+    {"text_delta", "input_json_delta", "thinking_delta", "signature_delta", "compaction_delta"}
+)
 
 
-_KNOWN_BLOCKS = frozenset({"text", "tool_use", "thinking", "redacted_thinking"})
+_KNOWN_BLOCKS = frozenset({"text", "tool_use", "thinking", "redacted_thinking", "compaction"})
 
 
 _KNOWN_EVENTS = frozenset(

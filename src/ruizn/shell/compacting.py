@@ -1,0 +1,61 @@
+"""`ruizn compact RUN`: a stopped run's history compacted by hand (see ruizn.compaction).
+
+The runner makes the compaction call as it would mid-run (trigger `manual`), in the stopped
+run's log; a failed attempt is retried as the core's retry policy says. The run keeps its
+status: `resume` or `continue` then goes on from the summary.
+"""
+
+from __future__ import annotations
+
+from ruizn.compaction import blocked, instructions_of
+from ruizn.shell.runner import AgentRunner
+from ruizn.state import ExecutionContext, Phase
+
+
+class CompactionFailed(RuntimeError):
+    """The compaction call gave up (its last error); the run's log says so and is whole."""
+
+
+def compact_refusal(state: ExecutionContext) -> str | None:
+    """Why a run cannot be compacted by hand now, or None."""
+    if state.phase is not Phase.FINISHED:
+        return (
+            f"run {state.run_id} has not stopped cleanly (it was cut off in {state.phase.value}):"
+            " resume it first"
+        )
+    if state.turn_open:
+        return (
+            f"run {state.run_id} waits on tool calls of its last turn: resume it (and decide"
+            " them) first"
+        )
+    if len(state.messages) < 2:
+        return f"run {state.run_id} has nothing to compact yet"
+    return None
+
+
+async def compact_stopped(runner: AgentRunner, instructions: str | None) -> ExecutionContext:
+    """Its PreCompact hooks (matcher "manual"; one may block it: CompactionFailed), the
+    compaction call until it is done or gives up (CompactionFailed), then its PostCompact
+    hooks."""
+    told = instructions_of(runner.state, (instructions,) if instructions else ()) or ""
+    await runner.compact_hooks("PreCompact", "manual", custom_instructions=told)
+    why = blocked(runner.state)
+    if why is not None:
+        raise CompactionFailed(f"the compaction was blocked by a PreCompact hook: {why}")
+    await _compacted(runner, instructions)
+    await runner.compact_hooks("PostCompact", "manual")
+    return runner.state
+
+
+async def _compacted(runner: AgentRunner, instructions: str | None) -> None:
+    attempt, delay = 1, 0.0
+    while True:
+        await runner.compact(attempt=attempt, delay=delay, manual=True, instructions=instructions)
+        state = runner.state
+        if state.compacting is None:
+            return
+        failure = state.failure
+        assert failure is not None  # the call failed: the reducer keeps why
+        if not failure.will_retry:
+            raise CompactionFailed(f"the compaction failed: {failure.message}")
+        attempt, delay = state.attempt + 1, failure.retry_in
