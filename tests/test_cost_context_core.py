@@ -270,3 +270,14 @@ def test_the_new_events_and_fields_go_through_the_log_codec_unchanged() -> None:
     plain = LlmResponse(seq=7, ts=1.5, content=(), stop_reason=None, usage=Usage(input_tokens=3))
     assert "cost" not in encode(plain)
     assert "1h" not in encode(plain)
+
+
+def test_a_run_cut_mid_call_has_an_unknown_cost_never_the_calls_before() -> None:
+    # Its input was sent and is billed, but the API never said the usage: unknown, not $0.50.
+    cut = step_on(run(BUDGET, [10]), LlmCallStarted, step=2)
+    assert cut.total_cost == 0.25
+    done = step_on(
+        cut, RunFinished, status=Status.CANCELLED, steps=cut.step, elapsed=0.0, usage=cut.usage
+    )
+    assert done.total_cost is None
+    assert done.cost_unknown == 1

@@ -14,6 +14,7 @@ from ruizn.events import (
     ToolApprovalRequested,
     ToolCallStarted,
 )
+from ruizn.hooknames import UnmappedInput, claude_input, idle_matchers, ruizn_input, told_name
 from ruizn.hooks import matches, outcome
 from ruizn.reducers import InvalidTransition, reduce, start
 from ruizn.settings import HookSpec, RunSettings
@@ -130,3 +131,42 @@ def test_ask_puts_the_call_to_a_person_even_with_approval_always() -> None:
         ToolApprovalRequested(seq=5, ts=0.0, id="t1", name="write_file", input={"path": "src/a"}),
     )
     assert next_action(state) == Finish(status=Status.AWAITING_APPROVAL)  # nobody to ask
+
+
+def test_claude_codes_tool_names_match_ruizns_tools_and_ruizns_names_still_do() -> None:
+    assert matches("Bash", "bash")
+    assert matches("Edit|MultiEdit|Write", "edit_file")
+    assert matches("Edit|MultiEdit|Write", "write_file")
+    assert not matches("Edit|MultiEdit|Write", "read_file")
+    assert matches("Task|Agent", "agent")
+    assert matches("mcp__git__.*", "mcp__git__log")
+    assert matches("write_file", "write_file")
+    assert not matches("Bash", "bash_output")
+
+
+def test_a_hook_reads_the_fields_of_the_name_it_matched() -> None:
+    call = {"path": "src/a.py", "old_text": "x", "new_text": "y"}
+    assert told_name("Edit|Write", "edit_file") == "Edit"
+    assert told_name("*", "write_file") == "Write"  # a catch-all gets Claude Code's view
+    assert told_name("edit_file", "edit_file") == "edit_file"  # ruizn's name: ruizn's view
+    assert claude_input("edit_file", "Edit", call, "/ws") == {
+        "file_path": "/ws/src/a.py",
+        "old_string": "x",
+        "new_string": "y",
+    }
+    assert claude_input("edit_file", "edit_file", call, "/ws") == call
+    multi = claude_input("edit_file", "MultiEdit", call, "/ws")
+    assert multi == {"file_path": "/ws/src/a.py", "edits": [{"old_string": "x", "new_string": "y"}]}
+    assert ruizn_input("edit_file", "MultiEdit", multi, "/ws") == call
+    assert ruizn_input("edit_file", "Edit", {"file_path": "/ws/b.py"}, "/ws") == {"path": "b.py"}
+    assert ruizn_input("read_file", "Read", {"file_path": "/etc/x"}, "/ws") == {"path": "/etc/x"}
+    with pytest.raises(UnmappedInput):
+        ruizn_input("edit_file", "MultiEdit", {"edits": [{}, {}]}, "/ws")
+
+
+def test_a_matcher_that_matches_no_tool_of_the_run_is_named_with_the_tools() -> None:
+    lines = idle_matchers((("PreToolUse", "Bash"), ("PreToolUse", "Edit")), ("edit_file",))
+    assert lines == (
+        "warning: the PreToolUse hook matcher 'Bash' matches no tool of this run"
+        " (its tools: edit_file)",
+    )

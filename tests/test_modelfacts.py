@@ -11,6 +11,7 @@ from ruizn.modelfacts import (
     check,
     choice_problem,
     closest,
+    current_generation,
     deprecation_line,
     fitted,
     not_found_line,
@@ -98,3 +99,17 @@ def test_thinking_and_effort_in_the_request_head() -> None:
         "thinking": {"type": "disabled"},
         "output_config": {"effort": "high"},
     }
+
+
+def test_the_current_generation_is_the_newest_major_of_todays_naming() -> None:
+    ids = (
+        "claude-2",
+        "claude-v1",
+        "claude-3-5-sonnet",
+        "claude-opus-4-8",
+        "claude-sonnet-5",
+        "claude-sonnet-5-5",
+        "claude-haiku-4-5",
+    )
+    assert current_generation(ids) == ("claude-sonnet-5", "claude-sonnet-5-5")
+    assert current_generation(("claude-2",)) == ()

@@ -14,7 +14,7 @@ from ruizn.events import (
     ToolCallStarted,
 )
 from ruizn.redact import REDACTED, Redactor, api_key_problem, secrets_from_env
-from ruizn.state import Status, TextBlock, ToolResult
+from ruizn.state import Status, TextBlock, ThinkingBlock, ToolResult, ToolUseBlock
 
 KEY = "sk-ant-api03-abcdefghijklmnop"
 GH = "ghp_0123456789abcdef"
@@ -108,9 +108,7 @@ def test_a_clean_event_is_the_same_object_and_so_is_a_clean_tool_input() -> None
         ToolCallStarted(seq=3, ts=0.0, id="t", name="r", input=tool_input),
         ToolCallFinished(seq=4, ts=0.0, id="t", result=ToolResult.ok("fine")),
         RunFinished(seq=5, ts=0.0, status=Status.SUCCESS, steps=1, elapsed=0.0),
-        LlmResponse(
-            seq=6, ts=0.0, content=(TextBlock(text=KEY),), stop_reason="end_turn"
-        ),  # left as the API sent it (see redact_event)
+        LlmResponse(seq=6, ts=0.0, content=(TextBlock(text="clean"),), stop_reason="end_turn"),
     ]
     for event in events:
         assert redactor.redact_event(event) is event  # type: ignore[arg-type]
@@ -123,3 +121,53 @@ def test_no_secret_survives_around_any_text(before: str, after: str) -> None:
     shown = redactor.redact(before + KEY + after + GH)
     assert KEY not in shown
     assert GH not in shown
+
+
+def test_the_models_own_text_and_tool_input_are_redacted_but_never_its_thinking() -> None:
+    redactor = Redactor(secrets=(KEY,))
+    reply = LlmResponse(
+        seq=6,
+        ts=0.0,
+        content=(
+            ThinkingBlock(thinking=f"the key is {KEY}", signature="sig"),
+            TextBlock(text=f"Your key is {KEY}."),
+            ToolUseBlock(id="t", name="bash", input={"command": f"echo {KEY}"}),
+        ),
+        stop_reason="tool_use",
+    )
+    scrubbed = redactor.redact_event(reply)
+    assert isinstance(scrubbed, LlmResponse)
+    thinking, text, call = scrubbed.content
+    assert thinking is reply.content[0]  # goes back to the API byte for byte
+    assert text == TextBlock(text=f"Your key is {REDACTED}.")
+    assert isinstance(call, ToolUseBlock)
+    assert call.input == {"command": f"echo {REDACTED}"}
+
+
+def _streamed(redactor: Redactor, chunks: list[str]) -> str:
+    shown, held = [], ""
+    for chunk in chunks:
+        now, held = redactor.stream_text(held, chunk)
+        shown.append(now)
+    return "".join(shown) + held
+
+
+@given(st.text(max_size=40), st.text(max_size=40), st.lists(st.integers(0, 120), max_size=6))
+def test_a_secret_split_across_streamed_deltas_is_redacted(
+    before: str, after: str, cuts: list[int]
+) -> None:
+    redactor = Redactor(secrets=(KEY,))
+    whole = before + KEY + after
+    points = sorted({min(c, len(whole)) for c in cuts})
+    chunks = [whole[a:b] for a, b in zip([0, *points], [*points, len(whole)], strict=True)]
+    shown = _streamed(redactor, chunks)
+    assert KEY not in shown
+    assert shown == redactor.redact(whole)  # nothing lost, nothing added
+
+
+def test_only_a_tail_that_could_begin_a_secret_is_held_back() -> None:
+    redactor = Redactor(secrets=(KEY,))
+    assert redactor.stream_text("", "plain text") == ("plain text", "")
+    assert redactor.stream_text("", "the key: sk-ant") == ("the key: ", "sk-ant")
+    assert redactor.stream_text("sk-ant", "-api03-abcdefghijklmnop!") == (f"{REDACTED}!", "")
+    assert redactor.stream_text("sk-ant", "ic dreams") == ("sk-antic dream", "s")

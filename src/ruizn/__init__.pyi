@@ -9,6 +9,7 @@ from ruizn.effects.models.pricing import GenaiPrices as GenaiPrices
 from ruizn.effects.models.pricing import Pricer as Pricer
 from ruizn.effects.models.provider import ModelReply as ModelReply
 from ruizn.effects.models.provider import Provider as Provider
+from ruizn.effects.models.provider import ProviderConfigError as ProviderConfigError
 from ruizn.effects.models.provider import ProviderError as ProviderError
 from ruizn.effects.models.provider import ReplayDiverged as ReplayDiverged
 from ruizn.effects.person.approval import Answer as Answer

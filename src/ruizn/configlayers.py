@@ -8,9 +8,9 @@ the workspace's project file (`.ruizn/config.toml`), then the command line (and 
 A project file lives in the workspace: whoever wrote the folder wrote it. It may set only
 what grants nothing: the model, limits, the system prompt, thinking and effort, timeouts.
 Anything that runs code or widens access (MCP servers, tool modules, plug-ins, approval
-`always`, secret files, the workspace, hooks) is refused there, one line each, and not used.
-And it only tightens: a limit, effort, thinking or timeout above what the person's own
-settings give (their file, profile, command line, or ruizn's default), or another model
+`always`, secret files, the workspace, hooks, the shell) is refused there, one line each, and
+not used. And it only tightens: a limit, effort, thinking or timeout above what the person's
+own settings give (their file, profile, command line, or ruizn's default), or another model
 than one the person chose, is a raise (`project_raises`), used only if the person says yes.
 """
 
@@ -42,14 +42,34 @@ GRANTS_NOTHING = frozenset(
         "thinking",
         "show_thinking",
         "effort",
+        "shell_timeout",
+        "output_retries",
+        "no_project_instructions",
     }
 )
 # The run options a config file may set: the names of `ruizn run`'s options (underscores;
 # a dash is read as an underscore). The user's own file may also grant: approval, secret
-# files, tool modules, MCP servers, plug-ins.
+# files, tool modules, MCP servers, plug-ins, the shell and what it may do, an output
+# schema file, the MCP servers' environment (every option a goals line takes; hooks are
+# its `[hooks]` table, MCP header values never: they are secrets).
 OPTIONS = GRANTS_NOTHING | frozenset(
-    {"approval", "allow_secret_files", "tools", "mcp", "no_plugins"}
+    {
+        "approval",
+        "allow_secret_files",
+        "tools",
+        "mcp",
+        "mcp_envs",
+        "no_plugins",
+        "shell",
+        "sandbox",
+        "shell_network",
+        "shell_allow_read",
+        "allow_commands",
+        "output_schema",
+    }
 )
+# A key named as the option is typed (`allow-command = [...]`) reads as its list's name.
+_ALIASES = {"allow_command": "allow_commands", "mcp_env": "mcp_envs", "tool": "tools"}
 # Known keys that are never taken from a project file, each with what it would grant.
 _GRANTS = {
     "tools": "loads and runs tool code",
@@ -60,6 +80,13 @@ _GRANTS = {
     "log_dir": "moves the run logs",
     "hooks": "runs commands",
     "mcp_headers": "sends credentials",
+    "mcp_envs": "hands environment values to MCP servers",
+    "shell": "runs shell commands",
+    "sandbox": "decides how shell commands are confined",
+    "shell_network": "gives shell commands the network",
+    "shell_allow_read": "lets shell commands read outside the workspace",
+    "allow_commands": "approves shell commands",
+    "output_schema": "reads a file outside the workspace",
 }
 DEFAULT_SOURCE = "default"
 COMMAND_LINE = "command line"
@@ -83,6 +110,7 @@ def normalised(values: dict[str, Any], where: str, *, refusable: bool = False) -
     out: dict[str, Any] = {}
     for key, value in values.items():
         name = key.replace("-", "_")
+        name = _ALIASES.get(name, name)
         if name not in OPTIONS and not (refusable and name in _GRANTS):
             known = ", ".join(sorted(OPTIONS))
             raise ConfigFileError(f"{where}: unknown option {key!r} (known: {known})")

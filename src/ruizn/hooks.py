@@ -2,7 +2,8 @@
 what their answers mean. Pure: the commands run in `ruizn.effects.hooks`; the answers are
 logged (`hook_ran`) and the reducer and `decide` act on the logged decision.
 
-The contract (so a Claude Code hook script works unmodified, tool names aside):
+The contract (so a Claude Code hook script works unmodified; ruizn.hooknames gives its
+tool names and fields for ruizn's tools):
 
 - a command gets one JSON object on stdin: `session_id` (the run id), `transcript_path`
   (the run's events.jsonl), `cwd` (the workspace), `permission_mode`, `hook_event_name`,
@@ -33,6 +34,7 @@ from typing import Any
 from attrs import frozen
 
 from ruizn.defaults import ApprovalMode
+from ruizn.hooknames import fits
 from ruizn.settings import HookSpec, JsonObject, RunSettings
 
 BLOCKING_EXIT = 2
@@ -46,32 +48,21 @@ PERMISSION_MODES: dict[ApprovalMode, str] = {
 }
 
 
-# Claude Code's names for the tool ruizn calls `agent` (its Task tool, later Agent): a
-# matcher written for them takes ruizn's subagent calls too.
-ALIASES: dict[str, tuple[str, ...]] = {"agent": ("Task", "Agent")}
-
-
 def matching(settings: RunSettings, event: str, tool: str | None = None) -> tuple[HookSpec, ...]:
-    """The run's hooks for `event` (and, for a tool event, whose matcher takes `tool`)."""
-    names = () if tool is None else (tool, *ALIASES.get(tool, ()))
+    """The run's hooks for `event` (and, for a tool event, whose matcher takes `tool` by
+    ruizn's name or Claude Code's: ruizn.hooknames, `agent` is `Task`/`Agent` there)."""
     return tuple(
         spec
         for spec in settings.hooks
-        if spec.event == event
-        and (tool is None or any(matches(spec.matcher, name) for name in names))
+        if spec.event == event and (tool is None or matches(spec.matcher, tool))
     )
 
 
 def matches(matcher: str, tool: str) -> bool:
     """Claude Code's matcher: "" or "*" takes every tool; otherwise a regular expression that
-    must match the whole name ("write_file|edit_file", "mcp__.*"). A matcher that is not a
-    valid expression matches the name exactly."""
-    if matcher in ("", "*"):
-        return True
-    try:
-        return re.fullmatch(matcher, tool) is not None
-    except re.error:
-        return matcher == tool
+    must match the whole name, ruizn's or Claude Code's ("write_file|edit_file", "Edit|Write",
+    "mcp__.*"). A matcher that is not a valid expression matches the name exactly."""
+    return fits(matcher, tool)
 
 
 def matcher_problem(matcher: str) -> str | None:

@@ -11,6 +11,7 @@ ruizn never guesses a capability.
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Literal
 
 from attrs import evolve, frozen
@@ -65,6 +66,20 @@ def not_found_line(model: str, available: tuple[str, ...], *, why: str = "not fo
     more = len(names) - SUGGESTIONS
     listed = ", ".join(names[:SUGGESTIONS]) + (f" (+{more} more: ruizn models)" if more > 0 else "")
     return f"{line}; this key can use: {listed}"
+
+
+# Today's naming, `claude-FAMILY-MAJOR[-MINOR]` (claude-sonnet-5-5); older ids
+# (claude-2, claude-v1, claude-3-5-sonnet) do not fit it.
+_CURRENT_NAMING = re.compile(r"claude-[a-z]+-(\d+)(?:-\d+)?")
+
+
+def current_generation(ids: tuple[str, ...]) -> tuple[str, ...]:
+    """Of a price list's ids, those of the newest generation (the highest major version of
+    today's naming), in their order: what `ruizn models` shows when the Models API, which
+    alone knows what is retired, cannot be asked."""
+    majors = {i: int(m.group(1)) for i in ids if (m := _CURRENT_NAMING.fullmatch(i)) is not None}
+    newest = max(majors.values(), default=None)
+    return tuple(i for i in ids if newest is not None and majors.get(i) == newest)
 
 
 def usable(catalog: tuple[ModelFacts, ...]) -> tuple[str, ...]:

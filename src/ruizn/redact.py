@@ -11,7 +11,8 @@ are ignored: scrubbing `1` or `true` would mangle ordinary text and protects not
 
 The normal path (no secret in the text) allocates nothing: `redact` returns the very string
 it was given and `redact_event` the very event, so the token hot path stays a few substring
-scans per delta.
+scans per delta. A secret split across streamed deltas is caught by `stream_text`, which
+holds back only a tail that could begin a secret.
 
 Pure: the environment comes in as a mapping.
 """
@@ -28,13 +29,14 @@ from attrs import evolve, field, frozen
 from ruizn.events import (
     Event,
     LlmCallFailed,
+    LlmResponse,
     LlmToken,
     RunFinished,
     RunStarted,
     ToolCallFinished,
     ToolCallStarted,
 )
-from ruizn.state import ResultBlock, TextBlock
+from ruizn.state import ContentBlock, ResultBlock, TextBlock, ToolUseBlock
 
 REDACTED = "[redacted]"
 # What stands for a secret part of a URL: short, and legal where it stands (`?token=***`).
@@ -72,13 +74,42 @@ class Redactor:
             text = text.replace(secret, REDACTED)
         return text
 
+    def stream_text(self, held: str, delta: str) -> tuple[str, str]:
+        """A streamed delta, after the tail `held` back from the one before: (the text that
+        may be shown and logged now, the tail to hold back). Secrets whole in the two are
+        redacted; a tail that could be the start of a secret waits for the next delta (at
+        most the longest secret less one character), so a secret split across deltas is
+        redacted too. The caller shows what is still held when the stream ends."""
+        text = held + delta if held else delta
+        text = self.redact(text)
+        keep = self._partial_tail(text)
+        return (text[:-keep], text[-keep:]) if keep else (text, "")
+
+    def _partial_tail(self, text: str) -> int:
+        """The length of the longest end of `text` that begins a secret (and is shorter).
+        Candidates are found by the secret's first two characters (one C-level scan, rare
+        in prose), the one-character tail apart."""
+        size = len(text)
+        best = 0
+        for secret in self.secrets:  # longest first
+            head = secret[:2]
+            i = text.find(head, max(0, size - len(secret) + 1))
+            while i != -1 and size - i > best:
+                if secret.startswith(text[i:]):
+                    best = size - i
+                    break
+                i = text.find(head, i + 1)
+            if not best and text[-1:] == secret[0]:
+                best = 1
+        return best
+
     def redact_event(self, event: Event) -> Event:
         """`event` with secrets scrubbed from its free-text fields; `event` itself if clean.
 
         The fields are those outside text can reach: a token, an error message, a tool's
-        result and the string values of a tool's input. The model's finished reply
-        (`llm_response`) is left as the API sent it: thinking must go back byte for byte,
-        and the model can only repeat a secret it was sent, which this prevents.
+        result and the string values of a tool's input, and the model's own text and tool
+        inputs in its finished reply (`llm_response`; a model may repeat a key it read or
+        was told). Its thinking is left as the API sent it: it must go back byte for byte.
         """
         if not self.secrets:
             return event
@@ -90,6 +121,11 @@ class Redactor:
             case LlmCallFailed(message=message):
                 new = self.redact(message)
                 return event if new is message else evolve(event, message=new)
+            case LlmResponse(content=reply):
+                said = [self._redact_reply_block(block) for block in reply]
+                if all(map(operator.is_, said, reply)):
+                    return event
+                return evolve(event, content=tuple(said))
             case RunFinished(error=str() as error):
                 new = self.redact(error)
                 return event if new is error else evolve(event, error=new)
@@ -129,6 +165,15 @@ class Redactor:
             case _:
                 return event
 
+    def _redact_reply_block(self, block: ContentBlock) -> ContentBlock:
+        if isinstance(block, TextBlock):
+            text = self.redact(block.text)
+            return block if text is block.text else evolve(block, text=text)
+        if isinstance(block, ToolUseBlock):
+            tool_input = self._redact_json(block.input)
+            return block if tool_input is block.input else evolve(block, input=tool_input)
+        return block  # thinking goes back to the API byte for byte
+
     def _redact_block(self, block: ResultBlock) -> ResultBlock:
         if not isinstance(block, TextBlock):
             return block
@@ -155,6 +200,12 @@ class Redactor:
         return value
 
 
+def secret_name(name: str) -> bool:
+    """Whether a variable named so holds a secret: `*_KEY`, `*_TOKEN`, `*_SECRET`,
+    `*_PASSWORD` (any case), and ANTHROPIC_API_KEY."""
+    return name == API_KEY_VAR or name.upper().endswith(_SECRET_SUFFIXES)
+
+
 def secrets_from_env(env: Mapping[str, str]) -> tuple[str, ...]:
     """The values to scrub: ANTHROPIC_API_KEY and every `*_KEY` (`*_API_KEY` too),
     `*_TOKEN`, `*_SECRET` and `*_PASSWORD` variable.
@@ -165,7 +216,7 @@ def secrets_from_env(env: Mapping[str, str]) -> tuple[str, ...]:
     """
     found = []
     for name, value in env.items():
-        if name == API_KEY_VAR or name.upper().endswith(_SECRET_SUFFIXES):
+        if secret_name(name):
             found.append(value.strip())
     return _usable(found)
 

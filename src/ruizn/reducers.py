@@ -81,6 +81,7 @@ from ruizn.model_turns import (
 )
 from ruizn.rules import InvalidTransition as InvalidTransition  # noqa: PLC0414 - its home here
 from ruizn.rules import (
+    call_cut,
     limit_stop,
     output_exhausted,
     phase_after_call,
@@ -547,6 +548,7 @@ def _on_run_finished(state: ExecutionContext, event: RunFinished) -> ExecutionCo
         state,
         status=status,
         error=event.error,
+        cost_unknown=state.cost_unknown + int(call_cut(state)),
         streamed_tokens=0,
         elapsed=state.elapsed + event.elapsed,
         last_seq=event.seq,

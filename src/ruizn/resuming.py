@@ -204,8 +204,9 @@ def _check_budget(state: ExecutionContext, max_cost: float | None) -> None:
     if unpriced:
         raise ResumeRefused(
             f"run {state.run_id} has {counted(unpriced, 'model call')} with no"
-            " price in its log (no known price for its model, or logged before ruizn priced"
-            " calls): a --max-cost budget could not count them"
+            " price in its log (no known price for its model, cut short before the API said"
+            " its usage, or logged before ruizn priced calls): a --max-cost budget could not"
+            " count them"
         )
 
 

@@ -118,6 +118,12 @@ def _still_thinking(content: tuple[ContentBlock, ...]) -> bool:
     return False
 
 
+def call_cut(state: ExecutionContext) -> bool:
+    """A model call is in flight (the run ends mid-call, cancelled or failed): its input was
+    sent, and is billed, but the API never said its usage, so the run's cost is unknown."""
+    return state.phase is Phase.STREAMING
+
+
 def limit_stop(state: ExecutionContext) -> Finish | None:
     """The limit that forbids the next model call, if one does (phase READY): the step
     limit; the run's budget, spent (approvals and tools cost nothing: only model calls

@@ -133,3 +133,34 @@ def test_an_unknown_profile_is_refused(workspace: Path, env: Any) -> None:
     result = run_cli(["run", "--profile", "nope", "hi"], workspace=workspace, env=env())
     assert result.code == 2
     assert "no profile 'nope' (profiles: cheap)" in result.stderr
+
+
+SHELL_USER = """
+shell = true
+allow-command = ["ls *", "git status"]
+shell-timeout = 30
+output-retries = 3
+"""
+
+
+def test_the_user_file_takes_the_shell_options_a_goals_line_takes(
+    workspace: Path, server_factory: Any, env: Any
+) -> None:
+    server = server_factory(answer)
+    result = run_cli(["run", "hi"], workspace=workspace, env=env(server.base_url, SHELL_USER))
+    assert result.code == 0, result.stderr
+    settings = result.events()[0]["settings"]
+    assert settings["shell"] is True
+    assert settings["allow_commands"] == ["ls *", "git status"]
+    assert (settings["shell_timeout"], settings["output_retries"]) == (30.0, 3)
+    assert "bash" in [tool["name"] for tool in server.requests[0].body["tools"]]
+    # The same lines in the workspace's file grant nothing.
+    (workspace / ".ruizn").mkdir(exist_ok=True)
+    (workspace / ".ruizn" / "config.toml").write_text(SHELL_USER, encoding="utf-8")
+    project = run_cli(["run", "hi"], workspace=workspace, base_url=server.base_url)
+    assert project.code == 0, project.stderr
+    assert "sets shell (runs shell commands): a file in the workspace may not" in project.stderr
+    assert "sets allow_commands (approves shell commands)" in project.stderr
+    settings = project.events()[0]["settings"]
+    assert not settings.get("shell")
+    assert not settings.get("allow_commands")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.cli.conftest import API_KEY, Result, cli_env, run_cli
-from tests.fakeapi import HttpError, Stream, Text, ToolUse, free_port
+from tests.fakeapi import FakeAnthropic, HttpError, Stream, Text, ToolUse, free_port
 
 
 def _scan_for_key(result: Result) -> None:
@@ -162,11 +162,15 @@ def test_fault_400_reports_the_apis_own_message(workspace: Path, server_factory:
     assert "invalid request: max_tokens: too large" in result.events()[-1]["error"]
 
 
-def test_fault_unknown_model_404_names_the_model(workspace: Path, server_factory: Any) -> None:
-    server = server_factory(
-        [HttpError(404, "not_found_error", "model: claude-nope", {"x-should-retry": "false"})]
-    )
-    result = _run(workspace, server.base_url, "--model", "claude-nope")
+def test_fault_unknown_model_404_names_the_model(workspace: Path) -> None:
+    # Behind an endpoint without the Models API (a bare proxy) the model is not checked
+    # first: the Messages API's 404 ends the run and names it.
+    script = [HttpError(404, "not_found_error", "model: claude-nope", {"x-should-retry": "false"})]
+    server = FakeAnthropic(script, models=None).start()
+    try:
+        result = _run(workspace, server.base_url, "--model", "claude-nope")
+    finally:
+        server.stop()
     assert result.code == 1
     assert "model not found: 'claude-nope'" in result.events()[-1]["error"]
 

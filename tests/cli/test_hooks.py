@@ -229,3 +229,105 @@ def test_the_users_config_file_hooks_table_is_a_source(
     assert result.code == 0, result.stderr
     assert "from the user config" in json.dumps(server.requests[0].body["messages"][0])
     assert result.events()[0]["settings"]["hooks"][0]["source"] == f"{config} [hooks]"
+
+
+# Hooks as Claude Code's hooks guide writes them: tool names `Bash`, `Edit|MultiEdit|Write`,
+# fields `tool_input.command` and `tool_input.file_path`, jq and `python3 -c` one-liners.
+BASH_GUARD = """\
+import json, re, sys
+input_data = json.load(sys.stdin)
+if input_data.get("tool_name", "") != "Bash":
+    sys.exit(0)
+command = input_data.get("tool_input", {}).get("command", "")
+if re.search(r"\\brm\\s+-rf\\b", command):
+    print("• rm -rf is not allowed here", file=sys.stderr)
+    sys.exit(2)
+"""
+PROTECT_FILES = (
+    'python3 -c "import json, sys; data=json.load(sys.stdin);'
+    " path=data.get('tool_input',{}).get('file_path','');"
+    " sys.exit(2 if any(p in path for p in ['.env', 'package-lock.json', '.git/']) else 0)\""
+)
+
+
+def test_claude_code_hooks_run_as_written(workspace: Path, server_factory: Any) -> None:
+    (workspace / "build").mkdir()
+    bash_log = workspace.parent / "bash-command-log.txt"
+    guard = _script(workspace.parent, "bash_guard.py", BASH_GUARD)
+    logger = (
+        'jq -r \'"\\(.tool_input.command) - \\(.tool_input.description // "No description")"\''
+        f" >> {bash_log}"
+    )
+    config = {
+        "hooks": {
+            "PreToolUse": [
+                {"matcher": "Bash", "hooks": [{"type": "command", "command": logger}]},
+                {"matcher": "Bash", "hooks": [{"type": "command", "command": guard}]},
+                {
+                    "matcher": "Edit|MultiEdit|Write",
+                    "hooks": [{"type": "command", "command": PROTECT_FILES}],
+                },
+                {"matcher": "NotebookEdit", "hooks": [{"type": "command", "command": "true"}]},
+            ],
+            "Notification": [
+                {"matcher": "", "hooks": [{"type": "command", "command": "notify-send hi"}]}
+            ],
+        }
+    }
+    hooks = workspace.parent / "settings.json"
+    hooks.write_text(json.dumps(config), encoding="utf-8")
+    calls = (
+        ToolUse("toolu_b", "bash", {"command": "rm -rf build"}),
+        ToolUse("toolu_l", "write_file", {"path": "package-lock.json", "content": "{}"}),
+        ToolUse("toolu_n", "write_file", {"path": "notes.txt", "content": "kept\n"}),
+    )
+    server = server_factory([Stream(calls, stop_reason="tool_use"), Stream((Text("Done."),))])
+    result = run_cli(
+        ["run", "--shell", "--approval", "always", "--hooks", str(hooks), "clean up"],
+        workspace=workspace,
+        base_url=server.base_url,
+    )
+    assert result.code == 0, result.stderr
+    assert (workspace / "build").is_dir()  # the Bash guard fired: rm -rf never ran
+    assert not (workspace / "package-lock.json").exists()  # Write's file_path was protected
+    assert (workspace / "notes.txt").read_text() == "kept\n"
+    assert bash_log.read_text() == "rm -rf build - No description\n"
+    answers = json.dumps(server.requests[1].body["messages"][-1])
+    assert "rm -rf is not allowed here" in answers
+    # One warning for the events ruizn does not run; the file's other hooks run.
+    assert "ruizn does not run these hook events, their hooks are left out: Notification" in (
+        result.stderr
+    )
+    idle = next(line for line in result.stderr.splitlines() if "'NotebookEdit'" in line)
+    assert "matches no tool of this run" in idle
+    assert "bash" in idle
+    assert "write_file" in idle
+
+
+UPDATE_PATH = """\
+import json, sys
+event = json.load(sys.stdin)
+tool_input = dict(event["tool_input"])
+tool_input["file_path"] = tool_input["file_path"].replace("/draft/", "/final/")
+print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+    "permissionDecision": "allow", "updatedInput": tool_input}}))
+"""
+
+
+def test_an_updated_input_in_claude_codes_fields_reaches_ruizns_tool(
+    workspace: Path, server_factory: Any
+) -> None:
+    command = _script(workspace.parent, "update.py", UPDATE_PATH)
+    hooks = _hooks_file(workspace.parent, "hooks.json", "PreToolUse", "Write", command)
+    write = ToolUse("toolu_w", "write_file", {"path": "draft/a.txt", "content": "A\n"})
+    server = server_factory([Stream((write,), stop_reason="tool_use"), Stream((Text("ok"),))])
+    result = run_cli(
+        ["run", "--approval", "always", "--hooks", str(hooks), "write"],
+        workspace=workspace,
+        base_url=server.base_url,
+    )
+    assert result.code == 0, result.stderr
+    assert (workspace / "final" / "a.txt").read_text() == "A\n"
+    assert not (workspace / "draft").exists()
+    ran = next(e for e in result.events() if e["type"] == "hook_ran")
+    assert ran["updated_input"] == {"path": "final/a.txt", "content": "A\n"}

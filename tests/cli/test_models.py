@@ -63,22 +63,22 @@ def test_a_retired_model_ends_before_any_request_listing_the_keys_models(
     assert result.new_logs == ()
 
 
-def test_a_404_for_the_model_mid_run_names_it_and_lists_the_keys_models(
+def test_a_model_the_models_api_does_not_know_is_refused_before_any_request(
     workspace: Path, server_factory: Any
 ) -> None:
-    # A model the Models API does not describe passes the check; the Messages API's 404
-    # then ends the run with the list (GET /v1/models), closest first.
-    server = server_factory([HttpError(404, "not_found_error", "model: claude-sonet-5-5")])
+    # GET /v1/models/claude-sonet-5-5 is a 404: the run is refused with the key's models
+    # (GET /v1/models), closest first, and no Messages request is sent.
+    server = server_factory([Stream((Text("never sent"),))])
     result = run_cli(
         ["run", "--model", "claude-sonet-5-5", "hi"], workspace=workspace, base_url=server.base_url
     )
-    assert result.code == 1
-    error = result.events()[-1]["error"]
+    assert result.code == 2
+    error = result.stderr.strip().splitlines()[-1]
     assert error.startswith(
-        "model not found: 'claude-sonet-5-5'; this key can use: claude-sonnet-5-5,"
+        "ruizn: error: model not found: 'claude-sonet-5-5'; this key can use: claude-sonnet-5-5,"
     )
     assert "claude-sonnet-4-5" not in error  # retired: not one the key can use
-    # Listed through the SDK's models.list() (GET /v1/models).
+    assert server.requests == []
     assert any(path.startswith("/v1/models?") for path in server.model_gets)
 
 
@@ -149,7 +149,8 @@ def test_show_thinking_asks_for_summaries_and_prints_them(
     )
     assert result.code == 0, result.stderr
     assert server.requests[0].body["thinking"] == {"type": "adaptive", "display": "summarized"}
-    assert "[thinking] Two short names will do.\n" in result.stdout
+    # Printed where it came: the thinking, then the text it preceded.
+    assert result.stdout.startswith("[thinking] Two short names will do.\nPip and Gus.")
     replay = run_cli(["replay", "last"], workspace=workspace)
     assert replay.stdout == result.stdout  # the same transcript from the log
     shown = run_cli(["show", "last"], workspace=workspace)
@@ -241,16 +242,23 @@ def test_models_lists_what_the_models_api_says_with_prices(
     assert "$" in line
 
 
-def test_models_without_a_key_says_so_and_lists_the_price_list(workspace: Path) -> None:
+def test_models_without_a_key_lists_only_the_current_claude_models_and_says_why(
+    workspace: Path,
+) -> None:
     env = cli_env(None)
     del env["ANTHROPIC_API_KEY"]
     result = run_cli(["models"], workspace=workspace, env=env)
     assert result.code == 0
     assert result.stderr == (
-        "ruizn: ANTHROPIC_API_KEY is not set: the Models API was not asked; the models"
-        " genai-prices 0.2.3 knows:\n"
+        "ruizn: ANTHROPIC_API_KEY is not set: the Models API was not asked; the current"
+        " generation of Claude models genai-prices 0.2.3 knows (older and retired ones left"
+        " out; only the Models API says which this key can use and which are deprecated):\n"
     )
-    assert any(line.startswith("claude-sonnet-5-5 ") for line in result.stdout.splitlines())
+    ids = [line.split()[0] for line in result.stdout.splitlines()[1:]]
+    assert "claude-sonnet-5-5" in ids
+    assert "claude-opus-5-5" in ids
+    for old in ("claude-2", "claude-v1", "claude-3-opus-latest", "claude-sonnet-4-5"):
+        assert old not in ids
 
 
 def test_models_with_no_network_says_so(workspace: Path) -> None:
@@ -262,7 +270,7 @@ def test_models_with_no_network_says_so(workspace: Path) -> None:
 
 def test_a_models_api_that_pages_for_ever_ends_listing_and_run(workspace: Path) -> None:
     """`has_more` with the same cursor on every page: `ruizn models` lists the page once and
-    says why it stopped; a run whose model the Messages API does not know ends with the list."""
+    says why it stopped; a run whose model the Models API does not know is refused with the list."""
     server = FakeAnthropic(
         [HttpError(404, "not_found_error", "model: claude-sonet-5-5")], endless_models="same"
     ).start()
@@ -280,8 +288,10 @@ def test_a_models_api_that_pages_for_ever_ends_listing_and_run(workspace: Path) 
     assert len(ids) == len(set(ids))
     assert "claude-sonnet-5-5" in ids
     assert listed.stderr == "ruizn: the Models API gave the same page twice: the listing stops\n"
-    assert run.code == 1
-    assert run.events()[-1]["error"].startswith("model not found: 'claude-sonet-5-5'; this key")
+    # The Models API does not know the model: refused before any request, with the list.
+    assert run.code == 2
+    assert run.stderr.startswith("ruizn: error: model not found: 'claude-sonet-5-5'; this key")
+    assert server.requests == []
     # Two pages per listing (the second is the first again), two listings.
     assert sum(path.startswith("/v1/models?") for path in server.model_gets) == 4
 

@@ -111,3 +111,43 @@ def test_a_repositorys_mcp_module_is_never_imported_by_ruizn(
     )
     assert result.code == 0, result.stderr
     assert not (workspace / "PWNED").exists()
+
+
+def test_the_key_the_model_repeats_across_deltas_is_redacted_in_the_terminal_and_log(
+    workspace: Path, server_factory: Any
+) -> None:
+    # 4 characters a delta: the key arrives in pieces, none of which is the key.
+    server = server_factory([Stream((Text(f"Your key is {API_KEY}, keep it safe."),))])
+    result = run_cli(["run", "what is my key?"], workspace=workspace, base_url=server.base_url)
+    assert result.code == 0, result.stderr
+    assert API_KEY not in _everything(result)
+    assert "Your key is [redacted], keep it safe." in result.stdout
+    tokens = "".join(e["text"] for e in result.events() if e["type"] == "llm_token")
+    assert tokens == "Your key is [redacted], keep it safe."
+
+
+def test_a_secret_word_in_an_mcp_command_is_never_stored_and_asked_for_on_resume(
+    workspace: Path, server_factory: Any
+) -> None:
+    server = server_factory([Stream((Text("Fine."),))])
+    command = shlex.join(["env", f"GH_TOKEN={TOKEN}", sys.executable, str(DEMO)])
+    result = run_cli(
+        ["run", "--goal", "hello", "--mcp", f"demo={command}"],
+        workspace=workspace,
+        base_url=server.base_url,
+    )
+    assert result.code == 0, result.stderr
+    assert TOKEN not in _everything(result)
+    recorded = result.events()[0]["settings"]["mcp_servers"][0]
+    assert recorded["args"][0] == "GH_TOKEN=***"
+    shown = run_cli(["show", "last"], workspace=workspace)
+    assert TOKEN not in shown.stdout + shown.stderr
+    assert "GH_TOKEN=***" in shown.stdout
+    # Going on asks for the value again, as for a header (tests/effects/mcp/test_config.py:
+    # the variable gives it).
+    refused = run_cli(["continue", "last", "more"], workspace=workspace, base_url=server.base_url)
+    assert refused.code == 2
+    assert "GH_TOKEN=*** needs its value again: set $RUIZN_MCP_ENV_DEMO_GH_TOKEN" in (
+        refused.stderr
+    )
+    assert TOKEN not in refused.stderr

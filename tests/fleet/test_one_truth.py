@@ -68,3 +68,8 @@ def test_an_approved_fleet_call_runs_once_whatever_the_order(
         "run approve-me already finished with success; nothing to resume\n",
     ), done.stderr
     assert ruizn(["show", "--db", db, "last"], workspace, environ).returncode == 0
+    # A run id's start names the run, with --db too.
+    start = ruizn(["resume", "--db", db, "approve-m"], workspace, environ)
+    assert start.stdout == "run approve-me already finished with success; nothing to resume\n", (
+        start.stderr
+    )

@@ -52,6 +52,10 @@ def test_cancellation_finishes_the_run_cancelled_and_is_not_swallowed() -> None:
     assert runner.state.status is Status.CANCELLED
     assert rebuild(sink.events) == runner.state
     assert sink.closed
+    # The call's input was sent (and billed): its cost is unknown, never $0.00.
+    finished = sink.events[-1]
+    assert isinstance(finished, RunFinished)
+    assert finished.cost is None
 
 
 class _Losing(MemorySink):

@@ -435,14 +435,16 @@ def with_project_hooks(settings: RunSettings, *, trust: bool) -> RunSettings:
     """The settings with the workspace's `.ruizn/hooks.json` hooks, if a person accepts them:
     they are code from the workspace, so each command is shown and asked about at the
     terminal (or accepted with --trust). With neither, they do not run, and a line says so."""
-    from ruizn.effects.hooks.config import PROJECT_HOOKS, HookConfigError, project_hooks
+    from ruizn.effects.hooks.config import PROJECT_HOOKS, HookConfigError, project_file
     from ruizn.grant import hook_line
     from ruizn.terminal import revealed_line
 
     try:
-        found = project_hooks(Path(settings.workspace))
+        found, warning = project_file(Path(settings.workspace))
     except HookConfigError as exc:
         fail(str(exc))
+    if warning is not None:
+        echo_err(f"ruizn: {warning}")
     if not found:
         return settings
     if not trust:
@@ -468,7 +470,7 @@ def with_user_hooks(settings: RunSettings) -> RunSettings:
     """The settings with the hooks of the user's own config file (its `[hooks]` table, in
     Claude Code's shape) before the --hooks files': the person's own file, like --hooks."""
     from ruizn.configlayers import ConfigFileError
-    from ruizn.effects.hooks.config import HookConfigError, parse
+    from ruizn.effects.hooks.config import HookConfigError, parse, unrun_events
     from ruizn.effects.userconfig.reader import read_toml, user_config_path
 
     path = user_config_path(os.environ)
@@ -477,6 +479,9 @@ def with_user_hooks(settings: RunSettings) -> RunSettings:
         if document is None or "hooks" not in document:
             return settings
         found = parse(document["hooks"], f"{path} [hooks]", own=True)
+        warning = unrun_events(document["hooks"], f"{path} [hooks]")
     except (ConfigFileError, HookConfigError) as exc:
         fail(str(exc))
+    if warning is not None:
+        echo_err(f"ruizn: {warning}")
     return evolve(settings, hooks=(*found, *settings.hooks))

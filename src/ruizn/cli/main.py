@@ -18,7 +18,7 @@ import click
 
 from ruizn.cli.common import otlp_option, quiet_flush
 from ruizn.cli.exits import EXIT_CANCELLED, EXIT_OK, EXIT_USAGE, Exit, echo_error
-from ruizn.cli.options import TopGroup, run_options
+from ruizn.cli.options import LONE_COMMAND, TopGroup, run_options
 from ruizn.version import __version__
 
 __all__ = ["COMMANDS", "CommandEntry", "cli", "command", "main"]
@@ -216,8 +216,9 @@ def command(name: str) -> click.Command:
 def cli(ctx: click.Context, /, goal: str | None, **options: Any) -> None:
     """ruizn: stream Claude, run the tools it asks for, log every event.
 
-    `ruizn --goal TEXT` is `ruizn run --goal TEXT`. An option given before a command goes
-    on to it (`ruizn --mcp x=cmd tools`), or is refused if the command does not take it.
+    `ruizn GOAL...` and `ruizn --goal TEXT` are `ruizn run ...` (when GOAL's first word is
+    no command). An option given before a command goes on to it (`ruizn --mcp x=cmd
+    tools`), or is refused if the command does not take it.
     """
     name = ctx.invoked_subcommand
     if name is not None:
@@ -248,11 +249,19 @@ def _route_sdk_logs() -> None:
     install()
 
 
+def _goal_hint(exc: click.UsageError) -> str:
+    """A command's name alone that lacks its argument may have been meant as a goal."""
+    if not isinstance(exc, click.MissingParameter) or exc.ctx is None:
+        return ""
+    lone = exc.ctx.meta.get(LONE_COMMAND)
+    return f" (for the goal {lone!r}: ruizn run {lone})" if lone else ""
+
+
 def main() -> None:
     try:
         code = cli.main(standalone_mode=False, prog_name="ruizn")
     except click.UsageError as exc:
-        echo_error(exc.format_message())
+        echo_error(exc.format_message() + _goal_hint(exc))
         code = EXIT_USAGE
     except Exit as exc:
         if exc.message:

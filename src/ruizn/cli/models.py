@@ -1,6 +1,7 @@
 """`ruizn models`: the models this key can use, as the Models API describes them, with their
 prices per million tokens from genai-prices. With no key, or no answer from the API, it says
-so and lists what genai-prices knows (prices and windows; nothing about capabilities)."""
+so and lists the current generation of Claude models genai-prices knows (prices and
+windows; nothing about capabilities)."""
 
 from __future__ import annotations
 
@@ -24,10 +25,20 @@ def models_command(as_json: bool) -> None:
             click.echo(f"ruizn: {problem}", err=True)
         rows = [_api_row(f, pricer.per_mtok(f.id)) for f in facts]
     else:
-        click.echo(f"ruizn: {problem}; the models {pricer.name} knows:", err=True)
+        from ruizn.modelfacts import current_generation
+
+        known = pricer.known_models()
+        current = set(current_generation(tuple(model_id for model_id, _, _ in known)))
+        click.echo(
+            f"ruizn: {problem}; the current generation of Claude models {pricer.name} knows"
+            " (older and retired ones left out; only the Models API says which this key can"
+            " use and which are deprecated):",
+            err=True,
+        )
         rows = [
             _price_row(model_id, name, deprecated, pricer.per_mtok(model_id), pricer)
-            for model_id, name, deprecated in pricer.known_models()
+            for model_id, name, deprecated in known
+            if model_id in current
         ]
     if as_json:
         click.echo(json.dumps(rows, indent=2))

@@ -115,6 +115,7 @@ def settings_options(f: Any) -> Any:
     `submit`: one list, so the fleet takes every option a single run does."""
     options: list[Callable[[Any], Any]] = [
         click.option(
+            "-m",
             "--model",
             envvar="RUIZN_MODEL",
             default=DEFAULT_MODEL,
@@ -492,6 +493,7 @@ class TopGroup(click.Group):
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
+        args = self._goal_words(ctx, args)
         name, command, rest = super().resolve_command(ctx, args)
         if command is None or name is None:
             return name, command, rest
@@ -510,8 +512,32 @@ class TopGroup(click.Group):
             carried += _as_tokens(target, typed.get(param.name, ctx.params[param.name]))
         return name, command, [*carried, *rest]
 
+    def _goal_words(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """`ruizn GOAL...` is `ruizn run GOAL...` when the first word is not a command; a
+        word close to a command's name is a usage error (a typo must not start a run)."""
+        if not args:
+            return args
+        first = args[0]
+        if self.get_command(ctx, first) is not None:
+            if len(args) == 1:
+                ctx.meta[LONE_COMMAND] = first  # a usage error then hints at `ruizn run`
+            return args
+        if first.startswith("-"):
+            return args
+        if len(args) == 1 and first.strip() and len(first.split()) == 1:
+            import difflib
+
+            near = difflib.get_close_matches(first, self.list_commands(ctx), n=1, cutoff=0.75)
+            if near:
+                raise UsageFailure(
+                    f"no such command {first!r} (did you mean {near[0]}?);"
+                    f" for the goal {first!r}: ruizn run {first}"
+                )
+        return ["run", *args]
+
 
 _TYPED = "ruizn.typed_options"
+LONE_COMMAND = "ruizn.lone_command"
 
 
 def option_named(command: click.Command, name: str) -> click.Option | None:
@@ -584,12 +610,16 @@ def read_hooks(paths: tuple[str, ...]) -> tuple[Any, ...]:
         return ()
     from pathlib import Path
 
-    from ruizn.effects.hooks.config import HookConfigError, load_file
+    from ruizn.effects.hooks.config import HookConfigError, parse, read_json, unrun_events
 
     specs: list[Any] = []
     for path in paths:
         try:
-            specs.extend(load_file(Path(path), own=True))
+            data = read_json(Path(path))
+            specs.extend(parse(data, path, own=True))
+            warning = unrun_events(data, path)
         except HookConfigError as exc:
             fail(f"--hooks {exc}")
+        if warning is not None:
+            click.echo(f"ruizn: {warning}", err=True)
     return tuple(specs)

@@ -53,6 +53,7 @@ from ruizn.state import (
     ContentBlock,
     ExecutionContext,
     JsonObject,
+    TextBlock,
     ThinkingBlock,
     ToolResult,
     ToolUseBlock,
@@ -101,7 +102,9 @@ class StdoutPrinter:
     def _print(self, event: Event) -> None:
         match event:
             case LlmToken(text=text):
-                if text:
+                # --show-thinking: the reply is printed whole, in order, once it is in (the
+                # thinking is not streamed, and it goes before the text it preceded).
+                if text and not self._show_thinking:
                     shown = visible(text)
                     self._out.write(shown)
                     self._inline = not text.endswith("\n")
@@ -114,7 +117,7 @@ class StdoutPrinter:
                     self._as_markdown("".join(self._answer))
                     self._answer = []
                 if self._show_thinking:
-                    self._thinking(content)
+                    self._in_order(content)
                 self._turn([(b.id, b.name) for b in content if isinstance(b, ToolUseBlock)])
             case ToolCallStarted(id=call_id, name=name, input=tool_input):
                 self._calls.setdefault(call_id, name)
@@ -257,11 +260,18 @@ class StdoutPrinter:
         self._show_thinking = state.settings.show_thinking
         self._turn([(call.id, call.name) for call in state.turn_calls])
 
-    def _thinking(self, content: tuple[ContentBlock, ...]) -> None:
+    def _text(self, text: str) -> None:
+        self._out.write(visible(text))
+        self._inline = not text.endswith("\n")
+
+    def _in_order(self, content: tuple[ContentBlock, ...]) -> None:
+        """A reply's thinking (dimmed) and text, in the order the model gave them."""
         for block in content:
             if isinstance(block, ThinkingBlock) and block.thinking.strip():
                 text = visible(block.thinking.strip())
                 self._line(self._paint(_DIM, f"[thinking] {text}"))
+            elif isinstance(block, TextBlock) and block.text:
+                self._text(block.text)
 
     def _turn(self, calls: list[tuple[str, str]]) -> None:
         """A new turn's calls: a result line names its call's tool, and its id too when the

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -28,7 +29,7 @@ __all__ = ["continue_command", "fork_command", "rerun_command", "resume_command"
 
 
 @click.command("resume")
-@click.argument("run")
+@click.argument("run", required=False)
 @click.option(
     "--max-steps", type=click.IntRange(min=1), default=None, help="A new step limit (total)."
 )
@@ -75,7 +76,7 @@ __all__ = ["continue_command", "fork_command", "rerun_command", "resume_command"
 def resume_command(
     ctx: click.Context,
     /,
-    run: str,
+    run: str | None,
     *,
     max_steps: int | None,
     max_tokens: int | None,
@@ -93,6 +94,8 @@ def resume_command(
     db: str | None,
 ) -> None:
     """Continue RUN where it stopped, appending to the same log (and to its MCP servers).
+
+    Without RUN, the workspace's newest run, named first.
 
     A run that waits for approval goes on with --approve/--deny deciding its calls (at a
     terminal, ruizn asks about any call they leave waiting). With --db, RUN is a fleet's run:
@@ -117,6 +120,8 @@ def resume_command(
     )
     if db is not None:
         _refuse_local_options(ctx)
+        if run is None:
+            raise UsageFailure("with --db, name the RUN to resume")
         from ruizn.cli.fleet import resume_on_fleet
 
         raise Exit(resume_on_fleet(db, run, request))
@@ -124,19 +129,52 @@ def resume_command(
 
 
 def _go_on(
-    run: str, request: Resume, *, workspace: str, log_dir: str | None, mcp_headers: tuple[str, ...]
+    run: str | None,
+    request: Resume,
+    *,
+    workspace: str,
+    log_dir: str | None,
+    mcp_headers: tuple[str, ...],
 ) -> int:
-    """`resume` and `continue`: the terminal's agent resumes RUN as `request` says."""
+    """`resume` and `continue`: the terminal's agent resumes RUN as `request` says; with no
+    RUN, the workspace's newest run, named on stderr before anything else happens."""
     from ruizn.cli.live import resume_run, settings_or_fail, terminal_agent
 
     agent = terminal_agent(
         settings_or_fail(workspace=workspace), log_dir=log_dir, mcp_headers=mcp_headers
     )
+    if run is None:
+        run = _newest(agent)
     return resume_run(agent, run, request)
 
 
+def _newest(agent: Any) -> str:
+    from ruizn.effects.runlog.store import LAST, RunNotFound
+
+    try:
+        ref = agent.store().find(LAST)
+    except RunNotFound as exc:
+        fail(str(exc))
+    click.echo(f"ruizn: going on with {ref.run_id}, the newest run here", err=True)
+    return str(ref.run_id)
+
+
+def _is_run(run: str, workspace: str, log_dir: str | None) -> bool:
+    """Whether `continue`'s first word names a run (a path, an id or its start, `last`) or
+    looks like one (a run id's date, a path): else it is the message's first word."""
+    from ruizn.effects.runlog.store import RunNotFound, default_root, resolve_run
+
+    if re.match(r"\d{4}", run) or "/" in run or run.endswith(".jsonl"):
+        return True
+    try:
+        resolve_run(run, default_root(workspace, log_dir))
+    except RunNotFound:
+        return False
+    return True
+
+
 @click.command("continue")
-@click.argument("run")
+@click.argument("run", required=False, metavar="[RUN]")
 @click.argument("words", nargs=-1, metavar="[MESSAGE]...")
 @click.option(
     "--max-steps",
@@ -158,7 +196,7 @@ def _go_on(
 )
 @where_options
 def continue_command(
-    run: str,
+    run: str | None,
     words: tuple[str, ...],
     *,
     max_steps: int | None,
@@ -170,7 +208,9 @@ def continue_command(
     workspace: str,
     log_dir: str | None,
 ) -> None:
-    """Add MESSAGE to RUN, a run that ended, and go on in the same log.
+    """Add MESSAGE to RUN, a run that ended, and go on in the same log. Without RUN (a first
+    word that names no run and does not look like one), the workspace's newest run, named
+    first.
 
     The model sees the whole conversation, then the message (the arguments, or standard
     input when it is not a terminal). Printing, exit codes, locking and trust are resume's.
@@ -179,6 +219,9 @@ def continue_command(
     from ruizn.limits import Limits
     from ruizn.shell.outcome import Resume
 
+    if run is not None and not _is_run(run, workspace, log_dir):
+        words = (run, *words)
+        run = None
     message = " ".join(words) if words else None
     if message is None and not sys.stdin.isatty():
         message = sys.stdin.read() or None

@@ -14,6 +14,7 @@ from typing import Any
 from attrs import evolve
 
 from ruizn.defaults import TEST_MODEL
+from ruizn.effects.runlog.folder import make_root
 from ruizn.fleet.errors import BatchInterrupted, FleetRefused, need_fleet_extra
 from ruizn.fleet.reports import BatchOptions, BatchProgress, BatchReport, BatchRun, BatchWatcher
 
@@ -79,7 +80,7 @@ def run_batch(options: BatchOptions, watcher: BatchWatcher | None = None) -> Bat
         )
     root = default_root(folder, options.log_dir).resolve()
     try:
-        root.mkdir(parents=True, exist_ok=True)
+        make_root(root)
     except OSError as exc:
         raise FleetRefused(f"cannot create the log dir {root}: {exc.strerror or exc}") from None
     planted = root / "fleet.sqlite"

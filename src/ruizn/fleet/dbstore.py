@@ -12,7 +12,14 @@ from pathlib import Path
 from ruizn.effects.runlog.folder import RunFolder
 from ruizn.effects.runlog.reader import LOG_NAME, LogError, Replayed, TornTail
 from ruizn.effects.runlog.sink import EventSink
-from ruizn.effects.runlog.store import FLEET_MARK, LAST, RunInfo, RunNotFound, RunRef
+from ruizn.effects.runlog.store import (
+    FLEET_MARK,
+    LAST,
+    RunInfo,
+    RunNotFound,
+    RunRef,
+    ambiguous,
+)
 from ruizn.events import Event
 from ruizn.fleet.database import EventStore, safe_url
 from ruizn.fleet.sink import FleetSink
@@ -36,7 +43,17 @@ class DbRunStore:
                 raise RunNotFound(f"no runs in the database {self.describe()}")
             run = started[-1].run_id
         if not self.events.has_run(run):
-            raise RunNotFound(f"no run {run!r} in the database {self.describe()}")
+            # A run id typed in part: the one run whose id begins so.
+            found = sorted(
+                row.run_id
+                for row in self.events.runs()
+                if run and row.run_id.startswith(run) and self.events.has_run(row.run_id)
+            )
+            if len(found) > 1:
+                raise ambiguous(run, found)
+            if not found:
+                raise RunNotFound(f"no run {run!r} in the database {self.describe()}")
+            run = found[0]
         return RunRef(run_id=run, path=self.root / run / LOG_NAME)
 
     def location(self, ref: RunRef) -> str:

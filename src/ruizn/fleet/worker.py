@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import evolve
 
+from ruizn.effects.runlog.folder import make_root
 from ruizn.fleet.errors import FleetRefused, need_fleet_extra
 from ruizn.fleet.reports import NothingQueued, Queued, Submitted, WorkerStopped
 from ruizn.format import counted
@@ -81,7 +82,7 @@ def work(
     folder = Path(workspace).resolve()
     root = default_root(folder, log_dir).resolve()
     try:
-        root.mkdir(parents=True, exist_ok=True)
+        make_root(root)
     except OSError as exc:
         raise FleetRefused(f"cannot create the log dir {root}: {exc.strerror or exc}") from None
 
@@ -262,7 +263,8 @@ def resume_db(db: str, run: str, request: Resume) -> Queued | NothingQueued:
 
     key = _key()
     store = open_store(db)
-    if run == "last":
+    # `last`, or a run id typed in part (no run, not even a queued one, has it whole).
+    if run == "last" or run not in {row.run_id for row in store.runs()}:
         from ruizn.effects.runlog.store import RunNotFound
         from ruizn.fleet.dbstore import DbRunStore
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from attrs import evolve
+
 from ruizn.compaction import compact_fields
 from ruizn.effects.hooks.command import HookExecutor
 from ruizn.events import Event, HookRan
-from ruizn.hooks import matching, payload
+from ruizn.hooknames import UnmappedInput, claude_input, ruizn_input, told_name
+from ruizn.hooks import Outcome, matching, payload
 from ruizn.settings import HookSpec
 from ruizn.state import ExecutionContext, Phase, Status, ToolCall
 
@@ -42,14 +45,7 @@ class HookCalls:
         if runner is None:  # pragma: no cover - the builder gives one to a run with hooks
             raise RuntimeError("a run with hooks needs a hook runner")
         state = self.state
-        if call is not None:
-            fields = {
-                "tool_name": call.name,
-                "tool_input": call.input,
-                "tool_use_id": call.id,
-                **fields,
-            }
-        elif event in ("UserPromptSubmit", "SessionStart"):
+        if call is None and event in ("UserPromptSubmit", "SessionStart"):
             fields = {"prompt": state.goal} if event == "UserPromptSubmit" else fields
             if event == "SessionStart":
                 fields = {"source": "startup", "model": state.settings.model}
@@ -57,17 +53,31 @@ class HookCalls:
             fields = {"stop_hook_active": state.stop_blocked}
         elif event in ("PreCompact", "PostCompact"):
             fields = {**compact_fields(state, event), **fields}
-        data = payload(
-            event,
-            run_id=state.run_id,
-            transcript=self._transcript,
-            settings=state.settings,
-            **fields,
-        )
         logged: list[HookRan] = []
         for spec in specs:
+            # Claude Code's names and fields for a tool event; a subagent's start and stop
+            # name ruizn's `agent` call as it is.
+            told = None if call is None else call.name
+            if call is not None and event in ("PreToolUse", "PostToolUse"):
+                told = told_name(spec.matcher, call.name)
+            if call is not None and told is not None:
+                fields = {
+                    **fields,
+                    "tool_name": told,
+                    "tool_input": claude_input(
+                        call.name, told, call.input, state.settings.workspace
+                    ),
+                    "tool_use_id": call.id,
+                }
+            data = payload(
+                event,
+                run_id=state.run_id,
+                transcript=self._transcript,
+                settings=state.settings,
+                **fields,
+            )
             run = await runner.run(spec, data)
-            found = run.outcome
+            found = _in_ruizn_fields(run.outcome, call, told, state.settings.workspace)
             decision = "stop" if found.stop is not None else found.decision
             self._emit(
                 HookRan,
@@ -101,6 +111,21 @@ class HookCalls:
         specs = matching(state.settings, "SessionEnd")
         if specs and state.phase in (Phase.READY, Phase.TOOLS, Phase.DONE):
             await self._run_hooks("SessionEnd", specs, reason=status.value)
+
+
+def _in_ruizn_fields(
+    found: Outcome, call: ToolCall | None, told: str | None, workspace: str
+) -> Outcome:
+    """A hook's answer with its `updatedInput` in the fields of ruizn's tool (a hook told
+    Claude Code's names answers in Claude Code's fields); one ruizn's tool cannot take
+    denies the call rather than run it otherwise than the hook said."""
+    if found.updated_input is None or call is None or told is None:
+        return found
+    try:
+        updated = ruizn_input(call.name, told, found.updated_input, workspace)
+    except UnmappedInput as exc:
+        return evolve(found, decision="deny", reason=str(exc), updated_input=None)
+    return evolve(found, updated_input=updated)
 
 
 __all__ = ("HookCalls",)

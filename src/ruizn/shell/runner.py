@@ -76,7 +76,7 @@ from ruizn.events import (
 from ruizn.reducers import add_tokens, reduce, start
 from ruizn.request import MessagesRequest, plan_request
 from ruizn.resuming import ResumePlan, SettingChange, interrupted_calls, interrupted_result
-from ruizn.rules import ApprovalDecision
+from ruizn.rules import ApprovalDecision, call_cut
 from ruizn.settings import RunSettings
 from ruizn.shell.toolcalls import PathInstructions, ToolCalls
 from ruizn.shell.toolchange import ToolWatch
@@ -122,6 +122,7 @@ class AgentRunner(ToolCalls):
         hooks: HookExecutor | None = None,
         transcript: str = "",
         checkpointer: Checkpointer | None = None,
+        redact_stream: Callable[[str, str], tuple[str, str]] | None = None,
     ) -> None:
         self._provider = provider
         self._registry = registry
@@ -133,6 +134,9 @@ class AgentRunner(ToolCalls):
         # Scrubs secrets (the API key...) from each event before anything sees it, so a key
         # never reaches the log, the terminal or the next request (see ruizn.redact).
         self._redact = redact if redact is not None else _unchanged
+        # The same across streamed deltas: (tail held back, delta) -> (shown now, held), so a
+        # secret split over two deltas is caught too (Redactor.stream_text).
+        self._redact_stream = redact_stream
         # Tokens written and shown but not yet reduced: they are applied in one update
         # (reducers.add_tokens, equal to reducing them one by one) the moment anything reads
         # the state, so a long answer does not copy the state once per token. The log is
@@ -493,16 +497,29 @@ class AgentRunner(ToolCalls):
 
     async def _stream(self, request: MessagesRequest) -> ModelReply:
         reply: ModelReply | None = None
-        publish, clock = self._publish, self._clock
+        publish, clock, split = self._publish, self._clock, self._redact_stream
+        held = ""
+
+        def token(text: str) -> None:
+            # Tokens are legal in the streaming phase, which _call_model just entered; they
+            # are reduced in bulk (see `state`).
+            assert self._state is not None
+            seq = self._state.last_seq + self._tokens + 1
+            publish(self._redact(LlmToken(seq=seq, ts=clock(), text=text)))
+            self._tokens += 1
+
         async for item in self._provider.stream(request):
             if isinstance(item, str):
-                # Tokens are legal in the streaming phase, which _call_model just entered;
-                # they are reduced in bulk (see `state`).
-                assert self._state is not None
-                seq = self._state.last_seq + self._tokens + 1
-                publish(self._redact(LlmToken(seq=seq, ts=clock(), text=item)))
-                self._tokens += 1
+                if split is None:
+                    token(item)
+                    continue
+                shown, held = split(held, item)
+                if shown:
+                    token(shown)
             else:
+                if held:  # the tail held back began no secret after all
+                    token(held)
+                    held = ""
                 reply = item
         if reply is None:
             raise ProviderError(
@@ -549,7 +566,7 @@ class AgentRunner(ToolCalls):
             elapsed=round(self._timer() - self._started_at, 3),
             error=error,
             usage=self.state.usage,
-            cost=self.state.total_cost,
+            cost=None if call_cut(self.state) else self.state.total_cost,
         )
 
     def _finish_quietly(self, status: Status, error: str | None) -> None:

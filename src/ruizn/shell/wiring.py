@@ -32,8 +32,8 @@ from ruizn.effects.tools.bwrap import find_bwrap, probe, shell_environment
 from ruizn.effects.tools.loader import Toolbox
 from ruizn.effects.tools.workspace import workspace_jail
 from ruizn.effects.userconfig.dirs import state_dir
+from ruizn.modelfacts import ModelRefused, deprecation_line, fitted, not_found_line, usable
 from ruizn.modelfacts import check as check_model
-from ruizn.modelfacts import deprecation_line, fitted
 from ruizn.redact import Redactor, secrets_from_env
 from ruizn.redact import api_key_problem as key_whitespace_problem
 from ruizn.settings import ConfigError, RunSettings
@@ -128,6 +128,7 @@ class Wiring:
                     if state is None and deeper_than(schema):
                         raise ConfigError(too_deep(f"the schema of tool {schema['name']!r}"))
                 if state is None:
+                    self._idle_hooks(settings, registry.names)
                     sources = (*sources, *(mcp_source(tool) for tool in mcp_tools))
                     sources = tuple(s for s in sources if registry.get(s.tool) is not None)
                     settings = evolve(
@@ -165,6 +166,7 @@ class Wiring:
                     hooks=self._hooks_for(settings),
                     transcript=str(root / run_id / LOG_NAME),
                     checkpointer=self._checkpointer(settings),
+                    redact_stream=redactor.stream_text if redactor else None,
                 )
                 yield runner, settings
         finally:
@@ -189,6 +191,7 @@ class Wiring:
             return settings
         facts = await catalog.describe(settings.model)
         if facts is None:
+            await _known_or_refused(catalog, settings.model)
             return settings
         listing = await catalog.models() if facts.lifecycle == "retired" else ()
         check_model(settings, facts, listing)
@@ -226,6 +229,16 @@ class Wiring:
                 " to every file and the network"
             )
         return ShellJobs(config)
+
+    def _idle_hooks(self, settings: RunSettings, tools: tuple[str, ...]) -> None:
+        """A warning for each tool hook whose matcher matches no tool of the run: a safety
+        hook that looks installed and never fires is worse than none."""
+        from ruizn.hooknames import idle_matchers
+
+        tool_events = ("PreToolUse", "PostToolUse")
+        pairs = tuple((h.event, h.matcher) for h in settings.hooks if h.event in tool_events)
+        for line in idle_matchers(pairs, tools):
+            self._notice(line)
 
     def _agent_tools(self, settings: RunSettings) -> tuple[BaseTool, ...]:
         """The `agent` tool, for a run with subagents that may still start children."""
@@ -393,6 +406,17 @@ class Wiring:
         from ruizn.effects.mcp.config import servers_from_records
 
         return servers_from_records(settings.mcp_servers, self._mcp_headers, environ=self._environ)
+
+
+async def _known_or_refused(catalog: ModelCatalog, model: str) -> None:
+    """A model the Models API answered 404 for is refused before any request, naming the
+    key's closest models, when the API lists models and this one is not among them (an
+    endpoint without the Models API lists none, and the model passes as it is)."""
+    if getattr(catalog, "not_found", None) != model:
+        return
+    listing = usable(await catalog.models())
+    if listing and model not in listing:
+        raise ModelRefused(not_found_line(model, listing))
 
 
 def _subfolder_instructions(settings: RunSettings) -> Any:

@@ -314,3 +314,17 @@ def test_resume_takes_urls_given_again_for_the_runs_servers_only() -> None:
     assert web.url == url
     with pytest.raises(McpConfigError, match="the run has no MCP server 'gh'"):
         servers_from_records(recorded, urls={"gh": url}, environ={})
+
+
+def test_a_secret_looking_command_word_is_hidden_and_taken_again_from_the_environment() -> None:
+    (server,) = parse_cli(["e=env GH_TOKEN=ghp-abcdef123456 --env=MY_SECRET=hunter2222 cmd x=1"])
+    record = server.describe()
+    assert record["args"] == ["GH_TOKEN=***", "--env=MY_SECRET=***", "cmd", "x=1"]
+    assert "ghp-abcdef123456" not in repr(server)
+    assert set(server.secret_values()) == {"ghp-abcdef123456", "hunter2222"}
+    again = MCPServer.from_record(
+        record, environ={"GH_TOKEN": "ghp-again12345", "RUIZN_MCP_ENV_E_MY_SECRET": "pw-again99"}
+    )
+    assert again.args == ("GH_TOKEN=ghp-again12345", "--env=MY_SECRET=pw-again99", "cmd", "x=1")
+    with pytest.raises(McpConfigError, match=r"GH_TOKEN=\*\*\* needs its value again"):
+        MCPServer.from_record(record, environ={})

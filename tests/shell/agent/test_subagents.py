@@ -217,10 +217,11 @@ def test_a_pre_tool_use_hook_blocks_a_childs_call_and_is_told_which_agent(
     assert "no listing for finders" in result.output
     inputs = [json.loads(line) for line in seen.read_text(encoding="utf-8").splitlines()]
     by_event = [(d["hook_event_name"], d.get("tool_name"), d.get("agent_type")) for d in inputs]
-    # The parent's `agent` call matched "Task" (Claude Code's name for it); the child's call
-    # carried the agent's id and name; the parent heard the child start and stop.
+    # The parent's `agent` call matched "Task" (Claude Code's name for it, so the hook is
+    # told that name); the child's call carried the agent's id and name; the parent heard
+    # the child start and stop.
     assert by_event == [
-        ("PreToolUse", "agent", None),
+        ("PreToolUse", "Task", None),
         ("SubagentStart", "agent", "finder"),
         ("PreToolUse", "list_dir", "finder"),
         ("SubagentStop", "agent", "finder"),

@@ -31,7 +31,13 @@ class HookConfigError(ValueError):
 
 def load_file(path: Path, source: str | None = None, *, own: bool) -> tuple[HookSpec, ...]:
     """The hooks a file configures (an empty tuple for no hooks); `own`: the person's own
-    file (--hooks), whose hooks may be passed secret variables (`env`)."""
+    file (--hooks), whose hooks may be passed secret variables (`env`). Hooks of events
+    ruizn does not run are left out (`unrun_events` names them)."""
+    return parse(read_json(path, source), source or str(path), own=own)
+
+
+def read_json(path: Path, source: str | None = None) -> Any:
+    """A hooks file's JSON (a link, a folder or more than MAX_CONFIG bytes is refused)."""
     where = source or str(path)
     try:
         info = path.lstat()
@@ -48,28 +54,50 @@ def load_file(path: Path, source: str | None = None, *, own: bool) -> tuple[Hook
         data = json.loads(raw)
     except (ValueError, RecursionError) as exc:
         raise HookConfigError(f"{where}: not JSON ({exc})") from None
-    return parse(data, where, own=own)
+    return data
 
 
 def project_hooks(workspace: Path) -> tuple[HookSpec, ...]:
     """A project's `.ruizn/hooks.json` (none: an empty tuple)."""
+    return project_file(workspace)[0]
+
+
+def project_file(workspace: Path) -> tuple[tuple[HookSpec, ...], str | None]:
+    """A project's `.ruizn/hooks.json`: its hooks, and the warning `unrun_events` gives."""
     path = workspace / PROJECT_HOOKS
     if not os.path.lexists(path):
-        return ()
-    return load_file(path, str(PROJECT_HOOKS), own=False)
+        return (), None
+    data = read_json(path, str(PROJECT_HOOKS))
+    where = str(PROJECT_HOOKS)
+    return parse(data, where, own=False), unrun_events(data, where)
 
 
-def parse(data: Any, where: str, *, own: bool) -> tuple[HookSpec, ...]:
+def _events(data: Any, where: str) -> dict[str, Any]:
     if isinstance(data, dict) and isinstance(data.get("hooks"), dict):
         data = data["hooks"]
     if not isinstance(data, dict) or deeper_than(data):
         raise HookConfigError(f"{where}: expected an object of hook events")
+    return data
+
+
+def unrun_events(data: Any, where: str) -> str | None:
+    """One warning naming the events of a hooks file that ruizn does not run (Claude Code's
+    Notification, PermissionRequest...), or None: their hooks are left out, the rest run."""
+    unrun = [str(event) for event in _events(data, where) if event not in HOOK_EVENTS]
+    if not unrun:
+        return None
+    return (
+        f"warning: {where}: ruizn does not run these hook events, their hooks are left out:"
+        f" {', '.join(unrun)} (it runs {', '.join(HOOK_EVENTS)})"
+    )
+
+
+def parse(data: Any, where: str, *, own: bool) -> tuple[HookSpec, ...]:
+    """The hooks of the events ruizn runs (`unrun_events` names the others)."""
     specs: list[HookSpec] = []
-    for event, groups in data.items():
+    for event, groups in _events(data, where).items():
         if event not in HOOK_EVENTS:
-            raise HookConfigError(
-                f"{where}: unknown hook event {event!r} (ruizn fires {', '.join(HOOK_EVENTS)})"
-            )
+            continue
         if not isinstance(groups, list):
             raise HookConfigError(f"{where}: {event} must be a list of matcher groups")
         for group in groups:

@@ -4,11 +4,14 @@ This module does not import the `mcp` SDK (a second of start-up): a CLI that onl
 options, or a library user who only builds an `MCPServer`, does not pay for it. The servers
 are started by `ruizn.effects.mcp.toolset.McpToolset`.
 
-Secrets: header values, the values of `env`, and a URL's query values, user:password and
-fragment are never recorded, shown or repr'd. A run records header and `env` names and the
-URL with those parts as `***` (`ruizn.redact.redact_url`); resume takes the values again from
-the CLI or the environment: `RUIZN_MCP_HEADER_<SERVER>_<HEADER>` for a header, the variable
-of the same name for `env`, and `RUIZN_MCP_URL_<SERVER>` for the whole URL.
+Secrets: header values, the values of `env`, a command word `NAME=VALUE` whose NAME looks
+secret (`GH_TOKEN=...`, see `ruizn.redact.secret_name`), and a URL's query values,
+user:password and fragment are never recorded, shown or repr'd. A run records header and
+`env` names, such a word as `NAME=***`, and the URL with those parts as `***`
+(`ruizn.redact.redact_url`); resume takes the values again from the CLI or the environment:
+`RUIZN_MCP_HEADER_<SERVER>_<HEADER>` for a header, `RUIZN_MCP_ENV_<SERVER>_<NAME>` or the
+variable of the same name for `env` and for such a word, and `RUIZN_MCP_URL_<SERVER>` for the
+whole URL.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from urllib.parse import urlsplit
 
 from attrs import field, frozen
 
-from ruizn.redact import redact_url, url_secrets
+from ruizn.redact import redact_url, secret_name, url_secrets
 from ruizn.state import JsonObject
 
 # The server name becomes part of every tool name (`mcp__NAME__TOOL`), which the API limits to
@@ -31,6 +34,9 @@ _SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
 # An HTTP header name is an RFC 9110 token.
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A command word that sets a variable (`env GH_TOKEN=... cmd`, `-e API_KEY=...`).
+_ASSIGNMENT = re.compile(r"(?:--?[A-Za-z][A-Za-z-]*=)?([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.DOTALL)
+HIDDEN = "***"
 
 Pairs = tuple[tuple[str, str], ...]
 
@@ -51,6 +57,22 @@ def _names_only(pairs: Pairs) -> str:
     return "{" + ", ".join(f"{k!r}: '***'" for k, _ in pairs) + "}"
 
 
+def _secret_word(word: str) -> tuple[str, str] | None:
+    """(its head up to `=`, its value) of a command word that sets a secret-looking
+    variable (`GH_TOKEN=ghp-...`, `--env=API_KEY=...`), or None."""
+    found = _ASSIGNMENT.fullmatch(word)
+    if found is None or not secret_name(found.group(1)):
+        return None
+    return word[: found.start(2)], found.group(2)
+
+
+def hidden_args(args: Sequence[str]) -> tuple[str, ...]:
+    """`args` as recorded and shown: each secret-looking `NAME=VALUE` word as `NAME=***`."""
+    return tuple(
+        word if (secret := _secret_word(word)) is None else secret[0] + HIDDEN for word in args
+    )
+
+
 @frozen(kw_only=True)
 class MCPServer:
     """One MCP server: a command ruizn starts (stdio) or a URL it connects to (Streamable HTTP).
@@ -62,7 +84,7 @@ class MCPServer:
     name: str
     transport: Literal["stdio", "http"]
     command: str = ""
-    args: tuple[str, ...] = ()
+    args: tuple[str, ...] = field(default=(), repr=lambda args: repr(hidden_args(args)))
     env: Pairs = field(default=(), repr=_names_only)
     url: str = field(default="", repr=lambda url: repr(redact_url(url)))
     headers: Pairs = field(default=(), repr=_names_only)
@@ -134,7 +156,11 @@ class MCPServer:
         """What a run records (RunStarted): enough to reconnect, never a secret value."""
         record: JsonObject = {"name": self.name, "transport": self.transport}
         if self.transport == "stdio":
-            record.update(command=self.command, args=list(self.args), env=[k for k, _ in self.env])
+            record.update(
+                command=self.command,
+                args=list(hidden_args(self.args)),
+                env=[k for k, _ in self.env],
+            )
         else:
             record.update(url=redact_url(self.url), headers=[k for k, _ in self.headers])
         if self.timeout is not None:
@@ -145,7 +171,8 @@ class MCPServer:
         """Every value this server's settings hide, for a redactor to scrub from what the
         server's stderr and errors show: header and `env` values, the URL's secret parts."""
         values = [v for _, v in self.headers] + [v for _, v in self.env]
-        return (*values, *url_secrets(self.url))
+        words = [secret[1] for word in self.args if (secret := _secret_word(word)) is not None]
+        return (*values, *words, *url_secrets(self.url))
 
     @classmethod
     def from_record(
@@ -180,7 +207,7 @@ class MCPServer:
                             f" ${env_env_name(name, key)} (or {key}) to resume"
                         )
                     env[key] = value
-                args = [str(a) for a in record.get("args", ())]
+                args = [_word_again(name, str(a), environ) for a in record.get("args", ())]
                 return cls.stdio(name, str(record["command"]), args, env, timeout)
             if record["transport"] == "http":
                 values = {}
@@ -197,6 +224,23 @@ class MCPServer:
         except (KeyError, TypeError) as exc:
             raise McpConfigError(f"a recorded MCP server is incomplete: {exc}") from None
         raise McpConfigError(f"MCP server {name}: unknown transport {record['transport']!r}")
+
+
+def _word_again(server: str, word: str, environ: Mapping[str, str]) -> str:
+    """A recorded command word, with the value of a hidden `NAME=***` asked for again, as a
+    header's is: from `RUIZN_MCP_ENV_<SERVER>_<NAME>`, else the variable NAME."""
+    secret = _secret_word(word)
+    if secret is None or secret[1] != HIDDEN:
+        return word
+    head = secret[0]
+    key = _ASSIGNMENT.fullmatch(word).group(1)  # type: ignore[union-attr]  # matched above
+    value = environ.get(env_env_name(server, key), environ.get(key))
+    if value is None:
+        raise McpConfigError(
+            f"MCP server {server}: its command word {head}{HIDDEN} needs its value again:"
+            f" set ${env_env_name(server, key)} (or {key}) to resume"
+        )
+    return head + value
 
 
 def header_env_name(server: str, header: str) -> str:

@@ -16,6 +16,7 @@ import anyio.abc
 from ruizn.effects.mcp.text import (
     describe,
 )
+from ruizn.effects.runlog.folder import make_root
 
 # What each start of the servers may add to a server's stderr file: its first and last
 # STDERR_KEEP bytes, and one line between them saying how many were dropped.
@@ -36,7 +37,7 @@ def open_stderr_file(folder: Path, name: str) -> int:
     file elsewhere), and nothing is created through one; the file may not be a link
     (O_NOFOLLOW) and must be a regular file (a FIFO would hang, a device eat or spew), and
     no open blocks (O_NONBLOCK)."""
-    folder.parent.parent.mkdir(parents=True, exist_ok=True)
+    make_root(folder.parent.parent)
     here = os.open(folder.parent.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for step in (folder.parent, folder):

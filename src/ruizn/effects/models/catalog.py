@@ -34,6 +34,8 @@ class AnthropicCatalog:
         self._client = client.with_options(timeout=LOOKUP_TIMEOUT, max_retries=0)
         # Why the last lookup came back empty (for `ruizn models` to say so), or None.
         self.problem: str | None = None
+        # The last model `describe` was told the API does not know (HTTP 404), or None.
+        self.not_found: str | None = None
 
     async def describe(self, model: str) -> ModelFacts | None:
         key = _asked(self._client, model)
@@ -42,6 +44,9 @@ class AnthropicCatalog:
             return known
         try:
             info = await self._client.models.retrieve(model)
+        except anthropic.NotFoundError:
+            self.not_found = model  # a misspelt id, or an endpoint without the Models API
+            return None
         except anthropic.AnthropicError:
             return None  # not remembered: the next run asks again
         facts = facts_of(info)

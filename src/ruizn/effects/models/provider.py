@@ -14,6 +14,7 @@ from attrs import frozen
 
 from ruizn.modelfacts import ModelFacts
 from ruizn.request import MessagesRequest
+from ruizn.settings import ConfigError
 from ruizn.state import ContentBlock, Usage
 
 if TYPE_CHECKING:
@@ -70,9 +71,10 @@ class ReplayDiverged(Exception):
         self.divergence = divergence
 
 
-class ProviderConfigError(Exception):
-    """The provider cannot be built as configured (e.g. a malformed ANTHROPIC_BASE_URL).
-    The message is one line, fit to print as is."""
+class ProviderConfigError(ConfigError):
+    """The provider cannot be built as configured (no ANTHROPIC_API_KEY, a malformed
+    ANTHROPIC_BASE_URL): a bad setting like any other (`ruizn.ConfigError`). The message is
+    one line, fit to print as is."""
 
 
 class Provider(Protocol):

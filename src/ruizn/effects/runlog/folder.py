@@ -73,6 +73,28 @@ def _problem(mode: int, links: int, *, write: bool) -> str | None:
     return None
 
 
+# What ruizn writes into a `.ruizn/` folder it makes (as pytest and mypy do for their
+# caches): nothing under it (run logs: file contents, command output) reaches git.
+GITIGNORE = b"# Made by ruizn: its run logs stay out of git.\n*\n"
+
+
+def make_root(root: Path) -> None:
+    """Make the folder runs are kept in (`root`, and its parents). A `.ruizn` folder it
+    makes gets a `.gitignore` of `*`; one that exists is the person's and is left as it is
+    (it may hold a tracked hooks.json or config.toml)."""
+    made = next((p for p in (root, *root.parents) if p.name == ".ruizn"), None)
+    fresh = made is not None and not os.path.lexists(made)
+    root.mkdir(parents=True, exist_ok=True)
+    if fresh and made is not None:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        with contextlib.suppress(OSError):  # a race lost, or a read-only folder: no harm
+            fd = os.open(made / ".gitignore", flags, 0o644)
+            try:
+                os.write(fd, GITIGNORE)
+            finally:
+                os.close(fd)
+
+
 class RunFolder:
     """An open run folder: a directory descriptor that its files are opened relative to."""
 

@@ -59,6 +59,8 @@ __all__ = [
 ]
 
 LAST = "last"
+# How many run ids an ambiguous prefix names.
+MAX_SHOWN_MATCHES = 10
 
 
 class RunNotFound(LookupError):
@@ -78,7 +80,8 @@ def default_root(workspace: str | Path = ".", log_dir: str | Path | None = None)
 
 
 def resolve_run(run: str | Path, root: Path) -> Path:
-    """RUN may be a path to an events.jsonl, a run folder, a run id under root, or `last`.
+    """RUN may be a path to an events.jsonl, a run folder, a run id under root (or the start
+    of one, if only one begins so), or `last`.
 
     Only names are looked at here (an entry of any kind counts): opening the log is what
     checks it, and says why a planted one is refused instead of calling it missing."""
@@ -96,7 +99,30 @@ def resolve_run(run: str | Path, root: Path) -> Path:
     by_id = root / str(run) / LOG_NAME
     if os.path.lexists(by_id):
         return by_id
+    found = prefixed(str(run), root)
+    if len(found) == 1:
+        return root / found[0] / LOG_NAME
+    if found:
+        raise ambiguous(str(run), found)
     raise RunNotFound(f"no run {str(run)!r}: not a log file, a run folder, or a run id in {root}")
+
+
+def ambiguous(start: str, found: list[str]) -> RunNotFound:
+    """The error for a run id's start that several runs share, naming them."""
+    shown = ", ".join(found[:MAX_SHOWN_MATCHES])
+    extra = len(found) - MAX_SHOWN_MATCHES
+    more = f" and {extra} more" if extra > 0 else ""
+    return RunNotFound(f"{start!r} is the start of {len(found)} run ids: {shown}{more}")
+
+
+def prefixed(start: str, root: Path) -> list[str]:
+    """The ids of the runs under root that begin with `start` (a run id typed in part),
+    sorted; none for text that could not be the start of a folder's name."""
+    if not start or "/" in start or start.startswith(".") or not root.is_dir():
+        return []
+    return sorted(
+        p.name for p in root.iterdir() if p.name.startswith(start) and os.path.lexists(p / LOG_NAME)
+    )
 
 
 def started_at(folder: Path) -> float:

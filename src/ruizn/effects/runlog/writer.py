@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 
-from ruizn.effects.runlog.folder import RunFolder, UnsafeRunFile
+from ruizn.effects.runlog.folder import RunFolder, UnsafeRunFile, make_root
 from ruizn.effects.runlog.reader import MAX_LINE_BYTES
 from ruizn.effects.runlog.sink import LogLost, LogWriteError
 from ruizn.events import (
@@ -199,7 +199,7 @@ class EventWriter:
         root: int | None = None
         built: RunFolder | None = None
         try:
-            folder.parent.mkdir(parents=True, exist_ok=True)
+            make_root(folder.parent)
             root = os.open(folder.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             os.mkdir(staging, 0o755, dir_fd=root)
             built = RunFolder.open(folder.with_name(staging), within=root)
