@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ruizn.effects.tools.read import ReadFileTool
-from ruizn.effects.tools.workspace import SECRET_FILE_PATTERNS, PathJail
+from ruizn.effects.tools.workspace import PathJail
+from ruizn.secretfiles import SECRET_FILE_PATTERNS
 from ruizn.state import ToolResult
 from tests.effects.tools.workspace_world import (
     KEY,

@@ -32,8 +32,8 @@ from pathlib import Path
 
 from attrs import frozen
 
-from ruizn.effects.tools.workspace import SECRET_FILE_PATTERNS, is_secret_name
 from ruizn.events import LeftOut
+from ruizn.secretfiles import SECRET_FILE_PATTERNS, is_secret_name
 
 __all__ = [
     "DEFAULT_SIZE_CAP",

@@ -146,7 +146,8 @@ class TerminalApprover:
                 body = f"(no preview: {exc})\n"
             return f"{head}\n{self._diff(body)}"
         # By the tool, not the call's name: a subagent's call is shown under its agent's name.
-        command = call.input.get("command") if tool is not None and tool.name == "bash" else None
+        name = tool.name if tool is not None else call.name
+        command = call.input.get("command") if name == "bash" else None
         if isinstance(command, str):
             # The command as it would run, every control, invisible and filler character
             # shown escaped (a hidden \r, escape sequence or zero-width space could make it

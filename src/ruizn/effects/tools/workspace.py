@@ -20,7 +20,7 @@ Choices:
   `MAX_NAME_BYTES`), so a 1 MB path costs nothing.
 - Excluded folders (by default `.ruizn` at the root, plus any log dir inside the workspace)
   are refused at whatever step the walk would enter them, through symlinks too.
-- `SECRET_FILE_PATTERNS` (data, below) are refused unless `allow_secret_files=True`.
+- `ruizn.secretfiles.SECRET_FILE_PATTERNS` are refused unless `allow_secret_files=True`.
 
 Errors are the exceptions `invoke_tool` maps: `PermissionError` (permission_error),
 `FileNotFoundError` (not_found), `ToolInputError` (invalid_input). Their texts name the path as
@@ -30,9 +30,7 @@ the model gave it, never the absolute one.
 from __future__ import annotations
 
 import errno
-import fnmatch
 import os
-import re
 import stat
 import time
 import weakref
@@ -44,6 +42,7 @@ from typing import Literal
 from attrs import frozen
 
 from ruizn.effects.tools.base import ToolInputError
+from ruizn.secretfiles import is_secret_name
 
 MAX_PATH_BYTES = 4096
 MAX_PARTS = 256
@@ -52,36 +51,7 @@ MAX_SYMLINK_HOPS = 40
 # A path plus every symlink target it expands into: bounds the walk's work in all cases.
 _MAX_STEPS = 4 * MAX_PARTS
 
-# Files whose content is a credential by convention. Matched (fnmatch, case-sensitive) against
-# the final name, both as given and as resolved. Kept short on purpose: this catches the usual
-# places a key sits in a project, it is not a secret scanner.
-SECRET_FILE_PATTERNS: tuple[str, ...] = (
-    ".env",
-    ".env.*",
-    "*.pem",
-    "*.key",
-    "*.p12",
-    "*.pfx",
-    "id_rsa*",
-    "id_dsa*",
-    "id_ecdsa*",
-    "id_ed25519*",
-    ".netrc",
-    ".pgpass",
-    ".git-credentials",
-    ".pypirc",
-    "credentials",
-    "credentials.json",
-)
-# The patterns as one expression, matched as fnmatchcase matches each (a read checks a name
-# three times, a search every name it meets: one match, not sixteen).
-_SECRET_NAME = re.compile("|".join(fnmatch.translate(p) for p in SECRET_FILE_PATTERNS))
 DEFAULT_EXCLUDED = (".ruizn",)
-
-
-def is_secret_name(name: str) -> bool:
-    """Whether a file's final name is one of SECRET_FILE_PATTERNS."""
-    return _SECRET_NAME.match(name) is not None
 
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
@@ -175,7 +145,7 @@ class PathJail:
     def is_secret(self, name: str) -> bool:
         if self.allow_secret_files:
             return False
-        return _SECRET_NAME.match(name) is not None
+        return is_secret_name(name)
 
     def dup_root(self) -> int:
         return os.dup(self._root_fd)
