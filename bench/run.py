@@ -64,16 +64,16 @@ SYSTEM_TEXT = "\n".join(
 )
 SECTIONS = ("loop", "long", "tokens", "startup", "replay", "calls", "fleet")
 # The fleet's rows can be judged against an older checkout's src/ run in the same rounds
-# (issue #33: concurrency 16 at 3x the steps/s of main before it), e.g.
+# (concurrency 16 at 3x the steps/s of the base commit dd30d61), e.g.
 # `git worktree add /tmp/ruizn-base dd30d61` and RUIZN_BENCH_BASE_SRC=/tmp/ruizn-base/src.
 BASE_SRC = os.environ.get("RUIZN_BENCH_BASE_SRC", "")
-# Steps/s of `ruizn batch` at concurrency 16 on main before issue #33 (dd30d61), the issue's
-# figure on this machine: shown beside the row when no baseline runs in the same rounds.
+# Steps/s of `ruizn batch` at concurrency 16 at the base commit dd30d61 on this machine:
+# shown beside the row when no baseline runs in the same rounds.
 FLEET16_BEFORE = 57.0
 # The raw SDK loop's gap is a few ms on any machine this runs on; far above that, the figure
 # is mostly not client time (load, a sleeping SDK, a harness bug): say so beside the table.
 RAW_GAP_SUSPECT_MS = 25.0
-# Client time per step against the raw SDK loop's, by steps (issue #33; 1.0x elsewhere).
+# Client time per step against the raw SDK loop's, by steps (1.0x elsewhere).
 LOOP_TARGETS = {50: 0.7, 200: 0.5}
 MISSED = "**MISSED**"
 STARTED = time.perf_counter()
@@ -1118,9 +1118,7 @@ def fleet_section(plan: Plan, ws: Path, data: dict[str, Any]) -> list[Row]:
             shown = f"{Path(BASE_SRC).parent.name} {spread(before, '{:.1f}')}"
             r_ = med(rate) / med(before)
         else:
-            shown = (
-                f"main before #33: {FLEET16_BEFORE:.0f} (issue #33)" if concurrency == 16 else ""
-            )
+            shown = f"dd30d61: {FLEET16_BEFORE:.0f}" if concurrency == 16 else ""
             r_ = med(rate) / FLEET16_BEFORE if concurrency == 16 else 0.0
         judged = concurrency == 16
         rows.append(
@@ -1129,7 +1127,7 @@ def fleet_section(plan: Plan, ws: Path, data: dict[str, Any]) -> list[Row]:
                 spread(rate, "{:.1f}"),
                 shown,
                 f"{r_:.2f}x" if r_ else "",
-                "≥ 3x main before #33" if judged else "",
+                "≥ 3x dd30d61" if judged else "",
                 (met(r_ >= 3) if BASE_SRC else "not judged: no baseline run") if judged else "",
             )
         )
