@@ -403,11 +403,14 @@ async def _with_signals(work: Callable[[], Awaitable[T]]) -> T:
     return result[0]
 
 
-def settings_or_fail(**options: Any) -> RunSettings:
-    from ruizn.settings import settings_from
+def settings_or_fail(*, workspace: str = ".", read_timeout: float | None = None) -> RunSettings:
+    """The settings of a command that goes on from a run (resume, compact, rerun): its
+    workspace, and this session's stream timeout (checked as `run`'s is); the rest default."""
+    from attrs import evolve
 
     try:
-        return settings_from(**options)
+        settings = RunSettings(workspace=workspace)
+        return settings if read_timeout is None else evolve(settings, read_timeout=read_timeout)
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
 

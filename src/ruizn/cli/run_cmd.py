@@ -55,7 +55,7 @@ def run_goal(
         with_project_hooks,
         with_user_hooks,
     )
-    from ruizn.cli.options import settings_from_cli
+    from ruizn.cli.runoptions import options_from, settings_from_cli
 
     if not checked_text("the goal", goal).strip():
         raise UsageFailure("--goal must not be empty")
@@ -64,7 +64,9 @@ def run_goal(
     from ruizn.cli.agents_cmd import with_subagents
 
     picked = {key: options.pop(key, None) for key in AGENT_OPTIONS}
-    settings, servers = settings_from_cli(workspace=workspace, **options)
+    profile = options.pop("profile", None)
+    given = options_from({**options, "workspace": workspace}, profile=profile)
+    settings, servers = settings_from_cli(given)
     settings = with_project_hooks(with_user_hooks(settings), trust=trust)
     settings = with_subagents(settings, picked, trust=trust)
     if otlp is None:
