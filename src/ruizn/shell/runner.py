@@ -1,6 +1,6 @@
 """The Observe→Act loop: ask the core what to do, do it, record what happened.
 
-Every change of state goes through `_emit`, in h11's order: the event is stamped (seq, ts)
+Every change of state goes through `emit`, in h11's order: the event is stamped (seq, ts)
 and *reduced first*; an event the reducer refuses is never written. Then it goes to the
 sink (the log), then to the subscribers (the printer), and only then is the new state
 committed. So the log is never behind the state, and replaying it gives exactly the state
