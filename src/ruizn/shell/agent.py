@@ -9,8 +9,8 @@ a library call): its `RunSettings` become a provider, a tool registry (built-ins
 specs, plug-ins, the caller's tools, MCP servers), a redactor, the store's writer and an
 `AgentRunner` (shell/wiring.py: read `Wiring.open` from top to bottom to see how). What a
 resume or fork reads of the run's log is shell/resume.py; whom it trusts is decided in the
-core (resuming.trusted_plan); structured output's schema is shell/structured.py. The CLI
-and the fleet choose the options, add what only they have (a printer, a terminal to ask, a
+core (resuming.trusted_plan); structured output's schema is shell/structured.py. The CLI and
+the fleet choose the options, add what only they have (a printer, a terminal to ask, a
 database store) and map the typed exceptions raised here to exit codes; nothing here prints
 or exits the process.
 """
@@ -42,7 +42,13 @@ from ruizn.effects.tools.loader import Toolbox
 from ruizn.effects.userconfig.dirs import state_dir
 from ruizn.events import Event, Parent, RunStarted
 from ruizn.limits import Limits
-from ruizn.resuming import UntrustedRun, confined_notice, resumed_settings
+from ruizn.resuming import (
+    ResumePlan,
+    SettingChange,
+    UntrustedRun,
+    confined_notice,
+    resumed_settings,
+)
 from ruizn.settings import ConfigError, RunSettings, settings_from
 from ruizn.shell.children import NamedHooks, split_decisions
 from ruizn.shell.compacting import compact_run
@@ -66,6 +72,7 @@ from ruizn.shell.runner import Subscriber
 from ruizn.shell.structured import check_output_schema, output_schema_of
 from ruizn.shell.toolkit import ToolLike
 from ruizn.shell.wiring import Wiring
+from ruizn.state import ExecutionContext
 from ruizn.terminal import Notice
 
 if TYPE_CHECKING:
@@ -365,8 +372,7 @@ class Agent:
         budget: SharedBudget | None,
         hook_runner: HookExecutor | None,
     ) -> Agent:
-        """An agent for `settings` with this one's tools, servers, store, notices,
-        environment, prices and trust record."""
+        """An agent for `settings` with this one's tools, servers, store, notices and trust."""
         wiring = self._wiring
         return Agent(
             model,
@@ -434,9 +440,8 @@ class Agent:
             raise ConfigError(f"the workspace {settings.workspace} is not a folder")
         rerun = parent is not None and parent.kind == "rerun"
         settings = self._wiring.new_run(settings, rerun=rerun)
-        workspace = Path(settings.workspace)
         store = self.store() if self._log else None
-        root = store.root if store is not None else workspace / ".ruizn" / "runs"
+        root = store.root if store is not None else Path(settings.workspace) / ".ruizn" / "runs"
         run_id = run_id or new_run_id()
         sink: EventSink = store.new_writer(run_id) if store is not None else MemorySink()
         log_path = root / run_id / "events.jsonl" if store is not None else None
@@ -480,21 +485,9 @@ class Agent:
             plan = plan_of(state, request)
             problem = None if request.vouched else self._trust.problem(first, ref.path)
             plan = trusted(plan, state, request, trust_facts(problem, self.settings, state))
-            settings = resumed_settings(state, plan)
             if plan.confine:
                 self._notice(confined_notice(state.run_id))
-            change = await self._wiring.setting_change(request, settings)
-            model = self._wiring.model
-            if change is not None:
-                settings = changed(settings, change)
-            elif isinstance(model, str) and model != settings.model:
-                raise ConfigError(f"run {state.run_id} uses model {settings.model}, not {model}")
-            self._wiring.check_budget(settings.model, plan.limits.max_cost)
-            elsewhere = workspace_notice(state.run_id, settings.workspace, self.settings.workspace)
-            if elsewhere is not None:
-                self._notice(elsewhere)
-            if request.read_timeout is not None:  # this session's stream timeout only
-                settings = evolve(settings, read_timeout=request.read_timeout)
+            settings, change = await self._resumed_settings(state, plan, request)
             root = ref.path.parent.parent
             split = split_decisions(state, request.approve, request.deny)
             opened = self._wiring.open(
@@ -529,6 +522,26 @@ class Agent:
                 yield Session(runner, ref.run_id, ref.path, trust=trust, typed=self._typed)
         finally:
             writer.close()
+
+    async def _resumed_settings(
+        self, state: ExecutionContext, plan: ResumePlan, request: Resume
+    ) -> tuple[RunSettings, SettingChange | None]:
+        """The settings a resume goes on with (the core's), with a message's new model or
+        effort; checked (the model, the budget's price, the workspace) before any write."""
+        settings = resumed_settings(state, plan)
+        change = await self._wiring.setting_change(request, settings)
+        model = self._wiring.model
+        if change is not None:
+            settings = changed(settings, change)
+        elif isinstance(model, str) and model != settings.model:
+            raise ConfigError(f"run {state.run_id} uses model {settings.model}, not {model}")
+        self._wiring.check_budget(settings.model, plan.limits.max_cost)
+        elsewhere = workspace_notice(state.run_id, settings.workspace, self.settings.workspace)
+        if elsewhere is not None:
+            self._notice(elsewhere)
+        if request.read_timeout is not None:  # this session's stream timeout only
+            settings = evolve(settings, read_timeout=request.read_timeout)
+        return settings, change
 
     def _opened(self, first: RunStarted, log: Path) -> tuple[TrustStore, RunStarted]:
         """This user's ruizn started (or goes on with) the run: it may resume it as recorded.
