@@ -14,7 +14,7 @@ from ruizn.cli.common import run_store
 from ruizn.cli.exits import EXIT_ERROR, EXIT_OK, Exit, fail
 from ruizn.cli.options import where_options
 
-__all__ = ["diff_files", "file_lines", "rewind_command"]
+__all__ = ["diff_files", "file_lines", "rewind_command", "rewind_files"]
 
 T = TypeVar("T")
 _WORDS = {"M": "changed", "T": "changed", "A": "added", "D": "removed"}
@@ -61,17 +61,26 @@ def rewind_command(
     --force. The tree as it is now is checkpointed first: `ruizn rewind RUN --undo` puts it
     back. Files checkpoints leave out (ignored, secret, too big) are never touched.
     """
-    from ruizn.shell.rewind import plan_rewind, rewind
-    from ruizn.terminal import visible
-
     if sum((to is not None, step is not None, undo)) != 1:
         fail("rewind: give one of --to SEQ, --step N or --undo")
     files = _checked(lambda: _files(workspace, log_dir, run))
+    rewind_files(files, to=to, step=step, undo=undo, yes=yes, force=force)
+    raise Exit(EXIT_OK)
+
+
+def rewind_files(
+    files: Any, *, to: int | None, step: int | None, undo: bool, yes: bool, force: bool
+) -> None:
+    """Show what rewinding `files` (a RunFiles) would change, ask (unless `yes`), do it.
+    A refusal, or a no, is an `Exit` with its line (`ruizn rewind`, a session's /rewind)."""
+    from ruizn.shell.rewind import plan_rewind, rewind
+    from ruizn.terminal import visible
+
     plan = _checked(lambda: plan_rewind(files, to=to, step=step, undo=undo))
     where = visible(str(files.workspace))
     if not plan.changes:
         print(f"{where} is already as at {plan.label}: nothing to change")
-        raise Exit(EXIT_OK)
+        return
     print(f"rewind {where} to {plan.label} of run {visible(files.run_id)}: {_counts(plan.changes)}")
     for change in plan.changes:
         print(f"  {_WORDS.get(change.status, change.status):<8} {visible(change.path)}")
@@ -86,7 +95,6 @@ def rewind_command(
             raise Exit(EXIT_ERROR)
     _checked(lambda: rewind(plan, force=force))
     print(f"rewound; `ruizn rewind {visible(files.run_id)} --undo` puts back what was there")
-    raise Exit(EXIT_OK)
 
 
 def diff_files(workspace: str, log_dir: str | None, run: str, step: int | None) -> int:

@@ -69,10 +69,12 @@ USAGE_ERRORS = _USAGE_ERRORS
 _USAGE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EROFS, errno.EEXIST})
 
 
-def printer(stream: TextIO | None = None) -> StdoutPrinter:
+def printer(stream: TextIO | None = None, *, conversation: bool = False) -> StdoutPrinter:
+    """The transcript's printer; at a terminal, one that draws running commands' lines too."""
     stream = sys.stdout if stream is None else stream
-    color = stream.isatty() and not os.environ.get("NO_COLOR")
-    return StdoutPrinter(stream, color=color)
+    tty = stream.isatty()
+    color = tty and not os.environ.get("NO_COLOR")
+    return StdoutPrinter(stream, color=color, live=tty, conversation=conversation)
 
 
 def terminal_agent(
@@ -82,12 +84,15 @@ def terminal_agent(
     mcp: tuple[MCPServer, ...] = (),
     mcp_headers: tuple[str, ...] = (),
     subscribers: Sequence[Subscriber] = (),
+    conversation: bool = False,
 ) -> Agent:
     """The Agent of `ruizn run`/`resume`: the transcript on stdout, the prompt at the terminal
     (when there is one), notices on stderr; `subscribers` see every event too (the live
     OpenTelemetry export of `ruizn run --otlp`). A run with an output schema keeps stdout
     for its JSON answer alone (so it pipes into jq): its transcript goes to stderr."""
-    transcript = printer(sys.stderr if settings.output_schema is not None else None)
+    transcript = printer(
+        sys.stderr if settings.output_schema is not None else None, conversation=conversation
+    )
     return Agent(
         settings=settings,
         mcp=mcp,
@@ -96,6 +101,7 @@ def terminal_agent(
         log_dir=log_dir,
         subscribers=(transcript, *subscribers, _freeze_at_step_ends),
         on_notice=notice,
+        on_output=transcript.command_output,
     )
 
 

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from typing import TextIO
 
 from ruizn.checkpoints import checkpoint_line
+from ruizn.cli.liveoutput import LiveLines
 from ruizn.events import (
     BudgetSpent,
     Checkpointed,
@@ -74,9 +75,18 @@ _EXIT_LINE = re.compile(r"\[exit code (-?\d+) · ([^\]\n]+)\]\Z")
 
 
 class StdoutPrinter:
-    def __init__(self, out: TextIO, *, color: bool = False) -> None:
+    def __init__(
+        self, out: TextIO, *, color: bool = False, live: bool = False, conversation: bool = False
+    ) -> None:
+        """`live` (a terminal): a running command's last lines are drawn as it runs
+        (`command_output`). `conversation` (a session): a continued turn's run_resumed and
+        user_message lines are left out, since the person just typed the message."""
         self._out = out
         self._color = color
+        self.command_output: LiveLines | None = (
+            LiveLines(out, color=color, before=self._ensure_newline) if live else None
+        )
+        self._conversation = conversation
         self._inline = False
         self._broken = False
         # The calls of the turn in progress (id -> tool), and the tools it calls twice.
@@ -93,6 +103,8 @@ class StdoutPrinter:
         if self._broken:
             return
         try:
+            if self.command_output is not None:
+                self.command_output.clear()
             self._print(event)
             self._out.flush()
         except (BrokenPipeError, ValueError):
@@ -152,6 +164,8 @@ class StdoutPrinter:
                 )
             case ToolsChanged() as changed:
                 self._tools_changed(changed)
+            case RunResumed() | UserMessage() if self._conversation:
+                pass
             case RunResumed(max_steps=max_steps, max_cost=max_cost):
                 budget = "" if max_cost is None else f" · budget {usd(max_cost)}"
                 self._line(

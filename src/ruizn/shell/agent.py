@@ -37,6 +37,7 @@ from ruizn.effects.runlog.reader import LOG_NAME, iter_events
 from ruizn.effects.runlog.sink import EventSink, MemorySink
 from ruizn.effects.runlog.store import RunStore, fleet_owner, new_run_id, settled
 from ruizn.effects.runlog.trust import NOT_STARTED_HERE, TrustStore
+from ruizn.effects.tools.bash import CommandOutput
 from ruizn.effects.userconfig.dirs import state_dir
 from ruizn.events import Event, LlmToken, Parent, RunFinished, RunResumed, RunStarted
 from ruizn.fork import fork_prefix
@@ -103,6 +104,7 @@ class Agent(Wiring):
         output_type: Any = None,
         hook_runner: HookExecutor | None = None,
         subagents: Iterable[Subagent] = (),
+        on_output: CommandOutput | None = None,
         **options: Any,
     ) -> None:
         """`options` are `RunSettings`' fields (system, workspace, max_steps, max_tokens,
@@ -141,7 +143,10 @@ class Agent(Wiring):
         with others (a fleet's batch), asked before each model call.
 
         `subagents` (`ruizn.Subagent`s) give the model the `agent` tool, which runs one as a
-        child run, with a built-in `general` one (see docs/subagents.md)."""
+        child run, with a built-in `general` one (see docs/subagents.md).
+
+        `on_output` is shown a `bash` command's output while it runs (the CLI's live lines at
+        a terminal); display only, never in the log."""
         base = settings if settings is not None else RunSettings()
         defined = tuple(subagents)
         if defined:
@@ -182,6 +187,7 @@ class Agent(Wiring):
         self._trust = trust_store if trust_store is not None else TrustStore.from_env(self._environ)
         self._pricer: Pricer = pricer if pricer is not None else default_pricer()
         self._budget = budget
+        self._on_output = on_output
 
     # -- the public face ----------------------------------------------------------------------
 

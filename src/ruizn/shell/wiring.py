@@ -27,7 +27,7 @@ from ruizn.effects.runlog.reader import LOG_NAME
 from ruizn.effects.runlog.sink import EventSink
 from ruizn.effects.runlog.store import FileStore, RunStore
 from ruizn.effects.tools.base import BaseTool, ToolRegistry
-from ruizn.effects.tools.bash import ShellJobs, shell_config, shell_tools
+from ruizn.effects.tools.bash import CommandOutput, ShellJobs, shell_config, shell_tools
 from ruizn.effects.tools.bwrap import find_bwrap, probe, shell_environment
 from ruizn.effects.tools.loader import Toolbox
 from ruizn.effects.tools.workspace import workspace_jail
@@ -79,6 +79,8 @@ class Wiring:
     _hook_runner: HookExecutor | None
     # A resume's decisions for the calls its subagents wait on, by `agent` call (children).
     _forwarded: Mapping[str, Mapping[str, Any]] = {}
+    # Where a running command's output is shown as it comes (the CLI at a terminal).
+    _on_output: CommandOutput | None = None
 
     def store(self) -> RunStore:
         """Where this agent's runs live."""
@@ -107,7 +109,10 @@ class Wiring:
                     # Asked once, recorded in run_started: a replay or rerun never asks again.
                     settings = evolve(settings, output_mode=await output_mode(provider, settings))
             jobs = self._shell_jobs(settings, root)
-            shell = (*(shell_tools(jobs) if jobs is not None else ()), *self._agent_tools(settings))
+            shell = (
+                *(shell_tools(jobs, self._on_output) if jobs is not None else ()),
+                *self._agent_tools(settings),
+            )
             registry, sources = self._local_tools(settings, root, state, shell)
             servers = self._mcp_servers(settings)
             async with mcp_toolset(

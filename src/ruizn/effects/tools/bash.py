@@ -42,7 +42,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 import anyio
 from attrs import field, frozen
@@ -64,6 +64,22 @@ _PR_SET_PDEATHSIG = 1
 # Every command runs below it (see reaper.py); run by path, stdlib only, so it starts fast.
 _REAPER = Path(__file__).with_name("reaper.py")
 _REAPER_GRACE = 3.0
+# With a CommandOutput (a terminal): how often a running command's output is looked at, and
+# how much of its end is handed over.
+LIVE_EVERY = 0.1
+_LIVE_BYTES = 4096
+
+
+class CommandOutput(Protocol):
+    """Where a foreground command's output goes while it runs: the CLI draws its last lines
+    at a terminal. Display only: the call's result (and so the log) is the same without it.
+    Called on the event loop's thread."""
+
+    def running(self, job: str, tail: str) -> None:
+        """`tail`: the end of what command `job` printed so far (its last bytes, decoded)."""
+
+    def ended(self, job: str) -> None:
+        """Command `job` ended (or was cancelled): its lines go."""
 
 
 class CappedOutput:
@@ -89,6 +105,16 @@ class CappedOutput:
                 self.tail += chunk
                 if len(self.tail) > TAIL_BYTES:
                     del self.tail[: len(self.tail) - TAIL_BYTES]
+
+    def last(self, size: int = _LIVE_BYTES) -> str:
+        """The end of what was printed so far (about `size` bytes), left in place."""
+        with self._lock:
+            data = (
+                bytes(self.tail[-size:])
+                if len(self.tail) >= size
+                else bytes((self.head + self.tail)[-size:])
+            )
+        return data.decode("utf-8", "replace")
 
     def take(self) -> str:
         """The text so far (capped), and start again."""
@@ -426,10 +452,11 @@ class BashTool(BaseTool):
         " (Ctrl-C) while it ran; what it did before that stands, the rest did not happen"
     )
 
-    def __init__(self, jobs: ShellJobs) -> None:
+    def __init__(self, jobs: ShellJobs, output: CommandOutput | None = None) -> None:
         # invoke_tool's own deadline must not cut a command before its timeout does.
         super().__init__(timeout=MAX_TIMEOUT + 30)
         self.jobs = jobs
+        self.output = output
 
     async def invoke(self, input: JsonObject) -> ToolResult | str:
         command = input["command"]
@@ -448,7 +475,7 @@ class BashTool(BaseTool):
         job = self.jobs.start(command, background=False)
         try:
             with anyio.move_on_after(limit) as scope:
-                await run_blocking(job.finished.wait, name="ruizn-bash-wait")
+                await self._finished(job)
         except BaseException:
             job.kill("ruizn was interrupted (Ctrl-C)")
             raise
@@ -473,6 +500,24 @@ class BashTool(BaseTool):
         if code != 0:  # failed: shown and counted as such, the output kept whole
             return ToolResult(content=done, is_error=True, error_type=ErrorType.EXIT_STATUS)
         return done
+
+    async def _finished(self, job: Job) -> None:
+        """Wait for the command; with an output sink, hand it the command's last bytes as
+        they change (a look every LIVE_EVERY s), and say when it is over."""
+        output = self.output
+        if output is None:
+            await run_blocking(job.finished.wait, name="ruizn-bash-wait")
+            return
+        seen = 0
+        try:
+            while not await run_blocking(
+                lambda: job.finished.wait(LIVE_EVERY), name="ruizn-bash-wait"
+            ):
+                if job.output.total != seen:
+                    seen = job.output.total
+                    output.running(job.id, job.output.last())
+        finally:
+            output.ended(job.id)
 
 
 class BashOutputTool(BaseTool):
@@ -536,8 +581,9 @@ def _background(jobs: ShellJobs, job_id: object) -> Job:
     return job
 
 
-def shell_tools(jobs: ShellJobs) -> tuple[BaseTool, ...]:
-    return (BashTool(jobs), BashOutputTool(jobs), BashKillTool(jobs))
+def shell_tools(jobs: ShellJobs, output: CommandOutput | None = None) -> tuple[BaseTool, ...]:
+    """The shell's tools; `output` sees a foreground command's output as it runs."""
+    return (BashTool(jobs, output), BashOutputTool(jobs), BashKillTool(jobs))
 
 
 SHELL_TOOL_NAMES = ("bash", "bash_output", "bash_kill")
