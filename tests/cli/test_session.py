@@ -219,7 +219,7 @@ COUNTING = (
 
 def _working(body: dict[str, Any], index: int) -> Reply:
     """_echo's answers and its command for "sleep...", a command for "count", a file
-    written for "write", a summary for a compaction."""
+    edited for "write", a summary for a compaction."""
     if "compaction" in body:
         return Compacted()
     last = body["messages"][-1]["content"]
@@ -230,7 +230,8 @@ def _working(body: dict[str, Any], index: int) -> Reply:
     if said == "count":
         return Stream((ToolUse("toolu_c1", "bash", {"command": COUNTING}),), stop_reason="tool_use")
     if said == "write":
-        tool = ToolUse("toolu_w1", "write_file", {"path": "notes.txt", "content": "new\n"})
+        change = {"path": "notes.txt", "old_text": "old", "new_text": "new\nmore"}
+        tool = ToolUse("toolu_w1", "edit_file", change)
         return Stream((tool,), stop_reason="tool_use")
     return _echo(body, index)
 
@@ -240,8 +241,9 @@ def test_a_session_with_commands_live_a_cancelled_turn_compact_and_rewind(
 ) -> None:
     """One session for all of it (a session costs seconds to start): Ctrl-C mid-command
     cancels only that turn; a command's last lines show as it runs (in the sandbox) and
-    fold into its exit code; /rewind asks, then restores a file; /compact logs the
-    compaction and the session goes on; no resumed/user lines between the turns."""
+    fold into its exit code; a file change shows its diff stat; /rewind asks, then restores
+    the file; /compact logs the compaction and the session goes on; no resumed/user lines
+    between the turns."""
     (workspace / "notes.txt").write_text("old\n")
     server = server_factory(_working)
     term = Terminal(
@@ -264,8 +266,9 @@ def test_a_session_with_commands_live_a_cancelled_turn_compact_and_rewind(
         _wait(term, "Done.")
         assert "│" not in _screen(term)  # the live lines gave way to the folded line
         _say(term, b"write\r")
+        _wait(term, "[tool] edit_file ok · +2 -1")  # its diff stat
         _wait(term, "Done.", 2)
-        assert (workspace / "notes.txt").read_text() == "new\n"
+        assert (workspace / "notes.txt").read_text() == "new\nmore\n"
         _say(term, b"/rewind\r")
         _wait(term, "file changed")
         step = next(
