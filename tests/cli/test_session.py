@@ -305,3 +305,16 @@ def test_a_session_with_commands_live_a_cancelled_turn_compact_and_rewind(
     summary = server.requests[-1].body["messages"][0]["content"][0]
     assert summary["type"] == "compaction"
     assert "keep the notes" in summary["content"]
+
+
+def test_rewind_takes_one_point_to_go_back_to() -> None:
+    from ruizn.cli.session import _rewind_arguments
+
+    assert _rewind_arguments("") == {}  # the steps that changed files are listed
+    assert _rewind_arguments("--step 3") == {"to": None, "step": 3, "undo": False, "force": False}
+    assert _rewind_arguments("--to 12 --force")["to"] == 12
+    assert _rewind_arguments("--undo")["undo"] is True
+    for wrong in ("--step", "--step 0", "--step x", "--to 3 --step 2", "--force", "now"):
+        assert (
+            _rewind_arguments(wrong) == "/rewind takes --step N, --to SEQ or --undo (and --force)"
+        )

@@ -14,7 +14,7 @@ from ruizn.cli.common import run_store
 from ruizn.cli.exits import EXIT_ERROR, EXIT_OK, Exit, fail
 from ruizn.cli.options import where_options
 
-__all__ = ["diff_files", "file_lines", "rewind_command", "rewind_files"]
+__all__ = ["changed_steps", "diff_files", "file_lines", "rewind_command", "rewind_files"]
 
 T = TypeVar("T")
 _WORDS = {"M": "changed", "T": "changed", "A": "added", "D": "removed"}
@@ -145,6 +145,17 @@ def file_lines(store: Any, run: str, points: Sequence[Any]) -> list[tuple[str, s
         for span, changes in steps
     ]
     return lines
+
+
+def changed_steps(store: Any, run: str) -> tuple[Any, list[tuple[int, int]]]:
+    """A session's /rewind: the run's files (a RunFiles), and its steps that changed some,
+    with how many; a store that cannot say is an `Exit` with its line."""
+    from ruizn.effects.userconfig.dirs import state_dir
+    from ruizn.shell.rewind import run_files, step_changes
+
+    files = _checked(lambda: run_files(store, run, state_dir(os.environ)))
+    spans = _checked(lambda: step_changes(files))
+    return files, [(span.step, len(changes)) for span, changes in spans if changes]
 
 
 def _files(workspace: str, log_dir: str | None, run: str) -> Any:

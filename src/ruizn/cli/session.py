@@ -261,17 +261,15 @@ class ChatSession:
     def _rewind(self, argument: str) -> None:
         """`ruizn rewind` on the session's run: what will change, asked here, undo kept.
         With no argument: the steps that changed files, to pick one."""
-        from ruizn.cli.files_cmd import rewind_files
-        from ruizn.shell.rewind import run_files, step_changes
+        from ruizn.cli.files_cmd import changed_steps, rewind_files
 
         assert self._run is not None
         picked = _rewind_arguments(argument)
         if isinstance(picked, str):
             echo_err(picked)
             return
-        files = run_files(self._store(), self._run, state_dir(self._environ))
+        files, steps = changed_steps(self._store(), self._run)
         if not picked:
-            steps = [(s.step, len(changes)) for s, changes in step_changes(files) if changes]
             for step, count in steps:
                 echo_err(f"  step {step}: {count} file{'s' if count != 1 else ''} changed")
             echo_err(
