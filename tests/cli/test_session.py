@@ -292,6 +292,7 @@ def test_a_session_with_commands_live_a_cancelled_turn_compact_and_rewind(
         term.close()
     assert "[run] resumed" not in screen
     assert "[user]" not in screen
+    assert "[files] saved" not in screen
     events = read_events(only_log(workspace))
     finished = [e["result"] for e in events if e["type"] == "tool_call_finished"]
     assert [r["error_type"] for r in finished] == ["interrupted", "exit_status", None]

@@ -81,7 +81,8 @@ class StdoutPrinter:
     ) -> None:
         """`live` (a terminal): a running command's last lines are drawn as it runs
         (`command_output`). `conversation` (a session): a continued turn's run_resumed and
-        user_message lines are left out, since the person just typed the message."""
+        user_message lines are left out, since the person just typed the message, and so
+        are the checkpoints saved (a session's /rewind lists what they hold)."""
         self._out = out
         self._color = color
         self.command_output: LiveLines | None = (
@@ -171,6 +172,8 @@ class StdoutPrinter:
                 self._tools_changed(changed)
             case RunResumed() | UserMessage() if self._conversation:
                 pass
+            case Checkpointed(error=None) if self._conversation:
+                pass  # each turn's saves; /rewind lists them (a failed one is still said)
             case RunResumed(max_steps=max_steps, max_cost=max_cost):
                 budget = "" if max_cost is None else f" · budget {usd(max_cost)}"
                 self._line(
