@@ -37,7 +37,7 @@ from ruizn.effects.runlog.reader import LOG_NAME, iter_events
 from ruizn.effects.runlog.sink import EventSink, MemorySink
 from ruizn.effects.runlog.store import RunStore, fleet_owner, new_run_id, settled
 from ruizn.effects.runlog.trust import NOT_STARTED_HERE, TrustStore
-from ruizn.effects.tools.bash import CommandOutput
+from ruizn.effects.tools.output import CommandOutput
 from ruizn.effects.userconfig.dirs import state_dir
 from ruizn.events import Event, LlmToken, Parent, RunFinished, RunResumed, RunStarted
 from ruizn.fork import fork_prefix

@@ -27,9 +27,10 @@ from ruizn.effects.runlog.reader import LOG_NAME
 from ruizn.effects.runlog.sink import EventSink
 from ruizn.effects.runlog.store import FileStore, RunStore
 from ruizn.effects.tools.base import BaseTool, ToolRegistry
-from ruizn.effects.tools.bash import CommandOutput, ShellJobs, shell_config, shell_tools
+from ruizn.effects.tools.bash import ShellJobs, shell_config, shell_tools
 from ruizn.effects.tools.bwrap import find_bwrap, probe, shell_environment
 from ruizn.effects.tools.loader import Toolbox
+from ruizn.effects.tools.output import CommandOutput
 from ruizn.effects.tools.workspace import workspace_jail
 from ruizn.effects.userconfig.dirs import state_dir
 from ruizn.modelfacts import ModelRefused, deprecation_line, fitted, not_found_line, usable

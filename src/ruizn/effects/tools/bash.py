@@ -6,7 +6,9 @@ and `bash_kill`, over one `ShellJobs` table per run.
   removed from its environment and stdin at /dev/null.
 - stdout and stderr share one pipe, so the output interleaves as a terminal would show it.
   It is kept capped (the first and the last bytes, with a line saying how much was cut),
-  so a command that prints gigabytes costs a bounded amount of memory.
+  so a command that prints gigabytes costs a bounded amount of memory (output.py). Given a
+  `CommandOutput` (the CLI at a terminal), a foreground call shows it the end of the output
+  as it comes; without one it only waits.
 - A foreground call ends when the command does, or at its timeout (the call's own, up to
   `MAX_TIMEOUT`; default the run's `shell_timeout`), when its whole process group is killed;
   Ctrl-C (cancellation) kills it too before the run stops.
@@ -42,7 +44,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import ClassVar
 
 import anyio
 from attrs import field, frozen
@@ -51,88 +53,43 @@ from ruizn.defaults import DEFAULT_SHELL_TIMEOUT
 from ruizn.effects.tools.base import BaseTool, ToolInputError, run_blocking
 from ruizn.effects.tools.bwrap import Confinement, SandboxUnavailable, bwrap_argv, shared_netns
 from ruizn.effects.tools.gitguard import GitUnreadable, git_guard, remove_masks
+from ruizn.effects.tools.output import (
+    HEAD_BYTES,
+    LIVE_EVERY,
+    TAIL_BYTES,
+    CappedOutput,
+    CommandOutput,
+    render,
+)
 from ruizn.effects.userconfig.dirs import home_folder
 from ruizn.state import ErrorType, JsonObject, ToolResult
 
+__all__ = [
+    "HEAD_BYTES",
+    "MAX_TIMEOUT",
+    "SHELL_TOOL_NAMES",
+    "TAIL_BYTES",
+    "BashKillTool",
+    "BashOutputTool",
+    "BashTool",
+    "CappedOutput",
+    "CommandOutput",
+    "Job",
+    "Limits",
+    "ShellConfig",
+    "ShellJobs",
+    "render",
+    "shell_config",
+    "shell_tools",
+]
+
 MAX_TIMEOUT = 600.0
-# What the model reads of a command's output: the head and the tail, the middle cut.
-HEAD_BYTES = 8 * 1024
-TAIL_BYTES = 24 * 1024
 # After the command exits, how long its output pipe may stay open (a straggler holding it).
 _DRAIN_SECONDS = 2.0
 _PR_SET_PDEATHSIG = 1
 # Every command runs below it (see reaper.py); run by path, stdlib only, so it starts fast.
 _REAPER = Path(__file__).with_name("reaper.py")
 _REAPER_GRACE = 3.0
-# With a CommandOutput (a terminal): how often a running command's output is looked at, and
-# how much of its end is handed over.
-LIVE_EVERY = 0.1
-_LIVE_BYTES = 4096
-
-
-class CommandOutput(Protocol):
-    """Where a foreground command's output goes while it runs: the CLI draws its last lines
-    at a terminal. Display only: the call's result (and so the log) is the same without it.
-    Called on the event loop's thread."""
-
-    def running(self, job: str, tail: str) -> None:
-        """`tail`: the end of what command `job` printed so far (its last bytes, decoded)."""
-
-    def ended(self, job: str) -> None:
-        """Command `job` ended (or was cancelled): its lines go."""
-
-
-class CappedOutput:
-    """Bytes a process printed, keeping the first HEAD_BYTES and the last TAIL_BYTES."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._reset()
-
-    def _reset(self) -> None:
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def add(self, chunk: bytes) -> None:
-        with self._lock:
-            self.total += len(chunk)
-            room = HEAD_BYTES - len(self.head)
-            if room > 0:
-                self.head += chunk[:room]
-                chunk = chunk[room:]
-            if chunk:
-                self.tail += chunk
-                if len(self.tail) > TAIL_BYTES:
-                    del self.tail[: len(self.tail) - TAIL_BYTES]
-
-    def last(self, size: int = _LIVE_BYTES) -> str:
-        """The end of what was printed so far (about `size` bytes), left in place."""
-        with self._lock:
-            data = (
-                bytes(self.tail[-size:])
-                if len(self.tail) >= size
-                else bytes((self.head + self.tail)[-size:])
-            )
-        return data.decode("utf-8", "replace")
-
-    def take(self) -> str:
-        """The text so far (capped), and start again."""
-        with self._lock:
-            text = render(bytes(self.head), bytes(self.tail), self.total)
-            self._reset()
-            return text
-
-
-def render(head: bytes, tail: bytes, total: int) -> str:
-    cut = total - len(head) - len(tail)
-    if cut <= 0:
-        return (head + tail).decode("utf-8", "replace")
-    return (
-        head.decode("utf-8", "replace")
-        + f"\n[... {cut:,} bytes of output cut: {total:,} in all; the first {len(head):,} and"
-        f" the last {len(tail):,} are shown ...]\n" + tail.decode("utf-8", "replace")
-    )
 
 
 class Job:
