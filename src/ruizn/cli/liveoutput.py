@@ -5,7 +5,7 @@ Display only: the lines are not events, so the log, `replay` and piped output ar
 as without them; the CLI makes one only when its transcript goes to a terminal. The bash
 tool hands over the end of the output (effects/tools/bash.py `CommandOutput`), on the event
 loop's thread, the thread the printer writes on too; the printer clears the lines before it
-writes an event's line, and the next look draws them again below it.
+writes an event's line, and draws them again below it.
 
 Every line goes through `terminal.visible` like all tool output, is cut to the terminal's
 width (so the rows drawn are the rows erased) and keeps only what follows its last carriage
@@ -50,6 +50,11 @@ class LiveLines:
 
     def ended(self, job: str) -> None:
         if self._tails.pop(job, None) is not None:
+            self._draw()
+
+    def redraw(self) -> None:
+        """Draw the lines again (after the printer wrote), if a command still runs."""
+        if self._tails:
             self._draw()
 
     def clear(self) -> None:

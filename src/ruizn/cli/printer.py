@@ -107,9 +107,12 @@ class StdoutPrinter:
         if self._broken:
             return
         try:
-            if self.command_output is not None:
-                self.command_output.clear()
+            live = self.command_output
+            if live is not None:
+                live.clear()
             self._print(event)
+            if live is not None:
+                live.redraw()  # below the line just written, while a command still runs
             self._out.flush()
         except (BrokenPipeError, ValueError):
             # ValueError: the stream was closed under us. Either way the reader is gone.
