@@ -250,8 +250,11 @@ class ChatSession:
         try:
             with _sdk_notices():
                 anyio.run(lambda: agent.compact_async(run, instructions=said))
-        except KeyboardInterrupt:
-            echo_err("(compaction cancelled; the next message goes on as before)")
+        except KeyboardInterrupt:  # the log ends inside the compaction call
+            echo_err(
+                "(compaction cut short: the run stopped inside its call; finish it with"
+                f" `ruizn resume {run}`, then `ruizn chat {run}`; /new starts a fresh run)"
+            )
             return
         except CompactionFailed as exc:
             echo_err(f"ruizn: {visible(str(exc))}")
