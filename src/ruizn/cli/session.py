@@ -249,12 +249,11 @@ class ChatSession:
         said = checked_text("/compact", instructions) if instructions else None
         try:
             with _sdk_notices():
-                anyio.run(lambda: agent.compact_async(run, instructions=said))
-        except KeyboardInterrupt:  # the log ends inside the compaction call
-            echo_err(
-                "(compaction cut short: the run stopped inside its call; finish it with"
-                f" `ruizn resume {run}`, then `ruizn chat {run}`; /new starts a fresh run)"
-            )
+                anyio.run(
+                    lambda: _with_signals(lambda: agent.compact_async(run, instructions=said))
+                )
+        except KeyboardInterrupt:  # logged as a compaction call that gave up
+            echo_err("(compaction cancelled; the next message goes on from the history)")
             return
         except CompactionFailed as exc:
             echo_err(f"ruizn: {visible(str(exc))}")
