@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from attrs import evolve, frozen
@@ -177,9 +178,21 @@ def scratch_copy(agent: Agent, log: Path) -> tuple[Path, str]:
             return folder, f"a scratch copy of the files at the recording's seq {first.seq}"
     source = Path(agent.settings.workspace)
     shutil.copytree(
-        source, folder, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".ruizn")
+        source, folder, symlinks=True, dirs_exist_ok=True, ignore=_not_copied(scratch.parent)
     )
     return folder, f"a scratch copy of your workspace ({why})"
+
+
+def _not_copied(state: Path) -> Callable[[str, list[str]], set[str]]:
+    """`.ruizn/`, and the state folder when it lies inside the workspace (the copy would
+    otherwise copy itself, deeper at each level, until a name is too long)."""
+    state = state.resolve()
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        here = Path(folder).resolve()
+        return {n for n in names if n == ".ruizn" or here / n == state}
+
+    return ignore
 
 
 async def _drive(session: Session) -> tuple[ExecutionContext, Divergence | None]:
