@@ -50,6 +50,7 @@ from attrs import field, frozen
 from ruizn.defaults import DEFAULT_SHELL_TIMEOUT
 from ruizn.effects.tools.base import BaseTool, ToolInputError, run_blocking
 from ruizn.effects.tools.bwrap import Confinement, SandboxUnavailable, bwrap_argv, shared_netns
+from ruizn.effects.tools.domainproxy import DomainProxy
 from ruizn.effects.tools.gitguard import GitUnreadable, git_guard, remove_masks
 from ruizn.effects.userconfig.dirs import home_folder
 from ruizn.state import ErrorType, JsonObject, ToolResult
@@ -241,6 +242,8 @@ class ShellConfig:
     shell: str = "/bin/bash"
     timeout: float = DEFAULT_SHELL_TIMEOUT
     limits: Limits = field(factory=Limits)
+    # Hosts commands reach through the run's proxy (--shell-allow-domain; domainproxy.py).
+    allow_domains: tuple[str, ...] = ()
 
 
 class ShellJobs:
@@ -256,12 +259,17 @@ class ShellJobs:
         self._alive: tuple[int, int] | None = None
         # The run's network namespace (user, net descriptors) its commands share.
         self._netns: tuple[int, int] | None = None
+        self._proxy: DomainProxy | None = None
         if config.confinement is not None:
             self._alive = os.pipe()
             if config.confinement.shared_net:
                 assert config.bwrap is not None
                 try:
                     self._netns = shared_netns(config.bwrap, config.environ)
+                    if config.allow_domains:
+                        self._proxy = DomainProxy.start(
+                            config.allow_domains, self._netns, config.environ
+                        )
                 except BaseException:
                     self.close()
                     raise
@@ -274,7 +282,7 @@ class ShellJobs:
         box = config.confinement
         info_read: int | None = None
         info_write: int | None = None
-        environ = dict(config.environ)
+        environ = dict(config.environ) | (self._proxy.environment() if self._proxy else {})
         passed: tuple[int, ...] = ()
         if box is not None:
             assert config.bwrap is not None
@@ -338,6 +346,9 @@ class ShellJobs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 job.proc.wait(timeout=5)
             job.wait_gone(5)
+        if self._proxy is not None:
+            self._proxy.close()
+            self._proxy = None
         for fds in (self._alive, self._netns):
             for fd in fds or ():
                 os.close(fd)
@@ -553,7 +564,13 @@ def shell_config(
     bwrap: str | None,
     environ: Mapping[str, str],
     timeout: float,
+    allow_domains: Sequence[str] = (),
 ) -> ShellConfig:
+    if allow_domains and (network or not sandbox):
+        raise SandboxUnavailable(
+            "--shell-allow-domain goes with the sandbox on and --shell-network off (the"
+            " allowlist is the only way out of the sandbox's own network)"
+        )
     home = home_folder(environ)
     box = None
     if sandbox:
@@ -574,5 +591,10 @@ def shell_config(
             git=git,
         )
     return ShellConfig(
-        workspace=workspace, confinement=box, bwrap=bwrap, environ=environ, timeout=timeout
+        workspace=workspace,
+        confinement=box,
+        bwrap=bwrap,
+        environ=environ,
+        timeout=timeout,
+        allow_domains=tuple(allow_domains),
     )
