@@ -171,7 +171,7 @@ def _shell(settings: RunSettings) -> str | None:
         if settings.shell_allow_read:
             text += ", also reading " + ", ".join(settings.shell_allow_read)
         if settings.shell_allow_domains:
-            text += ", reaching through a proxy " + ", ".join(settings.shell_allow_domains)
+            text += ", except through a proxy to " + ", ".join(settings.shell_allow_domains)
     if settings.allow_commands:
         text += "; approved without asking: " + ", ".join(settings.allow_commands)
     return text

@@ -6,6 +6,7 @@ self-test fails is in tests/cli/test_shell_proxy_cli.py.)"""
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -22,7 +23,8 @@ MARK = "served by the host's own server"
 _FETCH = r"""
 import os, socket, sys, urllib.request as u, urllib.error as e
 port = int(sys.argv[1])
-via = u.build_opener(u.ProxyHandler({"http": os.environ["HTTP_PROXY"], "https": os.environ["HTTPS_PROXY"]}))
+proxies = {"http": os.environ["HTTP_PROXY"], "https": os.environ["HTTPS_PROXY"]}
+via = u.build_opener(u.ProxyHandler(proxies))
 def show(name, url, opener=via):
     try:
         print(name, opener.open(url, timeout=5).read().decode())
@@ -54,8 +56,8 @@ class _Host(BaseHTTPRequestHandler):
         pass
 
 
-def _jobs(workspace: Path, domains: tuple[str, ...]) -> ShellJobs:
-    environ = shell_environment(os.environ)
+def _jobs(workspace: Path, domains: tuple[str, ...], **env: str) -> ShellJobs:
+    environ = {**shell_environment(os.environ), **env}
     return ShellJobs(
         shell_config(
             workspace=workspace,
@@ -82,12 +84,21 @@ def test_a_listed_name_reaches_the_host_through_the_proxy_and_nothing_else_does(
     try:
         # NO_PROXY names the loopback (the run's own servers): cleared here, so that
         # `localhost` goes to the proxy, which resolves it on the host.
-        command = f"NO_PROXY= no_proxy= python3 fetch.py {port}"
+        command = f"env; NO_PROXY= no_proxy= python3 fetch.py {port}"
         result = anyio.run(lambda: shell_tools(jobs)[0].invoke({"command": command}))
+        proxy = jobs._proxy
+        assert proxy is not None
+        procs = list(proxy._procs)
     finally:
         jobs.close()
         server.shutdown()
         server.server_close()
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        assert f"\n{name}=http://127.0.0.1:3128\n" in str(result)
+    assert "\nNO_PROXY=localhost,127.0.0.1,::1\n" in str(result)
+    # the run's end ends the proxy and its bridge, and removes their folder
+    assert all(proc.poll() is not None for proc in procs)
+    assert not proxy._folder.exists()
     lines = dict(line.split(" ", 1) for line in str(result).splitlines() if " " in line)
     assert lines["listed"] == MARK
     assert lines["unlisted"] == f"403 {REFUSED}example.com is not on the list"
@@ -96,18 +107,20 @@ def test_a_listed_name_reaches_the_host_through_the_proxy_and_nothing_else_does(
     assert lines["direct"].startswith("failed:")
 
 
-def test_the_proxy_is_gone_when_the_run_ends_and_the_variables_name_it(tmp_path: Path) -> None:
-    jobs = _jobs(tmp_path, ("pypi.org",))
-    env = anyio.run(lambda: shell_tools(jobs)[0].invoke({"command": "env"}))
-    proxy = jobs._proxy
-    assert proxy is not None
-    procs = list(proxy._procs)
-    jobs.close()
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        assert f"{name}=http://127.0.0.1:3128\n" in str(env)
-    assert "NO_PROXY=localhost,127.0.0.1,::1" in str(env)
-    assert all(proc.poll() is not None for proc in procs)
-    assert not proxy._folder.exists()
+def test_a_proxy_that_fails_its_self_test_refuses_the_shell(tmp_path: Path) -> None:
+    """Something else answers in the namespace (a server that does not refuse): the shell
+    does not start, and nothing of the proxy is left."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "socat"
+    fake.write_text("#!/bin/sh\nexec python3 -m http.server 3128 --bind 127.0.0.1\n")
+    fake.chmod(0o755)
+    before = set(Path(tempfile.gettempdir()).glob("ruizn-proxy-*"))
+    with pytest.raises(SandboxUnavailable) as refused:
+        _jobs(tmp_path, ("pypi.org",), PATH=f"{bin_dir}:{os.environ['PATH']}")
+    assert str(refused.value).startswith("the shell's domain proxy failed its self-test")
+    assert "HTTP/1.0 501" in str(refused.value)
+    assert set(Path(tempfile.gettempdir()).glob("ruizn-proxy-*")) == before
 
 
 def test_the_allowlist_goes_with_the_sandbox_on_and_the_network_off(tmp_path: Path) -> None:
@@ -152,5 +165,5 @@ def test_patterns_match_exact_names_suffixes_and_listed_addresses_only(
 
 @pytest.mark.parametrize("bad", ["*", "", "a b", "*.*.com", "-x.com", "a..b", "http://x.com"])
 def test_a_pattern_that_is_no_domain_is_refused(bad: str) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"empty|not a domain name"):
         pattern_of(bad)
