@@ -29,7 +29,6 @@ parent-death signal is tied to the thread that forked).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import math
 import os
@@ -40,7 +39,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -52,6 +51,7 @@ from ruizn.effects.tools.base import BaseTool, ToolInputError, run_blocking
 from ruizn.effects.tools.bwrap import Confinement, SandboxUnavailable, bwrap_argv, shared_netns
 from ruizn.effects.tools.domainproxy import DomainProxy
 from ruizn.effects.tools.gitguard import GitUnreadable, git_guard, remove_masks
+from ruizn.effects.tools.lifetime import dying_with as _dying_with
 from ruizn.effects.userconfig.dirs import home_folder
 from ruizn.state import ErrorType, JsonObject, ToolResult
 
@@ -61,7 +61,6 @@ HEAD_BYTES = 8 * 1024
 TAIL_BYTES = 24 * 1024
 # After the command exits, how long its output pipe may stay open (a straggler holding it).
 _DRAIN_SECONDS = 2.0
-_PR_SET_PDEATHSIG = 1
 # Every command runs below it (see reaper.py); run by path, stdlib only, so it starts fast.
 _REAPER = Path(__file__).with_name("reaper.py")
 _REAPER_GRACE = 3.0
@@ -376,20 +375,6 @@ def _guarded(shell: str, command: str, alive: int, bash_env: str, *, processes: 
         '[ -z "$2" ] || export BASH_ENV="$2"; exec "$0" -c "$1"'
     )
     return [shell, "-c", guard, shell, command, bash_env]
-
-
-def _dying_with(parent: int) -> Callable[[], None]:
-    """For the child, between fork and exec: SIGKILL it when ruizn dies, and end it at once if
-    ruizn already has. libc is looked up here, in ruizn: the forked child of a threaded process
-    must not take the loader's locks."""
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-
-    def die_with_parent() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:
-            os._exit(1)
-
-    return die_with_parent
 
 
 def _seconds(value: float) -> str:

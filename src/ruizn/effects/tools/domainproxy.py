@@ -33,6 +33,7 @@ from typing import IO
 
 from ruizn.domains import REFUSED, probe_host
 from ruizn.effects.tools.bwrap import SandboxUnavailable
+from ruizn.effects.tools.lifetime import dying_with
 
 __all__ = ["PROXY_PORT", "DomainProxy"]
 
@@ -166,8 +167,6 @@ class DomainProxy:
     def _spawn(
         self, argv: list[str], *, inside: bool = False, stderr: IO[bytes] | None = None
     ) -> None:
-        from ruizn.effects.tools.bash import _dying_with
-
         command, fds = self._reaped(argv, inside=inside)
         self._procs.append(
             subprocess.Popen(
@@ -178,7 +177,7 @@ class DomainProxy:
                 env=self._environ,
                 start_new_session=True,
                 pass_fds=fds,
-                preexec_fn=_dying_with(os.getpid()),  # noqa: PLW1509 (as bash.py's)
+                preexec_fn=dying_with(os.getpid()),  # noqa: PLW1509 (as bash.py's)
             )
         )
 
