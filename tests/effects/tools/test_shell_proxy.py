@@ -18,11 +18,11 @@ from ruizn.domains import REFUSED, allowed, pattern_of
 from ruizn.effects.tools.bash import ShellJobs, shell_config, shell_tools
 from ruizn.effects.tools.bwrap import SandboxUnavailable, find_bwrap, shell_environment
 
-MARK = "served by the host's own server"
+MARK = "served by the host server"
 # Run inside the sandbox: each request on a line of its own, what came back.
 _FETCH = r"""
 import os, socket, sys, urllib.request as u, urllib.error as e
-port = int(sys.argv[1])
+port, MARK = int(sys.argv[1]), sys.argv[2]
 proxies = {"http": os.environ["HTTP_PROXY"], "https": os.environ["HTTPS_PROXY"]}
 via = u.build_opener(u.ProxyHandler(proxies))
 def show(name, url, opener=via):
@@ -36,6 +36,19 @@ show("listed", "http://localhost:%d/" % port)
 show("unlisted", "http://example.com/")
 show("address", "http://127.0.0.1:%d/" % port)
 show("tunnel", "https://example.com/")
+def raw(*requests):
+    conn = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+    said = b""
+    for request in requests:  # one after the other, on one connection
+        conn.sendall(request.encode())
+        said += conn.recv(65536)
+    return said.decode()
+url = "http://localhost:%d/" % port
+fronted = raw("GET %s HTTP/1.1\r\nHost: example.com\r\n\r\n" % url)
+print("fronted", fronted.splitlines()[0], fronted.splitlines()[-1])
+later = raw("GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n" % url,
+            "GET /x HTTP/1.1\r\nHost: example.com\r\n\r\n")
+print("later", later.count("%s" % MARK), later.splitlines()[-1])
 try:
     socket.create_connection(("127.0.0.1", port), timeout=2)
     print("direct reached the host")
@@ -45,6 +58,8 @@ except OSError as err:
 
 
 class _Host(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keeps the connection: a later request can follow
+
     def do_GET(self) -> None:
         body = MARK.encode()
         self.send_response(200)
@@ -84,7 +99,7 @@ def test_a_listed_name_reaches_the_host_through_the_proxy_and_nothing_else_does(
     try:
         # NO_PROXY names the loopback (the run's own servers): cleared here, so that
         # `localhost` goes to the proxy, which resolves it on the host.
-        command = f"env; NO_PROXY= no_proxy= python3 fetch.py {port}"
+        command = f"env; NO_PROXY= no_proxy= python3 fetch.py {port} '{MARK}'"
         result = anyio.run(lambda: shell_tools(jobs)[0].invoke({"command": command}))
         proxy = jobs._proxy
         assert proxy is not None
@@ -105,6 +120,15 @@ def test_a_listed_name_reaches_the_host_through_the_proxy_and_nothing_else_does(
     assert lines["address"] == f"403 {REFUSED}127.0.0.1 is not on the list"
     assert "Tunnel connection failed: 403" in lines["tunnel"]
     assert lines["direct"].startswith("failed:")
+    # plain HTTP: a Host naming another site (a CDN would route on it) is refused, on the
+    # first request and on a later one of the same connection
+    assert lines["fronted"] == (
+        f"HTTP/1.1 403 Forbidden {REFUSED}example.com is not localhost, the host this"
+        " connection is for"
+    )
+    assert lines["later"] == (
+        f"1 {REFUSED}example.com is not localhost, the host this connection is for"
+    )
 
 
 def test_a_proxy_that_fails_its_self_test_refuses_the_shell(tmp_path: Path) -> None:

@@ -13,7 +13,9 @@ network namespace.
   a `*.` pattern lets through that resolves to an address that is not global (loopback, a
   private network, link-local) are answered `403 Forbidden`, with a line saying why;
 - the name is resolved here once, and the connection made to that address (no second
-  lookup that could answer differently).
+  lookup that could answer differently);
+- every plain HTTP request on a connection, the later ones too, must name that host in its
+  URL and its Host header (proxy.py sends later requests to the upstream already open).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class AllowList(HttpProxyBasePlugin):
         super().__init__(*args, **kwargs)
         self._patterns = tuple(os.environ.get(_ENV, "").split())
         self._address: str | None = None
+        self._host = ""
 
     def before_upstream_connection(self, request: HttpParser) -> HttpParser | None:
         host = (request.host or b"").decode("ascii", "replace")
@@ -63,10 +66,37 @@ class AllowList(HttpProxyBasePlugin):
                     " which only a name listed exactly reaches"
                 )
         self._address = addresses[0] if addresses else None
+        self._host = _bare(host)
+        return request
+
+    def handle_client_request(self, request: HttpParser) -> HttpParser | None:
+        """Every plain HTTP request, the first and each later one on the same connection
+        (which proxy.py sends to the upstream already connected): its URL's host and its
+        Host header must name the host the connection was let through for. (A Host naming
+        another site, sent to a shared server or a CDN, would reach that site.)"""
+        if request.is_https_tunnel:
+            return request
+        named = [request.host or b""]
+        if request.has_header(b"host"):
+            named.append(request.header(b"host"))
+        for raw in named:
+            name = _bare(raw.decode("ascii", "replace"))
+            if raw and name != self._host:
+                raise _refused(f"{name} is not {self._host}, the host this connection is for")
         return request
 
     def resolve_dns(self, host: str, port: int) -> tuple[str | None, None]:
         return self._address, None
+
+
+def _bare(host: str) -> str:
+    """A host as a request names it, without its port, case or trailing dot."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        host = host[1:].split("]", 1)[0]
+    elif host.count(":") == 1:
+        host = host.split(":", 1)[0]
+    return host.rstrip(".")
 
 
 def _refused(why: str) -> HttpRequestRejected:
