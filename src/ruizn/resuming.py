@@ -401,8 +401,8 @@ def resumed_settings(state: ExecutionContext, plan: ResumePlan) -> RunSettings:
 
 def confined_notice(run_id: str) -> str:
     return (
-        f"run {run_id}: its log's --sandbox off, --allow-command patterns and"
-        " --shell-allow-domain hosts are not applied (not accepted): bash commands run in"
+        f"run {run_id}: its log's --shell-allow-domain hosts, --sandbox off and"
+        " --allow-command patterns are not applied (not accepted): bash commands run in"
         " the sandbox, no pattern approves one, and no proxy is given"
     )
 
