@@ -51,3 +51,14 @@ def test_the_runs_commands_reach_a_listed_host(workspace: Path, server_factory: 
     assert done.code == 0, done.stderr
     assert MARK in _results(done.log_path)["t1"]
     assert replay_file(done.log_path).state.settings.shell_allow_domains == ("localhost",)
+
+
+def test_tools_shell_shows_the_allowlist_under_bash(workspace: Path) -> None:
+    args = ["tools", "--shell", "--shell-allow-domain", "PyPI.org", "--shell-allow-domain"]
+    listed = run_cli([*args, "*.github.com"], workspace=workspace)
+    assert listed.code == 0, listed.stderr
+    bash = listed.stdout.split("\nbash  (builtin)\n", 1)[1].split("\nbash_output", 1)[0]
+    assert "  network: only through the run's proxy, to pypi.org, *.github.com" in bash
+    bad = run_cli([*args, "not a domain"], workspace=workspace)
+    assert bad.code == 2
+    assert bad.stderr.startswith("ruizn: error: --shell-allow-domain: 'not a domain' is not")
