@@ -112,7 +112,7 @@ def main(argv: list[str]) -> int:
     path, patterns = argv[1], argv[2:]
     os.environ[_ENV] = " ".join(patterns)
     flags = ["--unix-socket-path", path, "--num-acceptors", "1", "--num-workers", "1"]
-    flags += ["--log-level", "WARNING"]
+    flags += ["--log-level", "ERROR"]  # (a refusal is a warning: a command could flood it)
     with Proxy(flags, plugins=[AllowList]) as running:
         sleep_loop(running)
     return 0
