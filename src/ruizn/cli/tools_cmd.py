@@ -80,16 +80,13 @@ def tools_command(
     from ruizn.cli.options import settings_from_cli
     from ruizn.terminal import visible
 
-    given: dict[str, Any] = (
-        {"shell_allow_domains": shell_allow_domains} if shell_allow_domains else {}
-    )
     settings, servers = settings_from_cli(
         workspace=workspace,
         tools=tools,
         no_plugins=no_plugins,
         mcp=mcp,
         mcp_headers=mcp_headers,
-        **given,
+        shell_allow_domains=shell_allow_domains,  # (or the config file's)
     )
     toolbox = toolbox_of(settings, run_root(workspace, log_dir))
     found = [(loaded.tool, loaded.source) for loaded in toolbox.tools]
