@@ -3,7 +3,8 @@ and `bash_kill`, over one `ShellJobs` table per run.
 
 - Each command is `bash -c COMMAND`, inside bubblewrap (ruizn.effects.tools.bwrap) unless the user
   turned the sandbox off, in a process group and session of its own, with ruizn's secrets
-  removed from its environment and stdin at /dev/null.
+  removed from its environment and stdin at /dev/null. With `--shell-allow-domain`, the
+  run's proxy (domainproxy.py) starts with the table, and commands get its variables.
 - stdout and stderr share one pipe, so the output interleaves as a terminal would show it.
   It is kept capped (the first and the last bytes, with a line saying how much was cut),
   so a command that prints gigabytes costs a bounded amount of memory.
