@@ -145,6 +145,11 @@ def test_a_proxy_that_fails_its_self_test_refuses_the_shell(tmp_path: Path) -> N
     assert str(refused.value).startswith("the shell's domain proxy failed its self-test")
     assert "HTTP/1.0 501" in str(refused.value)
     assert set(Path(tempfile.gettempdir()).glob("ruizn-proxy-*")) == before
+    # no socat at all: said so, naming the package
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(SandboxUnavailable, match=r"needs socat.*apt-get install socat"):
+        _jobs(tmp_path, ("pypi.org",), PATH=str(empty))
 
 
 def test_the_allowlist_goes_with_the_sandbox_on_and_the_network_off(tmp_path: Path) -> None:

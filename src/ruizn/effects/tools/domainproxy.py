@@ -49,23 +49,25 @@ _UNLIMITED = (str(10**9), str(1 << 40), "0")
 # whether its body is the allowlist's refusal.
 _PROBE = """
 import socket, sys, time
-port, host, marker = int(sys.argv[1]), sys.argv[2], sys.argv[3].encode()
+port, host, marker = int(sys.argv[1]), sys.argv[2].encode(), sys.argv[3].encode()
+ask = b"CONNECT %s:443 HTTP/1.1\\r\\nHost: %s:443\\r\\n\\r\\n" % (host, host)
 end = time.monotonic() + float(sys.argv[4])
-while True:
+said, why = b"", ""
+while not said and time.monotonic() < end:  # until the forwarder and the proxy listen
     try:
-        conn = socket.create_connection(("127.0.0.1", port), timeout=5)
-        break
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+            conn.sendall(ask)
+            while len(said) < 4096:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    break
+                said += chunk
     except OSError as exc:
-        if time.monotonic() > end:
-            print("no answer on 127.0.0.1:%d: %s" % (port, exc)); sys.exit(1)
+        why = "no answer on 127.0.0.1:%d: %s" % (port, exc)
+    if not said:
         time.sleep(0.05)
-conn.sendall(b"CONNECT %s:443 HTTP/1.1\\r\\nHost: %s:443\\r\\n\\r\\n" % ((host.encode(),) * 2))
-said = b""
-while len(said) < 4096:
-    chunk = conn.recv(4096)
-    if not chunk:
-        break
-    said += chunk
+if not said:
+    print(why or "the connection closed with no answer"); sys.exit(1)
 line = said.split(b"\\r\\n", 1)[0].decode("ascii", "replace")
 print(line if marker in said else "an answer that is not the allowlist's: " + line)
 """
