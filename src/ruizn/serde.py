@@ -102,6 +102,7 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
         "sandbox",
         "shell_network",
         "shell_allow_read",
+        "shell_allow_domains",
         "allow_commands",
         "shell_timeout",
         "project_instructions",

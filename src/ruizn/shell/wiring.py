@@ -220,6 +220,7 @@ class Wiring:
             bwrap=bwrap,
             environ=environ,
             timeout=settings.shell_timeout,
+            allow_domains=settings.shell_allow_domains,
         )
         if config.confinement is not None:
             probe(bwrap, config.confinement, environ)
