@@ -318,3 +318,20 @@ def test_offline_from_recordings_then_a_tool_change_then_rescore(
     assert [v.passed for v in rescored.verdicts] == [True, False]
     assert rescored.run_id == online.trials[0].run_id
     assert len(api.requests) == calls
+
+
+def test_what_the_fleets_workers_cannot_honour_is_refused_before_anything_is_queued(
+    tmp_path: Path,
+) -> None:
+    # (Workers on a database running an eval: tests/fleet/test_budget.py.)
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps({"cases": [{"inputs": "say hi"}]}), encoding="utf-8")
+    db = f"sqlite:///{tmp_path / 'fleet.sqlite'}"
+    for how, words in (
+        ({"tools": [shout]}, "--tool MODULE:ATTR"),
+        ({"concurrency": 2}, "its own --concurrency"),
+        ({"model": lambda messages: "hi"}, "give the model as a model id"),
+    ):
+        with pytest.raises(ruizn.ConfigError, match=words):
+            ruizn.eval(path, db=db, workspace=tmp_path, **how)
+    assert not (tmp_path / "fleet.sqlite").exists()

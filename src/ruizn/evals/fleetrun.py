@@ -57,7 +57,8 @@ def run_on_fleet(
     warn: Callable[[str], None],
 ) -> tuple[list[FleetEnd], float]:
     """Run `jobs` as one fleet batch (on `database` when given, where `ruizn worker --db`
-    processes take runs too; else the user's own batch database) and return each one's end,
+    processes run them; else in this process, on the user's own batch database) and return
+    each one's end,
     in order, and what their runs cost. Blocks until every run has ended. Raises ConfigError
     when the batch cannot start (the fleet's one line)."""
     from ruizn.fleet.batch import run_batch
@@ -74,7 +75,8 @@ def run_on_fleet(
     options = BatchOptions(
         goals=str(goals),
         settings=settings_from(),
-        concurrency=concurrency,
+        # On a fleet's database its workers run them all, each at its own --concurrency.
+        concurrency=0 if database is not None else concurrency,
         workspace=str(folder),
         log_dir=str(runs),
         batch_max_cost=max_cost,
@@ -83,6 +85,13 @@ def run_on_fleet(
         worker=f"eval-{folder.name}",
     )
     given = tuple(tools)
+    if database is not None:
+        from ruizn.fleet.database import safe_url
+
+        warn(
+            f"{len(jobs)} runs queued on {safe_url(database)}: the fleet's workers"
+            " (`ruizn worker --db URL`) run them"
+        )
     try:
         report = run_batch(options, Watcher(), tools=(lambda _w: given) if given else None)
     except FleetRefused as exc:

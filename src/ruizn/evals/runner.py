@@ -3,7 +3,7 @@ each in a fresh copy of its fixture, each a normal run built by `ruizn.Agent`, t
 
 Runs at once (`concurrency` > 1) or on a fleet's database (`db`) go through the fleet
 (evals/fleetrun.py): one batch on the DBOS queue, at most `concurrency` at once in this
-process, and on `db` in `ruizn worker --db` processes too; the eval's `max_cost` is the
+process, or, on `db`, run by `ruizn worker --db` processes alone; the eval's `max_cost` is the
 batch's budget (once spent, running runs finish `max_cost` with a `budget_spent` line in
 their logs, and runs not begun do not start); the judges' calls are counted after the runs'
 own. One run at a time needs no queue: those runs go here, one after another, as do a
@@ -110,9 +110,14 @@ async def evaluate_async(dataset: Dataset, how: Evaluation) -> EvalReport:
             "--db queues the eval's runs for the fleet's workers: give the model as a model id,"
             " and no --recordings"
         )
+    if how.db is not None and how.concurrency > 1:
+        raise ConfigError(
+            "with --db the fleet's workers run the eval's runs, each at its own --concurrency:"
+            " give --concurrency to `ruizn worker`"
+        )
     if how.db is not None and how.tools:
         raise ConfigError(
-            "tools given as Python objects reach only this process's runs: with --db, give"
+            "tools given as Python objects cannot reach the fleet's workers: with --db, give"
             " them as --tool MODULE:ATTR (every worker imports them)"
         )
     found: dict[tuple[str, int], Trial] = {}

@@ -236,8 +236,9 @@ def launch(
     offline: bool = False,
 ) -> None:
     """Start DBOS in this process: it recovers this executor's own pending workflows and
-    takes work from the queue, at most `concurrency` runs at once. `offline`: every run it
-    will take uses the offline model (a batch knows; a worker does not)."""
+    takes work from the queue, at most `concurrency` runs at once (0: none, the process
+    only queues and waits, and leaves the queue's settings to the workers'). `offline`:
+    every run it will take uses the offline model (a batch knows; a worker does not)."""
     _Launched.context = FleetContext(
         store=store,
         log_root=log_root,
@@ -266,6 +267,11 @@ def launch(
     # take one, then at every sweep (fleet/queueguard.py).
     say = announce or warn or (lambda _line: None)
     _Sweeper.start(store, say)
+    if concurrency == 0:
+        DBOS(config=config)
+        DBOS.listen_queues([])
+        DBOS.launch()
+        return
     _register_queue(url, concurrency, polling)
     DBOS(config=config)
     DBOS.launch()
