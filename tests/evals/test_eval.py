@@ -329,7 +329,7 @@ def test_what_the_fleets_workers_cannot_honour_is_refused_before_anything_is_que
     db = f"sqlite:///{tmp_path / 'fleet.sqlite'}"
     for how, words in (
         ({"tools": [shout]}, "--tool MODULE:ATTR"),
-        ({"concurrency": 2}, "its own --concurrency"),
+        ({"concurrency": 2}, "the workers' --concurrency"),
         ({"model": lambda messages: "hi"}, "give the model as a model id"),
     ):
         with pytest.raises(ruizn.ConfigError, match=words):

@@ -75,7 +75,7 @@ def run_on_fleet(
     options = BatchOptions(
         goals=str(goals),
         settings=settings_from(),
-        # On a fleet's database its workers run them all, each at its own --concurrency.
+        # On a fleet's database its workers run them all, at the workers' --concurrency.
         concurrency=0 if database is not None else concurrency,
         workspace=str(folder),
         log_dir=str(runs),

@@ -112,8 +112,8 @@ async def evaluate_async(dataset: Dataset, how: Evaluation) -> EvalReport:
         )
     if how.db is not None and how.concurrency > 1:
         raise ConfigError(
-            "with --db the fleet's workers run the eval's runs, each at its own --concurrency:"
-            " give --concurrency to `ruizn worker`"
+            "with --db the fleet's workers run the eval's runs, at the workers' --concurrency:"
+            " give it to `ruizn worker`"
         )
     if how.db is not None and how.tools:
         raise ConfigError(
