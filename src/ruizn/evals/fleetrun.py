@@ -8,11 +8,16 @@ workspace and settings): the record of what was queued."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
 from attrs import frozen
 
 from ruizn.evals.dataset import Case
@@ -20,7 +25,9 @@ from ruizn.settings import ConfigError, settings_from
 from ruizn.shell.outcome import RunResult, Session
 from ruizn.state import Status
 
-__all__ = ["FleetEnd", "FleetJob", "run_on_fleet"]
+__all__ = ["FleetEnd", "FleetJob", "in_background", "run_on_fleet"]
+
+T = TypeVar("T")
 
 
 @frozen(kw_only=True)
@@ -143,3 +150,29 @@ def _gathered(
     finally:
         events.close()
     return ends
+
+
+async def in_background(work: Callable[[], T]) -> T:
+    """`work()` in a daemon thread, awaited. Cancelled (Ctrl-C), the eval ends at once: the
+    runs in flight stop where they are, as a batch's do, and nobody recovers them (the
+    eval's executor id is its own); a worker thread of anyio's would hold the process until
+    every run had ended."""
+    box: dict[str, Any] = {}
+    done = anyio.Event()
+    token = anyio.lowlevel.current_token()
+
+    def target() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as exc:  # handed to the awaiting task, raised there
+            box["error"] = exc
+        finally:
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
+                anyio.from_thread.run_sync(done.set, token=token)
+
+    threading.Thread(target=target, name="ruizn-eval-fleet", daemon=True).start()
+    await done.wait()
+    if "error" in box:
+        raise box["error"]
+    value: T = box["value"]
+    return value

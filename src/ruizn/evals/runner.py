@@ -29,7 +29,7 @@ from ruizn.effects.models.pricing import Pricer, default_pricer, unpriced
 from ruizn.effects.runlog.reader import iter_events
 from ruizn.effects.runlog.store import new_run_id
 from ruizn.evals.dataset import Case, Dataset
-from ruizn.evals.fleetrun import FleetEnd, FleetJob, run_on_fleet
+from ruizn.evals.fleetrun import FleetEnd, FleetJob, in_background, run_on_fleet
 from ruizn.evals.recordings import recordings_by_goal
 from ruizn.evals.report import EvalReport, Outcome, Trial
 from ruizn.evals.scorers import Facts, ScorerSpec, Verdict
@@ -209,7 +209,7 @@ class _Runner:
                     settings=settings if model is None else {**settings, "model": model},
                 )
             )
-        ends, spent = await anyio.to_thread.run_sync(
+        ends, spent = await in_background(
             lambda: run_on_fleet(
                 queued,
                 folder=self.folder,
