@@ -105,21 +105,8 @@ async def evaluate_async(dataset: Dataset, how: Evaluation) -> EvalReport:
     jobs = [(case, epoch) for epoch in range(1, how.epochs + 1) for case in dataset.cases]
     queueable = how.recordings is None and (how.model is None or isinstance(how.model, str))
     queued = queueable and (how.concurrency > 1 or how.db is not None)
-    if how.db is not None and not queueable:
-        raise ConfigError(
-            "--db queues the eval's runs for the fleet's workers: give the model as a model id,"
-            " and no --recordings"
-        )
-    if how.db is not None and how.concurrency > 1:
-        raise ConfigError(
-            "with --db the fleet's workers run the eval's runs, at the workers' --concurrency:"
-            " give it to `ruizn worker`"
-        )
-    if how.db is not None and how.tools:
-        raise ConfigError(
-            "tools given as Python objects cannot reach the fleet's workers: with --db, give"
-            " them as --tool MODULE:ATTR (every worker imports them)"
-        )
+    if how.db is not None:
+        _workers_can_run(how, queueable)
     found: dict[tuple[str, int], Trial] = {}
     if queued:
         for trial in await runner.on_fleet(jobs):
@@ -150,6 +137,25 @@ async def evaluate_async(dataset: Dataset, how: Evaluation) -> EvalReport:
         offline=how.recordings is not None,
         min_pass=how.min_pass,
     )
+
+
+def _workers_can_run(how: Evaluation, queueable: bool) -> None:
+    """Raises ConfigError for what the fleet's workers (`--db`) cannot honour."""
+    if not queueable:
+        raise ConfigError(
+            "--db queues the eval's runs for the fleet's workers: give the model as a model id,"
+            " and no --recordings"
+        )
+    if how.concurrency > 1:
+        raise ConfigError(
+            "with --db the fleet's workers run the eval's runs, at the workers' --concurrency:"
+            " give it to `ruizn worker`"
+        )
+    if how.tools:
+        raise ConfigError(
+            "tools given as Python objects cannot reach the fleet's workers: with --db, give"
+            " them as --tool MODULE:ATTR (every worker imports them)"
+        )
 
 
 def _default_model() -> str:
