@@ -38,6 +38,7 @@ from ruizn.recording import (
     Divergence,
     Recording,
     RecordingError,
+    SessionEnd,
     compare_requests,
     exhausted,
     recording_of,
@@ -79,6 +80,7 @@ class Cassette:
         self._child = child
         self._answers = answers
         self._children: list[Cassette] = []
+        self._stops_given: set[int] = set()  # the recording's stops a re-drive resumed past
         # By `agent` call: the child's replay, the same again when the call goes on (a resume).
         self._by_call: dict[
             str, tuple[Cassette | Absent, RecordedApprover | None, RecordedHooks]
@@ -133,6 +135,21 @@ class Cassette:
         if call_id not in self._by_call:
             self._by_call[call_id] = self._replay_of(call_id, agent)
         return self._by_call[call_id]
+
+    def child_stop(self, call_id: str, awaiting: frozenset[str]) -> SessionEnd | None:
+        """The recorded stop of the child re-driven for `call_id` that waited on the calls
+        `awaiting` and was resumed with decisions (a parent's `resume --approve`), once
+        each; None: the recording holds none."""
+        replay = self._by_call.get(call_id)
+        child = None if replay is None else replay[0]
+        if not isinstance(child, Cassette):
+            return None
+        for index, stop in enumerate(child.recording.stops):
+            waited = frozenset(call.id for call in stop.state.awaiting_approval)
+            if index not in child._stops_given and stop.resumed is not None and waited == awaiting:
+                child._stops_given.add(index)
+                return stop
+        return None
 
     def _replay_of(
         self, call_id: str, agent: str

@@ -156,7 +156,7 @@ async def rerun_async(
         divergence = compare_stop(recording, stop, state)
         if divergence is not None or stop.resumed is None:
             break
-        request = _resume_of(stop, state, vouched=problem is None)
+        request = _with_children(_resume_of(stop, state, vouched=problem is None), cassette, state)
         async with driver.start_resume(run_id, request) as session:
             state, divergence = await _drive(session)
     return Rerun(
@@ -255,6 +255,27 @@ def _resume_of(stop: SessionEnd, state: ExecutionContext, *, vouched: bool) -> R
         reason=reasons[0] if reasons else None,
         approval=approval,
         message=stop.message,
+    )
+
+
+def _with_children(request: Resume, cassette: Cassette, state: ExecutionContext) -> Resume:
+    """The resume with the decisions the recording's resume handed to the children that
+    wait (each child's log holds those it was given), as `resume PARENT --approve` hands
+    them on."""
+    approve, deny, always = list(request.approve), list(request.deny), list(request.always)
+    reason = request.reason
+    for child in state.children_awaiting:
+        stop = cassette.child_stop(child.id, frozenset(call.id for call in child.awaiting))
+        if stop is None:
+            continue  # it stays waiting: the parent's stop after the resume shows it
+        for decided in stop.decisions:
+            (approve if decided.approved else deny).append(decided.id)
+            if decided.approved and decided.always:
+                always.append(decided.id)
+            if not decided.approved and decided.reason and reason is None:
+                reason = decided.reason
+    return evolve(
+        request, approve=tuple(approve), deny=tuple(deny), always=tuple(always), reason=reason
     )
 
 

@@ -113,3 +113,27 @@ def test_a_child_that_leaves_its_recording_is_named_in_the_divergence(
     assert f"of agent reader (run {reader})" in head
     assert "Changed" in json.dumps(done.divergence.lines())
     assert done.state.status.value == "error"
+
+
+def test_a_childs_stop_for_a_decision_is_re_driven_with_the_decision_its_resume_gave(
+    workspace: Path, api: Any, monkeypatch: Any
+) -> None:
+    api(
+        {
+            PARENT: _lead(_call("toolu_b", "writer", "Write notes")),
+            "You write": _tool_then_answer(
+                ToolUse("toolu_w", "write_file", {"path": "notes.md", "content": "hi\n"})
+            ),
+        }
+    )
+    agent = ruizn.Agent(MODEL, workspace=workspace, system=PARENT, subagents=[WRITER])
+    stopped = agent.run("Write.")
+    assert stopped.status.value == "awaiting_approval", stopped.error
+    done = agent.resume(stopped.run_id, approve=["toolu_w"])
+    assert done.status.value == "success", done.error
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", _closed_port())
+
+    again = anyio.run(lambda: rerun_async(agent, done.run_id))
+    assert again.divergence is None, again.divergence
+    assert again.state.status.value == "success"
+    assert (again.workspace / "notes.md").read_text() == "hi\n"
