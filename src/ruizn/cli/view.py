@@ -21,6 +21,7 @@ from ruizn.terminal import visible
 
 if TYPE_CHECKING:  # the runner's module loads anyio: `ruizn view` needs none of it
     from ruizn.shell.runner import Subscriber
+    from ruizn.view.timeline import Timeline
 
 PAGE_NAME = "view.html"
 
@@ -59,6 +60,46 @@ def _changed(store: RunStore, ref: RunRef) -> dict[int, tuple[str, ...]]:
     return {span.before.seq: tuple(c.path for c in changes) for span, changes in steps}
 
 
+# A page draws at most this many child runs (the rest are named, not drawn): a tree a
+# planted log makes deep or wide still makes a page a browser opens.
+MAX_CHILDREN = 200
+
+
+def _children(store: RunStore, timeline: Timeline) -> dict[str, Timeline]:
+    """The timelines of the runs `timeline`'s `agent` calls started, and theirs, by run id,
+    each read from its own log (checked by the reducer); one that cannot be read is left
+    out (the page names it with what the parent's log says)."""
+    from ruizn.effects.runlog.store import RunNotFound
+    from ruizn.view.timeline import TimelineBuilder
+
+    found: dict[str, Timeline] = {}
+    todo = [timeline]
+    while todo and len(found) < MAX_CHILDREN:
+        for run_id in _child_ids(todo.pop()):
+            if run_id in found or run_id == timeline.run_id or len(found) >= MAX_CHILDREN:
+                continue
+            builder = TimelineBuilder()
+            try:
+                ref = store.find(run_id)
+            except RunNotFound:
+                continue
+            if ref.run_id != run_id:  # found by a prefix, `last` or a path: not this child
+                continue
+            if store.info(ref, on_event=builder).replayed is not None:
+                found[run_id] = builder.timeline()
+                todo.append(found[run_id])
+    return found
+
+
+def _child_ids(timeline: Timeline) -> list[str]:
+    return [
+        tool.child.run_id
+        for step in timeline.steps
+        for tool in step.tools
+        if tool.child is not None
+    ]
+
+
 def _safe_name(run: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", run)[:100] or "run"
 
@@ -79,7 +120,11 @@ def view_run(store: RunStore, run: str, *, out: str | None, open_browser: bool) 
     live = found.live
     local = isinstance(store, FileStore)
     changed = _changed(store, ref) if local and not live else {}
-    page = render(builder.timeline(), live=live, source=store.location(ref), changed=changed)
+    timeline = builder.timeline()
+    children = _children(store, timeline)
+    page = render(
+        timeline, live=live, source=store.location(ref), changed=changed, children=children
+    )
     if out is not None:
         target = Path(out)
     elif local:
