@@ -61,7 +61,7 @@ from ruizn.resuming import (
     trusted_plan,
 )
 from ruizn.settings import ConfigError, RunSettings, settings_from
-from ruizn.shell.children import NamedHooks, RecordedChildren, split_decisions
+from ruizn.shell.children import NamedHooks, RecordedChildren, child_feeds, split_decisions
 from ruizn.shell.compacting import compact_refusal, compact_stopped
 from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session
 from ruizn.shell.rewind import RewindPlan, files_into, plan_rewind, run_files
@@ -387,6 +387,8 @@ class Agent(Wiring):
             model, answers, recorded = model.recorded_child(call_id, name)
             hooks = recorded if hooks is not None else None
             approver = answers if answers is not None and approver is not None else approver
+        # (the live export follows the child into the parent's trace)
+        feeds = child_feeds(self._subscribers)
         return Agent(
             model,
             tools=self._tools,
@@ -397,7 +399,7 @@ class Agent(Wiring):
             settings=settings,
             store=self.store() if self._log else None,
             log=self._log,
-            subscribers=(watch,),
+            subscribers=(watch, *feeds),
             on_notice=self._notice,
             environ=self._environ,
             trust_store=self._trust,

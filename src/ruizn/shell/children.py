@@ -47,10 +47,12 @@ __all__ = [
     "ChildAgent",
     "ChildBuilder",
     "ChildRuns",
+    "ChildSubscriber",
     "NamedApprover",
     "NamedHooks",
     "RecordedChildren",
     "TreeBudget",
+    "child_feeds",
     "split_decisions",
 ]
 
@@ -86,6 +88,19 @@ ChildBuilder = Callable[
     ],
     ChildAgent,
 ]
+
+
+@runtime_checkable
+class ChildSubscriber(Protocol):
+    """A subscriber that follows a run's subagents too (the live OTLP export): a child's
+    run is given the subscriber this returns."""
+
+    def for_child(self) -> Callable[[Event], None]: ...
+
+
+def child_feeds(subscribers: Sequence[object]) -> list[Callable[[Event], None]]:
+    """What a child run is given of its parent's subscribers: those that follow children."""
+    return [s.for_child() for s in subscribers if isinstance(s, ChildSubscriber)]
 
 
 @runtime_checkable

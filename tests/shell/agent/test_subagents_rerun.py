@@ -40,7 +40,9 @@ def _closed_port() -> str:
         return f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
-def _recorded(workspace: Path, api: Any, monkeypatch: Any) -> tuple[ruizn.Agent, ruizn.RunResult]:
+def _recorded(
+    workspace: Path, api: Any, monkeypatch: Any, **options: Any
+) -> tuple[ruizn.Agent, ruizn.RunResult]:
     api(
         {
             PARENT: _lead(
@@ -59,6 +61,7 @@ def _recorded(workspace: Path, api: Any, monkeypatch: Any) -> tuple[ruizn.Agent,
         system=PARENT,
         subagents=[READER, WRITER],
         approve=lambda call: True,  # the writer's write, approved at the "prompt"
+        **options,
     )
     result = agent.run("Read and write.")
     assert result.status.value == "success", result.error
