@@ -156,7 +156,12 @@ class Cassette:
     ) -> tuple[Cassette | Absent, RecordedApprover | None, RecordedHooks]:
         recorded = next((c for c in self.recording.final.children if c.id == call_id), None)
         problem = f"the recording started no agent for call {call_id}"
-        if recorded is not None and self._logs is not None:
+        if recorded is not None and self._logs is None:
+            problem = (
+                f"the recording's agent for call {call_id} has a log of its own, and this"
+                " cassette was given no way to find it (give the recording's path)"
+            )
+        elif recorded is not None and self._logs is not None:
             name = f"agent {recorded.agent} (run {recorded.run_id})"
             name = name if self._child is None else f"{self._child}{_SEP}{name}"
             path = self._logs(recorded.run_id)

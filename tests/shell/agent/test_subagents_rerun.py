@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 
 import ruizn
 from ruizn.cassette.rerun import rerun_async
 from ruizn.effects.runlog.reader import iter_events
 from ruizn.events import RunStarted, SubagentStarted, ToolApprovalDecided
+from ruizn.resuming import UntrustedRun
 from tests.fakeapi.replies import Reply, Stream, Text, ToolUse, tool_results, turns
 from tests.shell.agent.test_subagents import MODEL, PARENT, _call, _lead, api
 
@@ -140,3 +142,25 @@ def test_a_childs_stop_for_a_decision_is_re_driven_with_the_decision_its_resume_
     assert again.divergence is None, again.divergence
     assert again.state.status.value == "success"
     assert (again.workspace / "notes.md").read_text() == "hi\n"
+
+
+def test_a_child_log_changed_since_it_was_written_makes_the_rerun_ask(
+    workspace: Path, api: Any, monkeypatch: Any
+) -> None:
+    agent, result = _recorded(workspace, api, monkeypatch)
+    reader = next(
+        e.run_id
+        for e in iter_events(result.log_path)
+        if isinstance(e, SubagentStarted) and e.agent == "reader"
+    )
+    log = result.log_path.parent.parent / reader / "events.jsonl"
+    text = log.read_text(encoding="utf-8")
+    # Still a valid log: only its recorded answer to the prompt was edited.
+    log.write_text(text.replace("Got: ", "Gxt: "), encoding="utf-8")
+    with pytest.raises(UntrustedRun) as refused:
+        anyio.run(lambda: rerun_async(agent, result.run_id))
+    assert f"agent reader (run {reader})" in refused.value.reason
+    # Accepted (--trust): re-driven, and the child's edited answer shows as a difference.
+    done = anyio.run(lambda: rerun_async(agent, result.run_id, trust=True))
+    assert done.divergence is not None
+    assert done.divergence.call_id == "toolu_a"
