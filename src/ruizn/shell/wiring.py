@@ -267,7 +267,7 @@ class Wiring:
         approver: Approver | None,
         budget: SharedBudget | None,
         watch: Subscriber,
-        agent: tuple[str, str],
+        agent: tuple[str, str, str],
     ) -> Any:
         """A child run's builder (`ruizn.Agent` gives it): see shell/children.py."""
         raise NotImplementedError
