@@ -130,3 +130,26 @@ def test_a_checkpoint_killed_with_sigkill_leaves_the_store_usable(tmp_path: Path
     again = GitStore(tmp_path / "store", ws).snapshot()
     fresh = GitStore(tmp_path / "fresh", ws).snapshot()
     assert (again.tree, again.files) == (fresh.tree, 1000)
+
+
+def test_a_new_folder_keeps_its_files_and_empty_folders_but_what_git_ignores(
+    store: GitStore,
+) -> None:
+    ws = store.workspace
+    (ws / ".gitignore").write_text("*.log\ncache/\n")
+    (ws / "new" / "cache" / "deep").mkdir(parents=True)
+    (ws / "new" / "cache" / "deep" / "c.txt").write_text("ignored folder\n")
+    (ws / "new" / "a.txt").write_text("a\n")
+    (ws / "new" / "b.log").write_text("ignored file\n")
+    (ws / "new" / "e" / "f").mkdir(parents=True)
+    (ws / "new" / "to-new").symlink_to("e")  # a link to a folder is a link, not a folder
+    (ws / "new" / "repo" / ".git").mkdir(parents=True)  # a nested repository: not tracked
+    (ws / "new" / "repo" / "r.txt").write_text("r\n")
+    snap = store.snapshot()
+    tree = store._run(["ls-tree", "-r", "--name-only", snap.tree]).decode().split()
+    assert sorted(tree) == [".gitignore", "new/a.txt", "new/to-new"]
+    assert snap.empty_dirs == ("new/e/f",)
+    assert {(i.path, i.why) for i in snap.left_out} == {
+        ("new/b.log", "ignored"),
+        ("new/cache/", "ignored"),
+    }

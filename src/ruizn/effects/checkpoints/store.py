@@ -133,23 +133,27 @@ class GitStore:
     def snapshot(self) -> Snapshot:
         """Checkpoint the workspace as it is now."""
         with self._locked():
-            # One walk for what is not in the index (ignored or not: a folder wholly outside
-            # it is named once), beside the stat of every file the index holds.
-            untracked, modified = self._parallel(
-                ["ls-files", "-z", "-o", "--directory"],
-                ["diff-files", "-z", "--name-only"],
+            # Two git commands side by side, and no Python walk of the tree: one stats
+            # every file the index holds and walks for new paths (`C` changed, `R` removed,
+            # `?` new: a new folder named once, `dir/`); one walks for the ignored paths (an
+            # ignored folder named once). git's ignore rules decide both.
+            tagged, ignored_out = self._parallel(
+                ["ls-files", "-z", "-t", "-m", "-d", "-o", "--directory", "--exclude-standard"],
+                ["ls-files", "-z", "-o", "-i", "--directory", "--exclude-standard"],
             )
-            entries = _split(untracked)
-            ignored = self._ignored(entries)
-            new_files, empty_dirs, inner = self._new([e for e in entries if e not in ignored])
-            add, remove, big, replaced = self._sorted_out([*new_files, *_split(modified)])
+            changed: list[str] = []
+            untracked: list[str] = []
+            for entry in _split(tagged):
+                (untracked if entry[0] == "?" else changed).append(entry[2:])
+            listed = _split(ignored_out)
+            new_files, empty_dirs = self._new(untracked, set(listed))
+            add, remove, big, replaced = self._sorted_out([*new_files, *changed])
             if big or replaced:
                 self._feed(["update-index", "-z", "--force-remove", "--stdin"], big + replaced)
             if add or remove:
                 self._feed(["update-index", "-z", "--add", "--remove", "--stdin"], add + remove)
-            tree = self._run(["write-tree"]).decode().strip()
-            files, size = _index_totals(self.index, self.workspace)
-        left = [*(LeftOut(path=p, why="too_big") for p in big), *_why([*ignored, *inner])]
+            tree, (files, size) = self._write_tree()
+        left = [*(LeftOut(path=p, why="too_big") for p in big), *_why(_outermost(listed))]
         return Snapshot(
             tree=tree,
             files=files,
@@ -159,51 +163,40 @@ class GitStore:
             more_left_out=max(len(left) - MAX_LISTED, 0),
         )
 
-    def _ignored(self, entries: Sequence[str]) -> list[str]:
-        """Those of `entries` the ignore rules leave out (.gitignore files, the store's
-        exclude file: `.ruizn/`, the secret-file names)."""
-        # `.ruizn/` is in every workspace that has runs, and always excluded: no process
-        # is started for it alone.
-        known = [e for e in entries if e == ".ruizn/"]
-        rest = [e for e in entries if e != ".ruizn/"]
-        if not rest:
-            return known
-        done = subprocess.run(
-            [self._git, "check-ignore", "-z", "--stdin"],
-            input=_join(rest),
-            capture_output=True,
-            env=dict(self._env),
-            cwd=self.workspace,
-            check=False,
-            pass_fds=self._held,
-        )
-        if done.returncode not in (0, 1):  # 1: none of them is ignored
-            raise CheckpointError(f"git check-ignore: {done.stderr.decode(errors='replace')}")
-        return [*known, *_split(done.stdout)]
-
-    def _new(self, entries: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
-        """The new files, the empty folders, and the ignored paths inside new folders, from
-        what `ls-files -o --directory` named and is not ignored (a new folder is named
-        once, `dir/`, not its files)."""
+    def _new(self, entries: Sequence[str], ignored: set[str]) -> tuple[list[str], list[str]]:
+        """The new files and the empty folders among what `ls-files -o --directory` named
+        (a new folder is named once, `dir/`: what it holds, but what git ignores, is listed
+        here; it is new, so small next to the tree)."""
         files = [e for e in entries if not e.endswith("/")]
-        folders = [e for e in entries if e.endswith("/")]
         empty: list[str] = []
-        ignored: list[str] = []
-        if folders:
-            inside, left = self._parallel(
-                ["ls-files", "-z", "-o", "--exclude-standard", "--", *folders],
-                ["ls-files", "-z", "-o", "-i", "--directory", "--exclude-standard", "--", *folders],
-            )
-            files.extend(_split(inside))
-            ignored.extend(_split(left))
-            for folder in folders:
-                empty.extend(self._empty_under(folder.rstrip("/")))
-        return files, empty, ignored
+        for folder in (e for e in entries if e.endswith("/")):
+            _inside(self.workspace, folder.rstrip("/"), ignored, files, empty)
+        return files, empty
 
-    def _empty_under(self, folder: str) -> Iterator[str]:
-        for top, dirs, names in os.walk(self.workspace / folder):
-            if not dirs and not names:
-                yield Path(top).relative_to(self.workspace).as_posix()
+    def _write_tree(self) -> tuple[str, tuple[int, int]]:
+        """`git write-tree`, and the index's totals read while it runs (the index it reads is
+        the one update-index wrote; write-tree only adds its tree cache, by rename)."""
+        had_index = self.index.exists()
+        try:
+            proc = subprocess.Popen(
+                [self._git, "write-tree"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=dict(self._env),
+                cwd=self.workspace,
+                pass_fds=self._held,
+            )
+        except OSError as exc:
+            raise CheckpointError(f"git could not start: {exc.strerror}") from None
+        try:
+            # No index yet: nothing was ever added (write-tree writes an empty one).
+            totals = _index_totals(self.index, self.workspace) if had_index else (0, 0)
+        finally:
+            out, err = proc.communicate()
+        if proc.returncode != 0:
+            lines = err.decode("utf-8", "replace").strip().splitlines()
+            raise CheckpointError(f"git write-tree: {lines[-1] if lines else proc.returncode}")
+        return out.decode().strip(), totals
 
     def _sorted_out(
         self, paths: Sequence[str]
@@ -396,6 +389,35 @@ def _why(paths: Sequence[str]) -> Iterator[LeftOut]:
             yield LeftOut(path=path, why="ignored")
 
 
+def _outermost(paths: Sequence[str]) -> list[str]:
+    """`paths` without those inside a folder also named (`ls-files -i --directory` can name
+    an ignored folder and its files both)."""
+    folders = [p for p in paths if p.endswith("/")]
+    return [p for p in paths if not any(p != f and p.startswith(f) for f in folders)]
+
+
+def _inside(root: Path, folder: str, ignored: set[str], files: list[str], empty: list[str]) -> None:
+    """Add to `files` the files under the new folder `folder` and to `empty` its empty
+    folders, but what git ignores (`ignored`: files, and folders ending in `/`) and nested
+    repositories (git records only their folder: here nothing)."""
+    if folder + "/" in ignored:
+        return
+    try:
+        entries = list(os.scandir(root / folder))
+    except OSError:
+        return
+    if any(e.name == ".git" for e in entries):
+        return
+    if not entries:
+        empty.append(folder)
+    for entry in entries:
+        path = f"{folder}/{entry.name}"
+        if entry.is_dir(follow_symlinks=False):
+            _inside(root, path, ignored, files, empty)
+        elif path not in ignored:
+            files.append(path)
+
+
 def _index_totals(index: Path, root: Path) -> tuple[int, int]:
     """(entries, bytes) of a git index (version 2 or 3): the sizes git recorded. An entry git
     wrote in the same second as the file changed records size 0 (git "smudges" it, to look
@@ -406,19 +428,21 @@ def _index_totals(index: Path, root: Path) -> tuple[int, int]:
     version, count = struct.unpack_from(">II", data, 4)
     if version not in (2, 3):
         raise CheckpointError(f"the store's index has version {version}")
+    # Each entry: stat data, its size at +36, the object id, 2 bytes of flags (the name's
+    # length in the low 12 bits), 2 more when extended, the name, NUL padding to 8 bytes.
+    unpack = struct.Struct(">I20xH").unpack_from
     offset, total = 12, 0
-    size_at = struct.Struct(">I")
-    flags_at = struct.Struct(">H")
     for _ in range(count):
-        size = size_at.unpack_from(data, offset + 36)[0]
-        flags = flags_at.unpack_from(data, offset + 60)[0]
+        size, flags = unpack(data, offset + 36)
         start = offset + (64 if flags & 0x4000 else 62)
-        end = data.index(b"\0", start)
+        length = flags & 0xFFF
+        if length == 0xFFF:  # a name that long is NUL-terminated only
+            length = data.index(b"\0", start) - start
         if size == 0:
             with contextlib.suppress(OSError):
-                size = os.lstat(root / os.fsdecode(data[start:end])).st_size
+                size = os.lstat(root / os.fsdecode(data[start : start + length])).st_size
         total += size
-        offset += ((end - offset) // 8 + 1) * 8
+        offset += (start - offset + length + 8) & ~7
     return count, total
 
 
