@@ -111,6 +111,7 @@ class GitStore:
         *,
         size_cap: int = DEFAULT_SIZE_CAP,
         git: str = "git",
+        run: Path | None = None,
     ) -> None:
         self.root = root
         self.git_dir = root / "store.git"
@@ -122,17 +123,23 @@ class GitStore:
         # The lock's descriptor while it is held, passed to every git process: a git that
         # outlives a killed ruizn holds the lock until it ends too.
         self._held: tuple[int, ...] = ()
+        # The folder of the run whose checkpoints these are: listed in the store, so that
+        # `ruizn checkpoints gc` keeps its trees while the folder exists.
+        self.run = run.resolve() if run is not None else None
+        self._noted = False
 
     @classmethod
-    def for_workspace(cls, state: Path, workspace: Path) -> GitStore:
-        """The store under the state folder `state`, for `workspace`."""
-        return cls(checkpoint_root(state), workspace)
+    def for_workspace(cls, state: Path, workspace: Path, *, run: Path | None = None) -> GitStore:
+        """The store under the state folder `state`, for `workspace` (and the run folder
+        `run`, when a run takes the checkpoints)."""
+        return cls(checkpoint_root(state), workspace, run=run)
 
     # -- taking a checkpoint ------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
         """Checkpoint the workspace as it is now."""
         with self._locked():
+            self._note_run()
             # Two git commands side by side, and no Python walk of the tree: one stats
             # every file the index holds and walks for new paths (`C` changed, `R` removed,
             # `?` new: a new folder named once, `dir/`); one walks for the ignored paths (an
@@ -293,21 +300,38 @@ class GitStore:
     @contextmanager
     def _locked(self) -> Iterator[None]:
         self._init()
+        # Shared with every other checkpoint, exclusive to `checkpoints gc` (which must not
+        # prune the objects of a checkpoint not yet in its run's log).
+        store_fd = store_lock(self.root, exclusive=False)
         lock = self.index.with_name(self.index.name + ".ruizn-lock")
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError:
+            os.close(store_fd)
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             # Held by us alone (and by no git of a killed checkpoint, which would hold it
             # too): an index.lock now is a checkpoint that was killed.
             self.index.with_name(self.index.name + ".lock").unlink(missing_ok=True)
-            self._held = (fd,)
+            self._held = (store_fd, fd)
             yield
         finally:
             self._held = ()
             os.close(fd)
+            os.close(store_fd)
+
+    def _note_run(self) -> None:
+        """List the run folder in the store (once): `checkpoints gc` keeps its trees."""
+        if self.run is not None and not self._noted:
+            _write_once(self.root / "runs" / _key(self.run), os.fsdecode(self.run))
+            self._noted = True
 
     def _init(self) -> None:
         self.index.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # Which workspace this index is of: `checkpoints gc` finds its runs and drops the
+        # index of a workspace that is gone.
+        _write_once(self.index.with_name(self.index.name + ".workspace"), str(self.workspace))
         if (self.git_dir / "HEAD").exists():
             return
         env = {k: v for k, v in self._env.items() if k != "GIT_WORK_TREE"}
@@ -377,6 +401,28 @@ def _git_env(environ: Mapping[str, str], git_dir: Path, tree: Path, index: Path)
         "GIT_OPTIONAL_LOCKS": "0",
         "LC_ALL": "C",
     }
+
+
+def store_lock(root: Path, *, exclusive: bool) -> int:
+    """The store-wide lock's descriptor, held (shared by checkpoints, exclusive by gc)."""
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(root / "gc.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _write_once(path: Path, text: str) -> None:
+    """Write `text` to `path` unless it exists (whole or not at all: by rename)."""
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    temp.write_text(text)
+    os.replace(temp, path)
 
 
 def _why(paths: Sequence[str]) -> Iterator[LeftOut]:
