@@ -143,8 +143,8 @@ def test_a_new_folder_keeps_its_files_and_empty_folders_but_what_git_ignores(
     (ws / "new" / "b.log").write_text("ignored file\n")
     (ws / "new" / "e" / "f").mkdir(parents=True)
     (ws / "new" / "to-new").symlink_to("e")  # a link to a folder is a link, not a folder
-    (ws / "new" / "repo" / ".git").mkdir(parents=True)  # a nested repository: not tracked
-    (ws / "new" / "repo" / "r.txt").write_text("r\n")
+    subprocess.run(["git", "init", "-q", str(ws / "new" / "repo")], check=True)
+    (ws / "new" / "repo" / "r.txt").write_text("r\n")  # in a nested repository: not kept
     snap = store.snapshot()
     tree = store._run(["ls-tree", "-r", "--name-only", snap.tree]).decode().split()
     assert sorted(tree) == [".gitignore", "new/a.txt", "new/to-new"]

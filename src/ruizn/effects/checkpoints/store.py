@@ -140,27 +140,25 @@ class GitStore:
         """Checkpoint the workspace as it is now."""
         with self._locked():
             self._note_run()
-            # Two git commands side by side, and no Python walk of the tree: one stats
-            # every file the index holds and walks for new paths (`C` changed, `R` removed,
-            # `?` new: a new folder named once, `dir/`); one walks for the ignored paths (an
-            # ignored folder named once). git's ignore rules decide both.
-            tagged, ignored_out = self._parallel(
-                ["ls-files", "-z", "-t", "-m", "-d", "-o", "--directory", "--exclude-standard"],
-                ["ls-files", "-z", "-o", "-i", "--directory", "--exclude-standard"],
-            )
+            # One git command stats every file the index holds and walks for what it does
+            # not (`C` changed, `R` removed, `?` not in the index: a new or ignored folder
+            # is named once, `dir/`); git's ignore rules then sort the few `?` names. No
+            # Python walk of the tree: only of new folders.
+            tagged = self._run(["ls-files", "-z", "-t", "-m", "-d", "-o", "--directory"])
             changed: list[str] = []
             untracked: list[str] = []
             for entry in _split(tagged):
                 (untracked if entry[0] == "?" else changed).append(entry[2:])
-            listed = _split(ignored_out)
-            new_files, empty_dirs = self._new(untracked, set(listed))
+            ignored = self._ignored(untracked)
+            skip = {*ignored, ".ruizn/"}
+            new_files, empty_dirs, inner = self._new([e for e in untracked if e not in skip])
             add, remove, big, replaced = self._sorted_out([*new_files, *changed])
             if big or replaced:
                 self._feed(["update-index", "-z", "--force-remove", "--stdin"], big + replaced)
             if add or remove:
                 self._feed(["update-index", "-z", "--add", "--remove", "--stdin"], add + remove)
             tree, (files, size) = self._write_tree()
-        left = [*(LeftOut(path=p, why="too_big") for p in big), *_why(_outermost(listed))]
+        left = [*(LeftOut(path=p, why="too_big") for p in big), *_why([*ignored, *inner])]
         return Snapshot(
             tree=tree,
             files=files,
@@ -170,15 +168,50 @@ class GitStore:
             more_left_out=max(len(left) - MAX_LISTED, 0),
         )
 
-    def _new(self, entries: Sequence[str], ignored: set[str]) -> tuple[list[str], list[str]]:
-        """The new files and the empty folders among what `ls-files -o --directory` named
-        (a new folder is named once, `dir/`: what it holds, but what git ignores, is listed
-        here; it is new, so small next to the tree)."""
+    def _ignored(self, entries: Sequence[str]) -> list[str]:
+        """Those of `entries` (paths not in the index) the ignore rules leave out: the
+        .gitignore files, the store's exclude file (`.ruizn/`, the secret-file names)."""
+        ask = [e for e in entries if e != ".ruizn/"]  # always there, always left out
+        if not ask:
+            return []
+        done = subprocess.run(
+            [self._git, "check-ignore", "-z", "--no-index", "--stdin"],
+            input=_join(ask),
+            capture_output=True,
+            env=dict(self._env),
+            cwd=self.workspace,
+            check=False,
+            pass_fds=self._held,
+        )
+        if done.returncode not in (0, 1):  # 1: none of them is ignored
+            raise CheckpointError(f"git check-ignore: {done.stderr.decode(errors='replace')}")
+        return _split(done.stdout)
+
+    def _new(self, entries: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
+        """The new files, the empty folders, and the ignored paths inside new folders, from
+        the names `ls-files -o --directory` gave that are not ignored (a new folder is named
+        once, `dir/`). A folder holding only folders is read here; any other is listed by
+        git (its files, and what its ignore rules leave out)."""
         files = [e for e in entries if not e.endswith("/")]
         empty: list[str] = []
-        for folder in (e for e in entries if e.endswith("/")):
-            _inside(self.workspace, folder.rstrip("/"), ignored, files, empty)
-        return files, empty
+        deep: list[str] = []
+        for folder in (e.rstrip("/") for e in entries if e.endswith("/")):
+            only = _only_folders(self.workspace, folder)
+            if only is None:
+                deep.append(folder)
+            else:
+                empty.extend(only)
+        if not deep:
+            return files, empty, []
+        inside, left = self._parallel(
+            ["ls-files", "-z", "-o", "--exclude-standard", "--", *deep],
+            ["ls-files", "-z", "-o", "-i", "--directory", "--exclude-standard", "--", *deep],
+        )
+        files.extend(p for p in _split(inside) if not p.endswith("/"))  # "repo/": nested
+        ignored = _split(left)
+        for folder in deep:
+            _empty_inside(self.workspace, folder, set(ignored), empty)
+        return files, empty, _outermost(ignored)
 
     def _write_tree(self) -> tuple[str, tuple[int, int]]:
         """`git write-tree`, and the index's totals read while it runs (the index it reads is
@@ -442,10 +475,32 @@ def _outermost(paths: Sequence[str]) -> list[str]:
     return [p for p in paths if not any(p != f and p.startswith(f) for f in folders)]
 
 
-def _inside(root: Path, folder: str, ignored: set[str], files: list[str], empty: list[str]) -> None:
-    """Add to `files` the files under the new folder `folder` and to `empty` its empty
-    folders, but what git ignores (`ignored`: files, and folders ending in `/`) and nested
-    repositories (git records only their folder: here nothing)."""
+def _only_folders(root: Path, folder: str) -> list[str] | None:
+    """The empty folders under `folder` when it holds nothing but folders; [] for a nested
+    repository (git records only its folder: here nothing); None when it holds anything
+    else."""
+    try:
+        entries = list(os.scandir(root / folder))
+    except OSError:
+        return []
+    if any(e.name == ".git" for e in entries):
+        return []
+    if not entries:
+        return [folder]
+    found: list[str] = []
+    for entry in entries:
+        if not entry.is_dir(follow_symlinks=False):
+            return None
+        inner = _only_folders(root, f"{folder}/{entry.name}")
+        if inner is None:
+            return None
+        found.extend(inner)
+    return found
+
+
+def _empty_inside(root: Path, folder: str, ignored: set[str], empty: list[str]) -> None:
+    """Add to `empty` the empty folders under `folder`, but inside what git ignores
+    (`ignored`: folders end in `/`) and nested repositories."""
     if folder + "/" in ignored:
         return
     try:
@@ -457,11 +512,8 @@ def _inside(root: Path, folder: str, ignored: set[str], files: list[str], empty:
     if not entries:
         empty.append(folder)
     for entry in entries:
-        path = f"{folder}/{entry.name}"
         if entry.is_dir(follow_symlinks=False):
-            _inside(root, path, ignored, files, empty)
-        elif path not in ignored:
-            files.append(path)
+            _empty_inside(root, f"{folder}/{entry.name}", ignored, empty)
 
 
 def _index_totals(index: Path, root: Path) -> tuple[int, int]:
