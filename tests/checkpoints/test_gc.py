@@ -53,3 +53,21 @@ def test_gc_frees_a_deleted_runs_checkpoints_and_another_runs_rewind_still_works
     agent.rewind(kept, to=10_000)
     again = collect_garbage(agent.state_folder())
     assert (again.before, again.dropped_runs, again.runs) == (again.after, 0, 1)
+
+
+def test_gc_deletes_nothing_while_an_index_has_no_workspace_named(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("a\n")
+    state = tmp_path / "state"
+    store = GitStore.for_workspace(state, ws)
+    tree = store.snapshot().tree
+    store.index.with_name(store.index.name + ".workspace").unlink()  # as an older ruizn left it
+    with pytest.raises(CheckpointError, match="no name for"):
+        collect_garbage(state)
+    assert store.changes(tree, tree) == ()
+    # Named, the workspace's last checkpoint is kept (its next one reuses the objects).
+    report = collect_garbage(state, workspaces=[ws])
+    assert (report.trees, report.dropped_workspaces) == (1, 0)
+    (ws / "b.txt").write_text("b\n")
+    assert [c.path for c in store.changes(tree, store.snapshot().tree)] == ["b.txt"]
