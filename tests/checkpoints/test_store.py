@@ -153,3 +153,22 @@ def test_a_new_folder_keeps_its_files_and_empty_folders_but_what_git_ignores(
         ("new/b.log", "ignored"),
         ("new/cache/", "ignored"),
     }
+
+
+def test_a_changed_gitignore_changes_what_the_next_checkpoint_leaves_out(store: GitStore) -> None:
+    ws = store.workspace
+    (ws / "gen" / "out").mkdir(parents=True)
+    (ws / "sub").mkdir()
+    (ws / "sub" / "keep.txt").write_text("k\n")
+    (ws / "sub" / "new.tmp").write_text("t\n")
+    assert store.snapshot().empty_dirs == ("gen/out",)
+    (ws / ".gitignore").write_text("gen/\n")
+    (ws / "sub" / "other.tmp").write_text("o\n")
+    (ws / "sub" / ".gitignore").write_text("other.tmp\n")
+    snap = store.snapshot()
+    assert (snap.empty_dirs, [(i.path, i.why) for i in snap.left_out]) == (
+        (),
+        [("gen/", "ignored"), ("sub/other.tmp", "ignored")],
+    )
+    (ws / ".gitignore").write_text("# nothing\n")
+    assert store.snapshot().empty_dirs == ("gen/out",)

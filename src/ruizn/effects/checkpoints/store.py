@@ -127,6 +127,10 @@ class GitStore:
         # `ruizn checkpoints gc` keeps its trees while the folder exists.
         self.run = run.resolve() if run is not None else None
         self._noted = False
+        # git's answer on whether a name not in the index is ignored, with what it depends
+        # on (the stat data of the .gitignore files above it): the same names come back at
+        # every checkpoint of a run, and asking git again is a process each time.
+        self._ignore_answers: dict[str, tuple[tuple[object, ...], bool]] = {}
 
     @classmethod
     def for_workspace(cls, state: Path, workspace: Path, *, run: Path | None = None) -> GitStore:
@@ -172,8 +176,27 @@ class GitStore:
         """Those of `entries` (paths not in the index) the ignore rules leave out: the
         .gitignore files, the store's exclude file (`.ruizn/`, the secret-file names)."""
         ask = [e for e in entries if e != ".ruizn/"]  # always there, always left out
-        if not ask:
-            return []
+        keys = {e: self._ignore_key(e) for e in ask}
+        known = self._ignore_answers
+        if len(known) > 10_000:
+            known.clear()
+        unknown = [e for e in ask if e not in known or known[e][0] != keys[e]]
+        if unknown:
+            found = set(self._check_ignore(unknown))
+            known.update((e, (keys[e], e in found)) for e in unknown)
+        return [e for e in ask if known[e][1]]
+
+    def _ignore_key(self, path: str) -> tuple[object, ...]:
+        """What git's ignore rules for `path` depend on, beside the store's own exclude file
+        (fixed): the .gitignore files of the folders above it (a parent that is ignored would
+        be named instead of it)."""
+        folders = path.rstrip("/").split("/")[:-1]
+        return tuple(
+            _stat_key(self.workspace.joinpath(*folders[:depth], ".gitignore"))
+            for depth in range(len(folders) + 1)
+        )
+
+    def _check_ignore(self, ask: Sequence[str]) -> list[str]:
         done = subprocess.run(
             [self._git, "check-ignore", "-z", "--no-index", "--stdin"],
             input=_join(ask),
@@ -446,6 +469,14 @@ def store_lock(root: Path, *, exclusive: bool) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def _stat_key(path: Path) -> tuple[int, int, int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
 def _write_once(path: Path, text: str) -> None:
