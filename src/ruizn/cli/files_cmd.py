@@ -14,7 +14,14 @@ from ruizn.cli.common import run_store
 from ruizn.cli.exits import EXIT_ERROR, EXIT_OK, Exit, fail
 from ruizn.cli.options import where_options
 
-__all__ = ["changed_steps", "diff_files", "file_lines", "rewind_command", "rewind_files"]
+__all__ = [
+    "changed_steps",
+    "checkpoints_group",
+    "diff_files",
+    "file_lines",
+    "rewind_command",
+    "rewind_files",
+]
 
 T = TypeVar("T")
 _WORDS = {"M": "changed", "T": "changed", "A": "added", "D": "removed"}
@@ -187,3 +194,46 @@ def _counts(changes: Sequence[Any]) -> str:
     for change in changes:
         tally[_WORDS.get(change.status, "changed")] += 1
     return ", ".join(f"{counted(n, 'file')} {word}" for word, n in tally.items() if n)
+
+
+@click.group("checkpoints")
+def checkpoints_group() -> None:
+    """The checkpoint store: `checkpoints gc` deletes the checkpoints no run folder needs.
+
+    docs/checkpoints.md says what is kept and where.
+    """
+
+
+@checkpoints_group.command("gc")
+@click.option(
+    "--workspace",
+    "-w",
+    "workspaces",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="A workspace whose runs to keep, besides those the store lists (repeatable;"
+    " the current folder is one).",
+)
+def gc_command(workspaces: tuple[str, ...]) -> None:
+    """Reclaim the checkpoint store: keep every checkpoint of a run whose folder still
+    exists (and what a rewind of it can undo), delete the rest, and say what was freed."""
+    from pathlib import Path
+
+    from ruizn.effects.checkpoints.gc import collect_garbage
+    from ruizn.effects.userconfig.dirs import state_dir
+    from ruizn.format import counted, human_bytes
+
+    given = [Path(w) for w in (".", *workspaces)]
+    report = _checked(lambda: collect_garbage(state_dir(os.environ), workspaces=given))
+    freed = max(report.before - report.after, 0)
+    line = (
+        f"freed {human_bytes(freed)} ({human_bytes(report.before)} -> {human_bytes(report.after)});"
+        f" kept {counted(report.trees, 'tree')} of {counted(report.runs, 'run')}"
+    )
+    if report.dropped_runs or report.dropped_workspaces:
+        line += (
+            f"; dropped the checkpoints of {counted(report.dropped_runs, 'deleted run folder')}"
+            f" and the index of {counted(report.dropped_workspaces, 'deleted workspace')}"
+        )
+    print(line)
+    raise Exit(EXIT_OK)

@@ -171,7 +171,7 @@ class Wiring:
                     instructions=_subfolder_instructions(settings),
                     hooks=self._hooks_for(settings),
                     transcript=str(root / run_id / LOG_NAME),
-                    checkpointer=self._checkpointer(settings),
+                    checkpointer=self._checkpointer(settings, root / run_id),
                     redact_stream=redactor.stream_text if redactor else None,
                 )
                 yield runner, settings
@@ -180,12 +180,12 @@ class Wiring:
                 jobs.close()  # every process the run started ends with it
             await _aclose(provider)
 
-    def _checkpointer(self, settings: RunSettings) -> GitStore | None:
+    def _checkpointer(self, settings: RunSettings, run: Path | None = None) -> GitStore | None:
         """The store of the workspace's checkpoints, in the user's state folder (None: the
-        run keeps none)."""
+        run keeps none); `run` is the run's folder (gc keeps its trees while it exists)."""
         if not settings.checkpoints:
             return None
-        return GitStore.for_workspace(state_dir(self._environ), Path(settings.workspace))
+        return GitStore.for_workspace(state_dir(self._environ), Path(settings.workspace), run=run)
 
     async def _fitted(self, provider: Provider, settings: RunSettings) -> RunSettings:
         """A new run's settings checked against what the Models API says of its model, before
