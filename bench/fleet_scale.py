@@ -29,10 +29,13 @@ import asyncio
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +60,7 @@ class Rate:
     seconds: float  # first request to last answer
     wall: float  # the whole command
     rss_kb: int = 0  # peak RSS of the process (0: not measured)
+    cpu_s: float = 0.0  # CPU seconds of the process, user + system (start-up included)
 
     @property
     def per_s(self) -> float:
@@ -115,30 +119,35 @@ def measure_bare(url: str, ws: Path, config: dict[str, Any], runs: int, concurre
     path = ws / "bare-config.json"
     path.write_text(json.dumps(config), encoding="utf-8")
     began = time.perf_counter()
-    out = subprocess.run(
+    proc = subprocess.Popen(
         [PY, __file__, "--bare", str(path), "--runs", str(runs), "--concurrency", str(concurrency)],
         cwd=ws,
         env=fleet.env_for(url, src=None),
-        check=True,
-        capture_output=True,
+        stdout=subprocess.PIPE,
         text=True,
     )
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    code, rss, cpu = wait_rss(proc, 900)
     wall = time.perf_counter() - began
-    got = json.loads(out.stdout.strip().splitlines()[-1])
-    return Rate(f"bare asyncio SDK loop, {concurrency} at once", got["calls"], got["seconds"], wall)
+    if code != 0:
+        raise RuntimeError(f"the bare asyncio loop exited {code}")
+    got = json.loads(out.strip().splitlines()[-1])
+    label = f"bare asyncio SDK loop, {concurrency} at once"
+    return Rate(label, got["calls"], got["seconds"], wall, rss, cpu)
 
 
 # ---------------------------------------------------------------- ruizn batch
 
 
-def wait_rss(proc: subprocess.Popen[Any], timeout: float) -> tuple[int, int]:
-    """(exit status, peak RSS in KB) of one child, by its own rusage."""
+def wait_rss(proc: subprocess.Popen[Any], timeout: float) -> tuple[int, int, float]:
+    """(exit status, peak RSS in KB, CPU seconds) of one child, by its own rusage."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             proc.returncode = os.waitstatus_to_exitcode(status)
-            return proc.returncode, usage.ru_maxrss
+            return proc.returncode, usage.ru_maxrss, usage.ru_utime + usage.ru_stime
         time.sleep(0.05)
     proc.kill()
     raise RuntimeError(f"timed out after {timeout:.0f} s")
@@ -169,7 +178,7 @@ def measure_batch(url: str, ws: Path, runs: int, concurrency: int) -> tuple[Rate
         env=fleet.env_for(url, XDG_STATE_HOME=str(folder / "state")),
         stdout=subprocess.DEVNULL,
     )
-    code, rss = wait_rss(proc, 900)
+    code, rss, cpu = wait_rss(proc, 900)
     wall = time.perf_counter() - began
     if code != 0:
         raise RuntimeError(f"ruizn batch exited {code}")
@@ -177,7 +186,7 @@ def measure_batch(url: str, ws: Path, runs: int, concurrency: int) -> tuple[Rate
     seconds, steps, _ = fleet.span(found)
     started = json.loads(found[0].read_text().splitlines()[0])
     label = f"`ruizn batch`, {runs} runs at concurrency {concurrency}"
-    return Rate(label, steps, seconds, wall, rss), started
+    return Rate(label, steps, seconds, wall, rss, cpu), started
 
 
 def bare_config(started: dict[str, Any]) -> dict[str, Any]:
@@ -195,7 +204,7 @@ def bare_config(started: dict[str, Any]) -> dict[str, Any]:
 
 
 def start_worker(db: str, name: str, ws: Path, env: dict[str, str], concurrency: int) -> Any:
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         [
             PY,
             "-m",
@@ -216,10 +225,15 @@ def start_worker(db: str, name: str, ws: Path, env: dict[str, str], concurrency:
         stderr=subprocess.STDOUT,
         text=True,
     )
+
+
+def wait_ready(proc: Any, name: str) -> None:
     assert proc.stdout is not None
     for line in proc.stdout:  # its announce lines, until it takes work
         if "ready" in line:
-            return proc
+            # The rest drained, so that a full pipe never holds the worker up.
+            threading.Thread(target=proc.stdout.read, daemon=True).start()
+            return
     raise RuntimeError(f"worker {name} ended before it was ready")
 
 
@@ -247,6 +261,8 @@ def measure_workers(url: str, db: str, *, workers: int, runs: int, concurrency: 
     began = time.perf_counter()
     procs = [start_worker(db, f"w{i}", ws, env, concurrency) for i in range(1, workers + 1)]
     try:
+        for i, proc in enumerate(procs, start=1):  # started together, ready in any order
+            wait_ready(proc, f"w{i}")
         subprocess.run(
             [PY, "-m", "ruizn", "submit", str(fleet.goals_file(ws, runs)), "--model", fleet.MODEL],
             cwd=ws,
@@ -258,15 +274,11 @@ def measure_workers(url: str, db: str, *, workers: int, runs: int, concurrency: 
     finally:
         for proc in procs:
             proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        cpu = sum(wait_rss(proc, 60)[2] for proc in procs)
     wall = time.perf_counter() - began
     seconds, steps, _ = fleet.span(logs)
     label = f"{workers} `ruizn worker` x {concurrency}, Postgres, {runs} runs"
-    return Rate(label, steps, seconds, wall)
+    return Rate(label, steps, seconds, wall, cpu_s=cpu)
 
 
 def fresh_database(pg: str, name: str) -> str:
@@ -283,48 +295,61 @@ def fresh_database(pg: str, name: str) -> str:
 # ---------------------------------------------------------------- all of it
 
 
-def measure(
-    *, runs: int, concurrency: int, latency: float, pg_runs: int, pg_concurrency: int, reps: int
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Sizes:
+    runs: int
+    concurrency: int
+    latency: float
+    pg_runs: int  # 0: no Postgres measure
+    pg_concurrency: int
+    reps: int
+
+
+FULL = Sizes(runs=256, concurrency=64, latency=LATENCY, pg_runs=256, pg_concurrency=32, reps=3)
+# --smoke (CI): that every measure runs, at sizes that say nothing about speed.
+SMOKE = Sizes(runs=8, concurrency=4, latency=0.05, pg_runs=8, pg_concurrency=2, reps=1)
+
+
+def measure(sizes: Sizes) -> dict[str, Any]:
+    """Each rep runs both sides back to back, in alternating order (ABBA), so a drift in
+    the machine's load falls on both alike; a ratio is taken within each rep."""
     out: dict[str, Any] = {
-        "runs": runs,
-        "concurrency": concurrency,
-        "latency_s": latency,
+        **asdict(sizes),
         "steps_a_run": TOOL_TURNS + 1,
         "batch": [],
         "bare": [],
         "workers": {"1": [], "2": []},
-        "pg_runs": pg_runs,
-        "pg_concurrency": pg_concurrency,
     }
-    server, url = start_server(latency)
+    server, url = start_server(sizes.latency)
     ws = Path(tempfile.mkdtemp(prefix="ruizn-bench-scale-"))
     (ws / "README.md").write_text("# bench\n")
     try:
-        for _ in range(reps):
-            batch, started = measure_batch(url, ws, runs, concurrency)
-            bare = measure_bare(url, ws, bare_config(started), runs, concurrency)
-            out["batch"].append(asdict(batch))
-            out["bare"].append(asdict(bare))
-            print(
-                f"{batch.label}: {batch.per_s:.1f} steps/s, rss {batch.rss_kb / 1024:.0f} MB;"
-                f" {bare.label}: {bare.per_s:.1f} steps/s",
-                file=sys.stderr,
-                flush=True,
-            )
-        if pg_runs:
+        config: dict[str, Any] | None = None
+        for rep in range(sizes.reps if sizes.runs else 0):
+            for side in ("batch", "bare") if rep % 2 == 0 or config is None else ("bare", "batch"):
+                if side == "batch":
+                    got, started = measure_batch(url, ws, sizes.runs, sizes.concurrency)
+                    config = bare_config(started)
+                else:
+                    assert config is not None
+                    got = measure_bare(url, ws, config, sizes.runs, sizes.concurrency)
+                out[side].append(asdict(got))
+                say(got)
+        if sizes.pg_runs:
             try:
                 with postgres_server() as pg:
-                    for rep in range(reps):
-                        for n in (1, 2):
+                    for rep in range(sizes.reps):
+                        for n in (1, 2) if rep % 2 == 0 else (2, 1):
                             db = fresh_database(pg, f"scale_{rep}_{n}")
                             got = measure_workers(
-                                url, db, workers=n, runs=pg_runs, concurrency=pg_concurrency
+                                url,
+                                db,
+                                workers=n,
+                                runs=sizes.pg_runs,
+                                concurrency=sizes.pg_concurrency,
                             )
                             out["workers"][str(n)].append(asdict(got))
-                            print(
-                                f"{got.label}: {got.per_s:.1f} steps/s", file=sys.stderr, flush=True
-                            )
+                            say(got)
             except NoPostgres as exc:
                 out["workers"] = {"skipped": str(exc)}
     finally:
@@ -333,14 +358,122 @@ def measure(
     return out
 
 
+def say(got: Rate) -> None:
+    rss = f", peak RSS {got.rss_kb / 1024:.0f} MB" if got.rss_kb else ""
+    print(
+        f"[scale] {got.label}: {got.per_s:.1f} steps/s, CPU {got.cpu_s:.1f} s{rss}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+# ---------------------------------------------------------------- rows for bench/run.py
+
+Row = tuple[str, str, str, str, str, str]
+
+
+def _spread(values: list[float], fmt: str = "{:.1f}") -> str:
+    if len(values) == 1:
+        return fmt.format(values[0])
+    mid = statistics.median(values)
+    return f"{fmt.format(mid)} ({fmt.format(min(values))}-{fmt.format(max(values))})"
+
+
+def _rate(r: dict[str, Any]) -> float:
+    return float(r["calls"]) / float(r["seconds"])
+
+
+def rows(got: dict[str, Any], met: Callable[[bool], str]) -> list[Row]:
+    """The table's rows from `measure`'s figures; `met` judges a target (run.py's)."""
+    out: list[Row] = []
+    c, n = got["concurrency"], got["runs"]
+    what = f"{n} runs x {got['steps_a_run']} steps, {got['latency'] * 1000:.0f} ms a call"
+    if got["batch"]:
+        ours = [_rate(r) for r in got["batch"]]
+        ideal = [_rate(r) for r in got["bare"]]
+        ratios = [a / b for a, b in zip(ours, ideal, strict=False)]
+        ratio = statistics.median(ratios)
+        out.append(
+            (
+                f"fleet at scale: `ruizn batch --concurrency {c}`, {what}: steps/s",
+                _spread(ours),
+                f"bare asyncio SDK loop, {c} at once: {_spread(ideal)}",
+                f"{_spread(ratios, '{:.2f}')}x",
+                "≥ 0.8x",
+                met(ratio >= 0.8),
+            )
+        )
+        per_run = [r["rss_kb"] / 1024 / c for r in got["batch"]]
+        peak = [r["rss_kb"] / 1024 for r in got["batch"]]
+        out.append(
+            (
+                f"fleet at scale: the batch's peak RSS per concurrent run (MB), concurrency {c}",
+                _spread(per_run, "{:.2f}"),
+                f"peak RSS {_spread(peak, '{:.0f}')} MB",
+                "",
+                "< 4 MB",
+                met(statistics.median(per_run) < 4),
+            )
+        )
+        cpu = [r["cpu_s"] / r["calls"] * 1000 for r in got["batch"]]
+        bare_cpu = [r["cpu_s"] / r["calls"] * 1000 for r in got["bare"]]
+        out.append(
+            (
+                "fleet at scale: CPU ms per step of the process, start-up included",
+                _spread(cpu),
+                f"bare asyncio SDK loop {_spread(bare_cpu)}",
+                f"{statistics.median(cpu) / statistics.median(bare_cpu):.2f}x",
+                "",
+                "",
+            )
+        )
+    workers = got["workers"]
+    if "skipped" in workers:
+        out.append(
+            (
+                "fleet at scale: 2 workers on Postgres",
+                f"not measured: {workers['skipped']}",
+                "",
+                "",
+                "≥ 1.6x",
+                "",
+            )
+        )
+    elif workers["1"]:
+        one = [_rate(r) for r in workers["1"]]
+        two = [_rate(r) for r in workers["2"]]
+        ratios = [a / b for a, b in zip(two, one, strict=False)]
+        c2 = got["pg_concurrency"]
+        out.append(
+            (
+                f"fleet at scale: 2 `ruizn worker`s x {c2} on one Postgres,"
+                f" {got['pg_runs']} runs: steps/s",
+                _spread(two),
+                f"1 worker x {c2}: {_spread(one)}",
+                f"{_spread(ratios, '{:.2f}')}x",
+                "≥ 1.6x",
+                met(statistics.median(ratios) >= 1.6),
+            )
+        )
+    return out
+
+
+def section(*, smoke: bool, data: dict[str, Any], met: Callable[[bool], str]) -> list[Row]:
+    """bench/run.py's `scale` section: measure, keep the figures in `data`, give the rows."""
+    got = measure(SMOKE if smoke else FULL)
+    data["fleet_scale"] = got
+    return rows(got, met)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=256)
-    parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--latency", type=float, default=LATENCY)
-    parser.add_argument("--pg-runs", type=int, default=256)
-    parser.add_argument("--pg-concurrency", type=int, default=32)
-    parser.add_argument("--reps", type=int, default=1)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes (what CI runs)")
+    parser.add_argument("--runs", type=int, help=f"runs a batch ({FULL.runs}; 0: none)")
+    parser.add_argument("--concurrency", type=int, help=f"({FULL.concurrency})")
+    parser.add_argument("--latency", type=float, help=f"seconds a call ({FULL.latency})")
+    parser.add_argument("--pg-runs", type=int, help=f"({FULL.pg_runs}; 0: no Postgres)")
+    parser.add_argument("--pg-concurrency", type=int, help=f"each worker's ({FULL.pg_concurrency})")
+    parser.add_argument("--reps", type=int, help=f"({FULL.reps})")
     parser.add_argument("--bare", type=Path, help=argparse.SUPPRESS)  # the ideal's child
     args = parser.parse_args()
     if args.bare is not None:
@@ -348,15 +481,16 @@ def main() -> int:
         got = asyncio.run(bare_conversations(config, args.runs, args.concurrency))
         print(json.dumps(got), flush=True)
         return 0
-    got = measure(
-        runs=args.runs,
-        concurrency=args.concurrency,
-        latency=args.latency,
-        pg_runs=args.pg_runs,
-        pg_concurrency=args.pg_concurrency,
-        reps=args.reps,
+    base = SMOKE if args.smoke else FULL
+    sizes = Sizes(
+        **{
+            name: getattr(args, name) if getattr(args, name) is not None else value
+            for name, value in asdict(base).items()
+        }
     )
-    print(json.dumps(got, indent=1))
+    got = measure(sizes)
+    for row in rows(got, lambda ok: "yes" if ok else "no"):
+        print("| " + " | ".join(row) + " |")
     return 0
 
 
