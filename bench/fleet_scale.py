@@ -153,8 +153,12 @@ def wait_rss(proc: subprocess.Popen[Any], timeout: float) -> tuple[int, int, flo
     raise RuntimeError(f"timed out after {timeout:.0f} s")
 
 
-def measure_batch(url: str, ws: Path, runs: int, concurrency: int) -> tuple[Rate, dict[str, Any]]:
-    """The batch's rate and peak RSS, and the first run's run_started (its request's parts)."""
+def measure_batch(
+    url: str, ws: Path, runs: int, concurrency: int, *, helpers: int = 0
+) -> tuple[Rate, dict[str, Any]]:
+    """The batch's rate and peak RSS, and the first run's run_started (its request's parts).
+    `helpers`: RUIZN_BATCH_HELPERS (their CPU is counted in, as wait4 counts reaped children;
+    the peak RSS is then the largest process's, not the sum)."""
     folder = Path(tempfile.mkdtemp(prefix="batch-", dir=ws))
     (folder / "README.md").write_text("# bench\n")
     goals = fleet.goals_file(folder, runs)
@@ -175,7 +179,9 @@ def measure_batch(url: str, ws: Path, runs: int, concurrency: int) -> tuple[Rate
             fleet.MODEL,
         ],
         cwd=folder,
-        env=fleet.env_for(url, XDG_STATE_HOME=str(folder / "state")),
+        env=fleet.env_for(
+            url, XDG_STATE_HOME=str(folder / "state"), RUIZN_BATCH_HELPERS=str(helpers)
+        ),
         stdout=subprocess.DEVNULL,
     )
     code, rss, cpu = wait_rss(proc, 900)
@@ -186,6 +192,7 @@ def measure_batch(url: str, ws: Path, runs: int, concurrency: int) -> tuple[Rate
     seconds, steps, _ = fleet.span(found)
     started = json.loads(found[0].read_text().splitlines()[0])
     label = f"`ruizn batch`, {runs} runs at concurrency {concurrency}"
+    label += f", RUIZN_BATCH_HELPERS={helpers}" if helpers else ""
     return Rate(label, steps, seconds, wall, rss, cpu), started
 
 
@@ -303,12 +310,15 @@ class Sizes:
     pg_runs: int  # 0: no Postgres measure
     pg_concurrency: int
     reps: int
+    helpers: bool = False  # also a batch with RUIZN_BATCH_HELPERS=1 (not judged)
 
 
 # Two workers at 16 each fit two cores beside the fake API and Postgres (about 7 ms of CPU a
 # step, 107 steps/s a worker at 150 ms): at 32 each, one worker alone already needs a core,
 # and the figure would say how many cores the machine has, not whether the database scales.
-FULL = Sizes(runs=256, concurrency=64, latency=LATENCY, pg_runs=256, pg_concurrency=16, reps=3)
+FULL = Sizes(
+    runs=256, concurrency=64, latency=LATENCY, pg_runs=256, pg_concurrency=16, reps=3, helpers=True
+)
 # --smoke (CI): that every measure runs, at sizes that say nothing about speed.
 SMOKE = Sizes(runs=8, concurrency=4, latency=0.05, pg_runs=8, pg_concurrency=2, reps=1)
 
@@ -321,6 +331,7 @@ def measure(sizes: Sizes) -> dict[str, Any]:
         "steps_a_run": TOOL_TURNS + 1,
         "batch": [],
         "bare": [],
+        "helpers": [],
         "workers": {"1": [], "2": []},
     }
     server, url = start_server(sizes.latency)
@@ -329,9 +340,12 @@ def measure(sizes: Sizes) -> dict[str, Any]:
     try:
         config: dict[str, Any] | None = None
         for rep in range(sizes.reps if sizes.runs else 0):
-            for side in ("batch", "bare") if rep % 2 == 0 or config is None else ("bare", "batch"):
-                if side == "batch":
-                    got, started = measure_batch(url, ws, sizes.runs, sizes.concurrency)
+            sides = ("batch", "bare", "helpers")[: 3 if sizes.helpers else 2]
+            for side in sides if rep % 2 == 0 or config is None else sides[::-1]:
+                if side in ("batch", "helpers"):
+                    got, started = measure_batch(
+                        url, ws, sizes.runs, sizes.concurrency, helpers=int(side == "helpers")
+                    )
                     config = bare_config(started)
                 else:
                     assert config is not None
@@ -418,6 +432,20 @@ def rows(got: dict[str, Any], met: Callable[[bool], str]) -> list[Row]:
                 met(statistics.median(per_run) < 4),
             )
         )
+        if got.get("helpers"):
+            helped = [_rate(r) for r in got["helpers"]]
+            ratios = [a / b for a, b in zip(helped, ideal, strict=False)]
+            out.append(
+                (
+                    "fleet at scale: the same batch with RUIZN_BATCH_HELPERS=1 (2 processes):"
+                    " steps/s",
+                    _spread(helped),
+                    f"bare asyncio SDK loop: {_spread(ideal)}",
+                    f"{_spread(ratios, '{:.2f}')}x",
+                    "",
+                    "",
+                )
+            )
         cpu = [r["cpu_s"] / r["calls"] * 1000 for r in got["batch"]]
         bare_cpu = [r["cpu_s"] / r["calls"] * 1000 for r in got["bare"]]
         out.append(
@@ -487,7 +515,7 @@ def main() -> int:
     base = SMOKE if args.smoke else FULL
     sizes = Sizes(
         **{
-            name: getattr(args, name) if getattr(args, name) is not None else value
+            name: getattr(args, name, None) if getattr(args, name, None) is not None else value
             for name, value in asdict(base).items()
         }
     )
