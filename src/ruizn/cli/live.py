@@ -151,8 +151,8 @@ def resume_run(agent: Agent, run: str, request: Resume) -> int:
 
 def _what_to_keep(grant: Grant) -> tuple[bool, bool]:
     """Once a grant is accepted: whether the log's approvals, and its shell's loosening
-    (--sandbox off, --allow-command patterns), are applied too: each asked on its own,
-    no unless the person says yes."""
+    (--sandbox off, --allow-command patterns, --shell-allow-domain hosts), are applied too:
+    each asked on its own, no unless the person says yes."""
     from ruizn.terminal import revealed_line
 
     keep = shell = False
@@ -163,14 +163,17 @@ def _what_to_keep(grant: Grant) -> tuple[bool, bool]:
             " listed above? (no: each call is asked again, one by one) [y/N] "
         )
         keep = sys.stdin.readline().strip().lower() in ("y", "yes")
-    if grant.unconfined or grant.allow_commands:
+    if grant.unconfined or grant.allow_commands or grant.allow_domains:
         what = ["bash commands UNCONFINED (--sandbox off)"] if grant.unconfined else []
         if grant.allow_commands:
             patterns = ", ".join(f"'{revealed_line(p)}'" for p in grant.allow_commands)
             what.append(f"commands approved without asking by {patterns}")
+        if grant.allow_domains:
+            hosts = ", ".join(revealed_line(p) for p in grant.allow_domains)
+            what.append(f"commands reaching these hosts through a proxy: {hosts}")
         echo_err(
             f"apply the log's shell settings: {'; '.join(what)}? (no: commands run in the"
-            " sandbox and no pattern approves one) [y/N] "
+            " sandbox, no pattern approves one, no proxy is given) [y/N] "
         )
         shell = sys.stdin.readline().strip().lower() in ("y", "yes")
     return keep, shell

@@ -236,8 +236,9 @@ def launch(
     offline: bool = False,
 ) -> None:
     """Start DBOS in this process: it recovers this executor's own pending workflows and
-    takes work from the queue, at most `concurrency` runs at once. `offline`: every run it
-    will take uses the offline model (a batch knows; a worker does not)."""
+    takes work from the queue, at most `concurrency` runs at once (0: none, the process
+    only queues and waits, and leaves the queue's settings to the workers'). `offline`:
+    every run it will take uses the offline model (a batch knows; a worker does not)."""
     _Launched.context = FleetContext(
         store=store,
         log_root=log_root,
@@ -266,9 +267,29 @@ def launch(
     # take one, then at every sweep (fleet/queueguard.py).
     say = announce or warn or (lambda _line: None)
     _Sweeper.start(store, say)
+    if concurrency == 0:
+        DBOS(config=config)
+        DBOS.listen_queues([])
+        DBOS.launch()
+        return
+    _register_queue(url, concurrency, polling)
     DBOS(config=config)
     DBOS.launch()
     DBOS.register_queue(QUEUE, worker_concurrency=concurrency, polling_interval_sec=polling)
+
+
+def _register_queue(url: str, concurrency: int, polling: float) -> None:
+    """The queue's row, written before DBOS starts: DBOS starts a worker thread for each
+    queue its database holds at launch, and looks for new ones only once a second, so a
+    queue first registered after launch (a fresh database) would take no run for up to a
+    second. `launch` registers it again once DBOS is up, as before."""
+    from dbos import DBOSClient
+
+    client = DBOSClient(system_database_url=url, serializer=serializer(), application_name="ruizn")
+    try:
+        client.register_queue(QUEUE, worker_concurrency=concurrency, polling_interval_sec=polling)
+    finally:
+        client.destroy()
 
 
 # Seconds between two sweeps for rows ruizn did not write (fleet/queueguard.py).

@@ -61,7 +61,7 @@ from ruizn.resuming import (
     trusted_plan,
 )
 from ruizn.settings import ConfigError, RunSettings, settings_from
-from ruizn.shell.children import NamedHooks, split_decisions
+from ruizn.shell.children import NamedHooks, RecordedChildren, child_feeds, split_decisions
 from ruizn.shell.compacting import compact_refusal, compact_stopped
 from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session
 from ruizn.shell.rewind import RewindPlan, files_into, plan_rewind, run_files
@@ -375,13 +375,22 @@ class Agent(Wiring):
         approver: Approver | None,
         budget: SharedBudget | None,
         watch: Subscriber,
-        agent: tuple[str, str],
+        agent: tuple[str, str, str],
     ) -> Agent:
         """A child run's agent: this one's tools, store and trust, the parent's hooks told
-        which agent calls (shell/children.py)."""
+        which agent calls (shell/children.py). In a re-drive, the child's own recording is
+        its model, approver and hooks."""
+        run_id, name, call_id = agent
+        model = None if isinstance(self._model, str) else self._model
         hooks = self._hooks_for(settings)
+        if isinstance(model, RecordedChildren):
+            model, answers, recorded = model.recorded_child(call_id, name)
+            hooks = recorded if hooks is not None else None
+            approver = answers if answers is not None and approver is not None else approver
+        # (the live export follows the child into the parent's trace)
+        feeds = child_feeds(self._subscribers)
         return Agent(
-            None if isinstance(self._model, str) else self._model,
+            model,
             tools=self._tools,
             builtins=self._builtins,
             mcp=self._servers,
@@ -390,13 +399,13 @@ class Agent(Wiring):
             settings=settings,
             store=self.store() if self._log else None,
             log=self._log,
-            subscribers=(watch,),
+            subscribers=(watch, *feeds),
             on_notice=self._notice,
             environ=self._environ,
             trust_store=self._trust,
             pricer=self._pricer,
             budget=budget,
-            hook_runner=None if hooks is None else NamedHooks(hooks, *agent),
+            hook_runner=None if hooks is None else NamedHooks(hooks, run_id, name),
         )
 
     def notice(self, text: str) -> None:

@@ -220,6 +220,7 @@ class Wiring:
             bwrap=bwrap,
             environ=environ,
             timeout=settings.shell_timeout,
+            allow_domains=settings.shell_allow_domains,
         )
         if config.confinement is not None:
             probe(bwrap, config.confinement, environ)
@@ -266,7 +267,7 @@ class Wiring:
         approver: Approver | None,
         budget: SharedBudget | None,
         watch: Subscriber,
-        agent: tuple[str, str],
+        agent: tuple[str, str, str],
     ) -> Any:
         """A child run's builder (`ruizn.Agent` gives it): see shell/children.py."""
         raise NotImplementedError

@@ -3,7 +3,8 @@ and `bash_kill`, over one `ShellJobs` table per run.
 
 - Each command is `bash -c COMMAND`, inside bubblewrap (ruizn.effects.tools.bwrap) unless the user
   turned the sandbox off, in a process group and session of its own, with ruizn's secrets
-  removed from its environment and stdin at /dev/null.
+  removed from its environment and stdin at /dev/null. With `--shell-allow-domain`, the
+  run's proxy (domainproxy.py) starts with the table, and commands get its variables.
 - stdout and stderr share one pipe, so the output interleaves as a terminal would show it.
   It is kept capped (the first and the last bytes, with a line saying how much was cut),
   so a command that prints gigabytes costs a bounded amount of memory.
@@ -29,7 +30,6 @@ parent-death signal is tied to the thread that forked).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import math
 import os
@@ -40,7 +40,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -50,7 +50,9 @@ from attrs import field, frozen
 from ruizn.defaults import DEFAULT_SHELL_TIMEOUT
 from ruizn.effects.tools.base import BaseTool, ToolInputError, run_blocking
 from ruizn.effects.tools.bwrap import Confinement, SandboxUnavailable, bwrap_argv, shared_netns
+from ruizn.effects.tools.domainproxy import DomainProxy
 from ruizn.effects.tools.gitguard import GitUnreadable, git_guard, remove_masks
+from ruizn.effects.tools.lifetime import dying_with as _dying_with
 from ruizn.effects.userconfig.dirs import home_folder
 from ruizn.state import ErrorType, JsonObject, ToolResult
 
@@ -60,7 +62,6 @@ HEAD_BYTES = 8 * 1024
 TAIL_BYTES = 24 * 1024
 # After the command exits, how long its output pipe may stay open (a straggler holding it).
 _DRAIN_SECONDS = 2.0
-_PR_SET_PDEATHSIG = 1
 # Every command runs below it (see reaper.py); run by path, stdlib only, so it starts fast.
 _REAPER = Path(__file__).with_name("reaper.py")
 _REAPER_GRACE = 3.0
@@ -241,6 +242,8 @@ class ShellConfig:
     shell: str = "/bin/bash"
     timeout: float = DEFAULT_SHELL_TIMEOUT
     limits: Limits = field(factory=Limits)
+    # Hosts commands reach through the run's proxy (--shell-allow-domain; domainproxy.py).
+    allow_domains: tuple[str, ...] = ()
 
 
 class ShellJobs:
@@ -256,12 +259,17 @@ class ShellJobs:
         self._alive: tuple[int, int] | None = None
         # The run's network namespace (user, net descriptors) its commands share.
         self._netns: tuple[int, int] | None = None
+        self._proxy: DomainProxy | None = None
         if config.confinement is not None:
             self._alive = os.pipe()
             if config.confinement.shared_net:
                 assert config.bwrap is not None
                 try:
                     self._netns = shared_netns(config.bwrap, config.environ)
+                    if config.allow_domains:
+                        self._proxy = DomainProxy.start(
+                            config.allow_domains, self._netns, config.environ
+                        )
                 except BaseException:
                     self.close()
                     raise
@@ -274,7 +282,7 @@ class ShellJobs:
         box = config.confinement
         info_read: int | None = None
         info_write: int | None = None
-        environ = dict(config.environ)
+        environ = dict(config.environ) | (self._proxy.environment() if self._proxy else {})
         passed: tuple[int, ...] = ()
         if box is not None:
             assert config.bwrap is not None
@@ -338,6 +346,9 @@ class ShellJobs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 job.proc.wait(timeout=5)
             job.wait_gone(5)
+        if self._proxy is not None:
+            self._proxy.close()
+            self._proxy = None
         for fds in (self._alive, self._netns):
             for fd in fds or ():
                 os.close(fd)
@@ -365,20 +376,6 @@ def _guarded(shell: str, command: str, alive: int, bash_env: str, *, processes: 
         '[ -z "$2" ] || export BASH_ENV="$2"; exec "$0" -c "$1"'
     )
     return [shell, "-c", guard, shell, command, bash_env]
-
-
-def _dying_with(parent: int) -> Callable[[], None]:
-    """For the child, between fork and exec: SIGKILL it when ruizn dies, and end it at once if
-    ruizn already has. libc is looked up here, in ruizn: the forked child of a threaded process
-    must not take the loader's locks."""
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-
-    def die_with_parent() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:
-            os._exit(1)
-
-    return die_with_parent
 
 
 def _seconds(value: float) -> str:
@@ -553,7 +550,13 @@ def shell_config(
     bwrap: str | None,
     environ: Mapping[str, str],
     timeout: float,
+    allow_domains: Sequence[str] = (),
 ) -> ShellConfig:
+    if allow_domains and (network or not sandbox):
+        raise SandboxUnavailable(
+            "--shell-allow-domain goes with the sandbox on and --shell-network off (the"
+            " allowlist is the only way out of the sandbox's own network)"
+        )
     home = home_folder(environ)
     box = None
     if sandbox:
@@ -574,5 +577,10 @@ def shell_config(
             git=git,
         )
     return ShellConfig(
-        workspace=workspace, confinement=box, bwrap=bwrap, environ=environ, timeout=timeout
+        workspace=workspace,
+        confinement=box,
+        bwrap=bwrap,
+        environ=environ,
+        timeout=timeout,
+        allow_domains=tuple(allow_domains),
     )
