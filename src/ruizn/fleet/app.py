@@ -28,7 +28,6 @@ from typing import Any
 from attrs import frozen
 from dbos import DBOS, DBOSConfig, WorkflowSerializationFormat
 
-from ruizn.effects.runlog.store import RunNotFound
 from ruizn.fleet.database import EventStore
 from ruizn.fleet.dbstore import DbRunStore
 from ruizn.fleet.driver import (
@@ -163,10 +162,11 @@ def execute(
     run = placed(run, ctx.workspace)
     store = DbRunStore(ctx.store, ctx.log_root)
     ctx.store.note_run(run.run_id, goal=run.goal, status="running", worker=ctx.worker)
-    try:
+    # has_run first: find() of an id with no events reads every run's row for one whose id
+    # begins so, and a batch starts hundreds of new runs.
+    state = None
+    if ctx.store.has_run(run.run_id):
         state = store.load(store.find(run.run_id)).state
-    except RunNotFound:
-        state = None
     if order is not None and state is None:
         raise FleetLogError(f"run {run.run_id} has no stored events to resume from")
     if order is not None and state is not None and state.last_seq == order.after_seq:
