@@ -103,11 +103,16 @@ class FakeAnthropic:
         models: tuple[dict[str, Any], ...] | None = CATALOG,
         keep: bool = True,
         endless_models: Literal["same", "new"] | None = None,
+        latency_s: float = 0.0,
     ) -> None:
         """`keep`: record every POST in `requests` (body, headers, raw bytes) for a test to
         read. bench/fake_server.py's servers keep none: a 2,000-step run's would be
-        gigabytes, and a server that large slowed the client it served (docs/benchmark.md)."""
+        gigabytes, and a server that large slowed the client it served (docs/benchmark.md).
+        `latency_s`: seconds each API request (a POST, a Models API GET) waits before the
+        first byte of its answer, as a real API's round trip and time to first token do;
+        many requests wait at once (one thread each)."""
         self.script = script
+        self.latency_s = latency_s
         self.keep = keep
         # The Models API's catalogue, and the Claude 5 rules its entries imply for POSTs (see
         # tests.fakeapi.models); None: no Models API (404) and no rules, like a bare proxy.
@@ -137,7 +142,7 @@ class FakeAnthropic:
             fake = owner
 
         self._stopping.clear()
-        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        server = _Server(("127.0.0.1", self.port), Handler)
         server.daemon_threads = True  # a hung handler must not keep the process alive
         self._server = server
         self.base_url = f"http://127.0.0.1:{server.server_address[1]}"
@@ -231,6 +236,12 @@ class FakeAnthropic:
         self.cache.reset()
 
 
+class _Server(ThreadingHTTPServer):
+    # A fleet opens dozens of connections at once; the default backlog of 5 drops SYNs
+    # past it, and each dropped one waits a second for its retransmission.
+    request_queue_size = 256
+
+
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeAnthropic
     protocol_version = "HTTP/1.1"  # keep-alive, so the SDK's pool reuses connections
@@ -271,6 +282,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif catalog is not None and path.startswith("/v1/models"):
             with self.fake._lock:
                 self.fake.model_gets.append(self.path)
+            self.fake.sleep(self.fake.latency_s)
             request_id = self.fake.request_id()
             if path == "/v1/models":
                 page = listing(catalog)
@@ -341,6 +353,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(400, error_body("invalid_request_error", message, request_id), request_id)
             return
         headers = {k.lower(): v for k, v in self.headers.items()}
+        self.fake.sleep(self.fake.latency_s)  # once, before the first byte of any answer
         refused = refusal(self.fake.models, body) if self.fake.models is not None else None
         if refused is None:
             info = find(self.fake.models or (), str(body.get("model")))
@@ -533,6 +546,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--long-answer", type=int, default=None, help="answer N deltas at once")
     parser.add_argument("--min-cache-tokens", type=int, default=0)
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument(
+        "--latency-s", type=float, default=0.0, help="seconds before each answer's first byte"
+    )
     args = parser.parse_args(argv)
     script: Script
     if args.long_answer is not None:
@@ -544,7 +560,9 @@ def main(argv: list[str] | None = None) -> None:
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
-    server = FakeAnthropic(script, port=args.port, min_cache_tokens=args.min_cache_tokens).start()
+    server = FakeAnthropic(
+        script, port=args.port, min_cache_tokens=args.min_cache_tokens, latency_s=args.latency_s
+    ).start()
     print(server.base_url, flush=True)
     # A timed wait: the main thread then wakes to run the signal handler promptly.
     while not done.wait(0.2):

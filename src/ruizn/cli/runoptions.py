@@ -72,6 +72,7 @@ class RunOptions:
     sandbox: bool = True
     shell_network: bool = False
     shell_allow_read: tuple[str, ...] = _words
+    shell_allow_domains: tuple[str, ...] = _words
     allow_commands: tuple[str, ...] = _words
     shell_timeout: float = DEFAULT_SHELL_TIMEOUT
     approval: ApprovalMode = DEFAULT_APPROVAL
@@ -124,6 +125,7 @@ def settings_from_cli(options: RunOptions) -> tuple[RunSettings, tuple[MCPServer
             sandbox=options.sandbox,
             shell_network=options.shell_network,
             shell_allow_read=options.shell_allow_read,
+            shell_allow_domains=options.shell_allow_domains,
             allow_commands=options.allow_commands,
             shell_timeout=options.shell_timeout,
             approval=options.approval,

@@ -39,32 +39,29 @@ from ruizn.effects.runlog.store import FileStore, RunStore, new_run_id
 from ruizn.effects.runlog.trust import NOT_STARTED_HERE, TrustStore
 from ruizn.effects.tools.base import BaseTool
 from ruizn.effects.tools.loader import Toolbox
+from ruizn.effects.tools.output import CommandOutput
 from ruizn.effects.userconfig.dirs import state_dir
 from ruizn.events import Event, Parent, RunStarted
 from ruizn.limits import Limits
 from ruizn.resuming import (
-    ResumePlan,
-    SettingChange,
     UntrustedRun,
     confined_notice,
-    resumed_settings,
 )
 from ruizn.settings import ConfigError, RunSettings, settings_from
-from ruizn.shell.children import NamedHooks, split_decisions
+from ruizn.shell.children import NamedHooks, RecordedChildren, child_feeds, split_decisions
 from ruizn.shell.compacting import compact_run
 from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session
 from ruizn.shell.resume import (
     Sessions,
-    changed,
     decisions_of,
     fleet_refusal,
     fork_run,
     forwarded,
+    going_on,
     plan_of,
     torn_bytes,
     trust_facts,
     trusted,
-    workspace_notice,
 )
 from ruizn.shell.rewind import RewindPlan, plan_rewind, run_files
 from ruizn.shell.rewind import rewind as do_rewind
@@ -72,7 +69,6 @@ from ruizn.shell.runner import Subscriber
 from ruizn.shell.structured import check_output_schema, output_schema_of
 from ruizn.shell.toolkit import ToolLike
 from ruizn.shell.wiring import Wiring
-from ruizn.state import ExecutionContext
 from ruizn.terminal import Notice
 
 if TYPE_CHECKING:
@@ -105,6 +101,7 @@ class Agent:
         output_type: Any = None,
         hook_runner: HookExecutor | None = None,
         subagents: Iterable[Subagent] = (),
+        on_output: CommandOutput | None = None,
         **options: Any,
     ) -> None:
         """`options` are `RunSettings`' fields (system, workspace, max_steps, max_tokens,
@@ -143,7 +140,10 @@ class Agent:
         with others (a fleet's batch), asked before each model call.
 
         `subagents` (`ruizn.Subagent`s) give the model the `agent` tool, which runs one as a
-        child run, with a built-in `general` one (see docs/subagents.md)."""
+        child run, with a built-in `general` one (see docs/subagents.md).
+
+        `on_output` is shown a `bash` command's output while it runs (the CLI's live lines at
+        a terminal); display only, never in the log."""
         base = settings if settings is not None else RunSettings()
         defined = tuple(subagents)
         if defined:
@@ -187,6 +187,7 @@ class Agent:
             budget=budget,
             hook_runner=hook_runner,
             child=self._child,
+            on_output=on_output,
         )
 
     # -- the public face ----------------------------------------------------------------------
@@ -347,19 +348,27 @@ class Agent:
         approver: Approver | None,
         budget: SharedBudget | None,
         watch: Subscriber,
-        agent: tuple[str, str],
+        agent: tuple[str, str, str],
     ) -> Agent:
         """A child run's agent: this one's tools, store and trust, the parent's hooks told
-        which agent calls (shell/children.py)."""
-        hooks = self._wiring.hooks_for(settings)
+        which agent calls (shell/children.py). In a re-drive, the child's own recording is
+        its model, approver and hooks."""
+        run_id, name, call_id = agent
         model = self._wiring.model
+        model = None if isinstance(model, str) else model
+        hooks = self._wiring.hooks_for(settings)
+        if isinstance(model, RecordedChildren):
+            model, answers, recorded = model.recorded_child(call_id, name)
+            hooks = recorded if hooks is not None else None
+            approver = answers if answers is not None and approver is not None else approver
         return self._sibling(
-            None if isinstance(model, str) else model,
+            model,
             settings=settings,
             approver=approver,
-            subscribers=(watch,),
+            # (the live export follows the child into the parent's trace)
+            subscribers=(watch, *child_feeds(self._subscribers)),
             budget=budget,
-            hook_runner=None if hooks is None else NamedHooks(hooks, *agent),
+            hook_runner=None if hooks is None else NamedHooks(hooks, run_id, name),
         )
 
     def _sibling(
@@ -487,7 +496,10 @@ class Agent:
             plan = trusted(plan, state, request, trust_facts(problem, self.settings, state))
             if plan.confine:
                 self._notice(confined_notice(state.run_id))
-            settings, change = await self._resumed_settings(state, plan, request)
+            here = self.settings.workspace
+            settings, change = await going_on(
+                self._wiring, state, plan, request, here=here, notice=self._notice
+            )
             root = ref.path.parent.parent
             split = split_decisions(state, request.approve, request.deny)
             opened = self._wiring.open(
@@ -522,26 +534,6 @@ class Agent:
                 yield Session(runner, ref.run_id, ref.path, trust=trust, typed=self._typed)
         finally:
             writer.close()
-
-    async def _resumed_settings(
-        self, state: ExecutionContext, plan: ResumePlan, request: Resume
-    ) -> tuple[RunSettings, SettingChange | None]:
-        """The settings a resume goes on with (the core's), with a message's new model or
-        effort; checked (the model, the budget's price, the workspace) before any write."""
-        settings = resumed_settings(state, plan)
-        change = await self._wiring.setting_change(request, settings)
-        model = self._wiring.model
-        if change is not None:
-            settings = changed(settings, change)
-        elif isinstance(model, str) and model != settings.model:
-            raise ConfigError(f"run {state.run_id} uses model {settings.model}, not {model}")
-        self._wiring.check_budget(settings.model, plan.limits.max_cost)
-        elsewhere = workspace_notice(state.run_id, settings.workspace, self.settings.workspace)
-        if elsewhere is not None:
-            self._notice(elsewhere)
-        if request.read_timeout is not None:  # this session's stream timeout only
-            settings = evolve(settings, read_timeout=request.read_timeout)
-        return settings, change
 
     def _opened(self, first: RunStarted, log: Path) -> tuple[TrustStore, RunStarted]:
         """This user's ruizn started (or goes on with) the run: it may resume it as recorded.

@@ -31,13 +31,16 @@ from ruizn.resuming import (
     plan_continue,
     plan_resume,
     resume_decisions,
+    resumed_settings,
     trusted_plan,
 )
 from ruizn.rules import ApprovalDecision
-from ruizn.settings import RunSettings
+from ruizn.settings import ConfigError, RunSettings
 from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session
 from ruizn.shell.rewind import files_into
+from ruizn.shell.wiring import Wiring
 from ruizn.state import ExecutionContext
+from ruizn.terminal import Notice
 from ruizn.version import __version__
 
 
@@ -184,6 +187,33 @@ class Sessions:
         return round(max(0.0, self._last - self._start), 3) if self._open else 0.0
 
 
+async def going_on(
+    wiring: Wiring,
+    state: ExecutionContext,
+    plan: ResumePlan,
+    request: Resume,
+    *,
+    here: str,
+    notice: Notice,
+) -> tuple[RunSettings, SettingChange | None]:
+    """The settings a resume goes on with (the core's), with a message's new model or
+    effort; checked (the model, the budget's price, the workspace) before any write."""
+    settings = resumed_settings(state, plan)
+    change = await wiring.setting_change(request, settings)
+    model = wiring.model
+    if change is not None:
+        settings = changed(settings, change)
+    elif isinstance(model, str) and model != settings.model:
+        raise ConfigError(f"run {state.run_id} uses model {settings.model}, not {model}")
+    wiring.check_budget(settings.model, plan.limits.max_cost)
+    elsewhere = workspace_notice(state.run_id, settings.workspace, here)
+    if elsewhere is not None:
+        notice(elsewhere)
+    if request.read_timeout is not None:  # this session's stream timeout only
+        settings = evolve(settings, read_timeout=request.read_timeout)
+    return settings, change
+
+
 def fork_run(
     store: RunStore,
     trust_store: TrustStore,
@@ -242,6 +272,7 @@ __all__: Sequence[str] = (
     "fleet_refusal",
     "fork_run",
     "forwarded",
+    "going_on",
     "plan_of",
     "torn_bytes",
     "trust_facts",

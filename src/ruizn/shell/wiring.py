@@ -29,6 +29,7 @@ from ruizn.effects.tools.base import BaseTool, ToolRegistry
 from ruizn.effects.tools.bash import ShellJobs, shell_config, shell_tools
 from ruizn.effects.tools.bwrap import find_bwrap, probe, shell_environment
 from ruizn.effects.tools.loader import Toolbox
+from ruizn.effects.tools.output import CommandOutput
 from ruizn.effects.tools.workspace import workspace_jail
 from ruizn.effects.userconfig.dirs import state_dir
 from ruizn.modelfacts import ModelRefused, deprecation_line, fitted, not_found_line, usable
@@ -79,6 +80,7 @@ class Wiring:
         budget: SharedBudget | None,
         hook_runner: HookExecutor | None,
         child: ChildBuilder,
+        on_output: CommandOutput | None = None,
     ) -> None:
         self.model = model
         self.tools = tools
@@ -95,6 +97,8 @@ class Wiring:
         self._hook_runner = hook_runner
         # Builds a child run's agent (`ruizn.Agent._child`): see shell/children.py.
         self._child = child
+        # Where a running command's output is shown as it comes (the CLI at a terminal).
+        self._on_output = on_output
 
     @contextlib.asynccontextmanager
     async def open(
@@ -121,7 +125,7 @@ class Wiring:
                     settings = evolve(settings, output_mode=await output_mode(provider, settings))
             jobs = self._shell_jobs(settings, root)
             shell = (
-                *(shell_tools(jobs) if jobs is not None else ()),
+                *(shell_tools(jobs, self._on_output) if jobs is not None else ()),
                 *self._agent_tools(settings, forwarded),
             )
             registry, sources = self._local_tools(settings, root, state, shell)
@@ -181,7 +185,7 @@ class Wiring:
                     instructions=_subfolder_instructions(settings),
                     hooks=self.hooks_for(settings),
                     transcript=str(root / run_id / LOG_NAME),
-                    checkpointer=self._checkpointer(settings),
+                    checkpointer=self._checkpointer(settings, root / run_id),
                     redact_stream=redactor.stream_text if redactor else None,
                 )
                 yield runner, settings
@@ -238,12 +242,12 @@ class Wiring:
         if problem is not None:
             raise ConfigError(problem)
 
-    def _checkpointer(self, settings: RunSettings) -> GitStore | None:
+    def _checkpointer(self, settings: RunSettings, run: Path | None = None) -> GitStore | None:
         """The store of the workspace's checkpoints, in the user's state folder (None: the
-        run keeps none)."""
+        run keeps none); `run` is the run's folder (gc keeps its trees while it exists)."""
         if not settings.checkpoints:
             return None
-        return GitStore.for_workspace(state_dir(self.environ), Path(settings.workspace))
+        return GitStore.for_workspace(state_dir(self.environ), Path(settings.workspace), run=run)
 
     async def fitted(self, provider: Provider, settings: RunSettings) -> RunSettings:
         """A new run's settings checked against what the Models API says of its model, before
@@ -284,6 +288,7 @@ class Wiring:
             bwrap=bwrap,
             environ=environ,
             timeout=settings.shell_timeout,
+            allow_domains=settings.shell_allow_domains,
         )
         if config.confinement is not None:
             probe(bwrap, config.confinement, environ)
