@@ -93,6 +93,10 @@ class _Dropped(Exception):
     """The handler cut the connection on purpose; nothing more may be written."""
 
 
+# Every port a server of this process was given, never given to another (see `start`).
+_PORTS_USED: set[int] = set()
+
+
 class FakeAnthropic:
     def __init__(
         self,
@@ -103,6 +107,7 @@ class FakeAnthropic:
         models: tuple[dict[str, Any], ...] | None = CATALOG,
         keep: bool = True,
         endless_models: Literal["same", "new"] | None = None,
+        latency_s: float = 0.0,
     ) -> None:
         """`keep`: record every POST in `requests` (body, headers, raw bytes) for a test to
         read. bench/fake_server.py's servers keep none: a 2,000-step run's would be
@@ -115,6 +120,9 @@ class FakeAnthropic:
         # GET /v1/models says `has_more` on every page, for ever: with the same cursor
         # ("same"), or with a new one each time ("new").
         self.endless_models = endless_models
+        # Seconds every API request (Messages or Models) waits before its first byte: the
+        # network and the API's own time to answer, as a real endpoint has them.
+        self.latency_s = latency_s
         self.model_gets: list[str] = []  # the paths of the Models API requests, in order
         self.port = port
         self.requests: list[RecordedRequest] = []
@@ -138,6 +146,13 @@ class FakeAnthropic:
 
         self._stopping.clear()
         server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        while not self.port and server.server_address[1] in _PORTS_USED:
+            # A port of an earlier server of this process (the kernel reuses them): its base
+            # URL would find that server's Models API answers kept in the state folder.
+            spare = server
+            server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+            spare.server_close()
+        _PORTS_USED.add(server.server_address[1])
         server.daemon_threads = True  # a hung handler must not keep the process alive
         self._server = server
         self.base_url = f"http://127.0.0.1:{server.server_address[1]}"
@@ -171,6 +186,11 @@ class FakeAnthropic:
     def sleep(self, seconds: float) -> bool:
         """Sleep unless the server stops; True if it stopped."""
         return self._stopping.wait(seconds)
+
+    def wait_latency(self) -> None:
+        """The request's latency (`latency_s`), once, before its first byte."""
+        if self.latency_s > 0:
+            self.sleep(self.latency_s)
 
     def track(self, conn: socket.socket, *, open_: bool) -> None:
         with self._lock:
@@ -269,6 +289,7 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/_stats":
             self._json(200, self.fake.stats(), self.fake.request_id())
         elif catalog is not None and path.startswith("/v1/models"):
+            self.fake.wait_latency()
             with self.fake._lock:
                 self.fake.model_gets.append(self.path)
             request_id = self.fake.request_id()
@@ -331,6 +352,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._not_found()
             return
         raw = self._read_body()
+        self.fake.wait_latency()
         request_id = self.fake.request_id()
         try:
             body = json.loads(raw)
@@ -533,6 +555,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--long-answer", type=int, default=None, help="answer N deltas at once")
     parser.add_argument("--min-cache-tokens", type=int, default=0)
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument(
+        "--latency-s", type=float, default=0.0, help="seconds before each answer's first byte"
+    )
     args = parser.parse_args(argv)
     script: Script
     if args.long_answer is not None:
@@ -544,7 +569,9 @@ def main(argv: list[str] | None = None) -> None:
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
-    server = FakeAnthropic(script, port=args.port, min_cache_tokens=args.min_cache_tokens).start()
+    server = FakeAnthropic(
+        script, port=args.port, min_cache_tokens=args.min_cache_tokens, latency_s=args.latency_s
+    ).start()
     print(server.base_url, flush=True)
     # A timed wait: the main thread then wakes to run the signal handler promptly.
     while not done.wait(0.2):

@@ -291,8 +291,12 @@ class Wiring:
             if problem is not None:
                 raise ProviderConfigError(problem)
             from ruizn.effects.models.anthropic import AnthropicProvider
+            from ruizn.effects.models.keptfacts import FactsFile
 
-            return AnthropicProvider(read_timeout=settings.read_timeout)
+            return AnthropicProvider(
+                read_timeout=settings.read_timeout,
+                kept_facts=FactsFile(state_dir(self._environ)),
+            )
         if hasattr(model, "stream") and not inspect.isfunction(model):
             return model  # type: ignore[return-value]
         return FunctionModel(model)
