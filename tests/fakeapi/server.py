@@ -220,11 +220,14 @@ class FakeAnthropic:
             self.timings.append(timing)
 
     def stats(self) -> dict[str, Any]:
-        """What GET /_stats returns: the POSTs' timings, ordered by request line."""
+        """What GET /_stats returns: the POSTs' timings, ordered by request line, and how
+        many Models API requests there were."""
         with self._lock:
             timings = sorted(self.timings, key=lambda t: t.request_line)
+            model_gets = len(self.model_gets)
         return {
             "requests": len(timings),
+            "model_gets": model_gets,
             "clock": "time.monotonic",
             "timings": [
                 {"request_line": t.request_line, "last_byte": t.last_byte, "complete": t.complete}
@@ -247,6 +250,7 @@ class FakeAnthropic:
         with self._lock:
             self._posts = 0
             self.requests.clear()
+            self.model_gets.clear()
             self.timings.clear()
         self.cache.reset()
 

@@ -462,16 +462,14 @@ class Agent(Wiring):
             from ruizn.effects.project.instructions import read_root
 
             settings = evolve(settings, instructions=read_root(workspace))
-        if settings.context_window is None:
-            # Recorded with the run: its context limit does not move when the table does.
-            settings = evolve(settings, context_window=self._pricer.context_window(settings.model))
         store = self.store() if self._log else None
         root = store.root if store is not None else workspace / ".ruizn" / "runs"
         run_id = run_id or new_run_id()
         sink: EventSink = store.new_writer(run_id) if store is not None else MemorySink()
         log_path = root / run_id / "events.jsonl" if store is not None else None
         try:
-            async with self._open(settings, root, run_id, sink, None) as (runner, settings):
+            async with self._open(settings, root, run_id, sink, None) as (runner, opened):
+                settings = self._windowed(opened)
                 first = runner.begin(run_id=run_id, goal=goal, settings=settings, parent=parent)
                 trust = None
                 if log_path is not None:
@@ -660,6 +658,15 @@ class Agent(Wiring):
                 f"warning: {failure}; the run goes on, but is not recorded as this user's:"
                 " resuming it will ask"
             )
+
+    def _windowed(self, settings: RunSettings) -> RunSettings:
+        """A new run's settings with its context window: the Models API's (fitted when the
+        run opened, kept or asked), else the price list's, as a model change does; the price
+        list is read after the Models API, not before the first request. Recorded with the
+        run: its context limit does not move when the table does."""
+        if settings.context_window is not None:
+            return settings
+        return evolve(settings, context_window=self._pricer.context_window(settings.model))
 
     def _check_budget(self, model: str, max_cost: float | None) -> None:
         """A budget needs a price: a model the price list does not know is refused."""
