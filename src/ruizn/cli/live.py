@@ -327,6 +327,9 @@ def _report(result: RunResult) -> int:
         print(json.dumps(state.output, ensure_ascii=False), flush=True)
     if result.log_path is not None:
         echo_err(f"log: {_shown(result.log_path)}")
+        from ruizn.cli.runs_list import remember
+
+        remember(result.log_path, state)  # `ruizn runs` lists it next without its log
     for line in awaiting_report(state):  # the calls a stopped run waits on, with their ids
         echo_err(line)
     if state.status in (Status.MAX_STEPS, Status.CANCELLED):
