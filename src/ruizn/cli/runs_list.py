@@ -1,7 +1,8 @@
 """`ruizn runs`: one row per run, and, for a log folder, a cache of the rows it printed.
 
 Listing a folder of runs replays every log, which costs more than the whole start-up. The
-rows printed are kept in the user's state folder (`runs-cache/`, one file per log folder),
+rows printed are kept in the user's state folder (`runs-cache/`, one file per log folder;
+a `ruizn run` or `resume` stores its own row as it ends, from its final state: `remember`),
 each with the key of its run folder as found then: the device, inode, size, mtime and ctime
 (ns) of the folder, of its log and of its lock file. A run whose key is unchanged is listed
 from the cache and its log is not opened; any other is read as before and its row stored
