@@ -201,12 +201,16 @@ def remember(log_path: Path, state: ExecutionContext) -> None:
     reading its log, so without importing the core. The row is made from the run's final
     state, which replaying its log rebuilds exactly (the replay law). Best effort: a run
     whose folder is held or changed, or a cache that cannot be written, is read as before."""
+    with contextlib.suppress(OSError, ValueError):  # never a run's failure
+        _remember(log_path, state)
+
+
+def _remember(log_path: Path, state: ExecutionContext) -> None:
     from ruizn.effects.runlog.reader import Replayed
     from ruizn.effects.runlog.store import RunInfo, started_at
 
     folder = os.fspath(log_path.parent)
-    root = os.path.dirname(folder)
-    name = os.path.basename(folder)
+    root, name = os.path.dirname(folder), os.path.basename(folder)
     key = _key(folder)
     if key is None:
         return

@@ -45,7 +45,7 @@ class AnthropicCatalog:
     async def describe(self, model: str) -> ModelFacts | None:
         key = _asked(self._client, model)
         known = _Remembered.get(key)
-        if known is not None:
+        if known is not None and known.lifecycle != "retired":  # retired: asked again
             return known
         url, digest, _ = key
         if self._kept is not None:
