@@ -12,6 +12,7 @@ import pytest
 from attrs import evolve
 
 from ruizn.effects.models.anthropic import AnthropicProvider
+from ruizn.effects.models.catalog import remember_facts
 from ruizn.effects.models.keptfacts import FactsFile, KeptFacts
 from ruizn.modelfacts import FACTS_KEPT_FOR, ModelFacts
 from tests.cli.conftest import cli_env, run_cli
@@ -156,3 +157,24 @@ def _plant(store: FactsFile, server: FakeAnthropic, facts: ModelFacts | None, at
 
     digest = hashlib.sha256(KEY.encode()).hexdigest()[:16]
     store.write(server.base_url, digest, MODEL, KeptFacts(facts=facts, asked_at=at))
+
+
+async def test_a_fleets_remembered_retired_model_is_asked_again(
+    server: FakeAnthropic, tmp_path: Path
+) -> None:
+    remember_facts(300)  # as a fleet process does
+    try:
+        for _ in range(2):
+            facts = await describe(server, tmp_path, "claude-sonnet-4-5")
+            assert facts is not None
+            assert facts.lifecycle == "retired"
+        await describe(server, tmp_path)
+        await describe(server, tmp_path)
+    finally:
+        remember_facts(0)
+    # The retired model asked both times; the active one once.
+    assert server.model_gets == [
+        "/v1/models/claude-sonnet-4-5",
+        "/v1/models/claude-sonnet-4-5",
+        f"/v1/models/{MODEL}",
+    ]
