@@ -798,12 +798,13 @@ def startup_section(plan: Plan, ws: Path, data: dict[str, Any]) -> list[Row]:
     listed = Scratch.dir("listed")
     state = Scratch.dir("state")
     env = {**base_env(), "RUIZN_STATE_DIR": str(state)}
-    for _ in range(20):
+    for _ in range(20 if Judge.on else 3):  # a smoke run's listing checks the harness only
         timed(
             [RUIZN, "run", "--model", "test", "--goal", "README.md", "--log-dir", str(listed)],
             ws,
             env,
         )
+    listed_runs = sum((run / "events.jsonl").exists() for run in listed.iterdir())
     (state / "not-a-folder").write_text("")
     cold = {**env, "RUIZN_STATE_DIR": str(state / "not-a-folder")}
     cmds = {
@@ -847,7 +848,7 @@ def startup_section(plan: Plan, ws: Path, data: dict[str, Any]) -> list[Row]:
             met(ratio <= 1.5),
         ),
         (
-            "`ruizn runs` of 20 runs (ms)",
+            f"`ruizn runs` of {listed_runs} runs (ms)",
             spread(walls["ruizn runs"], "{:.0f}"),
             f"`python -c 'import click'` {spread(walls['import click'], '{:.0f}')}",
             f"{runs_ratio:.2f}x",
@@ -855,7 +856,7 @@ def startup_section(plan: Plan, ws: Path, data: dict[str, Any]) -> list[Row]:
             met(runs_ratio <= 1.5),
         ),
         (
-            "`ruizn runs` of 20 runs, no cache (ms)",
+            f"`ruizn runs` of {listed_runs} runs, no cache (ms)",
             spread(walls["ruizn runs, cold"], "{:.0f}"),
             f"`python -c 'import click'` {spread(walls['import click'], '{:.0f}')}",
             f"{med(walls['ruizn runs, cold']) / med(walls['import click']):.2f}x",
