@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from attrs import evolve
 
@@ -15,7 +16,7 @@ from ruizn.effects.models.anthropic import AnthropicProvider
 from ruizn.effects.models.catalog import remember_facts
 from ruizn.effects.models.keptfacts import FactsFile, KeptFacts
 from ruizn.modelfacts import FACTS_KEPT_FOR, ModelFacts
-from tests.cli.conftest import cli_env, run_cli
+from tests.cli.conftest import API_KEY, cli_env, run_cli
 from tests.fakeapi import FakeAnthropic, Stream, Text
 
 pytestmark = pytest.mark.anyio
@@ -139,16 +140,26 @@ async def test_a_state_folder_that_cannot_be_written_only_asks(
     assert len(server.model_gets) == 2
 
 
-def test_a_second_run_starts_without_asking_the_models_api(
+async def test_a_run_starts_without_asking_the_models_api_when_an_answer_is_kept(
     workspace: Path, server: FakeAnthropic, tmp_path: Path
 ) -> None:
-    env = cli_env(server.base_url, RUIZN_STATE_DIR=str(tmp_path / "state"))
-    for _ in range(2):
-        result = run_cli(["run", "--model", MODEL, "hi"], workspace=workspace, env=env)
-        assert result.code == 0, result.stderr
-    assert server.model_gets == [f"/v1/models/{MODEL}"]
-    # Both runs had what the Models API said: adaptive thinking, from the kept answer too.
-    assert [r.body["thinking"]["type"] for r in server.requests] == ["adaptive", "adaptive"]
+    state = tmp_path / "state"
+    # Asked once with the CLI's key, into the state folder the run reads (RUIZN_STATE_DIR).
+    provider = AnthropicProvider(
+        api_key=API_KEY, base_url=server.base_url, kept_facts=FactsFile(state)
+    )
+    try:
+        assert await provider.catalog.describe(MODEL) is not None
+    finally:
+        await provider.aclose()
+    env = cli_env(server.base_url, RUIZN_STATE_DIR=str(state))
+    result = await anyio.to_thread.run_sync(
+        lambda: run_cli(["run", "--model", MODEL, "hi"], workspace=workspace, env=env)
+    )
+    assert result.code == 0, result.stderr
+    assert server.model_gets == [f"/v1/models/{MODEL}"]  # the run did not ask again
+    # It had what the Models API said all the same: adaptive thinking.
+    assert server.requests[0].body["thinking"]["type"] == "adaptive"
 
 
 def _plant(store: FactsFile, server: FakeAnthropic, facts: ModelFacts | None, at: float) -> None:
