@@ -4,19 +4,24 @@ Builds the tree in a temporary folder (200 folders of 100 files of 10 KB, plus a
 `node_modules/`, a `.env` and an empty folder), takes a first checkpoint (every file hashed
 once), then, ROUNDS times: changes 3 files and times
 
-- ruizn's checkpoint (`GitStore.snapshot`: the new, changed and ignored files listed by git
-  side by side, the index updated, `git write-tree`, the index's totals read);
+- ruizn's checkpoint (`GitStore.snapshot`: two git processes side by side, `ls-files -t -m
+  -d -o --directory` for the changed, removed and new files and `ls-files -o -i --directory`
+  for the ignored ones, then `update-index` with the few changed and `write-tree`, the
+  index's totals read while it runs);
 - `git add -A && git write-tree` on the same tree with a persistent index of its own (the
   floor: what git itself does for the same job), in the same run;
 - dulwich (`porcelain.add` of the 3 changed files and `commit_tree` of the index), when it is
   installed: a pure-Python store for comparison.
 
-Prints the median ms of each and ruizn's ratio to git's. `python bench/checkpoint.py [ROUNDS]`.
+Prints the median wall time of each, and the CPU time (user + system, this process and its
+git processes: on a machine shared with other jobs it says more than the wall time), ruizn's
+ratios to git's, and the load average. `python bench/checkpoint.py [ROUNDS]`.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -53,6 +58,13 @@ def _touch(paths: list[Path], round_: int) -> None:
             fh.write(f"change {round_} {k}\n".encode())
 
 
+def _cpu() -> float:
+    """CPU seconds so far of this process and the children it waited for."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def _git_floor(git_dir: Path, tree: Path) -> float:
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
@@ -86,21 +98,31 @@ def main(rounds: int) -> None:
         dulwich = _dulwich(tree)
         ours: list[float] = []
         floor: list[float] = []
+        ours_cpu: list[float] = []
+        floor_cpu: list[float] = []
         dul: list[float] = []
+        load = os.getloadavg()[0]
         for round_ in range(rounds):
             _touch(paths, round_)
-            began = time.perf_counter()
+            began, cpu = time.perf_counter(), _cpu()
             snap = store.snapshot()
             ours.append(time.perf_counter() - began)
+            ours_cpu.append(_cpu() - cpu)
+            cpu = _cpu()
             floor.append(_git_floor(floor_dir, tree))
+            floor_cpu.append(_cpu() - cpu)
             if dulwich is not None:
                 dul.append(dulwich(paths, round_))
             assert snap.files == first.files
-        ms = 1000 * statistics.median(ours)
-        floor_ms = 1000 * statistics.median(floor)
-        print(f"ruizn checkpoint, 3 files changed: {ms:.1f} ms (median of {rounds})")
-        print(f"git add -A && git write-tree:      {floor_ms:.1f} ms")
-        print(f"ratio: {ms / floor_ms:.2f}")
+        ms, floor_ms = 1000 * statistics.median(ours), 1000 * statistics.median(floor)
+        cpu_ms, floor_cpu_ms = (
+            1000 * statistics.median(ours_cpu),
+            1000 * statistics.median(floor_cpu),
+        )
+        print(f"load average {load:.1f} to {os.getloadavg()[0]:.1f} (medians of {rounds})")
+        print(f"ruizn checkpoint, 3 files changed: {ms:.1f} ms, CPU {cpu_ms:.1f} ms")
+        print(f"git add -A && git write-tree:      {floor_ms:.1f} ms, CPU {floor_cpu_ms:.1f} ms")
+        print(f"ratio: {ms / floor_ms:.2f} (CPU {cpu_ms / floor_cpu_ms:.2f})")
         if dul:
             print(f"dulwich add + commit_tree:         {1000 * statistics.median(dul):.1f} ms")
         else:

@@ -2,8 +2,8 @@
 
     python bench/run.py                  the full run (about 12 minutes on 2 cores)
     python bench/run.py --smoke          a few steps of each measure, no peers (CI, < 60 s)
-    python bench/run.py --only loop,long a subset: loop, long, tokens, startup, first,
-                                         replay, calls, fleet
+    python bench/run.py --only loop,long a subset: loop, long, tokens, startup, first, replay,
+                                         calls, fleet, scale
 
 Every client talks to tests/fakeapi's Messages API in a process of its own
 (bench/fake_server.py). The server stamps, per request, when the request line arrived and
@@ -63,7 +63,7 @@ SYSTEM_TEXT = "\n".join(
     " keep answers short; say when a file is missing or cut off; never invent content."
     for i in range(1, 41)
 )
-SECTIONS = ("loop", "long", "tokens", "startup", "first", "replay", "calls", "fleet")
+SECTIONS = ("loop", "long", "tokens", "startup", "first", "replay", "calls", "fleet", "scale")
 # The fleet's rows can be judged against an older checkout's src/ run in the same rounds
 # (concurrency 16 at 3x the steps/s of the base commit dd30d61), e.g.
 # `git worktree add /tmp/ruizn-base dd30d61` and RUIZN_BENCH_BASE_SRC=/tmp/ruizn-base/src.
@@ -1136,6 +1136,13 @@ def fleet_section(plan: Plan, ws: Path, data: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def scale_section(plan: Plan, ws: Path, data: dict[str, Any]) -> list[Row]:
+    """Fleets at scale, with a latency per call (bench/fleet_scale.py)."""
+    import fleet_scale  # beside this file
+
+    return fleet_scale.section(smoke=plan is SMOKE, data=data, met=met)
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -1226,6 +1233,7 @@ def main(argv: list[str] | None = None) -> int:
         "replay": replay_section,
         "calls": calls_section,
         "fleet": fleet_section,
+        "scale": scale_section,
         # Time to first token: bench/first_token.py, given this module's harness.
         "first": lambda *a: __import__("first_token").section(sys.modules[__name__], *a),
     }

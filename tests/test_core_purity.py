@@ -33,6 +33,7 @@ NOT_CORE: dict[str, str] = {
     "view.page": "the page: it reads its HTML, CSS and JS assets from the package",
     "evals.api": "ruizn.eval: runs an eval under anyio, writes its report",
     "evals.dataset": "reads a dataset file, checks its fixture folders exist",
+    "evals.fleetrun": "runs an eval's runs as a fleet batch, writes its goals file",
     "evals.recordings": "reads the first event of each recorded log in a folder",
     "evals.rescore": "replays saved runs' logs",
     "evals.runner": "builds and drives runs through ruizn.Agent, copies fixtures",

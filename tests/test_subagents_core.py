@@ -10,7 +10,14 @@ from typing import Any
 import pytest
 from attrs import evolve
 
-from ruizn.agentdefs import GENERAL, DefinitionError, Subagent, with_general
+from ruizn.agentdefs import (
+    GENERAL,
+    PERMISSION_MODES,
+    DefinitionError,
+    Subagent,
+    child_approval,
+    with_general,
+)
 from ruizn.effects.agents.files import AgentFileError, parse_definition, read_folder
 from ruizn.events import (
     LlmCallStarted,
@@ -22,6 +29,7 @@ from ruizn.events import (
     ToolCallStarted,
 )
 from ruizn.reducers import InvalidTransition, rebuild, reduce
+from ruizn.serde import decode, encode
 from ruizn.settings import RunSettings
 from ruizn.state import Status, ToolCall, ToolUseBlock, Usage
 from ruizn.subagents import child_settings, child_tools
@@ -169,6 +177,7 @@ def test_a_definition_file_is_read_as_claude_codes_format() -> None:
         ("---\nname: x\ndescription: d\n---\n", "prompt"),
         ("---\nname: a b\ndescription: d\n---\nbody\n", "name"),
         ("---\nname: x\ndescription: d\nmaxTurns: 0\n---\nbody\n", "max_turns"),
+        ("---\nname: x\ndescription: d\npermissionMode: yolo\n---\nb\n", "permissionMode"),
         ("---\n!!python/object/apply:os.system [echo]\n---\nbody\n", "not YAML"),
     ],
 )
@@ -191,3 +200,33 @@ def test_a_linked_definition_is_not_followed(tmp_path: Path) -> None:
 def test_a_definition_checks_its_own_fields() -> None:
     with pytest.raises(DefinitionError):
         Subagent(name="x", description="d", prompt="p", effort="huge")  # type: ignore[arg-type]
+
+
+STRICTNESS = {"always": 0, "ask": 1, "never": 2}
+
+
+@pytest.mark.parametrize("parent", ["always", "ask", "never"])
+@pytest.mark.parametrize("mode", [None, *PERMISSION_MODES])
+def test_a_definitions_permission_mode_never_widens_the_parents_approval(
+    parent: Any, mode: Any
+) -> None:
+    definition = Subagent(name="x", description="d", prompt="p", permission_mode=mode)
+    child = child_settings(evolve(SETTINGS, approval=parent), definition, None)
+    assert STRICTNESS[child.approval] >= STRICTNESS[parent]
+    assert child.approval == child_approval(parent, mode)
+    # plan and dontAsk deny what needs a decision; the rest keep the parent's mode
+    # (bypassPermissions and acceptEdits grant nothing).
+    assert child.approval == ("never" if mode in ("plan", "dontAsk") else parent)
+
+
+def test_a_definition_files_permission_mode_is_read_and_recorded() -> None:
+    found = parse_definition(
+        "---\nname: p\ndescription: d\npermissionMode: plan\n---\nLook only.\n", "p.md"
+    )
+    assert found.permission_mode == "plan"
+    settings = evolve(SETTINGS, subagents=(found, HELPER))
+    line = encode(RunStarted(seq=1, ts=0.0, run_id="r", goal="g", settings=settings))
+    assert line.count("permission_mode") == 1  # left out where it is not set
+    back = decode(line)
+    assert isinstance(back, RunStarted)
+    assert back.settings.subagents == (found, HELPER)

@@ -37,7 +37,10 @@ def _state(tmp_path: Path, **changes: Any) -> ExecutionContext:
     return start(RunStarted(seq=1, ts=1.0, run_id="r", goal="g", settings=settings))
 
 
-@pytest.mark.parametrize("changes", [{"sandbox": False}, {"allow_commands": ("git *",)}])
+@pytest.mark.parametrize(
+    "changes",
+    [{"sandbox": False}, {"allow_commands": ("git *",)}, {"shell_allow_domains": ("pypi.org",)}],
+)
 def test_a_fork_vouched_for_never_carries_a_loosened_shell(
     tmp_path: Path, changes: dict[str, Any]
 ) -> None:
@@ -49,11 +52,22 @@ def test_a_fork_vouched_for_never_carries_a_loosened_shell(
 
 
 def test_a_confined_resume_goes_on_as_its_run_resumed_replays(tmp_path: Path) -> None:
-    state = _state(tmp_path, shell=True, sandbox=False, allow_commands=("git *",))
+    state = _state(
+        tmp_path,
+        shell=True,
+        sandbox=False,
+        allow_commands=("git *",),
+        shell_allow_domains=("*.github.com",),
+    )
     plan = ResumePlan(limits=Limits(max_steps=5), confine=True)
     settings = resumed_settings(state, plan)
-    assert (settings.sandbox, settings.allow_commands) == (True, ())
+    assert (settings.sandbox, settings.allow_commands, settings.shell_allow_domains) == (
+        True,
+        (),
+        (),
+    )
     replayed = reduce(state, RunResumed(seq=2, ts=2.0, max_steps=5, confine=True))
+    assert replayed.settings.shell_allow_domains == ()
     assert (replayed.settings.sandbox, replayed.settings.allow_commands) == (True, ())
     assert evolve(replayed.settings, max_steps=settings.max_steps) == settings
 
@@ -64,6 +78,7 @@ _SETTINGS = st.fixed_dictionaries(
         "shell": st.booleans(),
         "sandbox": st.booleans(),
         "allow_commands": st.sampled_from([(), ("git status*",)]),
+        "shell_allow_domains": st.sampled_from([(), ("pypi.org", "*.github.com")]),
     }
 )
 _ANSWERS = st.builds(
@@ -110,3 +125,18 @@ def test_a_run_started_here_goes_on_as_recorded(
     plan = trusted_plan(_PLAN, state, TrustFacts(problem=None, here="/y", recorded="/w"), answer)
     assert plan == evolve(_PLAN, approval=answer.approval)
     assert resumed_settings(state, plan).sandbox == state.settings.sandbox
+
+
+def test_the_grant_shows_the_hosts_a_log_lets_commands_reach(tmp_path: Path) -> None:
+    from ruizn.grant import grant_of
+
+    state = _state(tmp_path, shell=True, shell_allow_domains=("pypi.org", "*.github.com"))
+    grant = grant_of(state.settings, state)
+    assert grant.allow_domains == ("pypi.org", "*.github.com")
+    assert (
+        "shell: bash commands in bubblewrap, without network, except through a proxy to"
+        " pypi.org, *.github.com"
+    ) in grant.lines()
+    assert (
+        grant_of(_state(tmp_path, shell_allow_domains=("pypi.org",)).settings).allow_domains == ()
+    )

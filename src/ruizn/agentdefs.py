@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from attrs import field, frozen
 
-from ruizn.defaults import EFFORT_LEVELS, Effort
+from ruizn.defaults import EFFORT_LEVELS, ApprovalMode, Effort
 
 __all__ = [
     "CLAUDE_TOOLS",
     "GENERAL",
     "NAME_PATTERN",
+    "PERMISSION_MODES",
     "DefinitionError",
+    "PermissionMode",
     "Subagent",
+    "child_approval",
     "tool_names",
     "with_general",
 ]
@@ -66,6 +69,36 @@ def _effort(_: Any, attribute: Any, value: Any) -> None:
         raise DefinitionError(f"a subagent's effort must be one of {', '.join(EFFORT_LEVELS)}")
 
 
+# Claude Code's permission modes, as an agent file's `permissionMode` writes them.
+PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk"]
+PERMISSION_MODES: tuple[PermissionMode, ...] = (
+    "default",
+    "acceptEdits",
+    "plan",
+    "bypassPermissions",
+    "dontAsk",
+)
+# What a mode makes of the child's approval mode, where it is stricter than any parent's:
+# plan (look, change nothing) and dontAsk (nothing not approved beforehand) deny every call
+# that needs a decision. The others keep the parent's: a definition never widens it (ruizn
+# has no mode that approves edits alone, and bypassPermissions grants nothing).
+_STRICTER: dict[str, ApprovalMode] = {"plan": "never", "dontAsk": "never"}
+
+
+def child_approval(parent: ApprovalMode, mode: PermissionMode | None) -> ApprovalMode:
+    """The approval mode of a child whose definition asks `mode`, under a parent's: the
+    parent's, or stricter, never wider."""
+    return _STRICTER.get(mode or "default", parent)
+
+
+def _permission(_: Any, attribute: Any, value: Any) -> None:
+    if value is not None and value not in PERMISSION_MODES:
+        raise DefinitionError(
+            f"a subagent's permissionMode must be one of {', '.join(PERMISSION_MODES)}"
+            f" (not {value!r})"
+        )
+
+
 def _turns(_: Any, attribute: Any, value: Any) -> None:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
         raise DefinitionError("a subagent's max_turns must be a whole number of at least 1")
@@ -79,7 +112,10 @@ class Subagent:
     it keeps (a name the parent lacks is left out: never wider than the parent), less
     `disallowed_tools`. Claude Code's tool names (Read, Edit, Grep...) stand for ruizn's.
     `model` None (or "inherit"): the parent's. `max_turns` None: the parent's max_steps.
-    `source` says where it came from (`built-in`, `library`, a file's path)."""
+    `permission_mode` (Claude Code's `permissionMode`): `plan` and `dontAsk` deny the
+    child's calls that need a decision; the others (and None) keep the parent's approval
+    mode, never wider (`child_approval`). `source` says where it came from (`built-in`,
+    `library`, a file's path)."""
 
     name: str = field(validator=_name)
     description: str = field(validator=_text)
@@ -90,6 +126,7 @@ class Subagent:
     effort: Effort | None = field(default=None, validator=_effort)
     max_turns: int | None = field(default=None, validator=_turns)
     source: str = "library"
+    permission_mode: PermissionMode | None = field(default=None, validator=_permission)
 
 
 # The agent every run with subagents has: the parent's tools and system prompt (empty here:

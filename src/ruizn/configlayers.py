@@ -64,12 +64,18 @@ OPTIONS = GRANTS_NOTHING | frozenset(
         "sandbox",
         "shell_network",
         "shell_allow_read",
+        "shell_allow_domains",
         "allow_commands",
         "output_schema",
     }
 )
 # A key named as the option is typed (`allow-command = [...]`) reads as its list's name.
-_ALIASES = {"allow_command": "allow_commands", "mcp_env": "mcp_envs", "tool": "tools"}
+_ALIASES = {
+    "allow_command": "allow_commands",
+    "shell_allow_domain": "shell_allow_domains",
+    "mcp_env": "mcp_envs",
+    "tool": "tools",
+}
 # Known keys that are never taken from a project file, each with what it would grant.
 _GRANTS = {
     "tools": "loads and runs tool code",
@@ -85,6 +91,7 @@ _GRANTS = {
     "sandbox": "decides how shell commands are confined",
     "shell_network": "gives shell commands the network",
     "shell_allow_read": "lets shell commands read outside the workspace",
+    "shell_allow_domains": "lets shell commands reach these hosts",
     "allow_commands": "approves shell commands",
     "output_schema": "reads a file outside the workspace",
 }

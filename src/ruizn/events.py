@@ -93,8 +93,8 @@ class RunResumed:
     # so a run's time is every session's, whoever ran them.
     elapsed: float = 0.0
     # The log's loosening of the shell is withdrawn (a run a person accepted from a log ruizn
-    # did not write, without accepting these): the sandbox is on again and no
-    # --allow-command pattern approves a command.
+    # did not write, without accepting these): the sandbox is on again, no
+    # --allow-command pattern approves a command, and no --shell-allow-domain host is reached.
     confine: bool = False
 
     @property

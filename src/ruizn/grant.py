@@ -32,9 +32,11 @@ class Grant:
     # The shell it would offer (bash), and how confined: None when it offers none.
     shell: str | None = None
     # Its shell's loosening, asked about on its own (a resume withdraws it unless accepted):
-    # bash commands unconfined (--sandbox off), and the patterns that approve commands.
+    # bash commands unconfined (--sandbox off), the patterns that approve commands, and the
+    # hosts commands may reach through the proxy (--shell-allow-domain).
     unconfined: bool = False
     allow_commands: tuple[str, ...] = ()
+    allow_domains: tuple[str, ...] = ()
     # Commands its hooks would run: `EVENT [MATCHER]: COMMAND (from SOURCE)`.
     hooks: tuple[str, ...] = ()
     # Decisions the log would apply: calls it approved that have not run (`NAME ID: input`),
@@ -112,6 +114,7 @@ def grant_of(
         shell=_shell(settings),
         unconfined=bool(settings.shell) and not settings.sandbox,
         allow_commands=settings.allow_commands if settings.shell else (),
+        allow_domains=settings.shell_allow_domains if settings.shell else (),
         hooks=tuple(hook_line(spec) for spec in settings.hooks),
         preapproved=_preapproved(state) if state is not None else (),
         always_tools=tuple(state.always_approved) if state is not None else (),
@@ -167,6 +170,8 @@ def _shell(settings: RunSettings) -> str | None:
         text = f"bash commands in bubblewrap, {network} network"
         if settings.shell_allow_read:
             text += ", also reading " + ", ".join(settings.shell_allow_read)
+        if settings.shell_allow_domains:
+            text += ", except through a proxy to " + ", ".join(settings.shell_allow_domains)
     if settings.allow_commands:
         text += "; approved without asking: " + ", ".join(settings.allow_commands)
     return text

@@ -177,10 +177,18 @@ class Divergence:
     now: str
     call_id: str | None = None
     tool: str | None = None
+    # The recorded child run (a subagent) the seq is in, as "agent NAME (run ID)", and its
+    # ancestors' before it (an angle quote between); None: the recording itself.
+    child: str | None = None
+
+    @property
+    def where(self) -> str:
+        """The seq, and the child run it is in."""
+        return f"seq {self.seq}" if self.child is None else f"seq {self.seq} of {self.child}"
 
     def lines(self, context: int = 20) -> list[str]:
         """The divergence for people: its line, then a short diff, recorded vs now."""
-        head = f"diverged at seq {self.seq}: {self.what}"
+        head = f"diverged at {self.where}: {self.what}"
         body = list(
             difflib.unified_diff(
                 self.recorded.splitlines(), self.now.splitlines(), lineterm="", n=1

@@ -364,7 +364,9 @@ def _on_run_resumed(state: ExecutionContext, event: RunResumed) -> ExecutionCont
             approval=settings.approval if event.approval is None else event.approval,
         )
         if event.confine:
-            resumed_settings = evolve(resumed_settings, sandbox=True, allow_commands=())
+            resumed_settings = evolve(
+                resumed_settings, sandbox=True, allow_commands=(), shell_allow_domains=()
+            )
     except ValueError as exc:  # the settings' own checks (an approval mode, an empty path)
         raise InvalidTransition(f"run_resumed: {exc}") from None
     continuing = state.continuing

@@ -125,7 +125,8 @@ class ResumePlan:
     approval: ApprovalMode | None = None
     # The log's approvals are asked again (events.RunResumed.reask).
     reask: bool = False
-    # The log's --sandbox off and --allow-command patterns are withdrawn (RunResumed.confine).
+    # The log's --sandbox off, --allow-command patterns and --shell-allow-domain hosts are
+    # withdrawn (RunResumed.confine).
     confine: bool = False
     # The time of the session before, which ended with no run_finished (RunResumed.elapsed).
     lost: float = 0.0
@@ -378,8 +379,9 @@ def fork_refusal(state: ExecutionContext, facts: TrustFacts) -> str | None:
         )
     if loosens_shell(state):
         return (
-            f"run {state.run_id} runs bash commands unconfined (--sandbox off) or approves"
-            " them by --allow-command patterns, and was not started here: fork it without"
+            f"run {state.run_id} runs bash commands unconfined (--sandbox off), approves"
+            " them by --allow-command patterns or lets them reach hosts"
+            " (--shell-allow-domain), and was not started here: fork it without"
             " --trust, then `ruizn resume NEW` asks"
         )
     return None
@@ -392,21 +394,26 @@ def resumed_settings(state: ExecutionContext, plan: ResumePlan) -> RunSettings:
         workspace=plan.workspace or state.settings.workspace,
         approval=plan.approval or state.settings.approval,
     )
-    return evolve(settings, sandbox=True, allow_commands=()) if plan.confine else settings
+    if not plan.confine:
+        return settings
+    return evolve(settings, sandbox=True, allow_commands=(), shell_allow_domains=())
 
 
 def confined_notice(run_id: str) -> str:
     return (
-        f"run {run_id}: its log's --sandbox off and --allow-command patterns are not"
-        " applied (not accepted): bash commands run in the sandbox, and no pattern"
-        " approves one"
+        f"run {run_id}: its log's --shell-allow-domain hosts, --sandbox off and"
+        " --allow-command patterns are not applied (not accepted): bash commands run in"
+        " the sandbox, no pattern approves one, and no proxy is given"
     )
 
 
 def loosens_shell(state: ExecutionContext) -> bool:
-    """Whether the log's settings run commands unconfined or approve them by pattern."""
+    """Whether the log's settings run commands unconfined, approve them by pattern, or let
+    them reach hosts through the proxy."""
     settings = state.settings
-    return bool(settings.shell) and (not settings.sandbox or bool(settings.allow_commands))
+    return bool(settings.shell) and (
+        not settings.sandbox or bool(settings.allow_commands) or bool(settings.shell_allow_domains)
+    )
 
 
 def holds_approvals(state: ExecutionContext) -> bool:

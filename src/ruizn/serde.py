@@ -17,6 +17,7 @@ from attrs import evolve
 from cattrs.gen import make_dict_unstructure_fn, override
 from cattrs.v import format_exception
 
+from ruizn.agentdefs import Subagent
 from ruizn.bounds import MAX_LINE_DEPTH, deeper_than, few_brackets, text_deeper_than, too_deep
 from ruizn.events import (
     EVENT_TYPES,
@@ -90,6 +91,7 @@ assert len(_EVENT_BY_TAG) == len(EVENT_TYPES), "two events share a tag"
 _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
     # Before RunSettings, whose hook takes the one its hooks' type has when it is made.
     HookSpec: ("env",),
+    Subagent: ("permission_mode",),
     RunSettings: (
         "max_cost",
         "max_context",
@@ -102,6 +104,7 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
         "sandbox",
         "shell_network",
         "shell_allow_read",
+        "shell_allow_domains",
         "allow_commands",
         "shell_timeout",
         "project_instructions",

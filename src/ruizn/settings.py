@@ -48,6 +48,7 @@ from ruizn.defaults import (
     OutputMode,
     ThinkingMode,
 )
+from ruizn.domains import pattern_of
 from ruizn.toolsource import ToolSource
 
 # The plain defaults live in ruizn.defaults (no attrs, for the CLI's start-up): their one
@@ -197,6 +198,16 @@ def _tuple(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
+def _domains(value: Any) -> Any:
+    """The allowlist's patterns in their one spelling; a ConfigError names one that is none."""
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise ConfigError(f"shell_allow_domains must be a list of domains, not {value!r}")
+    try:
+        return tuple(dict.fromkeys(pattern_of(str(item)) for item in value))
+    except ValueError as exc:
+        raise ConfigError(f"--shell-allow-domain: {exc}") from None
+
+
 def _hook_event(_: object, __: object, value: Any) -> None:
     if value not in HOOK_EVENTS:
         raise ConfigError(f"hook event must be one of {', '.join(HOOK_EVENTS)}, not {value!r}")
@@ -335,6 +346,10 @@ class RunSettings:
 
     shell_allow_read: tuple[str, ...] = field(default=(), converter=_tuple)
     """Folders under the (hidden) home folder that sandboxed commands may read."""
+
+    shell_allow_domains: tuple[str, ...] = field(default=(), converter=_domains)
+    """Hosts sandboxed commands may reach through the run's proxy (ruizn.domains: `pypi.org`,
+    `*.github.com`, an IP address), with the network otherwise off (docs/shell.md)."""
 
     allow_commands: tuple[str, ...] = field(default=(), converter=_tuple)
     """Patterns of bash commands approved without asking (rules.command_allowed)."""

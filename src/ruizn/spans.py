@@ -2,13 +2,18 @@
 
 One `invoke_agent ruizn` span per session of the run (run_started or run_resumed to
 run_finished; a resumed session is a child of the first), one `chat {model}` span per model
-call attempt, one `execute_tool {name}` span per tool call. Times are the log's; ids are
-derived from the run id and the seq of the event that opened the span, so the same log
-always gives the same trace, and a span, once its end is in the log, never changes as the
-log grows (a live export and a later `ruizn export` send the same spans).
+call attempt, one `execute_tool {name}` span per tool call. A subagent's run (its
+run_started names its parent, kind "agent") is in its parent's trace: its first session is
+an `invoke_agent {agent}` span (gen_ai.agent.name the agent's, gen_ai.agent.id its run id)
+under the parent's `execute_tool agent` span of the call that started it, whose id is made
+from the parent's subagent_started, so each log alone gives its spans and they nest.
+Times are the log's; ids are derived from the run id and the seq of the event that opened
+the span, so the same log always gives the same trace, and a span, once its end is in the
+log, never changes as the log grows (a live export and a later `ruizn export` send the
+same spans).
 
-Pure: no clock, no I/O, no OpenTelemetry import. `ruizn.effects.telemetry.otlp` turns these records
-into the SDK's spans and sends them. No message content is exported (goal, texts, tool
+Pure: no clock, no I/O, no OpenTelemetry import. `ruizn.effects.telemetry.otlp` turns these
+records into the SDK's spans and sends them. No message content is exported (goal, texts, tool
 inputs and results stay in the log): only names, ids, times, token counts and errors.
 """
 
@@ -30,6 +35,8 @@ from ruizn.events import (
     RunFinished,
     RunResumed,
     RunStarted,
+    SubagentFinished,
+    SubagentStarted,
     ToolApprovalDecided,
     ToolApprovalRequested,
     ToolCallFinished,
@@ -106,6 +113,8 @@ class SpanBuilder:
     run_id: str = ""
     model: str = "?"
     max_tokens: int = 0
+    # 0: the run's own, or for a subagent its parent's (the caller gives the top run's
+    # for a subagent deeper down: its log names only its parent).
     trace: int = field(default=0)
     root: int | None = None
     session: _Open | None = None
@@ -124,11 +133,22 @@ class SpanBuilder:
         match event:
             case RunStarted():
                 ended += self._end_session_cut()
+                parent = event.parent if event.parent and event.parent.kind == "agent" else None
                 if self.root is None:  # a second run_started (a planted log) keeps the trace
-                    self.run_id, self.trace = event.run_id, trace_id(event.run_id)
+                    self.run_id = event.run_id
+                    if parent is not None:  # under the parent's call that started it
+                        self.trace = self.trace or trace_id(parent.run_id)
+                        self.root = span_id(parent.run_id, parent.seq)
+                    self.trace = self.trace or trace_id(event.run_id)
                 self.model = event.settings.model
                 self.max_tokens = event.settings.max_tokens
                 self._open_session(event.seq, event.ts, resumed=False)
+                if parent is not None and self.session is not None:
+                    self.session.name = f"invoke_agent {parent.agent or AGENT}"
+                    self.session.attributes["gen_ai.agent.name"] = parent.agent or AGENT
+                    self.session.attributes["gen_ai.agent.id"] = event.run_id
+                    self.session.attributes["ruizn.parent.run_id"] = parent.run_id
+                    self.root = self.session.span_id
             case RunResumed():
                 ended += self._end_session_cut()
                 if event.max_tokens is not None:
@@ -204,7 +224,26 @@ class SpanBuilder:
                 self.approvals[event.id] = approval
             case ToolCallStarted():
                 self.names[event.id] = event.name
-                self.tools[event.id] = self._open_tool(event.seq, event.id, event.ts)
+                opened = self._open_tool(event.seq, event.id, event.ts)
+                before = self.tools.get(event.id)
+                if before is not None and "ruizn.subagent.run_id" in before.attributes:
+                    # An `agent` call run again after a crash resumes its child: one span.
+                    opened.span_id, opened.start = before.span_id, before.start
+                    opened.attributes.update(_subagent(before.attributes))
+                self.tools[event.id] = opened
+            case SubagentStarted():
+                # The child's spans hang from this call's span, by an id the child's log
+                # can name (its run_started holds this event's seq); the span is sent only
+                # when the call ends, so the new id is the only one it ever has.
+                running = self.tools.get(event.id)
+                if running is not None:
+                    running.span_id = self._id(event.seq)
+                    running.attributes["ruizn.subagent.name"] = event.agent
+                    running.attributes["ruizn.subagent.run_id"] = event.run_id
+            case SubagentFinished():
+                running = self.tools.get(event.id)
+                if running is not None:
+                    running.attributes["ruizn.subagent.status"] = str(event.status)
             case ToolCallFinished():
                 tool = self.tools.pop(event.id, None)
                 if tool is None:  # answered without running (denied, refused, interrupted)
@@ -342,6 +381,10 @@ class SpanBuilder:
             self.session = None
             ended.append(self._cut(session))
         return ended
+
+
+def _subagent(attributes: dict[str, AttributeValue]) -> dict[str, AttributeValue]:
+    return {k: v for k, v in attributes.items() if k.startswith("ruizn.subagent.")}
 
 
 def _usage_attributes(usage: Usage) -> dict[str, AttributeValue]:

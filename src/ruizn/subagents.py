@@ -1,6 +1,7 @@
 """What a child run is given: its settings, made from its parent's and its definition.
 
-One policy gate for the tree: a child keeps its parent's workspace, approval mode, hooks,
+One policy gate for the tree: a child keeps its parent's workspace, approval mode (or a
+stricter one its definition's permissionMode asks), hooks,
 sandbox, secret rules, timeouts and MCP servers; its tools are those of its definition that
 the parent has (never wider); its budget is what the parent has left; it may start children
 of its own only while `max_depth` allows. Pure: no I/O.
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from attrs import evolve
 
-from ruizn.agentdefs import Subagent, tool_names
+from ruizn.agentdefs import Subagent, child_approval, tool_names
 from ruizn.settings import RunSettings
 from ruizn.state import ExecutionContext
 
@@ -50,6 +51,7 @@ def child_settings(parent: RunSettings, definition: Subagent, budget: float | No
         parent,
         model=model,
         system=system,
+        approval=child_approval(parent.approval, definition.permission_mode),
         effort=definition.effort if definition.effort is not None else parent.effort,
         max_steps=definition.max_turns if definition.max_turns is not None else parent.max_steps,
         max_cost=budget if budget is None or budget > 0 else None,

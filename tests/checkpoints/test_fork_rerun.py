@@ -3,6 +3,7 @@ in a scratch copy of the files as the recording started and leaves the workspace
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -53,3 +54,20 @@ def test_rerun_runs_in_a_scratch_copy_and_leaves_the_workspace_byte_identical(
     assert tree_hash(done.workspace) == end  # the scratch copy went where the recording went
     assert "the recording's seq" in done.files
     shutil.rmtree(done.workspace)
+
+
+def test_rerun_copies_a_workspace_holding_the_state_folder_without_copying_itself(
+    shell_run: Callable[..., Any], tmp_path: Path
+) -> None:
+    """With the state folder inside the workspace (XDG_STATE_HOME=./state), the scratch copy
+    leaves it out: the copy would otherwise hold the copy, deeper at each level."""
+    environ = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "ws" / "state")}
+    writes = [{"path": "k.txt", "content": "keep\n"}]
+    agent, run_id, _, ws = shell_run(writes, tool="write_file", checkpoints=False, environ=environ)
+    (ws / "k.txt").unlink()  # the files as the run started: the copy must be identical
+    done = anyio.run(lambda: rerun_async(agent, run_id))
+    assert done.divergence is None, done.divergence
+    assert done.workspace.is_relative_to(ws / "state")
+    assert (done.workspace / "k.txt").read_text() == "keep\n"
+    assert not (done.workspace / "state" / "ruizn").exists()
+    assert "your workspace" in done.files

@@ -130,3 +130,45 @@ def test_a_checkpoint_killed_with_sigkill_leaves_the_store_usable(tmp_path: Path
     again = GitStore(tmp_path / "store", ws).snapshot()
     fresh = GitStore(tmp_path / "fresh", ws).snapshot()
     assert (again.tree, again.files) == (fresh.tree, 1000)
+
+
+def test_a_new_folder_keeps_its_files_and_empty_folders_but_what_git_ignores(
+    store: GitStore,
+) -> None:
+    ws = store.workspace
+    (ws / ".gitignore").write_text("*.log\ncache/\n")
+    (ws / "new" / "cache" / "deep").mkdir(parents=True)
+    (ws / "new" / "cache" / "deep" / "c.txt").write_text("ignored folder\n")
+    (ws / "new" / "a.txt").write_text("a\n")
+    (ws / "new" / "b.log").write_text("ignored file\n")
+    (ws / "new" / "e" / "f").mkdir(parents=True)
+    (ws / "new" / "to-new").symlink_to("e")  # a link to a folder is a link, not a folder
+    subprocess.run(["git", "init", "-q", str(ws / "new" / "repo")], check=True)
+    (ws / "new" / "repo" / "r.txt").write_text("r\n")  # in a nested repository: not kept
+    snap = store.snapshot()
+    tree = store._run(["ls-tree", "-r", "--name-only", snap.tree]).decode().split()
+    assert sorted(tree) == [".gitignore", "new/a.txt", "new/to-new"]
+    assert snap.empty_dirs == ("new/e/f",)
+    assert {(i.path, i.why) for i in snap.left_out} == {
+        ("new/b.log", "ignored"),
+        ("new/cache/", "ignored"),
+    }
+
+
+def test_a_changed_gitignore_changes_what_the_next_checkpoint_leaves_out(store: GitStore) -> None:
+    ws = store.workspace
+    (ws / "gen" / "out").mkdir(parents=True)
+    (ws / "sub").mkdir()
+    (ws / "sub" / "keep.txt").write_text("k\n")
+    (ws / "sub" / "new.tmp").write_text("t\n")
+    assert store.snapshot().empty_dirs == ("gen/out",)
+    (ws / ".gitignore").write_text("gen/\n")
+    (ws / "sub" / "other.tmp").write_text("o\n")
+    (ws / "sub" / ".gitignore").write_text("other.tmp\n")
+    snap = store.snapshot()
+    assert (snap.empty_dirs, [(i.path, i.why) for i in snap.left_out]) == (
+        (),
+        [("gen/", "ignored"), ("sub/other.tmp", "ignored")],
+    )
+    (ws / ".gitignore").write_text("# nothing\n")
+    assert store.snapshot().empty_dirs == ("gen/out",)

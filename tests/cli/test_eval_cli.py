@@ -89,6 +89,7 @@ def test_bad_input_is_one_line(workspace: Path) -> None:
         (["eval", "bad.json"], "unknown evaluator 'Nope'"),
         (["eval", "missing.yaml"], "cannot read dataset"),
         (["eval", "compare", "bad.json", "bad.json"], "not an eval report"),
+        (["eval", "bad.json", "--db", "sqlite:///f.db", "--recordings", "r"], "not with --rescore"),
     ):
         done = run_cli(args, workspace=workspace, env=offline_env())
         assert done.code == 2, (args, done.stdout, done.stderr)

@@ -15,7 +15,7 @@ from ruizn.effects.runlog.reader import replay_file
 from ruizn.state import Status
 from tests.cli.conftest import cli_env, only_log, read_events
 from tests.cli.terminals import Terminal
-from tests.fakeapi import Reply, Stream, Text, ToolUse
+from tests.fakeapi import Compacted, Reply, Stream, Text, ToolUse
 
 KEY = "sk-ant-session-test-secret-0123456789"
 
@@ -113,38 +113,6 @@ def test_a_three_message_session_is_one_run_that_replays_and_model_changes_are_l
     assert len([m for m in state.messages if m.role == "user"]) == 3
 
 
-def test_ctrl_c_during_a_command_cancels_only_the_turn(
-    workspace: Path, server_factory: Any, tmp_path: Path
-) -> None:
-    server = server_factory(_echo)
-    term = Terminal(
-        ["chat", "--shell", "--approval", "always", "--sandbox", "off"],
-        workspace,
-        _env(server, tmp_path / "state"),
-    )
-    try:
-        _prompt(term)
-        _say(term, b"sleep a while\r")
-        _wait(term, "[tool] bash")
-        time.sleep(0.5)
-        term.type(b"\x03")  # Ctrl-C: the turn ends, the session stays
-        _wait(term, "turn cancelled")
-        _say(term, b"and now?\r")
-        _wait(term, "Answer to: and now?")
-        _say(term, b"/exit\r")
-        assert term.finish() == 0, _screen(term)
-    finally:
-        term.close()
-    events = read_events(only_log(workspace))
-    finished = [e for e in events if e["type"] == "tool_call_finished"]
-    assert [f["result"]["error_type"] for f in finished] == ["interrupted"]
-    assert [e["status"] for e in events if e["type"] == "run_finished"] == [
-        "cancelled",
-        "success",
-    ]
-    assert replay_file(only_log(workspace)).state.status is Status.SUCCESS
-
-
 def test_history_survives_a_restart_and_holds_no_secret(
     workspace: Path, server_factory: Any, tmp_path: Path
 ) -> None:
@@ -238,3 +206,116 @@ def test_agents_lists_the_subagents_a_session_offers(
         assert term.finish() == 0
     finally:
         term.close()
+
+
+# Prints seven lines at once, one with an escape sequence, then waits (with them on the
+# screen) until the test makes the file `go`, and fails: the live lines show the last five,
+# escaped, then fold into exit 3.
+COUNTING = (
+    "for i in 1 2 3 4 5 6 7; do echo line$i; done; printf '\\033[2Jboom\\n';"
+    " until [ -e go ]; do sleep 0.05; done; exit 3"
+)
+
+
+def _working(body: dict[str, Any], index: int) -> Reply:
+    """_echo's answers and its command for "sleep...", a command for "count", a file
+    edited for "write", a summary for a compaction."""
+    if "compaction" in body:
+        return Compacted()
+    last = body["messages"][-1]["content"]
+    texts = [last] if isinstance(last, str) else [b["text"] for b in last if "text" in b]
+    if not texts:  # the results of its calls
+        return Stream((Text("Done."),))
+    said = texts[-1]
+    if said == "count":
+        return Stream((ToolUse("toolu_c1", "bash", {"command": COUNTING}),), stop_reason="tool_use")
+    if said == "write":
+        change = {"path": "notes.txt", "old_text": "old", "new_text": "new\nmore"}
+        tool = ToolUse("toolu_w1", "edit_file", change)
+        return Stream((tool,), stop_reason="tool_use")
+    return _echo(body, index)
+
+
+def test_a_session_with_commands_live_a_cancelled_turn_compact_and_rewind(
+    workspace: Path, server_factory: Any, tmp_path: Path
+) -> None:
+    """One session for all of it (a session costs seconds to start): Ctrl-C mid-command
+    cancels only that turn; a command's last lines show as it runs (in the sandbox) and
+    fold into its exit code; a file change shows its diff stat; /rewind asks, then restores
+    the file; /compact logs the compaction and the session goes on; no resumed/user lines
+    between the turns."""
+    (workspace / "notes.txt").write_text("old\n")
+    server = server_factory(_working)
+    term = Terminal(
+        ["chat", "--shell", "--approval", "always"], workspace, _env(server, tmp_path / "state")
+    )
+    try:
+        _say(term, b"sleep a while\r")
+        _wait(term, "[tool] bash")
+        time.sleep(0.5)
+        term.type(b"\x03")  # Ctrl-C: the turn ends, the session stays
+        _wait(term, "turn cancelled")
+        _say(term, b"count\r")
+        _wait(term, "│ ␛[2Jboom")  # escaped, while the command still runs
+        running = _screen(term)
+        (workspace / "go").touch()
+        assert "│ line7" in running
+        assert "│ line4" in running
+        assert "line3" not in running  # the last five lines only
+        _wait(term, "[tool] bash exit 3 ·")  # a failing command shows its exit code
+        _wait(term, "Done.")
+        assert "│" not in _screen(term)  # the live lines gave way to the folded line
+        _say(term, b"write\r")
+        _wait(term, "[tool] edit_file ok · +2 -1")  # its diff stat
+        _wait(term, "Done.", 2)
+        assert (workspace / "notes.txt").read_text() == "new\nmore\n"
+        _say(term, b"/rewind\r")
+        _wait(term, "file changed")
+        step = next(
+            line.split()[1].rstrip(":")
+            for line in _screen(term).splitlines()
+            if line.strip().startswith("step ") and "file changed" in line
+        )
+        _say(term, f"/rewind --step {step}\r".encode())
+        _wait(term, "rewind? [y/N]")
+        term.type(b"y\r")
+        _wait(term, "rewound;")
+        assert (workspace / "notes.txt").read_text() == "old\n"
+        _say(term, b"/compact keep the notes\r")
+        _wait(term, "compacted: the next message goes on from the summary")
+        _say(term, b"and after?\r")
+        _wait(term, "Answer to: and after?")
+        screen = _screen(term)
+        _say(term, b"\x04")
+        assert term.finish() == 0, _screen(term)
+    finally:
+        term.close()
+    assert "[run] resumed" not in screen
+    assert "[user]" not in screen
+    assert "[files] saved" not in screen
+    events = read_events(only_log(workspace))
+    finished = [e["result"] for e in events if e["type"] == "tool_call_finished"]
+    assert [r["error_type"] for r in finished] == ["interrupted", "exit_status", None]
+    assert "line1" in str(finished[1]["content"])  # the log keeps the whole output
+    statuses = [e["status"] for e in events if e["type"] == "run_finished"]
+    assert statuses[0] == "cancelled"
+    assert statuses[1:] == ["success"] * (len(statuses) - 1)
+    assert [e["type"] for e in events].count("context_compacted") == 1
+    assert replay_file(only_log(workspace)).state.status is Status.SUCCESS
+    # the next message went on from the summary, made with the instructions given
+    summary = server.requests[-1].body["messages"][0]["content"][0]
+    assert summary["type"] == "compaction"
+    assert "keep the notes" in summary["content"]
+
+
+def test_rewind_takes_one_point_to_go_back_to() -> None:
+    from ruizn.cli.session import _rewind_arguments
+
+    assert _rewind_arguments("") == {}  # the steps that changed files are listed
+    assert _rewind_arguments("--step 3") == {"to": None, "step": 3, "undo": False, "force": False}
+    assert _rewind_arguments("--to 12 --force")["to"] == 12
+    assert _rewind_arguments("--undo")["undo"] is True
+    for wrong in ("--step", "--step 0", "--step x", "--to 3 --step 2", "--force", "now"):
+        assert (
+            _rewind_arguments(wrong) == "/rewind takes --step N, --to SEQ or --undo (and --force)"
+        )

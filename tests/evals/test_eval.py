@@ -204,7 +204,7 @@ def test_six_cases_three_epochs_three_at_once(tmp_path: Path, api: Any) -> None:
     assert len(api.requests) == calls
 
 
-def test_the_budget_spent_part_way_stops_the_eval_cleanly(tmp_path: Path, api: Any) -> None:
+def _budget_dataset(tmp_path: Path) -> Path:
     data = {
         "cases": [
             {"name": "one", "inputs": "write a", "metadata": {"ruizn": {"approval": "always"}}},
@@ -214,7 +214,11 @@ def test_the_budget_spent_part_way_stops_the_eval_cleanly(tmp_path: Path, api: A
     }
     path = tmp_path / "d.json"
     path.write_text(json.dumps(data), encoding="utf-8")
-    report = ruizn.eval(path, max_cost=1e-9, workspace=tmp_path)
+    return path
+
+
+def test_the_budget_spent_part_way_stops_the_eval_cleanly(tmp_path: Path, api: Any) -> None:
+    report = ruizn.eval(_budget_dataset(tmp_path), max_cost=1e-9, workspace=tmp_path)
     assert [t.outcome for t in report.trials] == ["stopped", "not_run", "not_run"]
     assert report.budget_note is not None
     assert "1 runs stopped, 2 not run" in report.budget_note
@@ -222,6 +226,30 @@ def test_the_budget_spent_part_way_stops_the_eval_cleanly(tmp_path: Path, api: A
     log = Path(report.trials[0].log_path or "")
     assert '"type":"budget_spent"' in log.read_text(encoding="utf-8")
     assert len(api.requests) == 1  # no call after the budget was spent
+
+
+def test_the_budget_spent_on_the_fleet_stops_the_eval_cleanly(tmp_path: Path, api: Any) -> None:
+    # Two at once go through the fleet's queue: the eval's budget is the batch's.
+    report = ruizn.eval(_budget_dataset(tmp_path), max_cost=1e-9, concurrency=2, workspace=tmp_path)
+    outcomes = [t.outcome for t in report.trials]
+    # A one-call case started before the spend may end well; the two-call case never does.
+    assert set(outcomes) <= {"stopped", "not_run", "passed"}
+    assert outcomes[0] in ("stopped", "not_run")
+    stopped = [t for t in report.trials if t.outcome == "stopped"]
+    for trial in stopped:
+        assert trial.status == "max_cost"
+        log = Path(trial.log_path or "")
+        assert '"type":"budget_spent"' in log.read_text(encoding="utf-8")
+        assert ruizn.replay(log).run_id == trial.run_id  # a normal run folder
+    for trial in report.trials:
+        if trial.outcome == "not_run":
+            assert (trial.run_id, trial.reason) == (None, "budget spent")
+    assert report.budget_note is not None
+    not_run = outcomes.count("not_run")
+    assert f"{len(stopped)} runs stopped, {not_run} not run" in report.budget_note
+    started = [t for t in report.trials if t.run_id is not None]
+    # Checked before each call: each run that started made at most the one call in flight.
+    assert len(api.requests) == sum(t.steps or 0 for t in started) <= len(started)
 
 
 @ruizn.tool
@@ -290,3 +318,20 @@ def test_offline_from_recordings_then_a_tool_change_then_rescore(
     assert [v.passed for v in rescored.verdicts] == [True, False]
     assert rescored.run_id == online.trials[0].run_id
     assert len(api.requests) == calls
+
+
+def test_what_the_fleets_workers_cannot_honour_is_refused_before_anything_is_queued(
+    tmp_path: Path,
+) -> None:
+    # (Workers on a database running an eval: tests/fleet/test_budget.py.)
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps({"cases": [{"inputs": "say hi"}]}), encoding="utf-8")
+    db = f"sqlite:///{tmp_path / 'fleet.sqlite'}"
+    for how, words in (
+        ({"tools": [shout]}, "--tool MODULE:ATTR"),
+        ({"concurrency": 2}, "the workers' --concurrency"),
+        ({"model": lambda messages: "hi"}, "give the model as a model id"),
+    ):
+        with pytest.raises(ruizn.ConfigError, match=words):
+            ruizn.eval(path, db=db, workspace=tmp_path, **how)
+    assert not (tmp_path / "fleet.sqlite").exists()

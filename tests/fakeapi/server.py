@@ -111,8 +111,12 @@ class FakeAnthropic:
     ) -> None:
         """`keep`: record every POST in `requests` (body, headers, raw bytes) for a test to
         read. bench/fake_server.py's servers keep none: a 2,000-step run's would be
-        gigabytes, and a server that large slowed the client it served (docs/benchmark.md)."""
+        gigabytes, and a server that large slowed the client it served (docs/benchmark.md).
+        `latency_s`: seconds each API request (a POST, a Models API GET) waits before the
+        first byte of its answer, as a real API's round trip and time to first token do;
+        many requests wait at once (one thread each)."""
         self.script = script
+        self.latency_s = latency_s
         self.keep = keep
         # The Models API's catalogue, and the Claude 5 rules its entries imply for POSTs (see
         # tests.fakeapi.models); None: no Models API (404) and no rules, like a bare proxy.
@@ -120,9 +124,6 @@ class FakeAnthropic:
         # GET /v1/models says `has_more` on every page, for ever: with the same cursor
         # ("same"), or with a new one each time ("new").
         self.endless_models = endless_models
-        # Seconds every API request (Messages or Models) waits before its first byte: the
-        # network and the API's own time to answer, as a real endpoint has them.
-        self.latency_s = latency_s
         self.model_gets: list[str] = []  # the paths of the Models API requests, in order
         self.port = port
         self.requests: list[RecordedRequest] = []
@@ -145,12 +146,12 @@ class FakeAnthropic:
             fake = owner
 
         self._stopping.clear()
-        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        server = _Server(("127.0.0.1", self.port), Handler)
         while not self.port and server.server_address[1] in _PORTS_USED:
             # A port of an earlier server of this process (the kernel reuses them): its base
             # URL would find that server's Models API answers kept in the state folder.
             spare = server
-            server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+            server = _Server(("127.0.0.1", 0), Handler)
             spare.server_close()
         _PORTS_USED.add(server.server_address[1])
         server.daemon_threads = True  # a hung handler must not keep the process alive
@@ -186,11 +187,6 @@ class FakeAnthropic:
     def sleep(self, seconds: float) -> bool:
         """Sleep unless the server stops; True if it stopped."""
         return self._stopping.wait(seconds)
-
-    def wait_latency(self) -> None:
-        """The request's latency (`latency_s`), once, before its first byte."""
-        if self.latency_s > 0:
-            self.sleep(self.latency_s)
 
     def track(self, conn: socket.socket, *, open_: bool) -> None:
         with self._lock:
@@ -255,6 +251,12 @@ class FakeAnthropic:
         self.cache.reset()
 
 
+class _Server(ThreadingHTTPServer):
+    # A fleet opens dozens of connections at once; the default backlog of 5 drops SYNs
+    # past it, and each dropped one waits a second for its retransmission.
+    request_queue_size = 256
+
+
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeAnthropic
     protocol_version = "HTTP/1.1"  # keep-alive, so the SDK's pool reuses connections
@@ -293,9 +295,9 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/_stats":
             self._json(200, self.fake.stats(), self.fake.request_id())
         elif catalog is not None and path.startswith("/v1/models"):
-            self.fake.wait_latency()
             with self.fake._lock:
                 self.fake.model_gets.append(self.path)
+            self.fake.sleep(self.fake.latency_s)
             request_id = self.fake.request_id()
             if path == "/v1/models":
                 page = listing(catalog)
@@ -356,7 +358,6 @@ class _Handler(BaseHTTPRequestHandler):
             self._not_found()
             return
         raw = self._read_body()
-        self.fake.wait_latency()
         request_id = self.fake.request_id()
         try:
             body = json.loads(raw)
@@ -367,6 +368,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(400, error_body("invalid_request_error", message, request_id), request_id)
             return
         headers = {k.lower(): v for k, v in self.headers.items()}
+        self.fake.sleep(self.fake.latency_s)  # once, before the first byte of any answer
         refused = refusal(self.fake.models, body) if self.fake.models is not None else None
         if refused is None:
             info = find(self.fake.models or (), str(body.get("model")))

@@ -758,3 +758,41 @@ def test_concurrent_clients_each_get_their_own_tool_loop(fake: Factory, clients:
         thread.join(10)
     assert finals == ["end_turn"] * 8
     assert len(server.requests) == 24
+
+
+def test_latency_holds_each_request_before_its_first_byte_and_requests_wait_at_once() -> None:
+    latency = 0.3
+    with FakeAnthropic(tool_loop(0), latency_s=latency) as server:
+        host = server.base_url.removeprefix("http://")
+        body = json.dumps({"model": MODEL, "max_tokens": 8, "stream": True, "messages": HI})
+        ready = threading.Barrier(8)
+        firsts: list[float] = []
+        statuses: list[int] = []
+
+        def ask() -> None:
+            conn = http.client.HTTPConnection(host, timeout=10)
+            ready.wait()
+            began = time.monotonic()
+            conn.request("POST", "/v1/messages", body)
+            response = conn.getresponse()  # the status line: the answer's first byte
+            firsts.append(time.monotonic() - began)
+            statuses.append(response.status)
+            response.read()
+            conn.close()
+
+        threads = [threading.Thread(target=ask) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        assert statuses == [200] * 8
+        assert min(firsts) >= latency
+        timings = server.stats()["timings"]
+        # Held side by side, not in line: every request arrived before any was answered.
+        assert max(t["request_line"] for t in timings) < min(t["last_byte"] for t in timings)
+        conn = http.client.HTTPConnection(host, timeout=10)
+        began = time.monotonic()
+        conn.request("GET", f"/v1/models/{MODEL}")
+        assert conn.getresponse().status == 200
+        assert time.monotonic() - began >= latency  # the Models API is held too
+        conn.close()

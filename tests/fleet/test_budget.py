@@ -35,6 +35,8 @@ BUDGET = 2.0
 def priced_notes(body: dict[str, Any], index: int) -> Reply:
     """Two `note` calls, then an answer: three calls of $0.45, slow enough that both workers
     are running a run at once."""
+    if first_text(body).startswith("eval "):  # a case of the eval below: one quick answer
+        return Stream((Text("All noted."),), usage=STEP)
     turns = sum(1 for m in body["messages"] if m["role"] == "assistant")
     if turns < 2:
         call = ToolUse(f"toolu_{turns:04d}_note", "note", {"text": f"{first_text(body)} #{turns}"})
@@ -84,9 +86,14 @@ def test_two_workers_share_one_batch_budget_held_in_the_database(
             120,
             "every run to end",
         )
+        calls = len(server.requests)
+        # The same workers run an eval queued on their database (`ruizn eval --db`).
+        evaluated = _eval_on(workspace, environ, fresh_db)
     finally:
         stop_workers(workers.values())
-    final = statuses(fresh_db)
+    _check_eval(evaluated, workspace, fresh_db)
+    eval_runs = {t["run_id"] for t in evaluated["trials"]}
+    final = {r: row for r, row in statuses(fresh_db).items() if r not in eval_runs}
     store = EventStore(fresh_db)
     try:
         runs = DbRunStore(store, workspace / "read")
@@ -99,7 +106,7 @@ def test_two_workers_share_one_batch_budget_held_in_the_database(
     assert limit == BUDGET
     # One spend for the whole batch, charged once per call, whoever made it.
     assert spent == pytest.approx(sum(s.cost for s in states.values()))
-    assert spent == pytest.approx(CALL * len(server.requests))
+    assert spent == pytest.approx(CALL * calls)
     # Spent, and by no more than the calls the two runs in flight had begun when it was.
     assert BUDGET <= spent < BUDGET + 2 * CALL + 1e-9
     # Both workers drew on it.
@@ -119,3 +126,37 @@ def test_two_workers_share_one_batch_budget_held_in_the_database(
     assert listing.returncode == 0, listing.stderr
     assert "COST" in listing.stdout.splitlines()[0]
     assert "$1.35" in listing.stdout or "$0.90" in listing.stdout or "$0.45" in listing.stdout
+
+
+EVAL = {
+    "cases": [
+        {"name": name, "inputs": f"eval {name}", "expected_output": "All noted."}
+        for name in ("one", "two")
+    ],
+    "evaluators": ["EqualsExpected", {"MaxSteps": 1}],
+}
+
+
+def _eval_on(workspace: Path, environ: dict[str, str], db: str) -> dict[str, Any]:
+    (workspace / "eval.json").write_text(json.dumps(EVAL), encoding="utf-8")
+    done = ruizn(
+        ["eval", "eval.json", "--db", db, "--model", "claude-sonnet-5-5", "--json"],
+        workspace,
+        environ,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "2 runs queued on" in done.stderr  # the eval says who runs them
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def _check_eval(report: dict[str, Any], workspace: Path, db: str) -> None:
+    """Both cases passed, run by the workers; each is a run folder in the eval's runs folder
+    (read back from the database: the workers kept theirs under their own log dirs)."""
+    assert [t["outcome"] for t in report["trials"]] == ["passed", "passed"]
+    ran_by = statuses(db)
+    assert {ran_by[t["run_id"]][1] for t in report["trials"]} <= {"w1", "w2"}
+    for trial in report["trials"]:
+        log = workspace / ".ruizn" / "runs" / trial["run_id"] / "events.jsonl"
+        assert trial["log_path"] == str(log)
+        assert '"type":"run_finished"' in log.read_text(encoding="utf-8").splitlines()[-1]

@@ -11,15 +11,24 @@ with the one the recording's state sent (`ruizn.recording`): the first that diff
 `ReplayDiverged`, naming the recording's seq and, when a tool's result changed, the call and
 the tool. No network, no key. The tools are the caller's, run for real.
 
+A recording whose run started subagents holds only the parent's conversation: each child
+(`subagent_started` names its run) is served by a cassette of the child's own log, found
+beside the parent's, with the child's approvals and hooks (`Cassette.recorded_child`, which
+`ruizn.Agent` asks when it builds a child). A child's divergence names the child.
+
 `RecordedApprover` answers for a re-drive what the person answered at the prompt in the
 recording, and nothing else.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 
+from attrs import evolve
+
+from ruizn.cassette.hooks import RecordedHooks
+from ruizn.effects.hooks.command import HookExecutor
 from ruizn.effects.models.provider import ModelReply, ProviderError, ReplayDiverged
 from ruizn.effects.person.approval import Answer
 from ruizn.effects.runlog.reader import LogError, iter_events
@@ -29,6 +38,7 @@ from ruizn.recording import (
     Divergence,
     Recording,
     RecordingError,
+    SessionEnd,
     compare_requests,
     exhausted,
     recording_of,
@@ -38,12 +48,43 @@ from ruizn.request import MessagesRequest
 from ruizn.settings import RunSettings
 from ruizn.state import ContentBlock, TextBlock, ToolCall
 
+__all__ = ["Absent", "Cassette", "RecordedApprover", "beside"]
+
+_SEP = " \N{SINGLE RIGHT-POINTING ANGLE QUOTATION MARK} "  # a child's run after its parent's
+
+
+def beside(log: Path) -> Callable[[str], Path]:
+    """Where the runs of a store hold the log of run `run_id`: beside `log`'s run folder."""
+    return lambda run_id: log.parent.parent / run_id / "events.jsonl"
+
 
 class Cassette:
-    """A model that replays a recorded run (an events.jsonl, or its events)."""
+    """A model that replays a recorded run (an events.jsonl, or its events).
 
-    def __init__(self, path: str | Path | None = None, *, events: Iterable[Event] = ()) -> None:
+    `logs`: where a child run's log is, by its run id (default: beside `path`); `child`: the
+    recorded child run this one is (for its divergences), None for the run re-driven;
+    `answers`: a child's calls are answered as the person answered them at the prompt in its
+    recording (a rerun's, once the recording is trusted), else put to the parent's approver."""
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        events: Iterable[Event] = (),
+        logs: Callable[[str], Path] | None = None,
+        child: str | None = None,
+        answers: bool = False,
+    ) -> None:
         where = "the recording" if path is None else str(path)
+        self._logs = logs if logs is not None or path is None else beside(Path(path))
+        self._child = child
+        self._answers = answers
+        self._children: list[Cassette] = []
+        self._stops_given: set[int] = set()  # the recording's stops a re-drive resumed past
+        # By `agent` call: the child's replay, the same again when the call goes on (a resume).
+        self._by_call: dict[
+            str, tuple[Cassette | Absent, RecordedApprover | None, RecordedHooks]
+        ] = {}
         try:
             source = iter_events(Path(path)) if path is not None else iter(events)
             self.recording: Recording = recording_of(source)
@@ -79,6 +120,70 @@ class Cassette:
     def served(self) -> int:
         """The recorded attempts served so far."""
         return self._next
+
+    @property
+    def served_in_tree(self) -> int:
+        """The recorded attempts served so far, by this cassette and its children's."""
+        return self._next + sum(child.served_in_tree for child in self._children)
+
+    def recorded_child(
+        self, call_id: str, agent: str
+    ) -> tuple[Cassette | Absent, RecordedApprover | None, HookExecutor]:
+        """For the `agent` call `call_id` of the re-drive: the model, approver (None: the
+        parent's) and hooks of the child run the recording started for it (its own log).
+        When there is none, a model whose first request diverges, saying why."""
+        if call_id not in self._by_call:
+            self._by_call[call_id] = self._replay_of(call_id, agent)
+        return self._by_call[call_id]
+
+    def child_stop(self, call_id: str, awaiting: frozenset[str]) -> SessionEnd | None:
+        """The recorded stop of the child re-driven for `call_id` that waited on the calls
+        `awaiting` and was resumed with decisions (a parent's `resume --approve`), once
+        each; None: the recording holds none."""
+        replay = self._by_call.get(call_id)
+        child = None if replay is None else replay[0]
+        if not isinstance(child, Cassette):
+            return None
+        for index, stop in enumerate(child.recording.stops):
+            waited = frozenset(call.id for call in stop.state.awaiting_approval)
+            if index not in child._stops_given and stop.resumed is not None and waited == awaiting:
+                child._stops_given.add(index)
+                return stop
+        return None
+
+    def _replay_of(
+        self, call_id: str, agent: str
+    ) -> tuple[Cassette | Absent, RecordedApprover | None, RecordedHooks]:
+        recorded = next((c for c in self.recording.final.children if c.id == call_id), None)
+        problem = f"the recording started no agent for call {call_id}"
+        if recorded is not None and self._logs is None:
+            problem = (
+                f"the recording's agent for call {call_id} has a log of its own, and this"
+                " cassette was given no way to find it (give the recording's path)"
+            )
+        elif recorded is not None and self._logs is not None:
+            name = f"agent {recorded.agent} (run {recorded.run_id})"
+            name = name if self._child is None else f"{self._child}{_SEP}{name}"
+            path = self._logs(recorded.run_id)
+            try:
+                child = Cassette(path, logs=self._logs, child=name, answers=self._answers)
+            except (LogError, RecordingError) as exc:
+                problem = f"the log of its {name} cannot be re-driven: {exc}"
+            else:
+                self._children.append(child)
+                hooks = RecordedHooks(iter_events(path))
+                answers = RecordedApprover(child.recording) if self._answers else None
+                return child, answers, hooks
+        absent = Divergence(
+            seq=self.recording.final.last_seq,
+            what=problem,
+            recorded="(no child run)",
+            now=f"agent {agent}, call {call_id}",
+            call_id=call_id,
+            tool="agent",
+            child=self._child,
+        )
+        return Absent(absent), None, RecordedHooks(())
 
     async def aclose(self) -> None:
         """Nothing to release; the place in the recording is kept (a re-drive that resumes
@@ -120,8 +225,22 @@ class Cassette:
         )
 
     def _diverge(self, divergence: Divergence) -> None:
+        self.divergence = evolve(divergence, child=self._child)
+        raise ReplayDiverged(self.divergence)
+
+
+class Absent:
+    """The model of a child the recording does not hold: its first request diverges."""
+
+    def __init__(self, divergence: Divergence) -> None:
         self.divergence = divergence
-        raise ReplayDiverged(divergence)
+
+    async def stream(self, request: MessagesRequest) -> AsyncIterator[str | ModelReply]:
+        raise ReplayDiverged(self.divergence)
+        yield ""  # pragma: no cover (a generator, as the Provider protocol's stream is)
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
 
 
 def _compaction_reply(recorded: ContextCompacted) -> ModelReply:

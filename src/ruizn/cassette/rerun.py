@@ -25,21 +25,30 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from attrs import evolve, frozen
 
 from ruizn.cassette.hooks import RecordedHooks
-from ruizn.cassette.model import Cassette, RecordedApprover
+from ruizn.cassette.model import Cassette, RecordedApprover, beside
 from ruizn.checkpoints import checkpoints_of
 from ruizn.defaults import ApprovalMode
 from ruizn.effects.checkpoints.store import CheckpointError, GitStore
 from ruizn.effects.models.provider import ReplayDiverged
-from ruizn.effects.runlog.reader import iter_events
+from ruizn.effects.runlog.reader import LogError, iter_events
 from ruizn.effects.runlog.store import settled
 from ruizn.events import Parent
 from ruizn.grant import grant_of
-from ruizn.recording import Divergence, Recording, SessionEnd, compare_stop
+from ruizn.recording import (
+    Divergence,
+    Recording,
+    RecordingError,
+    SessionEnd,
+    compare_stop,
+    recording_of,
+)
+from ruizn.reducers import InvalidTransition
 from ruizn.resuming import UntrustedRun, confined_notice, loosens_shell
 from ruizn.shell.agent import Agent
 from ruizn.shell.outcome import Resume, Session
@@ -87,11 +96,20 @@ async def rerun_async(
     `UntrustedRun` (not recorded here, and no `trust`), `ToolLoadError` (a tool it names is
     not in this workspace), `ConfigError` (the workspace is not a folder)."""
     ref, _ = settled(agent.store(), str(run))
-    cassette = Cassette(events=iter_events(ref.path))
+    # Its children (subagents) are re-driven from their own logs, beside its.
+    cassette = Cassette(events=iter_events(ref.path), logs=beside(ref.path), answers=True)
     recording = cassette.recording
+    children = recorded_children(recording, beside(ref.path))
     problem = agent.trust_problem(ref.path)
+    for name, path, _ in children:
+        if problem is None and (why := agent.trust_problem(path)) is not None:
+            problem = f"has a child run ({name}) that {why}"
     if problem is not None and not trust:
-        grant = grant_of(recording.final.settings, replayed=replayed_approvals(recording))
+        replayed = [*replayed_approvals(recording)]
+        replayed += [
+            f"{line} of {name}" for name, _, r in children for line in replayed_approvals(r)
+        ]
+        grant = grant_of(recording.final.settings, replayed=tuple(replayed))
         raise UntrustedRun(recording.first.run_id, problem, grant, verb="rerun")
     if in_place:
         workspace, files = Path(agent.settings.workspace), "your workspace, in place"
@@ -138,7 +156,7 @@ async def rerun_async(
         divergence = compare_stop(recording, stop, state)
         if divergence is not None or stop.resumed is None:
             break
-        request = _resume_of(stop, state, vouched=problem is None)
+        request = _with_children(_resume_of(stop, state, vouched=problem is None), cassette, state)
         async with driver.start_resume(run_id, request) as session:
             state, divergence = await _drive(session)
     return Rerun(
@@ -146,12 +164,30 @@ async def rerun_async(
         run_id=run_id,
         log_path=log_path,
         divergence=divergence,
-        calls=cassette.served,
+        calls=cassette.served_in_tree,
         results=_results(state),
         state=state,
         workspace=workspace,
         files=files,
     )
+
+
+def recorded_children(
+    recording: Recording, logs: Callable[[str], Path]
+) -> list[tuple[str, Path, Recording]]:
+    """The child runs (subagents) a recording started, and theirs, each as its name, its log
+    and its recording; those whose logs are missing or unreadable are left out (the re-drive
+    diverges where it reaches them)."""
+    found: list[tuple[str, Path, Recording]] = []
+    for child in recording.final.children:
+        path = logs(child.run_id)
+        try:
+            inner = recording_of(iter_events(path))
+        except (LogError, RecordingError, InvalidTransition, OSError):
+            continue
+        found.append((f"agent {child.agent} (run {child.run_id})", path, inner))
+        found += recorded_children(inner, logs)
+    return found
 
 
 def scratch_copy(agent: Agent, log: Path) -> tuple[Path, str]:
@@ -177,9 +213,21 @@ def scratch_copy(agent: Agent, log: Path) -> tuple[Path, str]:
             return folder, f"a scratch copy of the files at the recording's seq {first.seq}"
     source = Path(agent.settings.workspace)
     shutil.copytree(
-        source, folder, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".ruizn")
+        source, folder, symlinks=True, dirs_exist_ok=True, ignore=_not_copied(scratch.parent)
     )
     return folder, f"a scratch copy of your workspace ({why})"
+
+
+def _not_copied(state: Path) -> Callable[[str, list[str]], set[str]]:
+    """`.ruizn/`, and the state folder when it lies inside the workspace (the copy would
+    otherwise copy itself, deeper at each level, until a name is too long)."""
+    state = state.resolve()
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        here = Path(folder).resolve()
+        return {n for n in names if n == ".ruizn" or here / n == state}
+
+    return ignore
 
 
 async def _drive(session: Session) -> tuple[ExecutionContext, Divergence | None]:
@@ -219,6 +267,27 @@ def _resume_of(stop: SessionEnd, state: ExecutionContext, *, vouched: bool) -> R
         reason=reasons[0] if reasons else None,
         approval=approval,
         message=stop.message,
+    )
+
+
+def _with_children(request: Resume, cassette: Cassette, state: ExecutionContext) -> Resume:
+    """The resume with the decisions the recording's resume handed to the children that
+    wait (each child's log holds those it was given), as `resume PARENT --approve` hands
+    them on."""
+    approve, deny, always = list(request.approve), list(request.deny), list(request.always)
+    reason = request.reason
+    for child in state.children_awaiting:
+        stop = cassette.child_stop(child.id, frozenset(call.id for call in child.awaiting))
+        if stop is None:
+            continue  # it stays waiting: the parent's stop after the resume shows it
+        for decided in stop.decisions:
+            (approve if decided.approved else deny).append(decided.id)
+            if decided.approved and decided.always:
+                always.append(decided.id)
+            if not decided.approved and decided.reason and reason is None:
+                reason = decided.reason
+    return evolve(
+        request, approve=tuple(approve), deny=tuple(deny), always=tuple(always), reason=reason
     )
 
 

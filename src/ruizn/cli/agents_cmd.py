@@ -143,7 +143,8 @@ def _line(definition: Subagent) -> str:
     if definition.disallowed_tools:
         tools += f" but {', '.join(shown(t) for t in definition.disallowed_tools)}"
     model = shown(definition.model) if definition.model else "the parent's model"
-    return f"{shown(definition.name)}  ({shown(definition.source)}; {tools}; {model})"
+    mode = f"; permissionMode {definition.permission_mode}" if definition.permission_mode else ""
+    return f"{shown(definition.name)}  ({shown(definition.source)}; {tools}; {model}{mode})"
 
 
 @click.command("agents")

@@ -56,7 +56,12 @@ def eval_command() -> None:
     type=click.IntRange(min=1),
     default=1,
     show_default=True,
-    help="Runs at once, on this machine.",
+    help="Runs at once in this process (on the fleet's queue).",
+)
+@click.option(
+    "--db",
+    metavar="URL",
+    help="Queue the runs on this fleet database: `ruizn worker --db URL` processes take them too.",
 )
 @click.option(
     "--max-cost",
@@ -126,6 +131,8 @@ def _run(
         fail(f"--workspace {workspace!r} is not a folder")
     if rescore is not None and recordings is not None:
         fail("--rescore scores saved runs; --recordings re-drives them: give one")
+    if options.get("db") is not None and (rescore is not None or recordings is not None):
+        fail("--db queues new runs for the fleet's workers: not with --rescore or --recordings")
     try:
         loaded = load_dataset(dataset)
         if rescore is not None:
@@ -175,6 +182,7 @@ def _evaluated(
 ) -> EvalReport:
     import anyio
 
+    from ruizn.cli.fleet_printer import warn
     from ruizn.evals.api import eval_async
 
     settings: dict[str, Any] = {}
@@ -188,6 +196,7 @@ def _evaluated(
             min_pass=min_pass,
             recordings=recordings,
             workspace=workspace,
+            on_notice=warn,
             **options,
             **settings,
         )

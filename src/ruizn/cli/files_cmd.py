@@ -14,7 +14,14 @@ from ruizn.cli.common import run_store
 from ruizn.cli.exits import EXIT_ERROR, EXIT_OK, Exit, fail
 from ruizn.cli.options import where_options
 
-__all__ = ["diff_files", "file_lines", "rewind_command"]
+__all__ = [
+    "changed_steps",
+    "checkpoints_group",
+    "diff_files",
+    "file_lines",
+    "rewind_command",
+    "rewind_files",
+]
 
 T = TypeVar("T")
 _WORDS = {"M": "changed", "T": "changed", "A": "added", "D": "removed"}
@@ -61,17 +68,26 @@ def rewind_command(
     --force. The tree as it is now is checkpointed first: `ruizn rewind RUN --undo` puts it
     back. Files checkpoints leave out (ignored, secret, too big) are never touched.
     """
-    from ruizn.shell.rewind import plan_rewind, rewind
-    from ruizn.terminal import visible
-
     if sum((to is not None, step is not None, undo)) != 1:
         fail("rewind: give one of --to SEQ, --step N or --undo")
     files = _checked(lambda: _files(workspace, log_dir, run))
+    rewind_files(files, to=to, step=step, undo=undo, yes=yes, force=force)
+    raise Exit(EXIT_OK)
+
+
+def rewind_files(
+    files: Any, *, to: int | None, step: int | None, undo: bool, yes: bool, force: bool
+) -> None:
+    """Show what rewinding `files` (a RunFiles) would change, ask (unless `yes`), do it.
+    A refusal, or a no, is an `Exit` with its line (`ruizn rewind`, a session's /rewind)."""
+    from ruizn.shell.rewind import plan_rewind, rewind
+    from ruizn.terminal import visible
+
     plan = _checked(lambda: plan_rewind(files, to=to, step=step, undo=undo))
     where = visible(str(files.workspace))
     if not plan.changes:
         print(f"{where} is already as at {plan.label}: nothing to change")
-        raise Exit(EXIT_OK)
+        return
     print(f"rewind {where} to {plan.label} of run {visible(files.run_id)}: {_counts(plan.changes)}")
     for change in plan.changes:
         print(f"  {_WORDS.get(change.status, change.status):<8} {visible(change.path)}")
@@ -86,7 +102,6 @@ def rewind_command(
             raise Exit(EXIT_ERROR)
     _checked(lambda: rewind(plan, force=force))
     print(f"rewound; `ruizn rewind {visible(files.run_id)} --undo` puts back what was there")
-    raise Exit(EXIT_OK)
 
 
 def diff_files(workspace: str, log_dir: str | None, run: str, step: int | None) -> int:
@@ -139,6 +154,17 @@ def file_lines(store: Any, run: str, points: Sequence[Any]) -> list[tuple[str, s
     return lines
 
 
+def changed_steps(store: Any, run: str) -> tuple[Any, list[tuple[int, int]]]:
+    """A session's /rewind: the run's files (a RunFiles), and its steps that changed some,
+    with how many; a store that cannot say is an `Exit` with its line."""
+    from ruizn.effects.userconfig.dirs import state_dir
+    from ruizn.shell.rewind import run_files, step_changes
+
+    files = _checked(lambda: run_files(store, run, state_dir(os.environ)))
+    spans = _checked(lambda: step_changes(files))
+    return files, [(span.step, len(changes)) for span, changes in spans if changes]
+
+
 def _files(workspace: str, log_dir: str | None, run: str) -> Any:
     from ruizn.effects.userconfig.dirs import state_dir
     from ruizn.shell.rewind import run_files
@@ -168,3 +194,46 @@ def _counts(changes: Sequence[Any]) -> str:
     for change in changes:
         tally[_WORDS.get(change.status, "changed")] += 1
     return ", ".join(f"{counted(n, 'file')} {word}" for word, n in tally.items() if n)
+
+
+@click.group("checkpoints")
+def checkpoints_group() -> None:
+    """The checkpoint store: `checkpoints gc` deletes the checkpoints no run folder needs.
+
+    docs/checkpoints.md says what is kept and where.
+    """
+
+
+@checkpoints_group.command("gc")
+@click.option(
+    "--workspace",
+    "-w",
+    "workspaces",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="A workspace whose runs to keep, besides those the store lists (repeatable;"
+    " the current folder is one).",
+)
+def gc_command(workspaces: tuple[str, ...]) -> None:
+    """Reclaim the checkpoint store: keep every checkpoint of a run whose folder still
+    exists (and what a rewind of it can undo), delete the rest, and say what was freed."""
+    from pathlib import Path
+
+    from ruizn.effects.checkpoints.gc import collect_garbage
+    from ruizn.effects.userconfig.dirs import state_dir
+    from ruizn.format import counted, human_bytes
+
+    given = [Path(w) for w in (".", *workspaces)]
+    report = _checked(lambda: collect_garbage(state_dir(os.environ), workspaces=given))
+    freed = max(report.before - report.after, 0)
+    line = (
+        f"freed {human_bytes(freed)} ({human_bytes(report.before)} -> {human_bytes(report.after)});"
+        f" kept {counted(report.trees, 'tree')} of {counted(report.runs, 'run')}"
+    )
+    if report.dropped_runs or report.dropped_workspaces:
+        line += (
+            f"; dropped the checkpoints of {counted(report.dropped_runs, 'deleted run folder')}"
+            f" and the index of {counted(report.dropped_workspaces, 'deleted workspace')}"
+        )
+    print(line)
+    raise Exit(EXIT_OK)

@@ -69,10 +69,12 @@ USAGE_ERRORS = _USAGE_ERRORS
 _USAGE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EROFS, errno.EEXIST})
 
 
-def printer(stream: TextIO | None = None) -> StdoutPrinter:
+def printer(stream: TextIO | None = None, *, conversation: bool = False) -> StdoutPrinter:
+    """The transcript's printer; at a terminal, one that draws running commands' lines too."""
     stream = sys.stdout if stream is None else stream
-    color = stream.isatty() and not os.environ.get("NO_COLOR")
-    return StdoutPrinter(stream, color=color)
+    tty = stream.isatty()
+    color = tty and not os.environ.get("NO_COLOR")
+    return StdoutPrinter(stream, color=color, live=tty, conversation=conversation)
 
 
 def terminal_agent(
@@ -82,12 +84,15 @@ def terminal_agent(
     mcp: tuple[MCPServer, ...] = (),
     mcp_headers: tuple[str, ...] = (),
     subscribers: Sequence[Subscriber] = (),
+    conversation: bool = False,
 ) -> Agent:
     """The Agent of `ruizn run`/`resume`: the transcript on stdout, the prompt at the terminal
     (when there is one), notices on stderr; `subscribers` see every event too (the live
     OpenTelemetry export of `ruizn run --otlp`). A run with an output schema keeps stdout
     for its JSON answer alone (so it pipes into jq): its transcript goes to stderr."""
-    transcript = printer(sys.stderr if settings.output_schema is not None else None)
+    transcript = printer(
+        sys.stderr if settings.output_schema is not None else None, conversation=conversation
+    )
     return Agent(
         settings=settings,
         mcp=mcp,
@@ -96,6 +101,7 @@ def terminal_agent(
         log_dir=log_dir,
         subscribers=(transcript, *subscribers, _freeze_at_step_ends),
         on_notice=notice,
+        on_output=transcript.command_output,
     )
 
 
@@ -151,8 +157,8 @@ def resume_run(agent: Agent, run: str, request: Resume) -> int:
 
 def _what_to_keep(grant: Grant) -> tuple[bool, bool]:
     """Once a grant is accepted: whether the log's approvals, and its shell's loosening
-    (--sandbox off, --allow-command patterns), are applied too: each asked on its own,
-    no unless the person says yes."""
+    (--sandbox off, --allow-command patterns, --shell-allow-domain hosts), are applied too:
+    each asked on its own, no unless the person says yes."""
     from ruizn.terminal import revealed_line
 
     keep = shell = False
@@ -163,14 +169,17 @@ def _what_to_keep(grant: Grant) -> tuple[bool, bool]:
             " listed above? (no: each call is asked again, one by one) [y/N] "
         )
         keep = sys.stdin.readline().strip().lower() in ("y", "yes")
-    if grant.unconfined or grant.allow_commands:
+    if grant.unconfined or grant.allow_commands or grant.allow_domains:
         what = ["bash commands UNCONFINED (--sandbox off)"] if grant.unconfined else []
         if grant.allow_commands:
             patterns = ", ".join(f"'{revealed_line(p)}'" for p in grant.allow_commands)
             what.append(f"commands approved without asking by {patterns}")
+        if grant.allow_domains:
+            hosts = ", ".join(revealed_line(p) for p in grant.allow_domains)
+            what.append(f"commands reaching these hosts through a proxy: {hosts}")
         echo_err(
             f"apply the log's shell settings: {'; '.join(what)}? (no: commands run in the"
-            " sandbox and no pattern approves one) [y/N] "
+            " sandbox, no pattern approves one, no proxy is given) [y/N] "
         )
         shell = sys.stdin.readline().strip().lower() in ("y", "yes")
     return keep, shell

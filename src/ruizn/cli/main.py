@@ -111,6 +111,10 @@ COMMANDS: dict[str, CommandEntry] = {
         _CLI + "files_cmd:rewind_command",
         "Put the workspace's files back as they were at one of RUN's checkpoints.",
     ),
+    "checkpoints": CommandEntry(
+        _CLI + "files_cmd:checkpoints_group",
+        "The checkpoint store: `checkpoints gc` deletes the checkpoints no run folder needs.",
+    ),
     "view": CommandEntry(
         _CLI + "log_cmd:view_command",
         "Write RUN as one self-contained HTML page: its model and tool calls on a timeline,"

@@ -271,6 +271,15 @@ def settings_options(f: Any) -> Any:
             help="A folder in your (otherwise hidden) home that commands may read. Repeatable.",
         ),
         click.option(
+            "--shell-allow-domain",
+            "shell_allow_domains",
+            multiple=True,
+            metavar="DOMAIN",
+            help="Let sandboxed commands reach DOMAIN (`*.example.com`: any name below it; an"
+            " IP address only if listed) through a proxy, the network otherwise off"
+            " (docs/shell.md). Repeatable.",
+        ),
+        click.option(
             "--allow-command",
             "allow_commands",
             multiple=True,

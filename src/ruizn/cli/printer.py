@@ -15,6 +15,7 @@ terminal: the transcript is the same bytes in a pipe, a file or a replay (a file
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -23,6 +24,7 @@ from collections.abc import Iterable
 from typing import TextIO
 
 from ruizn.checkpoints import checkpoint_line
+from ruizn.cli.liveoutput import LiveLines
 from ruizn.events import (
     BudgetSpent,
     Checkpointed,
@@ -74,9 +76,21 @@ _EXIT_LINE = re.compile(r"\[exit code (-?\d+) · ([^\]\n]+)\]\Z")
 
 
 class StdoutPrinter:
-    def __init__(self, out: TextIO, *, color: bool = False) -> None:
+    def __init__(
+        self, out: TextIO, *, color: bool = False, live: bool = False, conversation: bool = False
+    ) -> None:
+        """`live` (a terminal): a running command's last lines are drawn as it runs
+        (`command_output`). `conversation` (a session): a continued turn's run_resumed and
+        user_message lines are left out, since the person just typed the message, and so
+        are the checkpoints saved (a session's /rewind lists what they hold)."""
         self._out = out
         self._color = color
+        self.command_output: LiveLines | None = (
+            LiveLines(out, color=color, before=self._ensure_newline) if live else None
+        )
+        self._conversation = conversation
+        # At a terminal: the inputs of the file tools' calls, for their diff stat.
+        self._edits: dict[str, JsonObject] = {}
         self._inline = False
         self._broken = False
         # The calls of the turn in progress (id -> tool), and the tools it calls twice.
@@ -93,7 +107,12 @@ class StdoutPrinter:
         if self._broken:
             return
         try:
+            live = self.command_output
+            if live is not None:
+                live.clear()
             self._print(event)
+            if live is not None:
+                live.redraw()  # below the line just written, while a command still runs
             self._out.flush()
         except (BrokenPipeError, ValueError):
             # ValueError: the stream was closed under us. Either way the reader is gone.
@@ -121,6 +140,8 @@ class StdoutPrinter:
                 self._turn([(b.id, b.name) for b in content if isinstance(b, ToolUseBlock)])
             case ToolCallStarted(id=call_id, name=name, input=tool_input):
                 self._calls.setdefault(call_id, name)
+                if self.command_output is not None and name in _FILE_TOOLS:
+                    self._edits[call_id] = tool_input
                 self._line(
                     self._paint(_DIM, "[tool]") + f" {self._label(call_id)} {_input(tool_input)}"
                 )
@@ -152,6 +173,10 @@ class StdoutPrinter:
                 )
             case ToolsChanged() as changed:
                 self._tools_changed(changed)
+            case RunResumed() | UserMessage() if self._conversation:
+                pass
+            case Checkpointed(error=None) if self._conversation:
+                pass  # each turn's saves; /rewind lists them (a failed one is still said)
             case RunResumed(max_steps=max_steps, max_cost=max_cost):
                 budget = "" if max_cost is None else f" · budget {usd(max_cost)}"
                 self._line(
@@ -304,7 +329,10 @@ class StdoutPrinter:
             failed = visible(f"error · {result.error_type} · {first}")
             self._line(f"{tag} {self._label(call_id)} {self._paint(_RED, failed)}")
         else:
-            self._line(f"{tag} {self._label(call_id)} ok · {human_bytes(len(text.encode()))}")
+            edit = self._edits.pop(call_id, None)
+            stat = None if edit is None else diff_stat(edit, text)
+            shown = human_bytes(len(text.encode())) if stat is None else stat
+            self._line(f"{tag} {self._label(call_id)} ok · {shown}")
         for image in images(result.content):
             self._line(self._paint(_DIM, "[image]") + f" {visible(image_line(image))}")
 
@@ -360,6 +388,35 @@ class StdoutPrinter:
 
     def _paint(self, code: str, text: str) -> str:
         return f"{code}{text}{_RESET}" if self._color else text
+
+
+_FILE_TOOLS = frozenset({"write_file", "edit_file"})
+_OCCURRENCES = re.compile(r"replaced (\d+) occurrence")
+
+
+def diff_stat(tool_input: JsonObject, result: str) -> str | None:
+    """A file tool's change as lines added and removed (`+3 -1`), from its call's input and
+    result alone (events, no file read); None when they do not say (a file replaced whole:
+    its old text is not in the log)."""
+    if result.startswith("created "):
+        content = tool_input.get("content")
+        return f"new file · +{_line_count(content)}" if isinstance(content, str) else None
+    old, new = tool_input.get("old_text"), tool_input.get("new_text")
+    times = _OCCURRENCES.search(result)
+    if not (isinstance(old, str) and isinstance(new, str) and times):
+        return None
+    added = removed = 0
+    for line in difflib.unified_diff(old.split("\n"), new.split("\n"), lineterm="", n=0):
+        if line.startswith(("+++", "---")):
+            continue
+        added += line.startswith("+")
+        removed += line.startswith("-")
+    count = int(times.group(1))
+    return f"+{added * count} -{removed * count}"
+
+
+def _line_count(text: str) -> int:
+    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
 
 
 def _schemas(tools: Iterable[JsonObject]) -> dict[str, JsonObject]:

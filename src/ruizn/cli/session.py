@@ -22,11 +22,12 @@ import click
 from ruizn.cli.agents_cmd import agent_options
 from ruizn.cli.exits import EXIT_ERROR, EXIT_OK, Exit, echo_error
 from ruizn.cli.live import _USAGE_ERRORS, Opening, _sdk_notices, _with_signals, echo_err
-from ruizn.cli.options import UsageFailure, run_options
+from ruizn.cli.options import UsageFailure, checked_text, run_options
 from ruizn.defaults import EFFORT_LEVELS, Effort
 from ruizn.effects.runlog.store import RunStore
 from ruizn.effects.userconfig.dirs import state_dir
 from ruizn.redact import Redactor
+from ruizn.resuming import UntrustedRun
 from ruizn.shell.agent import Agent
 from ruizn.shell.outcome import Resume, RunResult, Session
 from ruizn.shell.toolcalls import first_error
@@ -44,6 +45,8 @@ SLASH_COMMANDS: dict[str, str] = {
     "/show": "the run as `ruizn show` prints it",
     "/fork": "a new run holding this one so far; the session goes on in it",
     "/agents": "the subagents the run may start (its `agent` tool)",
+    "/compact": "/compact [INSTRUCTIONS]: the conversation so far becomes one summary, now",
+    "/rewind": "/rewind --step N | --to SEQ | --undo: the files back as they were (asks first)",
     "/new": "a fresh run from the next message",
     "/exit": "end the session (Ctrl-D does too)",
 }
@@ -194,22 +197,26 @@ class ChatSession:
                 echo_err("no subagents: give --agents DIR or --subagents to offer them")
             for agent in settings.subagents:
                 echo_err(f"  {visible(agent.name)}: {visible(agent.description)}")
-        elif name in ("/cost", "/show", "/tools", "/fork"):
+        elif name in ("/cost", "/show", "/tools", "/fork", "/compact", "/rewind"):
             if self._run is None:
                 echo_err(f"{name}: no run yet (send a message first)")
             else:
-                self._about_run(name)
+                self._about_run(name, argument)
         else:
             echo_err(f"unknown command {visible(name)}: /help lists them")
         return None
 
-    def _about_run(self, name: str) -> None:
+    def _about_run(self, name: str, argument: str = "") -> None:
         from ruizn.cli.logs import cost_report, show_run
 
         assert self._run is not None
         store = self._store()
         try:
-            if name == "/show":
+            if name == "/compact":
+                self._compact(argument)
+            elif name == "/rewind":
+                self._rewind(argument)
+            elif name == "/show":
                 show_run(store, self._run)
             elif name == "/cost":
                 for line in cost_report(store, self._run):
@@ -224,8 +231,56 @@ class ChatSession:
                 self._run = fork.run_id
         except SystemExit:  # a command's one-line refusal (fail) has been printed
             pass
+        except Exit as refused:  # a command's refusal (fail), or a no to its question
+            if refused.message:
+                echo_error(refused.message)
         except _USAGE_ERRORS as exc:
             echo_error(str(exc))
+        except (UntrustedRun, UsageFailure) as exc:
+            echo_error(str(exc))
+
+    def _compact(self, instructions: str) -> None:
+        """`ruizn compact` on the session's run: the summary is events in its log, and the
+        next message goes on from it."""
+        from ruizn.shell.compacting import CompactionFailed
+
+        run, agent = self._run, self._agent
+        assert run is not None
+        said = checked_text("/compact", instructions) if instructions else None
+        try:
+            with _sdk_notices():
+                anyio.run(
+                    lambda: _with_signals(lambda: agent.compact_async(run, instructions=said))
+                )
+        except KeyboardInterrupt:  # logged as a compaction call that gave up
+            echo_err("(compaction cancelled; the next message goes on from the history)")
+            return
+        except CompactionFailed as exc:
+            echo_err(f"ruizn: {visible(str(exc))}")
+            return
+        echo_err("compacted: the next message goes on from the summary")
+
+    def _rewind(self, argument: str) -> None:
+        """`ruizn rewind` on the session's run: what will change, asked here, undo kept.
+        With no argument: the steps that changed files, to pick one."""
+        from ruizn.cli.files_cmd import changed_steps, rewind_files
+
+        assert self._run is not None
+        picked = _rewind_arguments(argument)
+        if isinstance(picked, str):
+            echo_err(picked)
+            return
+        files, steps = changed_steps(self._store(), self._run)
+        if not picked:
+            for step, count in steps:
+                echo_err(f"  step {step}: {count} file{'s' if count != 1 else ''} changed")
+            echo_err(
+                "/rewind --step N puts the files back as they were before step N"
+                if steps
+                else "no step of this run changed a file"
+            )
+            return
+        rewind_files(files, yes=False, **picked)
 
     def _current(self, setting: str) -> str:
         if self._run is None:
@@ -263,6 +318,25 @@ class ChatSession:
             key_bindings=bindings,
         )
         return lambda: prompt.prompt("> ")
+
+
+def _rewind_arguments(argument: str) -> dict[str, Any] | str:
+    """`/rewind`'s words as `rewind_files`' arguments ({} for none), or what is wrong."""
+    words = argument.split()
+    picked: dict[str, Any] = {"to": None, "step": None, "undo": False, "force": False}
+    usage = "/rewind takes --step N, --to SEQ or --undo (and --force)"
+    while words:
+        word = words.pop(0)
+        if word in ("--undo", "--force"):
+            picked[word[2:]] = True
+        elif word in ("--to", "--step") and words and words[0].isdigit() and int(words[0]) > 0:
+            picked[word[2:]] = int(words.pop(0))
+        else:
+            return usage
+    chosen = sum((picked["to"] is not None, picked["step"] is not None, picked["undo"]))
+    if chosen > 1 or (picked["force"] and not chosen):
+        return usage
+    return picked if chosen else {}
 
 
 def _drive(opening: Opening) -> tuple[RunResult | None, int | None]:
@@ -377,7 +451,7 @@ def open_session(
     settings, servers = settings_from_cli(workspace=workspace, **options)
     settings = with_project_hooks(with_user_hooks(settings), trust=trust)
     settings = with_subagents(settings, picked, trust=trust)
-    agent = terminal_agent(settings, log_dir=log_dir, mcp=servers)
+    agent = terminal_agent(settings, log_dir=log_dir, mcp=servers, conversation=True)
     if run is not None:
         run = agent.store().find(run).run_id
     session = ChatSession(agent, run=run, environ=dict(os.environ))

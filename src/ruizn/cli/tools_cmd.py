@@ -47,6 +47,14 @@ def agent_tool_of(workspace: str, choices: dict[str, Any]) -> list[tuple[Any, An
     help="Also list the shell's tools (bash, bash_output, bash_kill), as `ruizn run --shell`"
     " offers them.",
 )
+@click.option(
+    "--shell-allow-domain",
+    "shell_allow_domains",
+    multiple=True,
+    metavar="DOMAIN",
+    help="With --shell: the hosts commands may reach through the run's proxy, as `ruizn run`"
+    " takes it (shown under bash). Repeatable.",
+)
 @mcp_header_option
 @tool_options
 @agent_options
@@ -56,6 +64,7 @@ def tools_command(
     as_json: bool,
     mcp: tuple[str, ...],
     shell: bool,
+    shell_allow_domains: tuple[str, ...],
     mcp_headers: tuple[str, ...],
     tools: tuple[str, ...],
     no_plugins: bool,
@@ -72,7 +81,12 @@ def tools_command(
     from ruizn.terminal import visible
 
     settings, servers = settings_from_cli(
-        workspace=workspace, tools=tools, no_plugins=no_plugins, mcp=mcp, mcp_headers=mcp_headers
+        workspace=workspace,
+        tools=tools,
+        no_plugins=no_plugins,
+        mcp=mcp,
+        mcp_headers=mcp_headers,
+        shell_allow_domains=shell_allow_domains,  # (or the config file's)
     )
     toolbox = toolbox_of(settings, run_root(workspace, log_dir))
     found = [(loaded.tool, loaded.source) for loaded in toolbox.tools]
@@ -91,6 +105,10 @@ def tools_command(
         }
         for tool, source in found
     ]
+    domains = settings.shell_allow_domains if shell else ()
+    for entry in listed:  # where bash's commands may reach (--shell-allow-domain)
+        if domains and entry["name"] == "bash":
+            entry["allow_domains"] = list(domains)
 
     def show() -> int:
         if as_json:
@@ -103,6 +121,9 @@ def tools_command(
                 click.echo(visible(f"  {line}".rstrip()))
             schema = json.dumps(entry["input_schema"], ensure_ascii=False, separators=(",", ":"))
             click.echo(visible(f"  input schema: {schema}"))
+            if "allow_domains" in entry:
+                hosts = ", ".join(domains)
+                click.echo(visible(f"  network: only through the run's proxy, to {hosts}"))
         return EXIT_OK
 
     raise Exit(reading(show))

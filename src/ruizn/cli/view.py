@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING
 
 from ruizn.cli.exits import EXIT_ERROR, EXIT_OK, EXIT_USAGE, fail
 from ruizn.effects.runlog.store import FileStore, RunNotFound, RunRef, RunStore
-from ruizn.events import Event
+from ruizn.events import Event, SubagentStarted
 from ruizn.terminal import visible
 
 if TYPE_CHECKING:  # the runner's module loads anyio: `ruizn view` needs none of it
     from ruizn.shell.runner import Subscriber
+    from ruizn.spans import Span
+    from ruizn.view.timeline import Timeline
 
 PAGE_NAME = "view.html"
 
@@ -59,6 +61,46 @@ def _changed(store: RunStore, ref: RunRef) -> dict[int, tuple[str, ...]]:
     return {span.before.seq: tuple(c.path for c in changes) for span, changes in steps}
 
 
+# A page draws at most this many child runs (the rest are named, not drawn): a tree a
+# planted log makes deep or wide still makes a page a browser opens.
+MAX_CHILDREN = 200
+
+
+def _children(store: RunStore, timeline: Timeline) -> dict[str, Timeline]:
+    """The timelines of the runs `timeline`'s `agent` calls started, and theirs, by run id,
+    each read from its own log (checked by the reducer); one that cannot be read is left
+    out (the page names it with what the parent's log says)."""
+    from ruizn.effects.runlog.store import RunNotFound
+    from ruizn.view.timeline import TimelineBuilder
+
+    found: dict[str, Timeline] = {}
+    todo = [timeline]
+    while todo and len(found) < MAX_CHILDREN:
+        for run_id in _child_ids(todo.pop()):
+            if run_id in found or run_id == timeline.run_id or len(found) >= MAX_CHILDREN:
+                continue
+            builder = TimelineBuilder()
+            try:
+                ref = store.find(run_id)
+            except RunNotFound:
+                continue
+            if ref.run_id != run_id:  # found by a prefix, `last` or a path: not this child
+                continue
+            if store.info(ref, on_event=builder).replayed is not None:
+                found[run_id] = builder.timeline()
+                todo.append(found[run_id])
+    return found
+
+
+def _child_ids(timeline: Timeline) -> list[str]:
+    return [
+        tool.child.run_id
+        for step in timeline.steps
+        for tool in step.tools
+        if tool.child is not None
+    ]
+
+
 def _safe_name(run: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", run)[:100] or "run"
 
@@ -79,7 +121,11 @@ def view_run(store: RunStore, run: str, *, out: str | None, open_browser: bool) 
     live = found.live
     local = isinstance(store, FileStore)
     changed = _changed(store, ref) if local and not live else {}
-    page = render(builder.timeline(), live=live, source=store.location(ref), changed=changed)
+    timeline = builder.timeline()
+    children = _children(store, timeline)
+    page = render(
+        timeline, live=live, source=store.location(ref), changed=changed, children=children
+    )
     if out is not None:
         target = Path(out)
     elif local:
@@ -148,18 +194,22 @@ def _endpoint(url: str | None) -> str:
 
 def export_run(store: RunStore, run: str, *, otlp: str | None) -> int:
     from ruizn.effects.telemetry.otlp import OtlpError, send_spans
-    from ruizn.spans import Span, SpanBuilder
+    from ruizn.spans import SpanBuilder
 
     endpoint = _endpoint(otlp)
     ref = _find(store, run)
     builder = SpanBuilder()
     spans: list[Span] = []
+    children: list[str] = []
 
     def collect(event: Event) -> None:
         spans.extend(builder.feed(event))
+        if isinstance(event, SubagentStarted):
+            children.append(event.run_id)
 
     _read(store, ref, collect)
     spans.extend(builder.close())
+    spans.extend(_child_spans(store, children, builder.trace, {ref.run_id}))
     try:
         send_spans(spans, endpoint)
     except OtlpError as exc:
@@ -170,6 +220,41 @@ def export_run(store: RunStore, run: str, *, otlp: str | None) -> int:
         f" {visible(_shown_url(endpoint))} (trace {trace:032x})"
     )
     return EXIT_OK
+
+
+def _child_spans(store: RunStore, run_ids: list[str], trace: int, seen: set[str]) -> list[Span]:
+    """The spans of the subagents' runs `run_ids` and theirs, each from its own log, in the
+    top run's trace under the calls that started them (one that cannot be read is left
+    out, as `ruizn view` leaves it)."""
+    from ruizn.spans import SpanBuilder
+
+    spans: list[Span] = []
+    todo = list(run_ids)
+    while todo and len(seen) <= MAX_CHILDREN:
+        run_id = todo.pop(0)
+        if run_id in seen:
+            continue
+        seen.add(run_id)
+        try:
+            ref = store.find(run_id)
+        except RunNotFound:
+            continue
+        if ref.run_id != run_id:  # found by a prefix, `last` or a path: not this child
+            continue
+        builder = SpanBuilder(trace=trace)
+        found: list[Span] = []
+
+        def collect(
+            event: Event, builder: SpanBuilder = builder, found: list[Span] = found
+        ) -> None:
+            found.extend(builder.feed(event))
+            if isinstance(event, SubagentStarted):
+                todo.append(event.run_id)
+
+        if store.info(ref, on_event=collect).replayed is not None:
+            spans += found
+            spans += builder.close()
+    return spans
 
 
 @contextlib.contextmanager

@@ -37,6 +37,8 @@ def eval(
     runs: str | Path | None = None,
     judge_model: str | None = None,
     on_trial: Callable[[Trial], None] | None = None,
+    db: str | None = None,
+    on_notice: Callable[[str], None] | None = None,
     **options: Any,
 ) -> EvalReport:
     """Run every case of `dataset` (a YAML or JSON file, or a loaded `Dataset`) `epochs`
@@ -44,7 +46,10 @@ def eval(
     settings for every case (a case's `metadata.ruizn` wins). Runs are stored in `runs`
     (default WORKSPACE/.ruizn/runs), each case's workspace under WORKSPACE/.ruizn/evals/ID.
     `recordings` (a folder of runs) re-drives each case from a run recorded with its goal,
-    with no model call. The report's `ok` says whether the pass rate meets `min_pass`."""
+    with no model call. The report's `ok` says whether the pass rate meets `min_pass`.
+    Each run is a run of a fleet batch (the `fleet` extra); `db` (a fleet's database URL)
+    lets `ruizn worker --db` processes take runs too; `on_notice` is told the fleet's
+    warnings."""
     return anyio.run(
         lambda: eval_async(
             dataset,
@@ -60,6 +65,8 @@ def eval(
             runs=runs,
             judge_model=judge_model,
             on_trial=on_trial,
+            db=db,
+            on_notice=on_notice,
             **options,
         )
     )
@@ -80,6 +87,8 @@ async def eval_async(
     runs: str | Path | None = None,
     judge_model: str | None = None,
     on_trial: Callable[[Trial], None] | None = None,
+    db: str | None = None,
+    on_notice: Callable[[str], None] | None = None,
     **options: Any,
 ) -> EvalReport:
     """`eval`, inside an event loop."""
@@ -99,6 +108,8 @@ async def eval_async(
         trust=trust,
         judge_model=judge_model,
         on_trial=on_trial,
+        db=db,
+        on_notice=on_notice,
     )
     report = await evaluate_async(loaded, how)
     save_report(report, how.root / report.eval_id / "report.json")

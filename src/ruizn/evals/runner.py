@@ -1,11 +1,16 @@
 """`ruizn eval`: every case of a dataset run (or re-driven from a recording) `epochs` times,
 each in a fresh copy of its fixture, each a normal run built by `ruizn.Agent`, then scored.
 
-Runs go at most `concurrency` at once (an anyio task group under a capacity limiter, on this
-machine). `max_cost` is the whole eval's budget: every model call of every run (and of the
-judges) is counted, each run asks it before each call (`SharedBudget`, as a fleet's batch
-does), and once it is spent the running runs finish `max_cost` with a `budget_spent` line in
-their logs, and the trials not begun are reported as not run.
+Runs at once (`concurrency` > 1) or on a fleet's database (`db`) go through the fleet
+(evals/fleetrun.py): one batch on the DBOS queue, at most `concurrency` at once in this
+process, or, on `db`, run by `ruizn worker --db` processes alone; the eval's `max_cost` is the
+batch's budget (once spent, running runs finish `max_cost` with a `budget_spent` line in
+their logs, and runs not begun do not start); the judges' calls are counted after the runs'
+own. One run at a time needs no queue: those runs go here, one after another, as do a
+re-drive from a recording and a model given as a Python function or Provider (nothing but
+this process can build their model; then `concurrency` runs go at once in an anyio task
+group under a capacity limiter). Here every call of every run and judge is counted by one
+`EvalBudget` asked before each call.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from ruizn.effects.models.pricing import Pricer, default_pricer, unpriced
 from ruizn.effects.runlog.reader import iter_events
 from ruizn.effects.runlog.store import new_run_id
 from ruizn.evals.dataset import Case, Dataset
+from ruizn.evals.fleetrun import FleetEnd, FleetJob, in_background, run_on_fleet
 from ruizn.evals.recordings import recordings_by_goal
 from ruizn.evals.report import EvalReport, Outcome, Trial
 from ruizn.evals.scorers import Facts, ScorerSpec, Verdict
@@ -76,6 +82,8 @@ class Evaluation:
     judge_model: str | None = None  # an LLMJudge's model when it names none
     pricer: Pricer | None = None
     on_trial: Callable[[Trial], None] | None = None
+    db: str | None = None  # a fleet's database: its workers take the eval's runs too
+    on_notice: Callable[[str], None] | None = None  # the fleet's warnings (one line each)
 
 
 async def evaluate_async(dataset: Dataset, how: Evaluation) -> EvalReport:
@@ -95,7 +103,16 @@ async def evaluate_async(dataset: Dataset, how: Evaluation) -> EvalReport:
     recorded = recordings_by_goal(how.recordings) if how.recordings is not None else None
     runner = _Runner(dataset, how, eval_id, pricer, recorded)
     jobs = [(case, epoch) for epoch in range(1, how.epochs + 1) for case in dataset.cases]
+    queueable = how.recordings is None and (how.model is None or isinstance(how.model, str))
+    queued = queueable and (how.concurrency > 1 or how.db is not None)
+    if how.db is not None:
+        _workers_can_run(how, queueable)
     found: dict[tuple[str, int], Trial] = {}
+    if queued:
+        for trial in await runner.on_fleet(jobs):
+            found[(trial.case, trial.epoch)] = trial
+            if how.on_trial is not None:
+                how.on_trial(trial)
     limiter = anyio.CapacityLimiter(how.concurrency)
 
     async def one(case: Case, epoch: int) -> None:
@@ -106,7 +123,7 @@ async def evaluate_async(dataset: Dataset, how: Evaluation) -> EvalReport:
             how.on_trial(trial)
 
     async with anyio.create_task_group() as group:
-        for case, epoch in jobs:
+        for case, epoch in jobs if not queued else ():
             group.start_soon(one, case, epoch)
     trials = tuple(found[(c.name, e)] for c in dataset.cases for e in range(1, how.epochs + 1))
     return EvalReport(
@@ -120,6 +137,25 @@ async def evaluate_async(dataset: Dataset, how: Evaluation) -> EvalReport:
         offline=how.recordings is not None,
         min_pass=how.min_pass,
     )
+
+
+def _workers_can_run(how: Evaluation, queueable: bool) -> None:
+    """Raises ConfigError for what the fleet's workers (`--db`) cannot honour."""
+    if not queueable:
+        raise ConfigError(
+            "--db queues the eval's runs for the fleet's workers: give the model as a model id,"
+            " and no --recordings"
+        )
+    if how.concurrency > 1:
+        raise ConfigError(
+            "with --db the fleet's workers run the eval's runs, at the workers' --concurrency:"
+            " give it to `ruizn worker`"
+        )
+    if how.tools:
+        raise ConfigError(
+            "tools given as Python objects cannot reach the fleet's workers: with --db, give"
+            " them as --tool MODULE:ATTR (every worker imports them)"
+        )
 
 
 def _default_model() -> str:
@@ -156,12 +192,60 @@ class _Runner:
         self.budget = EvalBudget(how.max_cost)
         self.judge_cost = 0.0  # what the LLMJudge runs cost (each trial's cost is its run's)
 
+    def workspace(self, case: Case, epoch: int) -> Path:
+        # Numbered, so two names that read alike as folder names never share one.
+        number = self.dataset.cases.index(case) + 1
+        return self.folder / f"{number}-{_slug(case.name)}" / f"epoch-{epoch}"
+
+    async def on_fleet(self, jobs: Sequence[tuple[Case, int]]) -> list[Trial]:
+        """Every job a run of one fleet batch; scored once all have ended."""
+        queued: list[FleetJob] = []
+        for case, epoch in jobs:
+            workspace = self.workspace(case, epoch)
+            _fresh(workspace, case.fixture)
+            settings = {**self.how.options, **case.options}
+            model = settings.pop("model", None) or self.how.model
+            number = self.dataset.cases.index(case) + 1
+            queued.append(
+                FleetJob(
+                    case=case,
+                    epoch=epoch,
+                    run_id=f"{self.folder.name}-{number}-{epoch}",
+                    workspace=workspace,
+                    settings=settings if model is None else {**settings, "model": model},
+                )
+            )
+        ends, spent = await in_background(
+            lambda: run_on_fleet(
+                queued,
+                folder=self.folder,
+                runs=self.how.runs,
+                concurrency=self.how.concurrency,
+                max_cost=self.how.max_cost,
+                database=self.how.db,
+                tools=self.how.tools,
+                warn=self.how.on_notice or (lambda _line: None),
+            )
+        )
+        self.budget.total += spent  # the judges' calls count after the runs' own
+        return [await self._scored(end) for end in ends]
+
+    async def _scored(self, end: FleetEnd) -> Trial:
+        case, epoch, workspace = end.job.case, end.job.epoch, end.job.workspace
+        if end.result is None:
+            return Trial(
+                case=case.name,
+                epoch=epoch,
+                outcome="not_run" if end.not_run else "error",
+                workspace=str(workspace),
+                reason="budget spent" if end.not_run else end.reason,
+            )
+        return await trial_of(case, epoch, end.result, workspace, self.judge)
+
     async def trial(self, case: Case, epoch: int) -> Trial:
         if self.budget.spent() is not None:
             return Trial(case=case.name, epoch=epoch, outcome="not_run", reason="budget spent")
-        # Numbered, so two names that read alike as folder names never share one.
-        number = self.dataset.cases.index(case) + 1
-        workspace = self.folder / f"{number}-{_slug(case.name)}" / f"epoch-{epoch}"
+        workspace = self.workspace(case, epoch)
         try:
             _fresh(workspace, case.fixture)
             if self.recorded is not None:

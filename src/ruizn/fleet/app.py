@@ -28,7 +28,6 @@ from typing import Any
 from attrs import frozen
 from dbos import DBOS, DBOSConfig, WorkflowSerializationFormat
 
-from ruizn.effects.runlog.store import RunNotFound
 from ruizn.fleet.database import EventStore
 from ruizn.fleet.dbstore import DbRunStore
 from ruizn.fleet.driver import (
@@ -163,10 +162,11 @@ def execute(
     run = placed(run, ctx.workspace)
     store = DbRunStore(ctx.store, ctx.log_root)
     ctx.store.note_run(run.run_id, goal=run.goal, status="running", worker=ctx.worker)
-    try:
+    # has_run first: find() of an id with no events reads every run's row for one whose id
+    # begins so, and a batch starts hundreds of new runs.
+    state = None
+    if ctx.store.has_run(run.run_id):
         state = store.load(store.find(run.run_id)).state
-    except RunNotFound:
-        state = None
     if order is not None and state is None:
         raise FleetLogError(f"run {run.run_id} has no stored events to resume from")
     if order is not None and state is not None and state.last_seq == order.after_seq:
@@ -236,8 +236,9 @@ def launch(
     offline: bool = False,
 ) -> None:
     """Start DBOS in this process: it recovers this executor's own pending workflows and
-    takes work from the queue, at most `concurrency` runs at once. `offline`: every run it
-    will take uses the offline model (a batch knows; a worker does not)."""
+    takes work from the queue, at most `concurrency` runs at once (0: none, the process
+    only queues and waits, and leaves the queue's settings to the workers'). `offline`:
+    every run it will take uses the offline model (a batch knows; a worker does not)."""
     _Launched.context = FleetContext(
         store=store,
         log_root=log_root,
@@ -266,9 +267,29 @@ def launch(
     # take one, then at every sweep (fleet/queueguard.py).
     say = announce or warn or (lambda _line: None)
     _Sweeper.start(store, say)
+    if concurrency == 0:
+        DBOS(config=config)
+        DBOS.listen_queues([])
+        DBOS.launch()
+        return
+    _register_queue(url, concurrency, polling)
     DBOS(config=config)
     DBOS.launch()
     DBOS.register_queue(QUEUE, worker_concurrency=concurrency, polling_interval_sec=polling)
+
+
+def _register_queue(url: str, concurrency: int, polling: float) -> None:
+    """The queue's row, written before DBOS starts: DBOS starts a worker thread for each
+    queue its database holds at launch, and looks for new ones only once a second, so a
+    queue first registered after launch (a fresh database) would take no run for up to a
+    second. `launch` registers it again once DBOS is up, as before."""
+    from dbos import DBOSClient
+
+    client = DBOSClient(system_database_url=url, serializer=serializer(), application_name="ruizn")
+    try:
+        client.register_queue(QUEUE, worker_concurrency=concurrency, polling_interval_sec=polling)
+    finally:
+        client.destroy()
 
 
 # Seconds between two sweeps for rows ruizn did not write (fleet/queueguard.py).

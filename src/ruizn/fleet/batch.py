@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attrs import evolve
 
@@ -18,13 +18,21 @@ from ruizn.effects.runlog.folder import make_root
 from ruizn.fleet.errors import BatchInterrupted, FleetRefused, need_fleet_extra
 from ruizn.fleet.reports import BatchOptions, BatchProgress, BatchReport, BatchRun, BatchWatcher
 
+if TYPE_CHECKING:  # the driver imports the database's modules: only when a batch runs
+    from ruizn.fleet.driver import ToolsFactory
+
 __all__ = ["BATCH_WORKER", "budget_name", "database_of", "run_batch"]
 
 # Batch runs belong to one fixed executor id: a batch started again recovers them.
 BATCH_WORKER = "batch"
 
 
-def run_batch(options: BatchOptions, watcher: BatchWatcher | None = None) -> BatchReport:
+def run_batch(
+    options: BatchOptions,
+    watcher: BatchWatcher | None = None,
+    *,
+    tools: ToolsFactory | None = None,
+) -> BatchReport:
     """Run the goals of `options.goals`; return each run's end, in the file's order.
 
     A run that waits for approval (nobody is asked) ends `awaiting_approval`; `ruizn resume
@@ -36,7 +44,8 @@ def run_batch(options: BatchOptions, watcher: BatchWatcher | None = None) -> Bat
     The batch's database lives in the user's state directory, keyed by the log root, never
     in the workspace (`database_of`); every run is signed with the user's fleet key, and
     only signed runs and proven results count (fleet/signing.py). Ctrl-C while it waits
-    raises `BatchInterrupted` (the runs in flight stop where they are)."""
+    raises `BatchInterrupted` (the runs in flight stop where they are). `tools`: extra
+    tools, in memory, for the runs this process takes (beside `options.tools_from`'s)."""
     watcher = watcher or BatchWatcher()
     need_fleet_extra()
     from dbos import DBOS, SetWorkflowID
@@ -67,7 +76,7 @@ def run_batch(options: BatchOptions, watcher: BatchWatcher | None = None) -> Bat
         raise FleetRefused(str(exc)) from None
     try:
         specs = read_goals(path, defaults, digest=key.digest)
-        tools = load_tools_factory(options.tools_from)
+        tools = _both(load_tools_factory(options.tools_from), tools)
     except (GoalsError, ToolsFromError) as exc:
         raise FleetRefused(str(exc)) from None
     unkept = unkept_budget(specs, options.batch_max_cost)
@@ -83,22 +92,7 @@ def run_batch(options: BatchOptions, watcher: BatchWatcher | None = None) -> Bat
         make_root(root)
     except OSError as exc:
         raise FleetRefused(f"cannot create the log dir {root}: {exc.strerror or exc}") from None
-    planted = root / "fleet.sqlite"
-    database = database_of(root, os.environ)
-    if planted.exists():
-        # Where batches kept it before: now it may only be a file that came with the
-        # workspace, so it is data, never opened (a person may still name it: --db).
-        watcher.warn(
-            f"not opening {planted}: a database found in the workspace is not this user's;"
-            f" the batch's database is {database}"
-        )
-    try:
-        database.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    except OSError as exc:
-        raise FleetRefused(
-            f"cannot create the batch's database folder {database.parent}: {exc.strerror}"
-        ) from None
-    url = f"sqlite:///{database}"
+    url = options.database or _own_database(root, watcher)
     try:
         store = EventStore(url)
     except StoreUnreachable as exc:
@@ -109,15 +103,18 @@ def run_batch(options: BatchOptions, watcher: BatchWatcher | None = None) -> Bat
         store.open_budget(
             budget_name(path), options.batch_max_cost, [spec.run_id for spec in specs]
         )
-    # With RUIZN_BATCH_HELPERS=N, helper processes take part of the slots (fleet/helpers.py).
-    helpers, own = _helpers(
-        options, url=url, store=store, root=root, folder=folder, watcher=watcher
+    # With RUIZN_BATCH_HELPERS=N, helper processes take part of the slots (fleet/helpers.py);
+    # on a database of the user's choosing, its workers do.
+    helpers, own = (
+        _helpers(options, url=url, store=store, root=root, folder=folder, watcher=watcher)
+        if options.database is None
+        else (None, options.concurrency)
     )
     launch(
         url,
         store=store,
         log_root=root,
-        worker=BATCH_WORKER,
+        worker=options.worker or BATCH_WORKER,
         concurrency=own,
         tools=tools,
         workspace=str(folder),
@@ -128,13 +125,16 @@ def run_batch(options: BatchOptions, watcher: BatchWatcher | None = None) -> Bat
         warn=watcher.warn,
         offline=offline,
     )
-    requeue_orphans(helpers.workers if helpers is not None else ())
+    if options.database is None:  # helpers run on the batch's own database only
+        requeue_orphans(helpers.workers if helpers is not None else ())
     if helpers is not None:
         helpers.launched()
         helpers.ready()
     try:
         signed = {spec.run_id: key.signed(input_to_json(spec)) for spec in specs}
         for spec in specs:
+            if options.database is not None:
+                store.note_submitted(spec.run_id, goal=spec.goal)  # as `submit` notes it
             with SetWorkflowID(spec.run_id):
                 DBOS.enqueue_workflow(QUEUE, run_workflow, signed[spec.run_id])
         goals_by_id = {spec.run_id: spec.goal for spec in specs}
@@ -162,6 +162,33 @@ def run_batch(options: BatchOptions, watcher: BatchWatcher | None = None) -> Bat
         results=tuple(BatchRun.of(r, goals_by_id[r], results[r]) for r in goals_by_id),
         database_url=url,
     )
+
+
+def _own_database(root: Path, watcher: BatchWatcher) -> str:
+    """The URL of the batch's own SQLite database, in the user's state directory."""
+    planted = root / "fleet.sqlite"
+    database = database_of(root, os.environ)
+    if planted.exists():
+        # Where batches kept it before: now it may only be a file that came with the
+        # workspace, so it is data, never opened (a person may still name it: --db).
+        watcher.warn(
+            f"not opening {planted}: a database found in the workspace is not this user's;"
+            f" the batch's database is {database}"
+        )
+    try:
+        database.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise FleetRefused(
+            f"cannot create the batch's database folder {database.parent}: {exc.strerror}"
+        ) from None
+    return f"sqlite:///{database}"
+
+
+def _both(first: ToolsFactory | None, second: ToolsFactory | None) -> ToolsFactory | None:
+    """One factory giving the tools of both."""
+    if first is None or second is None:
+        return first or second
+    return lambda workspace: [*first(workspace), *second(workspace)]
 
 
 def _helpers(

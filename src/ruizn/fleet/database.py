@@ -23,6 +23,7 @@ from attrs import frozen
 from sqlalchemy.schema import CreateTable
 
 from ruizn.effects.runlog.folder import RunFolder
+from ruizn.fleet.groupcommit import GroupCommit
 
 _META = sa.MetaData()
 
@@ -121,8 +122,10 @@ class EventStore:
         # Waiting in SQLite's busy handler sleeps 1, 2, 5, 10... ms between tries, however
         # soon the lock frees: sixteen runs writing at once spent most of a batch asleep.
         self._one_writer: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
+        # The group's turn (fleet/groupcommit.py): on SQLite the one writer's own.
+        group_lock: contextlib.AbstractContextManager[object] = threading.Lock()
         if parsed.get_backend_name() == "sqlite":
-            self._one_writer = threading.RLock()
+            self._one_writer = group_lock = threading.RLock()
             # Several worker threads write at once: wait for the lock instead of failing.
             self.engine = sa.create_engine(
                 parsed, connect_args={"timeout": 30, "check_same_thread": False}
@@ -132,6 +135,8 @@ class EventStore:
             self.engine = sa.create_engine(
                 parsed, pool_pre_ping=True, pool_size=8, connect_args={"connect_timeout": 5}
             )
+        # Appends and run notes of this process's runs, many in one transaction.
+        self._group = GroupCommit(lambda durable: self._transaction(durable=durable), group_lock)
         try:
             self._create_tables()
         except StoreUnreachable:
@@ -205,47 +210,51 @@ class EventStore:
         The fleet's sink groups a step's events so; see fleet/sink.py."""
         if not lines:
             return 0
+        return self._group.run(
+            lambda conn: self._append(conn, run_id, lines, charge), durable=durable
+        )
+
+    def _append(
+        self, conn: sa.Connection, run_id: str, lines: Sequence[tuple[int, str]], charge: float
+    ) -> int:
         first, last = lines[0][0], lines[-1][0]
-        with self._transaction(durable=durable) as conn:
-            top = conn.execute(
-                sa.select(sa.func.max(EVENTS.c.seq)).where(EVENTS.c.run_id == run_id)
-            ).scalar()
-            expected = (top or 0) + 1
-            stored: dict[int, str] = {}
-            if first < expected:  # some are stored already (a recovery writes them again)
-                rows = conn.execute(
-                    sa.select(EVENTS.c.seq, EVENTS.c.line).where(
-                        EVENTS.c.run_id == run_id, EVENTS.c.seq.between(first, last)
-                    )
+        top = conn.execute(
+            sa.select(sa.func.max(EVENTS.c.seq)).where(EVENTS.c.run_id == run_id)
+        ).scalar()
+        expected = (top or 0) + 1
+        stored: dict[int, str] = {}
+        if first < expected:  # some are stored already (a recovery writes them again)
+            rows = conn.execute(
+                sa.select(EVENTS.c.seq, EVENTS.c.line).where(
+                    EVENTS.c.run_id == run_id, EVENTS.c.seq.between(first, last)
                 )
-                stored = {seq: line for seq, line in rows}
-            new: list[dict[str, object]] = []
-            for seq, line in lines:
-                if seq in stored:
-                    if stored[seq] != line:
-                        raise AppendConflict(
-                            f"run {run_id}: seq {seq} is stored with a different line"
-                        )
-                    continue
-                if seq != expected:
-                    raise AppendConflict(
-                        f"run {run_id}: seq {seq} would leave a gap after {expected - 1}"
-                    )
-                new.append({"run_id": run_id, "seq": seq, "line": line})
-                expected += 1
-            if new:
-                conn.execute(sa.insert(EVENTS), new)
-                if charge and new[-1]["seq"] == last:
-                    budget = (
-                        sa.select(BUDGET_RUNS.c.budget_id)
-                        .where(BUDGET_RUNS.c.run_id == run_id)
-                        .scalar_subquery()
-                    )
-                    conn.execute(
-                        sa.update(BUDGETS)
-                        .where(BUDGETS.c.budget_id == budget)
-                        .values(spent=BUDGETS.c.spent + charge)
-                    )
+            )
+            stored = {seq: line for seq, line in rows}
+        new: list[dict[str, object]] = []
+        for seq, line in lines:
+            if seq in stored:
+                if stored[seq] != line:
+                    raise AppendConflict(f"run {run_id}: seq {seq} is stored with a different line")
+                continue
+            if seq != expected:
+                raise AppendConflict(
+                    f"run {run_id}: seq {seq} would leave a gap after {expected - 1}"
+                )
+            new.append({"run_id": run_id, "seq": seq, "line": line})
+            expected += 1
+        if new:
+            conn.execute(sa.insert(EVENTS), new)
+            if charge and new[-1]["seq"] == last:
+                budget = (
+                    sa.select(BUDGET_RUNS.c.budget_id)
+                    .where(BUDGET_RUNS.c.run_id == run_id)
+                    .scalar_subquery()
+                )
+                conn.execute(
+                    sa.update(BUDGETS)
+                    .where(BUDGETS.c.budget_id == budget)
+                    .values(spent=BUDGETS.c.spent + charge)
+                )
         return len(new)
 
     @contextlib.contextmanager
@@ -303,9 +312,10 @@ class EventStore:
 
     def note_run(self, run_id: str, *, goal: str, status: str, worker: str | None) -> None:
         now = time.time()
+
         # Not durable on SQLite (see `append`): the row only says who ran the run last and
         # how it ended; the events say what happened, and a run is never decided by it.
-        with self._transaction(durable=False) as conn:
+        def note(conn: sa.Connection) -> None:
             changed = conn.execute(
                 sa.update(RUNS)
                 .where(RUNS.c.run_id == run_id)
@@ -322,6 +332,8 @@ class EventStore:
                         updated=now,
                     )
                 )
+
+        self._group.run(note, durable=False)
 
     def note_submitted(self, run_id: str, *, goal: str) -> None:
         """A row for a run just submitted, unless the fleet knows it already."""

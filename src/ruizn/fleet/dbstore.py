@@ -138,6 +138,14 @@ class DbRunStore:
         self._mark(ref.path)
         return FleetSink(ref.path, store=self.events, run_id=ref.run_id)
 
+    def export(self, run_id: str) -> Path:
+        """The run's events.jsonl under this store's root, written from the database (the
+        worker that ran it may be on another machine), marked as the database's."""
+        path = self.root / run_id / LOG_NAME
+        self.events.export(run_id, path)
+        self._mark(path)
+        return path
+
     def _mark(self, log: Path) -> None:
         """The run's folder says which database owns it: a local `ruizn resume` of this
         copy is refused, naming the fleet's command (agent.fleet_owner)."""

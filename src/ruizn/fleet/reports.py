@@ -36,7 +36,9 @@ class BatchOptions:
     the whole batch's (held in the batch's database: a batch started again goes on with
     what its runs have spent). `mcp_headers` (`NAME:KEY=VALUE`) reach the runs in memory,
     never the database. `trust`: queued runs the user's key did not sign run too, after
-    their grant is shown."""
+    their grant is shown. `database`: a URL whose queue the runs go on instead of the
+    batch's own SQLite (workers started with `--db` there take runs too); `worker`: this
+    process's executor id (default `batch`: a batch started again recovers its runs)."""
 
     goals: str
     settings: RunSettings
@@ -47,6 +49,8 @@ class BatchOptions:
     mcp_headers: tuple[str, ...] = ()
     trust: bool = False
     batch_max_cost: float | None = None
+    database: str | None = None
+    worker: str | None = None
 
 
 @frozen(kw_only=True)

@@ -37,6 +37,7 @@ from ruizn.effects.runlog.reader import LOG_NAME, iter_events
 from ruizn.effects.runlog.sink import EventSink, MemorySink
 from ruizn.effects.runlog.store import RunStore, fleet_owner, new_run_id, settled
 from ruizn.effects.runlog.trust import NOT_STARTED_HERE, TrustStore
+from ruizn.effects.tools.output import CommandOutput
 from ruizn.effects.userconfig.dirs import state_dir
 from ruizn.events import Event, LlmToken, Parent, RunFinished, RunResumed, RunStarted
 from ruizn.fork import fork_prefix
@@ -61,7 +62,7 @@ from ruizn.resuming import (
     trusted_plan,
 )
 from ruizn.settings import ConfigError, RunSettings, settings_from
-from ruizn.shell.children import NamedHooks, split_decisions
+from ruizn.shell.children import NamedHooks, RecordedChildren, child_feeds, split_decisions
 from ruizn.shell.compacting import compact_refusal, compact_stopped
 from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session
 from ruizn.shell.rewind import RewindPlan, files_into, plan_rewind, run_files
@@ -103,6 +104,7 @@ class Agent(Wiring):
         output_type: Any = None,
         hook_runner: HookExecutor | None = None,
         subagents: Iterable[Subagent] = (),
+        on_output: CommandOutput | None = None,
         **options: Any,
     ) -> None:
         """`options` are `RunSettings`' fields (system, workspace, max_steps, max_tokens,
@@ -141,7 +143,10 @@ class Agent(Wiring):
         with others (a fleet's batch), asked before each model call.
 
         `subagents` (`ruizn.Subagent`s) give the model the `agent` tool, which runs one as a
-        child run, with a built-in `general` one (see docs/subagents.md)."""
+        child run, with a built-in `general` one (see docs/subagents.md).
+
+        `on_output` is shown a `bash` command's output while it runs (the CLI's live lines at
+        a terminal); display only, never in the log."""
         base = settings if settings is not None else RunSettings()
         defined = tuple(subagents)
         if defined:
@@ -182,6 +187,7 @@ class Agent(Wiring):
         self._trust = trust_store if trust_store is not None else TrustStore.from_env(self._environ)
         self._pricer: Pricer = pricer if pricer is not None else default_pricer()
         self._budget = budget
+        self._on_output = on_output
 
     # -- the public face ----------------------------------------------------------------------
 
@@ -375,13 +381,22 @@ class Agent(Wiring):
         approver: Approver | None,
         budget: SharedBudget | None,
         watch: Subscriber,
-        agent: tuple[str, str],
+        agent: tuple[str, str, str],
     ) -> Agent:
         """A child run's agent: this one's tools, store and trust, the parent's hooks told
-        which agent calls (shell/children.py)."""
+        which agent calls (shell/children.py). In a re-drive, the child's own recording is
+        its model, approver and hooks."""
+        run_id, name, call_id = agent
+        model = None if isinstance(self._model, str) else self._model
         hooks = self._hooks_for(settings)
+        if isinstance(model, RecordedChildren):
+            model, answers, recorded = model.recorded_child(call_id, name)
+            hooks = recorded if hooks is not None else None
+            approver = answers if answers is not None and approver is not None else approver
+        # (the live export follows the child into the parent's trace)
+        feeds = child_feeds(self._subscribers)
         return Agent(
-            None if isinstance(self._model, str) else self._model,
+            model,
             tools=self._tools,
             builtins=self._builtins,
             mcp=self._servers,
@@ -390,13 +405,13 @@ class Agent(Wiring):
             settings=settings,
             store=self.store() if self._log else None,
             log=self._log,
-            subscribers=(watch,),
+            subscribers=(watch, *feeds),
             on_notice=self._notice,
             environ=self._environ,
             trust_store=self._trust,
             pricer=self._pricer,
             budget=budget,
-            hook_runner=None if hooks is None else NamedHooks(hooks, *agent),
+            hook_runner=None if hooks is None else NamedHooks(hooks, run_id, name),
         )
 
     def notice(self, text: str) -> None:

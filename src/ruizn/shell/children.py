@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import anyio
 from attrs import evolve
@@ -31,7 +31,15 @@ from ruizn.resuming import ResumeRefused, UntrustedRun
 from ruizn.settings import ConfigError, HookSpec, RunSettings
 from ruizn.shell.outcome import NothingToResume, Session, final_text
 from ruizn.shell.toolcalls import ChildAwaits, ChildHost
-from ruizn.state import ErrorType, ExecutionContext, JsonObject, Status, ToolCall, ToolResult
+from ruizn.state import (
+    ChildRun,
+    ErrorType,
+    ExecutionContext,
+    JsonObject,
+    Status,
+    ToolCall,
+    ToolResult,
+)
 from ruizn.subagents import AGENT_TOOL, child_settings, remaining_budget
 
 __all__ = [
@@ -39,9 +47,12 @@ __all__ = [
     "ChildAgent",
     "ChildBuilder",
     "ChildRuns",
+    "ChildSubscriber",
     "NamedApprover",
     "NamedHooks",
+    "RecordedChildren",
     "TreeBudget",
+    "child_feeds",
     "split_decisions",
 ]
 
@@ -66,11 +77,41 @@ class ChildAgent(Protocol):
 
 
 # (the child's settings, who approves its calls, the tree's budget, who watches its events,
-# (its run id, its agent's name))
+# (its run id, its agent's name, the `agent` call that starts it))
 ChildBuilder = Callable[
-    [RunSettings, Approver | None, SharedBudget | None, Callable[[Event], None], tuple[str, str]],
+    [
+        RunSettings,
+        Approver | None,
+        SharedBudget | None,
+        Callable[[Event], None],
+        tuple[str, str, str],
+    ],
     ChildAgent,
 ]
+
+
+@runtime_checkable
+class ChildSubscriber(Protocol):
+    """A subscriber that follows a run's subagents too (the live OTLP export): a child's
+    run is given the subscriber this returns."""
+
+    def for_child(self) -> Callable[[Event], None]: ...
+
+
+def child_feeds(subscribers: Sequence[object]) -> list[Callable[[Event], None]]:
+    """What a child run is given of its parent's subscribers: those that follow children."""
+    return [s.for_child() for s in subscribers if isinstance(s, ChildSubscriber)]
+
+
+@runtime_checkable
+class RecordedChildren(Protocol):
+    """A model that replays a recording (`ruizn.Cassette`): a child it re-drives is driven
+    by the child's own recording, with its hooks (and its answers at the prompt, or None:
+    the parent's approver asks), never by its parent's."""
+
+    def recorded_child(
+        self, call_id: str, agent: str
+    ) -> tuple[Any, Approver | None, HookExecutor]: ...
 
 
 # Between an agent's name and its call's tool in a prompt ("reviewer > edit_file", angled).
@@ -177,7 +218,7 @@ class ChildRuns:
         record = next((c for c in state.children if c.id == call.id), None)
         if record is not None and record.status not in (None, Status.AWAITING_APPROVAL):
             # It ended before the crash, and only its answer was lost: read, not run again.
-            return await self._answer_of(definition, record.run_id, state)
+            return await self._answer_of(definition, record, state)
         if remaining_budget(state) == 0.0:
             return ToolResult.error(
                 ErrorType.RUNTIME_ERROR, "the run's budget is spent: no agent was started"
@@ -245,7 +286,7 @@ class ChildRuns:
             else NamedApprover(self._approver, definition.name, self._asking)
         )
         watch = tree.watch(run_id)
-        child = self._build(settings, approver, tree, watch, (run_id, definition.name))
+        child = self._build(settings, approver, tree, watch, (run_id, definition.name, call.id))
         try:
             return await _drive(
                 child,
@@ -259,11 +300,12 @@ class ChildRuns:
             tree.done(run_id)
 
     async def _answer_of(
-        self, definition: Subagent, run_id: str, state: ExecutionContext
+        self, definition: Subagent, record: ChildRun, state: ExecutionContext
     ) -> ToolResult:
+        run_id = record.run_id
         settings = child_settings(state.settings, definition, None)
         store = self._build(
-            settings, None, None, lambda _e: None, (run_id, definition.name)
+            settings, None, None, lambda _e: None, (run_id, definition.name, record.id)
         ).store()
         child_state = store.load(store.find(run_id)).state
 

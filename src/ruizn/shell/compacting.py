@@ -2,14 +2,20 @@
 
 The runner makes the compaction call as it would mid-run (trigger `manual`), in the stopped
 run's log; a failed attempt is retried as the core's retry policy says. The run keeps its
-status: `resume` or `continue` then goes on from the summary.
+status: `resume` or `continue` then goes on from the summary. A call cut by Ctrl-C is
+logged as an attempt that failed and is not retried, so the run is not left inside it.
 """
 
 from __future__ import annotations
 
+import anyio
+
 from ruizn.compaction import blocked, instructions_of
 from ruizn.shell.runner import AgentRunner
 from ruizn.state import ExecutionContext, Phase
+
+# The error type a compaction call cut by Ctrl-C is logged with.
+_CANCELLED = "cancelled"
 
 
 class CompactionFailed(RuntimeError):
@@ -42,7 +48,14 @@ async def compact_stopped(runner: AgentRunner, instructions: str | None) -> Exec
     why = blocked(runner.state)
     if why is not None:
         raise CompactionFailed(f"the compaction was blocked by a PreCompact hook: {why}")
-    await _compacted(runner, instructions)
+    try:
+        await _compacted(runner, instructions)
+    except (anyio.get_cancelled_exc_class(), KeyboardInterrupt):
+        # Ctrl-C cut the call: logged as a failed attempt that is not retried, as a call
+        # that gave up is, so the run stands as it stood before (a resume or a message
+        # goes on from the history, not from inside the call).
+        runner._failed(_CANCELLED, "cancelled by the person (Ctrl-C)", retryable=False)
+        raise
     await runner.compact_hooks("PostCompact", "manual")
     return runner.state
 

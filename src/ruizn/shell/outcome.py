@@ -70,13 +70,15 @@ class Resume:
     """Accept the grant of a run ruizn did not start here (or whose log changed). The
     approvals its log records (calls approved and not run yet, "always" rules) are not
     accepted with it: each such call is asked again, unless `keep_approvals`; nor are its
-    `--sandbox off` and `--allow-command` patterns, unless `keep_shell`."""
+    `--sandbox off`, `--allow-command` patterns and `--shell-allow-domain` hosts, unless
+    `keep_shell`."""
     keep_approvals: bool = False
     """With `trust`: apply the approvals the log records too (a person saw them listed in
     the grant and accepted them all)."""
     keep_shell: bool = False
-    """With `trust`: apply the log's `--sandbox off` and `--allow-command` patterns too (a
-    person saw them listed in the grant and accepted them)."""
+    """With `trust`: apply the log's `--sandbox off`, `--allow-command` patterns and
+    `--shell-allow-domain` hosts too (a person saw them listed in the grant and accepted
+    them)."""
     read_timeout: float | None = None
     """This session's stream timeout (None: the run's own)."""
     vouched: bool = False

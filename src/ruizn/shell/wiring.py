@@ -30,6 +30,7 @@ from ruizn.effects.tools.base import BaseTool, ToolRegistry
 from ruizn.effects.tools.bash import ShellJobs, shell_config, shell_tools
 from ruizn.effects.tools.bwrap import find_bwrap, probe, shell_environment
 from ruizn.effects.tools.loader import Toolbox
+from ruizn.effects.tools.output import CommandOutput
 from ruizn.effects.tools.workspace import workspace_jail
 from ruizn.effects.userconfig.dirs import state_dir
 from ruizn.modelfacts import ModelRefused, deprecation_line, fitted, not_found_line, usable
@@ -79,6 +80,8 @@ class Wiring:
     _hook_runner: HookExecutor | None
     # A resume's decisions for the calls its subagents wait on, by `agent` call (children).
     _forwarded: Mapping[str, Mapping[str, Any]] = {}
+    # Where a running command's output is shown as it comes (the CLI at a terminal).
+    _on_output: CommandOutput | None = None
 
     def store(self) -> RunStore:
         """Where this agent's runs live."""
@@ -107,7 +110,10 @@ class Wiring:
                     # Asked once, recorded in run_started: a replay or rerun never asks again.
                     settings = evolve(settings, output_mode=await output_mode(provider, settings))
             jobs = self._shell_jobs(settings, root)
-            shell = (*(shell_tools(jobs) if jobs is not None else ()), *self._agent_tools(settings))
+            shell = (
+                *(shell_tools(jobs, self._on_output) if jobs is not None else ()),
+                *self._agent_tools(settings),
+            )
             registry, sources = self._local_tools(settings, root, state, shell)
             servers = self._mcp_servers(settings)
             async with mcp_toolset(
@@ -165,7 +171,7 @@ class Wiring:
                     instructions=_subfolder_instructions(settings),
                     hooks=self._hooks_for(settings),
                     transcript=str(root / run_id / LOG_NAME),
-                    checkpointer=self._checkpointer(settings),
+                    checkpointer=self._checkpointer(settings, root / run_id),
                     redact_stream=redactor.stream_text if redactor else None,
                 )
                 yield runner, settings
@@ -174,12 +180,12 @@ class Wiring:
                 jobs.close()  # every process the run started ends with it
             await _aclose(provider)
 
-    def _checkpointer(self, settings: RunSettings) -> GitStore | None:
+    def _checkpointer(self, settings: RunSettings, run: Path | None = None) -> GitStore | None:
         """The store of the workspace's checkpoints, in the user's state folder (None: the
-        run keeps none)."""
+        run keeps none); `run` is the run's folder (gc keeps its trees while it exists)."""
         if not settings.checkpoints:
             return None
-        return GitStore.for_workspace(state_dir(self._environ), Path(settings.workspace))
+        return GitStore.for_workspace(state_dir(self._environ), Path(settings.workspace), run=run)
 
     async def _fitted(self, provider: Provider, settings: RunSettings) -> RunSettings:
         """A new run's settings checked against what the Models API says of its model, before
@@ -220,6 +226,7 @@ class Wiring:
             bwrap=bwrap,
             environ=environ,
             timeout=settings.shell_timeout,
+            allow_domains=settings.shell_allow_domains,
         )
         if config.confinement is not None:
             probe(bwrap, config.confinement, environ)
@@ -266,7 +273,7 @@ class Wiring:
         approver: Approver | None,
         budget: SharedBudget | None,
         watch: Subscriber,
-        agent: tuple[str, str],
+        agent: tuple[str, str, str],
     ) -> Any:
         """A child run's builder (`ruizn.Agent` gives it): see shell/children.py."""
         raise NotImplementedError

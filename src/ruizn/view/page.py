@@ -22,12 +22,14 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from attrs import frozen
+
 from ruizn.checkpoints import checkpoint_line
 from ruizn.media import image_line, images, text_of
 from ruizn.state import ImageBlock, RedactedThinkingBlock, TextBlock, ThinkingBlock, Usage
 from ruizn.terminal import visible
 from ruizn.version import __version__
-from ruizn.view.timeline import Attempt, Mark, Sitting, Step, Timeline, ToolRun
+from ruizn.view.timeline import AgentRun, Attempt, Mark, Sitting, Step, Timeline, ToolRun
 
 __all__ = ["LIMITS", "THUMBNAIL_TYPES", "page_data", "render", "script_json", "thumbnail"]
 
@@ -92,7 +94,38 @@ def _attempt(a: Attempt, t0: float) -> dict[str, Any]:
     return data
 
 
-def _tool(tool: ToolRun, t0: float) -> dict[str, Any]:
+def _child(child: AgentRun, t0: float, nested: _Nested) -> dict[str, Any]:
+    """An `agent` call's child run: what the parent's log says of it, and (when its log was
+    read, and it is not one of the runs it sits in) its own run, on the parent's clock."""
+    inner = nested.runs.get(child.run_id)
+    page = None
+    if inner is not None and child.run_id not in nested.within:
+        page = _page(inner, live=False, t0=t0, nested=nested.inside(child.run_id))
+    return {
+        "run": visible(child.run_id),
+        "agent": visible(child.agent),
+        "desc": visible(child.description),
+        "status": child.status,
+        "steps": child.steps,
+        "cost": child.cost,
+        "error": None if child.error is None else _text(child.error, "tool"),
+        "page": page,
+    }
+
+
+@frozen(kw_only=True)
+class _Nested:
+    """The children's timelines by run id, and the runs a page being drawn sits in (a log
+    that names its own ancestor as its child is drawn once, not forever)."""
+
+    runs: Mapping[str, Timeline]
+    within: frozenset[str] = frozenset()
+
+    def inside(self, run_id: str) -> _Nested:
+        return _Nested(runs=self.runs, within=self.within | {run_id})
+
+
+def _tool(tool: ToolRun, t0: float, nested: _Nested) -> dict[str, Any]:
     call_input = json.dumps(tool.input, ensure_ascii=False, indent=2, default=str)
     data: dict[str, Any] = {
         "id": visible(tool.id),
@@ -104,6 +137,8 @@ def _tool(tool: ToolRun, t0: float) -> dict[str, Any]:
         "input": _text(call_input, "tool"),
         "result": None,
     }
+    if tool.child is not None:
+        data["child"] = _child(tool.child, t0, nested)
     command = tool.input.get("command") if tool.name == "bash" else None
     if isinstance(command, str):  # the shell's command is shown as such, its output folded
         data["cmd"] = _text(command, "tool")
@@ -186,14 +221,14 @@ def _block(block: TextBlock | ThinkingBlock | RedactedThinkingBlock) -> dict[str
             return {"k": "redacted", "t": "", "n": len(block.data)}
 
 
-def _step(step: Step, t0: float) -> dict[str, Any]:
+def _step(step: Step, t0: float, nested: _Nested) -> dict[str, Any]:
     return {
         "n": step.number,
         "start": _rel(step.start, t0),
         "end": _rel(step.end, t0),
         "attempts": [_attempt(a, t0) for a in step.attempts],
         "blocks": [_block(b) for b in step.content],
-        "tools": [_tool(t, t0) for t in step.tools],
+        "tools": [_tool(t, t0, nested) for t in step.tools],
     }
 
 
@@ -219,10 +254,26 @@ def page_data(
     live: bool = False,
     source: str = "",
     changed: Mapping[int, Sequence[str]] | None = None,
+    children: Mapping[str, Timeline] | None = None,
 ) -> dict[str, Any]:
     """The run as the page's script reads it: times in seconds from the run's start.
-    `changed`: per checkpoint's seq, the files the step that begins there changed."""
-    t0 = timeline.start
+    `changed`: per checkpoint's seq, the files the step that begins there changed;
+    `children`: the timelines of its child runs (and theirs) by run id, drawn inside the
+    `agent` calls that started them."""
+    nested = _Nested(runs=children or {}, within=frozenset({timeline.run_id}))
+    data = _page(timeline, live=live, t0=timeline.start, nested=nested, changed=changed)
+    data["run"]["source"] = visible(source)
+    return data
+
+
+def _page(
+    timeline: Timeline,
+    *,
+    live: bool,
+    t0: float,
+    nested: _Nested,
+    changed: Mapping[int, Sequence[str]] | None = None,
+) -> dict[str, Any]:
     answer = timeline.answer
     status = timeline.status
     if status == "running" and not live:
@@ -239,18 +290,17 @@ def page_data(
             "status": status,
             "error": None if timeline.error is None else _text(timeline.error, "tool"),
             "start": t0,
-            "duration": round(timeline.end - t0, 6),
+            "duration": round(timeline.end - timeline.start, 6),
             "usage": _usage(timeline.usage),
             "cost": timeline.cost,
             "answer": None if answer is None else _text(answer, "text"),
             "events": timeline.events,
-            "source": visible(source),
             # The run's time as its last run_finished says it (what the "finished" row and
             # `ruizn show` give); for a run that has not finished, the log's span so far.
             "elapsed": _elapsed(timeline),
         },
         "sessions": [_session(s, t0) for s in timeline.sessions],
-        "steps": [_step(s, t0) for s in timeline.steps],
+        "steps": [_step(s, t0, nested) for s in timeline.steps],
         "marks": [_mark(m, t0, changed or {}) for m in timeline.marks],
     }
 
@@ -301,10 +351,13 @@ def render(
     live: bool = False,
     source: str = "",
     changed: Mapping[int, Sequence[str]] | None = None,
+    children: Mapping[str, Timeline] | None = None,
 ) -> str:
-    """The whole page for a run, as one string."""
+    """The whole page for a run, as one string (its child runs' drawn inside it)."""
     script = _asset("view.js")
-    data = script_json(page_data(timeline, live=live, source=source, changed=changed))
+    data = script_json(
+        page_data(timeline, live=live, source=source, changed=changed, children=children)
+    )
     return _asset("view.html").format(
         csp=_csp(script),
         css=_asset("view.css"),

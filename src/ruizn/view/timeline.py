@@ -32,6 +32,8 @@ from ruizn.events import (
     RunFinished,
     RunResumed,
     RunStarted,
+    SubagentFinished,
+    SubagentStarted,
     ToolApprovalDecided,
     ToolApprovalRequested,
     ToolCallFinished,
@@ -49,6 +51,7 @@ from ruizn.state import (
 )
 
 __all__ = [
+    "AgentRun",
     "ApprovalWait",
     "Attempt",
     "Mark",
@@ -96,6 +99,19 @@ class ApprovalWait:
 
 
 @frozen(kw_only=True)
+class AgentRun:
+    """The child run (a subagent) an `agent` call started, as the parent's log tells it."""
+
+    run_id: str
+    agent: str
+    description: str = ""
+    status: str | None = None  # None: the parent's log holds no end of it (yet)
+    steps: int = 0
+    cost: float | None = None
+    error: str | None = None
+
+
+@frozen(kw_only=True)
 class ToolRun:
     """A tool call the model asked for, and what became of it."""
 
@@ -108,6 +124,7 @@ class ToolRun:
     result: ToolResult | None = None
     approval: ApprovalWait | None = None
     lane: int = 0  # calls of a step that overlap in time get different lanes
+    child: AgentRun | None = None  # an `agent` call's child run
 
 
 @frozen(kw_only=True)
@@ -237,6 +254,7 @@ class _Tool:
     duration: float | None = None
     result: ToolResult | None = None
     approval: ApprovalWait | None = None
+    child: AgentRun | None = None
 
 
 @define
@@ -357,6 +375,20 @@ class _Fold:
             case ToolCallFinished():
                 tool = self.tool(event.id)
                 tool.end, tool.result, tool.duration = event.ts, event.result, event.duration
+            case SubagentStarted():
+                self.tool(event.id).child = AgentRun(
+                    run_id=event.run_id, agent=event.agent, description=event.description
+                )
+            case SubagentFinished():
+                tool = self.tool(event.id)
+                known = tool.child or AgentRun(run_id=event.run_id, agent="?")
+                tool.child = evolve(
+                    known,
+                    status=str(event.status),
+                    steps=event.steps,
+                    cost=event.cost,
+                    error=event.error,
+                )
             case RunStarted():
                 if self.started is None:
                     self.started = event
@@ -492,6 +524,7 @@ def _freeze_step(step: _Step) -> Step:
             result=t.result,
             approval=t.approval,
             lane=lane,
+            child=t.child,
         )
         for t, lane in zip(step.tools, lanes, strict=True)
     )

@@ -168,9 +168,26 @@
     return row;
   }
 
-  function stepSection(s) {
+  // An `agent` call's child run, drawn inside the call: its steps as the run's own are,
+  // on the same clock; a child whose log was not read is named only.
+  function childRun(c, prefix) {
+    const line = "agent " + c.agent + " · run " + c.run + " · " + (c.status ? c.status.replace("_", " ") : "no end in the log") + " · " + counted(c.steps, "step") + " · " + cost(c.cost);
+    const box = el("div", "child");
+    add(box, el("div", "note agent", line));
+    if (c.error) add(box, el("div", "note fail", c.error.t));
+    if (!c.page) return add(box, el("div", "note warn", "its log is not here: only what this run's log says of it is shown"));
+    const d = el("details");
+    add(d, el("summary", null, "its run · " + counted(c.page.steps.length, "step") + (c.desc ? " · " + c.desc : "")));
+    add(d, textBlock("div", "text", c.page.run.goal), cutNote(c.page.run.goal));
+    for (const s of c.page.steps) d.appendChild(stepSection(s, prefix + c.run + "-"));
+    if (c.page.run.answer) add(d, el("div", "note", "its answer"), textBlock("div", "answer", c.page.run.answer));
+    return add(box, d);
+  }
+
+  function stepSection(s, prefix) {
+    prefix = prefix || "";
     const sec = el("section", "step");
-    sec.id = "step-" + s.n;
+    sec.id = prefix + "step-" + s.n;
     add(sec, add(el("h3"), el("span", null, "Step " + s.n), el("span", "when", clock(s.start) + " · " + dur(s.end - s.start))));
     for (const a of s.attempts) {
       if (a.outcome === "failed") {
@@ -192,7 +209,7 @@
     }
     for (const t of s.tools) {
       const box = el("div", "toolbox");
-      box.id = "tool-" + t.id;
+      box.id = prefix + "tool-" + t.id;
       const [kind, text] = toolStatus(t);
       const timing = t.start !== null && t.end !== null ? " · " + dur(t.end - t.start) : "";
       add(box, add(el("div"), el("span", "name", t.name), el("span", "status " + kind, "  " + text + timing), el("span", "note mono", "  " + t.id)));
@@ -209,6 +226,7 @@
       add(box, collapsible("input · " + firstLine(t.input.t.replace(/\s+/g, " "), 100), t.input, false));
       if (t.result && t.cmd) add(box, collapsible("output · " + counted(t.result.n, "char") + " · " + firstLine(t.result.t.split("\n").filter((l) => l).pop() || "", 100), t.result, false));
       else if (t.result) add(box, collapsible("result · " + counted(t.result.n, "char") + " · " + firstLine(t.result.t, 100), t.result, false));
+      if (t.child) box.appendChild(childRun(t.child, prefix));
       sec.appendChild(box);
     }
     return sec;
@@ -314,7 +332,7 @@
     }
     while (mi < marks.length && marks[mi].after < s.n) drawMark(marks[mi++]);
     timeline.appendChild(stepRow(s));
-    transcript.appendChild(stepSection(s));
+    transcript.appendChild(stepSection(s, ""));
   }
   while (mi < marks.length) drawMark(marks[mi++]);
   while (si < sessions.length) {

@@ -221,7 +221,7 @@ async def test_async_tool_over_its_timeout_is_a_timeout_result() -> None:
     assert result == ToolResult(
         content="sleepy timed out after 0.3s", is_error=True, error_type="timeout"
     )
-    assert time.monotonic() - began < 1
+    assert time.monotonic() - began < 10  # the timeout, not the tool's 30 s
 
 
 async def test_blocking_tool_stuck_in_its_thread_times_out_and_the_loop_keeps_running(
@@ -233,7 +233,7 @@ async def test_blocking_tool_stuck_in_its_thread_times_out_and_the_loop_keeps_ru
     assert result == ToolResult(
         content="stuck timed out after 0.3s", is_error=True, error_type="timeout"
     )
-    assert elapsed < 1
+    assert elapsed < 10  # the timeout, not the tool's 30 s
     assert ticks >= 15  # ~30 in 0.3 s: the event loop was never blocked
 
 
@@ -382,7 +382,7 @@ async def test_cancellation_propagates_and_no_result_is_returned(
             results.append(await _call(tool, {"n": 30}))
     assert scope.cancelled_caught
     assert results == []
-    assert time.monotonic() - began < 1
+    assert time.monotonic() - began < 10  # the timeout, not the tool's 30 s
 
 
 # --- registry ----------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ Models API entry takes it (claude-sonnet-5-5), ruizn's own summary for one that 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,11 +17,11 @@ import pytest
 import ruizn
 from ruizn.cassette.rerun import rerun_async
 from ruizn.effects.runlog.reader import iter_events
-from ruizn.events import ContextCompacted, LlmCallStarted, LlmResponse
+from ruizn.events import ContextCompacted, LlmCallFailed, LlmCallStarted, LlmResponse
 from ruizn.settings import HookSpec
 from ruizn.shell.compacting import CompactionFailed
 from ruizn.state import CompactionBlock, Status
-from tests.fakeapi import FakeAnthropic, HttpError, Reply, Stream, Text
+from tests.fakeapi import FakeAnthropic, Hang, HttpError, Reply, Stream, Text
 from tests.fakeapi.cache import boundaries
 from tests.fakeapi.compaction import compaction_stream, counting_loop, progress, summarizing
 
@@ -274,3 +275,35 @@ def test_precompact_hooks_add_instructions_and_postcompact_hooks_see_the_summary
         agent.compact(result.run_id)
     assert len(_compactions(result.log_path)) == before
     assert ruizn.replay(result.log_path).status is Status.SUCCESS
+
+
+def test_a_compaction_cut_by_ctrl_c_leaves_the_run_to_go_on(api: Any, workspace: Path) -> None:
+    loop = counting_loop(1)
+    hang = [True]
+    arrived = threading.Event()
+
+    def script(body: dict[str, Any], index: int) -> Reply:
+        if "compaction" in body and hang[0]:
+            arrived.set()
+            return Hang(30)
+        return loop(body, index)
+
+    server = api(script)
+    agent = _agent(workspace, SERVER_FORM)
+    done = agent.run("read it once")
+
+    async def cut() -> None:  # what Ctrl-C does: the call, at the API, is cancelled
+        async with anyio.create_task_group() as group:
+            group.start_soon(lambda: agent.compact_async(done.run_id))
+            await anyio.to_thread.run_sync(arrived.wait, 30)
+            group.cancel_scope.cancel()
+
+    anyio.run(cut)
+    assert done.log_path is not None
+    failed = [e for e in iter_events(done.log_path) if isinstance(e, LlmCallFailed)]
+    assert [(e.error_type, e.will_retry) for e in failed] == [("cancelled", False)]
+    hang[0] = False
+    again = agent.continue_run(done.run_id, "and now?")  # not refused: not inside a call
+    assert again.status is Status.SUCCESS
+    assert "compaction" not in server.requests[-1].body
+    assert ruizn.replay(done.log_path) == again.state

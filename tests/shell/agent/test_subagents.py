@@ -328,3 +328,59 @@ def test_max_agents_caps_the_children_running_at_once(workspace: Path, api: Any)
     )
     # One after the other: the second began after the first had ended.
     assert spans[0][1] <= spans[1][0]
+
+
+def test_permission_mode_plan_denies_a_childs_write_and_bypass_permissions_grants_nothing(
+    workspace: Path, api: Any
+) -> None:
+    from ruizn.effects.agents.files import parse_definition
+
+    def writes(body: dict[str, Any], index: int) -> Reply:
+        if turns(body) == 0:
+            write = ToolUse("toolu_w", "write_file", {"path": "out.md", "content": "x\n"})
+            return Stream((write,), stop_reason="tool_use")
+        return Stream((Text(f"Told: {tool_results(body)[0]['content']}"),))
+
+    planner = ruizn.Subagent(
+        name="planner", description="Plans.", prompt="You plan.", permission_mode="plan"
+    )
+    # A workspace's file asking for bypassPermissions: its child is asked like any other.
+    bypasser = parse_definition(
+        "---\nname: bypasser\ndescription: Bypasses.\npermissionMode: bypassPermissions\n"
+        "---\nYou bypass.\n",
+        ".ruizn/agents/bypasser.md",
+    )
+    api(
+        {
+            PARENT: _lead(
+                _call("toolu_a", "planner", "Plan it"), _call("toolu_b", "bypasser", "Do it")
+            ),
+            "You plan": writes,
+            "You bypass": writes,
+        }
+    )
+    asked: list[str] = []
+
+    def approve(call: Any) -> bool:
+        asked.append(call.name)
+        return False
+
+    agent = ruizn.Agent(
+        MODEL, workspace=workspace, system=PARENT, subagents=[planner, bypasser], approve=approve
+    )
+    result = agent.run("Go.")
+    assert result.status.value == "success", result.error
+    assert not (workspace / "out.md").exists()
+    # The planner's write was denied by its mode, never put to the person; the bypasser's
+    # was asked, under the parent's `ask`.
+    assert asked == ["bypasser \N{SINGLE RIGHT-POINTING ANGLE QUOTATION MARK} write_file"]
+    decided = {}
+    for event in _events(result.log_path):
+        if isinstance(event, SubagentStarted):
+            child = result.log_path.parent.parent / event.run_id / "events.jsonl"
+            decided[event.agent] = [
+                (e.approved, e.by)
+                for e in _events(child)
+                if type(e).__name__ == "ToolApprovalDecided"
+            ]
+    assert decided == {"planner": [(False, "policy")], "bypasser": [(False, "user")]}

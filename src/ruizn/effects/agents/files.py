@@ -1,6 +1,7 @@
 """Subagent definitions read from files in Claude Code's format: a Markdown file whose YAML
 front matter gives `name`, `description`, and optionally `tools` (a comma-separated string or
-a list), `disallowedTools`, `model`, `effort` and `maxTurns`; the body is the prompt.
+a list), `disallowedTools`, `model`, `effort`, `maxTurns` and `permissionMode`; the body is
+the prompt.
 
     ---
     name: reviewer
@@ -80,6 +81,8 @@ def parse_definition(text: str, where: str) -> Subagent:
             effort=_optional(data, "effort", where),  # type: ignore[arg-type]  # validated
             max_turns=data.get("maxTurns", data.get("max_turns")),
             source=where,
+            # Checked, and only ever stricter than the parent's (ruizn.agentdefs).
+            permission_mode=_optional(data, "permissionMode", where),  # type: ignore[arg-type]
         )
     except (DefinitionError, TypeError) as exc:
         raise AgentFileError(f"{where}: {exc}") from None

@@ -111,6 +111,7 @@ class GitStore:
         *,
         size_cap: int = DEFAULT_SIZE_CAP,
         git: str = "git",
+        run: Path | None = None,
     ) -> None:
         self.root = root
         self.git_dir = root / "store.git"
@@ -122,33 +123,45 @@ class GitStore:
         # The lock's descriptor while it is held, passed to every git process: a git that
         # outlives a killed ruizn holds the lock until it ends too.
         self._held: tuple[int, ...] = ()
+        # The folder of the run whose checkpoints these are: listed in the store, so that
+        # `ruizn checkpoints gc` keeps its trees while the folder exists.
+        self.run = run.resolve() if run is not None else None
+        self._noted = False
+        # git's answer on whether a name not in the index is ignored, with what it depends
+        # on (the stat data of the .gitignore files above it): the same names come back at
+        # every checkpoint of a run, and asking git again is a process each time.
+        self._ignore_answers: dict[str, tuple[tuple[object, ...], bool]] = {}
 
     @classmethod
-    def for_workspace(cls, state: Path, workspace: Path) -> GitStore:
-        """The store under the state folder `state`, for `workspace`."""
-        return cls(checkpoint_root(state), workspace)
+    def for_workspace(cls, state: Path, workspace: Path, *, run: Path | None = None) -> GitStore:
+        """The store under the state folder `state`, for `workspace` (and the run folder
+        `run`, when a run takes the checkpoints)."""
+        return cls(checkpoint_root(state), workspace, run=run)
 
     # -- taking a checkpoint ------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
         """Checkpoint the workspace as it is now."""
         with self._locked():
-            # One walk for what is not in the index (ignored or not: a folder wholly outside
-            # it is named once), beside the stat of every file the index holds.
-            untracked, modified = self._parallel(
-                ["ls-files", "-z", "-o", "--directory"],
-                ["diff-files", "-z", "--name-only"],
-            )
-            entries = _split(untracked)
-            ignored = self._ignored(entries)
-            new_files, empty_dirs, inner = self._new([e for e in entries if e not in ignored])
-            add, remove, big, replaced = self._sorted_out([*new_files, *_split(modified)])
+            self._note_run()
+            # One git command stats every file the index holds and walks for what it does
+            # not (`C` changed, `R` removed, `?` not in the index: a new or ignored folder
+            # is named once, `dir/`); git's ignore rules then sort the few `?` names. No
+            # Python walk of the tree: only of new folders.
+            tagged = self._run(["ls-files", "-z", "-t", "-m", "-d", "-o", "--directory"])
+            changed: list[str] = []
+            untracked: list[str] = []
+            for entry in _split(tagged):
+                (untracked if entry[0] == "?" else changed).append(entry[2:])
+            ignored = self._ignored(untracked)
+            skip = {*ignored, ".ruizn/"}
+            new_files, empty_dirs, inner = self._new([e for e in untracked if e not in skip])
+            add, remove, big, replaced = self._sorted_out([*new_files, *changed])
             if big or replaced:
                 self._feed(["update-index", "-z", "--force-remove", "--stdin"], big + replaced)
             if add or remove:
                 self._feed(["update-index", "-z", "--add", "--remove", "--stdin"], add + remove)
-            tree = self._run(["write-tree"]).decode().strip()
-            files, size = _index_totals(self.index, self.workspace)
+            tree, (files, size) = self._write_tree()
         left = [*(LeftOut(path=p, why="too_big") for p in big), *_why([*ignored, *inner])]
         return Snapshot(
             tree=tree,
@@ -160,17 +173,33 @@ class GitStore:
         )
 
     def _ignored(self, entries: Sequence[str]) -> list[str]:
-        """Those of `entries` the ignore rules leave out (.gitignore files, the store's
-        exclude file: `.ruizn/`, the secret-file names)."""
-        # `.ruizn/` is in every workspace that has runs, and always excluded: no process
-        # is started for it alone.
-        known = [e for e in entries if e == ".ruizn/"]
-        rest = [e for e in entries if e != ".ruizn/"]
-        if not rest:
-            return known
+        """Those of `entries` (paths not in the index) the ignore rules leave out: the
+        .gitignore files, the store's exclude file (`.ruizn/`, the secret-file names)."""
+        ask = [e for e in entries if e != ".ruizn/"]  # always there, always left out
+        keys = {e: self._ignore_key(e) for e in ask}
+        known = self._ignore_answers
+        if len(known) > 10_000:
+            known.clear()
+        unknown = [e for e in ask if e not in known or known[e][0] != keys[e]]
+        if unknown:
+            found = set(self._check_ignore(unknown))
+            known.update((e, (keys[e], e in found)) for e in unknown)
+        return [e for e in ask if known[e][1]]
+
+    def _ignore_key(self, path: str) -> tuple[object, ...]:
+        """What git's ignore rules for `path` depend on, beside the store's own exclude file
+        (fixed): the .gitignore files of the folders above it (a parent that is ignored would
+        be named instead of it)."""
+        folders = path.rstrip("/").split("/")[:-1]
+        return tuple(
+            _stat_key(self.workspace.joinpath(*folders[:depth], ".gitignore"))
+            for depth in range(len(folders) + 1)
+        )
+
+    def _check_ignore(self, ask: Sequence[str]) -> list[str]:
         done = subprocess.run(
-            [self._git, "check-ignore", "-z", "--stdin"],
-            input=_join(rest),
+            [self._git, "check-ignore", "-z", "--no-index", "--stdin"],
+            input=_join(ask),
             capture_output=True,
             env=dict(self._env),
             cwd=self.workspace,
@@ -179,31 +208,58 @@ class GitStore:
         )
         if done.returncode not in (0, 1):  # 1: none of them is ignored
             raise CheckpointError(f"git check-ignore: {done.stderr.decode(errors='replace')}")
-        return [*known, *_split(done.stdout)]
+        return _split(done.stdout)
 
     def _new(self, entries: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
         """The new files, the empty folders, and the ignored paths inside new folders, from
-        what `ls-files -o --directory` named and is not ignored (a new folder is named
-        once, `dir/`, not its files)."""
+        the names `ls-files -o --directory` gave that are not ignored (a new folder is named
+        once, `dir/`). A folder holding only folders is read here; any other is listed by
+        git (its files, and what its ignore rules leave out)."""
         files = [e for e in entries if not e.endswith("/")]
-        folders = [e for e in entries if e.endswith("/")]
         empty: list[str] = []
-        ignored: list[str] = []
-        if folders:
-            inside, left = self._parallel(
-                ["ls-files", "-z", "-o", "--exclude-standard", "--", *folders],
-                ["ls-files", "-z", "-o", "-i", "--directory", "--exclude-standard", "--", *folders],
-            )
-            files.extend(_split(inside))
-            ignored.extend(_split(left))
-            for folder in folders:
-                empty.extend(self._empty_under(folder.rstrip("/")))
-        return files, empty, ignored
+        deep: list[str] = []
+        for folder in (e.rstrip("/") for e in entries if e.endswith("/")):
+            only = _only_folders(self.workspace, folder)
+            if only is None:
+                deep.append(folder)
+            else:
+                empty.extend(only)
+        if not deep:
+            return files, empty, []
+        inside, left = self._parallel(
+            ["ls-files", "-z", "-o", "--exclude-standard", "--", *deep],
+            ["ls-files", "-z", "-o", "-i", "--directory", "--exclude-standard", "--", *deep],
+        )
+        files.extend(p for p in _split(inside) if not p.endswith("/"))  # "repo/": nested
+        ignored = _split(left)
+        for folder in deep:
+            _empty_inside(self.workspace, folder, set(ignored), empty)
+        return files, empty, _outermost(ignored)
 
-    def _empty_under(self, folder: str) -> Iterator[str]:
-        for top, dirs, names in os.walk(self.workspace / folder):
-            if not dirs and not names:
-                yield Path(top).relative_to(self.workspace).as_posix()
+    def _write_tree(self) -> tuple[str, tuple[int, int]]:
+        """`git write-tree`, and the index's totals read while it runs (the index it reads is
+        the one update-index wrote; write-tree only adds its tree cache, by rename)."""
+        had_index = self.index.exists()
+        try:
+            proc = subprocess.Popen(
+                [self._git, "write-tree"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=dict(self._env),
+                cwd=self.workspace,
+                pass_fds=self._held,
+            )
+        except OSError as exc:
+            raise CheckpointError(f"git could not start: {exc.strerror}") from None
+        try:
+            # No index yet: nothing was ever added (write-tree writes an empty one).
+            totals = _index_totals(self.index, self.workspace) if had_index else (0, 0)
+        finally:
+            out, err = proc.communicate()
+        if proc.returncode != 0:
+            lines = err.decode("utf-8", "replace").strip().splitlines()
+            raise CheckpointError(f"git write-tree: {lines[-1] if lines else proc.returncode}")
+        return out.decode().strip(), totals
 
     def _sorted_out(
         self, paths: Sequence[str]
@@ -300,21 +356,38 @@ class GitStore:
     @contextmanager
     def _locked(self) -> Iterator[None]:
         self._init()
+        # Shared with every other checkpoint, exclusive to `checkpoints gc` (which must not
+        # prune the objects of a checkpoint not yet in its run's log).
+        store_fd = store_lock(self.root, exclusive=False)
         lock = self.index.with_name(self.index.name + ".ruizn-lock")
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError:
+            os.close(store_fd)
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             # Held by us alone (and by no git of a killed checkpoint, which would hold it
             # too): an index.lock now is a checkpoint that was killed.
             self.index.with_name(self.index.name + ".lock").unlink(missing_ok=True)
-            self._held = (fd,)
+            self._held = (store_fd, fd)
             yield
         finally:
             self._held = ()
             os.close(fd)
+            os.close(store_fd)
+
+    def _note_run(self) -> None:
+        """List the run folder in the store (once): `checkpoints gc` keeps its trees."""
+        if self.run is not None and not self._noted:
+            _write_once(self.root / "runs" / _key(self.run), os.fsdecode(self.run))
+            self._noted = True
 
     def _init(self) -> None:
         self.index.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # Which workspace this index is of: `checkpoints gc` finds its runs and drops the
+        # index of a workspace that is gone.
+        _write_once(self.index.with_name(self.index.name + ".workspace"), str(self.workspace))
         if (self.git_dir / "HEAD").exists():
             return
         env = {k: v for k, v in self._env.items() if k != "GIT_WORK_TREE"}
@@ -386,6 +459,36 @@ def _git_env(environ: Mapping[str, str], git_dir: Path, tree: Path, index: Path)
     }
 
 
+def store_lock(root: Path, *, exclusive: bool) -> int:
+    """The store-wide lock's descriptor, held (shared by checkpoints, exclusive by gc)."""
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(root / "gc.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _stat_key(path: Path) -> tuple[int, int, int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def _write_once(path: Path, text: str) -> None:
+    """Write `text` to `path` unless it exists (whole or not at all: by rename)."""
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    temp.write_text(text)
+    os.replace(temp, path)
+
+
 def _why(paths: Sequence[str]) -> Iterator[LeftOut]:
     for path in paths:
         if path == ".ruizn/" or path.startswith(".ruizn/"):
@@ -394,6 +497,54 @@ def _why(paths: Sequence[str]) -> Iterator[LeftOut]:
             yield LeftOut(path=path, why="secret")
         else:
             yield LeftOut(path=path, why="ignored")
+
+
+def _outermost(paths: Sequence[str]) -> list[str]:
+    """`paths` without those inside a folder also named (`ls-files -i --directory` can name
+    an ignored folder and its files both)."""
+    folders = [p for p in paths if p.endswith("/")]
+    return [p for p in paths if not any(p != f and p.startswith(f) for f in folders)]
+
+
+def _only_folders(root: Path, folder: str) -> list[str] | None:
+    """The empty folders under `folder` when it holds nothing but folders; [] for a nested
+    repository (git records only its folder: here nothing); None when it holds anything
+    else."""
+    try:
+        entries = list(os.scandir(root / folder))
+    except OSError:
+        return []
+    if any(e.name == ".git" for e in entries):
+        return []
+    if not entries:
+        return [folder]
+    found: list[str] = []
+    for entry in entries:
+        if not entry.is_dir(follow_symlinks=False):
+            return None
+        inner = _only_folders(root, f"{folder}/{entry.name}")
+        if inner is None:
+            return None
+        found.extend(inner)
+    return found
+
+
+def _empty_inside(root: Path, folder: str, ignored: set[str], empty: list[str]) -> None:
+    """Add to `empty` the empty folders under `folder`, but inside what git ignores
+    (`ignored`: folders end in `/`) and nested repositories."""
+    if folder + "/" in ignored:
+        return
+    try:
+        entries = list(os.scandir(root / folder))
+    except OSError:
+        return
+    if any(e.name == ".git" for e in entries):
+        return
+    if not entries:
+        empty.append(folder)
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            _empty_inside(root, f"{folder}/{entry.name}", ignored, empty)
 
 
 def _index_totals(index: Path, root: Path) -> tuple[int, int]:
@@ -406,19 +557,21 @@ def _index_totals(index: Path, root: Path) -> tuple[int, int]:
     version, count = struct.unpack_from(">II", data, 4)
     if version not in (2, 3):
         raise CheckpointError(f"the store's index has version {version}")
+    # Each entry: stat data, its size at +36, the object id, 2 bytes of flags (the name's
+    # length in the low 12 bits), 2 more when extended, the name, NUL padding to 8 bytes.
+    unpack = struct.Struct(">I20xH").unpack_from
     offset, total = 12, 0
-    size_at = struct.Struct(">I")
-    flags_at = struct.Struct(">H")
     for _ in range(count):
-        size = size_at.unpack_from(data, offset + 36)[0]
-        flags = flags_at.unpack_from(data, offset + 60)[0]
+        size, flags = unpack(data, offset + 36)
         start = offset + (64 if flags & 0x4000 else 62)
-        end = data.index(b"\0", start)
+        length = flags & 0xFFF
+        if length == 0xFFF:  # a name that long is NUL-terminated only
+            length = data.index(b"\0", start) - start
         if size == 0:
             with contextlib.suppress(OSError):
-                size = os.lstat(root / os.fsdecode(data[start:end])).st_size
+                size = os.lstat(root / os.fsdecode(data[start : start + length])).st_size
         total += size
-        offset += ((end - offset) // 8 + 1) * 8
+        offset += (start - offset + length + 8) & ~7
     return count, total
 
 

@@ -67,7 +67,7 @@ class ReplayDiverged(Exception):
     tool, a diff)."""
 
     def __init__(self, divergence: Divergence) -> None:
-        super().__init__(f"the run left its recording at seq {divergence.seq}: {divergence.what}")
+        super().__init__(f"the run left its recording at {divergence.where}: {divergence.what}")
         self.divergence = divergence
 
 

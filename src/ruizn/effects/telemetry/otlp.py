@@ -258,6 +258,22 @@ class MemorySender:
 _STOP = object()
 
 
+class _ChildFeed:
+    """The events of a subagent's run, for its parent's `LiveExporter` (tokens left out)."""
+
+    def __init__(self, exporter: LiveExporter, key: int) -> None:
+        self._exporter = exporter
+        self._key = key
+
+    def __call__(self, event: Event) -> None:
+        if type(event) is not LlmToken:
+            self._exporter._put(self._key, event)
+
+    def for_child(self) -> _ChildFeed:
+        """Its own children's feed: the same exporter, the same trace."""
+        return self._exporter.for_child()
+
+
 class LiveExporter:
     """A run subscriber that exports the run's spans as their ends are logged.
 
@@ -278,6 +294,7 @@ class LiveExporter:
         self._token_ts = 0.0
         self.sent = 0
         self.failure: str | None = None
+        self._children = 0
         self._thread = threading.Thread(target=self._work, name="ruizn-otlp", daemon=True)
         self._thread.start()
 
@@ -290,11 +307,21 @@ class LiveExporter:
             return
         if type(event) is RunStarted:
             self.run_id = event.run_id
-        self._queue.put((self._token_ts, event))
+        self._queue.put((0, self._token_ts, event))
+
+    def for_child(self) -> _ChildFeed:
+        """A subscriber for a subagent's run: its spans go to the same collector, in this
+        run's trace, under the call that started it."""
+        with self._lock:
+            self._children += 1
+            return _ChildFeed(self, self._children)
+
+    def _put(self, key: int, event: Event) -> None:
+        self._queue.put((key, event.ts, event))
 
     def close(self) -> None:
         """Stop: wait a little for the spans still queued (see the class)."""
-        self._queue.put((self._token_ts, _STOP))
+        self._queue.put((0, self._token_ts, _STOP))
         with self._lock:
             failed = self.failure is not None
         self._thread.join(0 if failed else self._flush_timeout)
@@ -310,16 +337,23 @@ class LiveExporter:
 
     def _work(self) -> None:
         builder = SpanBuilder()
+        children: dict[int, SpanBuilder] = {}  # a subagent's run's, by its feed
         sender = self._sender
         stopping = False
         while not stopping:
             spans: list[Span] = []
-            for token_ts, event in self._drain():
-                builder.saw(token_ts)
+            for key, token_ts, event in self._drain():
                 if event is _STOP:
                     stopping = True
-                    spans.extend(builder.close())
+                    builder.saw(token_ts)
+                    for one in (*children.values(), builder):
+                        spans.extend(one.close())
                     break
+                if key:
+                    one = children.setdefault(key, SpanBuilder(trace=builder.trace))
+                    spans.extend(one.feed(event))
+                    continue
+                builder.saw(token_ts)
                 spans.extend(builder.feed(event))
             if spans:
                 self._send(sender, spans)

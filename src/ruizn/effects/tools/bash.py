@@ -3,10 +3,13 @@ and `bash_kill`, over one `ShellJobs` table per run.
 
 - Each command is `bash -c COMMAND`, inside bubblewrap (ruizn.effects.tools.bwrap) unless the user
   turned the sandbox off, in a process group and session of its own, with ruizn's secrets
-  removed from its environment and stdin at /dev/null.
+  removed from its environment and stdin at /dev/null. With `--shell-allow-domain`, the
+  run's proxy (domainproxy.py) starts with the table, and commands get its variables.
 - stdout and stderr share one pipe, so the output interleaves as a terminal would show it.
   It is kept capped (the first and the last bytes, with a line saying how much was cut),
-  so a command that prints gigabytes costs a bounded amount of memory.
+  so a command that prints gigabytes costs a bounded amount of memory (output.py). Given a
+  `CommandOutput` (the CLI at a terminal), a foreground call shows it the end of the output
+  as it comes; without one it only waits.
 - A foreground call ends when the command does, or at its timeout (the call's own, up to
   `MAX_TIMEOUT`; default the run's `shell_timeout`), when its whole process group is killed;
   Ctrl-C (cancellation) kills it too before the run stops.
@@ -29,7 +32,6 @@ parent-death signal is tied to the thread that forked).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import math
 import os
@@ -40,7 +42,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -50,63 +52,45 @@ from attrs import field, frozen
 from ruizn.defaults import DEFAULT_SHELL_TIMEOUT
 from ruizn.effects.tools.base import BaseTool, ToolInputError, run_blocking
 from ruizn.effects.tools.bwrap import Confinement, SandboxUnavailable, bwrap_argv, shared_netns
+from ruizn.effects.tools.domainproxy import DomainProxy
 from ruizn.effects.tools.gitguard import GitUnreadable, git_guard, remove_masks
+from ruizn.effects.tools.lifetime import dying_with as _dying_with
+from ruizn.effects.tools.output import (
+    HEAD_BYTES,
+    LIVE_EVERY,
+    TAIL_BYTES,
+    CappedOutput,
+    CommandOutput,
+    render,
+)
 from ruizn.effects.userconfig.dirs import home_folder
 from ruizn.state import ErrorType, JsonObject, ToolResult
 
+__all__ = [
+    "HEAD_BYTES",
+    "MAX_TIMEOUT",
+    "SHELL_TOOL_NAMES",
+    "TAIL_BYTES",
+    "BashKillTool",
+    "BashOutputTool",
+    "BashTool",
+    "CappedOutput",
+    "CommandOutput",
+    "Job",
+    "Limits",
+    "ShellConfig",
+    "ShellJobs",
+    "render",
+    "shell_config",
+    "shell_tools",
+]
+
 MAX_TIMEOUT = 600.0
-# What the model reads of a command's output: the head and the tail, the middle cut.
-HEAD_BYTES = 8 * 1024
-TAIL_BYTES = 24 * 1024
 # After the command exits, how long its output pipe may stay open (a straggler holding it).
 _DRAIN_SECONDS = 2.0
-_PR_SET_PDEATHSIG = 1
 # Every command runs below it (see reaper.py); run by path, stdlib only, so it starts fast.
 _REAPER = Path(__file__).with_name("reaper.py")
 _REAPER_GRACE = 3.0
-
-
-class CappedOutput:
-    """Bytes a process printed, keeping the first HEAD_BYTES and the last TAIL_BYTES."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._reset()
-
-    def _reset(self) -> None:
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def add(self, chunk: bytes) -> None:
-        with self._lock:
-            self.total += len(chunk)
-            room = HEAD_BYTES - len(self.head)
-            if room > 0:
-                self.head += chunk[:room]
-                chunk = chunk[room:]
-            if chunk:
-                self.tail += chunk
-                if len(self.tail) > TAIL_BYTES:
-                    del self.tail[: len(self.tail) - TAIL_BYTES]
-
-    def take(self) -> str:
-        """The text so far (capped), and start again."""
-        with self._lock:
-            text = render(bytes(self.head), bytes(self.tail), self.total)
-            self._reset()
-            return text
-
-
-def render(head: bytes, tail: bytes, total: int) -> str:
-    cut = total - len(head) - len(tail)
-    if cut <= 0:
-        return (head + tail).decode("utf-8", "replace")
-    return (
-        head.decode("utf-8", "replace")
-        + f"\n[... {cut:,} bytes of output cut: {total:,} in all; the first {len(head):,} and"
-        f" the last {len(tail):,} are shown ...]\n" + tail.decode("utf-8", "replace")
-    )
 
 
 class Job:
@@ -241,6 +225,8 @@ class ShellConfig:
     shell: str = "/bin/bash"
     timeout: float = DEFAULT_SHELL_TIMEOUT
     limits: Limits = field(factory=Limits)
+    # Hosts commands reach through the run's proxy (--shell-allow-domain; domainproxy.py).
+    allow_domains: tuple[str, ...] = ()
 
 
 class ShellJobs:
@@ -256,12 +242,17 @@ class ShellJobs:
         self._alive: tuple[int, int] | None = None
         # The run's network namespace (user, net descriptors) its commands share.
         self._netns: tuple[int, int] | None = None
+        self._proxy: DomainProxy | None = None
         if config.confinement is not None:
             self._alive = os.pipe()
             if config.confinement.shared_net:
                 assert config.bwrap is not None
                 try:
                     self._netns = shared_netns(config.bwrap, config.environ)
+                    if config.allow_domains:
+                        self._proxy = DomainProxy.start(
+                            config.allow_domains, self._netns, config.environ
+                        )
                 except BaseException:
                     self.close()
                     raise
@@ -274,7 +265,7 @@ class ShellJobs:
         box = config.confinement
         info_read: int | None = None
         info_write: int | None = None
-        environ = dict(config.environ)
+        environ = dict(config.environ) | (self._proxy.environment() if self._proxy else {})
         passed: tuple[int, ...] = ()
         if box is not None:
             assert config.bwrap is not None
@@ -338,6 +329,9 @@ class ShellJobs:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 job.proc.wait(timeout=5)
             job.wait_gone(5)
+        if self._proxy is not None:
+            self._proxy.close()
+            self._proxy = None
         for fds in (self._alive, self._netns):
             for fd in fds or ():
                 os.close(fd)
@@ -365,20 +359,6 @@ def _guarded(shell: str, command: str, alive: int, bash_env: str, *, processes: 
         '[ -z "$2" ] || export BASH_ENV="$2"; exec "$0" -c "$1"'
     )
     return [shell, "-c", guard, shell, command, bash_env]
-
-
-def _dying_with(parent: int) -> Callable[[], None]:
-    """For the child, between fork and exec: SIGKILL it when ruizn dies, and end it at once if
-    ruizn already has. libc is looked up here, in ruizn: the forked child of a threaded process
-    must not take the loader's locks."""
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-
-    def die_with_parent() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:
-            os._exit(1)
-
-    return die_with_parent
 
 
 def _seconds(value: float) -> str:
@@ -426,10 +406,11 @@ class BashTool(BaseTool):
         " (Ctrl-C) while it ran; what it did before that stands, the rest did not happen"
     )
 
-    def __init__(self, jobs: ShellJobs) -> None:
+    def __init__(self, jobs: ShellJobs, output: CommandOutput | None = None) -> None:
         # invoke_tool's own deadline must not cut a command before its timeout does.
         super().__init__(timeout=MAX_TIMEOUT + 30)
         self.jobs = jobs
+        self.output = output
 
     async def invoke(self, input: JsonObject) -> ToolResult | str:
         command = input["command"]
@@ -448,7 +429,7 @@ class BashTool(BaseTool):
         job = self.jobs.start(command, background=False)
         try:
             with anyio.move_on_after(limit) as scope:
-                await run_blocking(job.finished.wait, name="ruizn-bash-wait")
+                await self._finished(job)
         except BaseException:
             job.kill("ruizn was interrupted (Ctrl-C)")
             raise
@@ -473,6 +454,24 @@ class BashTool(BaseTool):
         if code != 0:  # failed: shown and counted as such, the output kept whole
             return ToolResult(content=done, is_error=True, error_type=ErrorType.EXIT_STATUS)
         return done
+
+    async def _finished(self, job: Job) -> None:
+        """Wait for the command; with an output sink, hand it the command's last bytes as
+        they change (a look every LIVE_EVERY s), and say when it is over."""
+        output = self.output
+        if output is None:
+            await run_blocking(job.finished.wait, name="ruizn-bash-wait")
+            return
+        seen = 0
+        try:
+            while not await run_blocking(
+                lambda: job.finished.wait(LIVE_EVERY), name="ruizn-bash-wait"
+            ):
+                if job.output.total != seen:
+                    seen = job.output.total
+                    output.running(job.id, job.output.last())
+        finally:
+            output.ended(job.id)
 
 
 class BashOutputTool(BaseTool):
@@ -536,8 +535,9 @@ def _background(jobs: ShellJobs, job_id: object) -> Job:
     return job
 
 
-def shell_tools(jobs: ShellJobs) -> tuple[BaseTool, ...]:
-    return (BashTool(jobs), BashOutputTool(jobs), BashKillTool(jobs))
+def shell_tools(jobs: ShellJobs, output: CommandOutput | None = None) -> tuple[BaseTool, ...]:
+    """The shell's tools; `output` sees a foreground command's output as it runs."""
+    return (BashTool(jobs, output), BashOutputTool(jobs), BashKillTool(jobs))
 
 
 SHELL_TOOL_NAMES = ("bash", "bash_output", "bash_kill")
@@ -553,7 +553,13 @@ def shell_config(
     bwrap: str | None,
     environ: Mapping[str, str],
     timeout: float,
+    allow_domains: Sequence[str] = (),
 ) -> ShellConfig:
+    if allow_domains and (network or not sandbox):
+        raise SandboxUnavailable(
+            "--shell-allow-domain goes with the sandbox on and --shell-network off (the"
+            " allowlist is the only way out of the sandbox's own network)"
+        )
     home = home_folder(environ)
     box = None
     if sandbox:
@@ -574,5 +580,10 @@ def shell_config(
             git=git,
         )
     return ShellConfig(
-        workspace=workspace, confinement=box, bwrap=bwrap, environ=environ, timeout=timeout
+        workspace=workspace,
+        confinement=box,
+        bwrap=bwrap,
+        environ=environ,
+        timeout=timeout,
+        allow_domains=tuple(allow_domains),
     )
