@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from typing import Any
@@ -49,6 +50,9 @@ def run_goal(
     trust: bool = False,
     **options: Any,
 ) -> int:
+    # The collector off while the run is built (its modules imported, the SDK's too): see
+    # `live.drive`, which turns it on again once the run has begun.
+    gc.disable()
     from ruizn.cli.live import (
         new_run,
         terminal_agent,

@@ -455,10 +455,11 @@ class Agent:
         sink: EventSink = store.new_writer(run_id) if store is not None else MemorySink()
         log_path = root / run_id / "events.jsonl" if store is not None else None
         try:
-            opened = self._wiring.open(
+            opening = self._wiring.open(
                 settings, root, run_id, sink, None, subscribers=self._subscribers
             )
-            async with opened as (runner, settings):
+            async with opening as (runner, opened):
+                settings = self._wiring.windowed(opened)
                 first = runner.begin(run_id=run_id, goal=goal, settings=settings, parent=parent)
                 trust = None if log_path is None else self._opened(first, log_path)
                 yield Session(runner, run_id, log_path, trust=trust, typed=self._typed)

@@ -221,7 +221,8 @@ class Wiring:
 
     def new_run(self, settings: RunSettings, *, rerun: bool) -> RunSettings:
         """A new run's settings filled in before anything is built: its workspace resolved,
-        its budget checked, its project instructions read and its context window set."""
+        its budget checked and its project instructions read (its context window is set once
+        the Models API's facts are in: `windowed`)."""
         workspace = resolved(settings.workspace)
         settings = evolve(settings, workspace=str(workspace))
         self.check_budget(settings.model, settings.max_cost)
@@ -231,10 +232,16 @@ class Wiring:
             from ruizn.effects.project.instructions import read_root
 
             settings = evolve(settings, instructions=read_root(workspace))
-        if settings.context_window is None:
-            # Recorded with the run: its context limit does not move when the table does.
-            settings = evolve(settings, context_window=self.pricer.context_window(settings.model))
         return settings
+
+    def windowed(self, settings: RunSettings) -> RunSettings:
+        """A new run's settings with its context window: the Models API's (fitted when the
+        run opened, kept or asked), else the price list's, as a model change does; the price
+        list is read after the Models API, not before the first request. Recorded with the
+        run: its context limit does not move when the table does."""
+        if settings.context_window is not None:
+            return settings
+        return evolve(settings, context_window=self.pricer.context_window(settings.model))
 
     def check_budget(self, model: str, max_cost: float | None) -> None:
         """A budget needs a price: a model the price list does not know is refused."""
@@ -351,8 +358,12 @@ class Wiring:
             if problem is not None:
                 raise ProviderConfigError(problem)
             from ruizn.effects.models.anthropic import AnthropicProvider
+            from ruizn.effects.models.keptfacts import FactsFile
 
-            return AnthropicProvider(read_timeout=settings.read_timeout)
+            return AnthropicProvider(
+                read_timeout=settings.read_timeout,
+                kept_facts=FactsFile(state_dir(self._environ)),
+            )
         if hasattr(model, "stream") and not inspect.isfunction(model):
             return model  # type: ignore[return-value]
         return FunctionModel(model)
