@@ -362,7 +362,7 @@ class Wiring:
 
             return AnthropicProvider(
                 read_timeout=settings.read_timeout,
-                kept_facts=FactsFile(state_dir(self._environ)),
+                kept_facts=FactsFile(state_dir(self.environ)),
             )
         if hasattr(model, "stream") and not inspect.isfunction(model):
             return model  # type: ignore[return-value]
