@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import stat
 import zlib
@@ -199,13 +200,16 @@ def remember(log_path: Path, state: ExecutionContext) -> None:
     """Store the row of a run this process just ended (its lock released) in its log
     folder's cache, keyed as `list_folder` keys it: the next `ruizn runs` lists it without
     reading its log, so without importing the core. The row is made from the run's final
-    state, which replaying its log rebuilds exactly (the replay law). Best effort: a run
+    state, which replaying its log rebuilds exactly (the replay law), with the goal as the log holds
+    it (a secret in it redacted). Best effort: a run
     whose folder is held or changed, or a cache that cannot be written, is read as before."""
     with contextlib.suppress(OSError, ValueError):  # never a run's failure
         _remember(log_path, state)
 
 
 def _remember(log_path: Path, state: ExecutionContext) -> None:
+    from attrs import evolve
+
     from ruizn.effects.runlog.reader import Replayed
     from ruizn.effects.runlog.store import RunInfo, started_at
 
@@ -214,6 +218,13 @@ def _remember(log_path: Path, state: ExecutionContext) -> None:
     key = _key(folder)
     if key is None:
         return
+    # The goal as the log holds it (secrets in it redacted), never the live state's own:
+    # the row is what a listing of the log would show.
+    with open(log_path, "rb") as log:
+        started = json.loads(log.readline())
+    if started.get("type") != "run_started" or not isinstance(started.get("goal"), str):
+        return
+    state = evolve(state, goal=started["goal"])
     # Not read from the log: `row_of` uses the state (events and size are not shown).
     replayed = Replayed(state=state, events=0, torn=None, size=0)
     info = RunInfo(run_id=name, path=log_path, replayed=replayed, error=None, live=False, pid=None)
