@@ -4,6 +4,7 @@
     python bench/fake_server.py --sse FILE                          FILE's bytes, in one write
     python bench/fake_server.py --tool-calls N [--path P]           N tool calls in one turn
     python bench/fake_server.py --bench-loop N                      --tool-loop N, lighter
+    ... --latency-s S       every API request waits S seconds before its first byte
 
 Prints `http://127.0.0.1:PORT` once listening and serves until SIGTERM/SIGINT. GET /_stats
 gives each POST's request-line and last-byte times (run.py's clock for client time), DELETE
@@ -78,13 +79,13 @@ def bench_loop(steps: int) -> Script:
     return reply
 
 
-def serve(script: Script) -> None:
+def serve(script: Script, latency_s: float = 0.0) -> None:
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
     # keep=False: no request is read back here (GET /_stats gives the timings), and a
     # 2,000-step run's kept bodies, gigabytes, slowed the client it served.
-    server = fake.FakeAnthropic(script, keep=False).start()
+    server = fake.FakeAnthropic(script, keep=False, latency_s=latency_s).start()
     print(server.base_url, flush=True)
     while not done.wait(0.2):  # a timed wait, so the main thread runs the handler promptly
         pass
@@ -100,13 +101,14 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--tool-calls", type=int)
     parser.add_argument("--path", default="README.md")
     parser.add_argument("--bench-loop", type=int)
+    parser.add_argument("--latency-s", type=float, default=0.0)
     args = parser.parse_args(argv)
     if args.sse:
-        serve(recording(args.sse))
+        serve(recording(args.sse), args.latency_s)
     elif args.bench_loop is not None:
-        serve(bench_loop(args.bench_loop))
+        serve(bench_loop(args.bench_loop), args.latency_s)
     else:
-        serve(many_calls(args.tool_calls, args.path))
+        serve(many_calls(args.tool_calls, args.path), args.latency_s)
 
 
 if __name__ == "__main__":

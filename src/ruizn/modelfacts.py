@@ -23,6 +23,9 @@ Lifecycle = Literal["active", "deprecated", "retired"]
 THINKING_TYPES = {"adaptive": "adaptive", "off": "disabled"}
 # How many of the key's models a not-found line names, closest first.
 SUGGESTIONS = 6
+# How long an answer of the Models API kept in the state directory stands in for asking
+# again: a model's facts change a few times a year, a run starts many times a day.
+FACTS_KEPT_FOR = 86_400.0
 
 
 @frozen(kw_only=True)
@@ -46,6 +49,19 @@ class ModelFacts:
 
 class ModelRefused(ConfigError):
     """The run cannot start on this model with these settings; the message is one line."""
+
+
+def reusable(model: str, kept: ModelFacts | None, asked_at: float, now: float) -> bool:
+    """Whether an earlier answer about `model`, asked at `asked_at` (seconds, the wall clock),
+    stands in for asking the Models API now: only a day's answer that the model is there. An
+    "unknown" (None) or "retired" is asked again before it refuses a run; an answer about
+    another model, or from the future (a clock set back, a file from elsewhere), is not used."""
+    return (
+        kept is not None
+        and kept.id == model
+        and kept.lifecycle != "retired"
+        and 0.0 <= now - asked_at < FACTS_KEPT_FOR
+    )
 
 
 def closest(model: str, ids: tuple[str, ...]) -> tuple[str, ...]:

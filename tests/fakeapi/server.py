@@ -93,6 +93,10 @@ class _Dropped(Exception):
     """The handler cut the connection on purpose; nothing more may be written."""
 
 
+# Every port a server of this process was given, never given to another (see `start`).
+_PORTS_USED: set[int] = set()
+
+
 class FakeAnthropic:
     def __init__(
         self,
@@ -143,6 +147,13 @@ class FakeAnthropic:
 
         self._stopping.clear()
         server = _Server(("127.0.0.1", self.port), Handler)
+        while not self.port and server.server_address[1] in _PORTS_USED:
+            # A port of an earlier server of this process (the kernel reuses them): its base
+            # URL would find that server's Models API answers kept in the state folder.
+            spare = server
+            server = _Server(("127.0.0.1", 0), Handler)
+            spare.server_close()
+        _PORTS_USED.add(server.server_address[1])
         server.daemon_threads = True  # a hung handler must not keep the process alive
         self._server = server
         self.base_url = f"http://127.0.0.1:{server.server_address[1]}"
@@ -205,11 +216,14 @@ class FakeAnthropic:
             self.timings.append(timing)
 
     def stats(self) -> dict[str, Any]:
-        """What GET /_stats returns: the POSTs' timings, ordered by request line."""
+        """What GET /_stats returns: the POSTs' timings, ordered by request line, and how
+        many Models API requests there were."""
         with self._lock:
             timings = sorted(self.timings, key=lambda t: t.request_line)
+            model_gets = len(self.model_gets)
         return {
             "requests": len(timings),
+            "model_gets": model_gets,
             "clock": "time.monotonic",
             "timings": [
                 {"request_line": t.request_line, "last_byte": t.last_byte, "complete": t.complete}
@@ -232,6 +246,7 @@ class FakeAnthropic:
         with self._lock:
             self._posts = 0
             self.requests.clear()
+            self.model_gets.clear()
             self.timings.clear()
         self.cache.reset()
 

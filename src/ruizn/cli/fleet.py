@@ -85,9 +85,11 @@ def _worker_options(f: Any) -> Any:
 def _settings(options: dict[str, Any], workspace: str) -> tuple[Any, tuple[str, ...]]:
     """The runs' settings, and the MCP header values given (`NAME:KEY=VALUE`), which are
     never part of the settings: a batch hands them to its runs in memory."""
-    from ruizn.cli.options import settings_from_cli
+    from ruizn.cli.runoptions import options_from, settings_from_cli
 
-    settings, servers = settings_from_cli(workspace=workspace, **options)
+    rest = {key: value for key, value in options.items() if key != "profile"}
+    given = options_from({**rest, "workspace": workspace}, profile=options.get("profile"))
+    settings, servers = settings_from_cli(given)
     headers = tuple(
         f"{server.name}:{key}={value}" for server in servers for key, value in server.headers
     )

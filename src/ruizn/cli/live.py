@@ -285,12 +285,21 @@ def drive(opening: Opening) -> int:
     sessions: list[Session] = []
 
     async def main() -> RunResult:
-        async with opening() as session:
-            sessions.append(session)
-            # The objects made at start-up live as long as the run: keep the collector off.
-            gc.freeze()
-            return await _with_signals(session.drive)
+        try:
+            async with opening() as session:
+                sessions.append(session)
+                # The objects made at start-up live as long as the run: keep the collector
+                # off them, and on for what the run makes.
+                gc.freeze()
+                gc.enable()
+                return await _with_signals(session.drive)
+        finally:
+            gc.enable()
 
+    # Off while the run is built: importing the SDK makes thousands of classes and little
+    # garbage, and collecting as it goes costs a sixth of that import's time, all of it
+    # before the first request.
+    gc.disable()
     try:
         with _sdk_notices():
             result = anyio.run(main)
@@ -336,6 +345,9 @@ def _report(result: RunResult) -> int:
         print(json.dumps(state.output, ensure_ascii=False), flush=True)
     if result.log_path is not None:
         echo_err(f"log: {_shown(result.log_path)}")
+        from ruizn.cli.runs_list import remember
+
+        remember(result.log_path, state)  # `ruizn runs` lists it next without its log
     for line in awaiting_report(state):  # the calls a stopped run waits on, with their ids
         echo_err(line)
     if state.status in (Status.MAX_STEPS, Status.CANCELLED):
@@ -412,11 +424,14 @@ async def _with_signals(work: Callable[[], Awaitable[T]]) -> T:
     return result[0]
 
 
-def settings_or_fail(**options: Any) -> RunSettings:
-    from ruizn.settings import settings_from
+def settings_or_fail(*, workspace: str = ".", read_timeout: float | None = None) -> RunSettings:
+    """The settings of a command that goes on from a run (resume, compact, rerun): its
+    workspace, and this session's stream timeout (checked as `run`'s is); the rest default."""
+    from attrs import evolve
 
     try:
-        return settings_from(**options)
+        settings = RunSettings(workspace=workspace)
+        return settings if read_timeout is None else evolve(settings, read_timeout=read_timeout)
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
 

@@ -3,13 +3,11 @@ make a run's settings (`ruizn run`, `batch` and `submit` take the same list)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
-from ruizn.cli.exits import fail
 from ruizn.defaults import (
     APPROVAL_MODES,
     DEFAULT_APPROVAL,
@@ -19,7 +17,6 @@ from ruizn.defaults import (
     DEFAULT_MODEL,
     DEFAULT_OUTPUT_RETRIES,
     DEFAULT_READ_TIMEOUT,
-    DEFAULT_RETRY_BASE_DELAY,
     DEFAULT_SHELL_TIMEOUT,
     DEFAULT_SYSTEM,
     DEFAULT_TOOL_CONCURRENCY,
@@ -28,10 +25,6 @@ from ruizn.defaults import (
     TEST_MODEL,
     THINKING_MODES,
 )
-
-if TYPE_CHECKING:  # `--help` must not import the state records or the MCP settings
-    from ruizn.effects.mcp.config import MCPServer
-    from ruizn.settings import RunSettings
 
 
 class UsageFailure(click.UsageError):
@@ -409,75 +402,6 @@ def checked_text(name: str, value: str) -> str:
     return value
 
 
-def retry_base_delay() -> float:
-    # Tests set this to keep retry back-offs short; users keep the default.
-    raw = os.environ.get("RUIZN_RETRY_BASE_DELAY")
-    if raw is None:
-        return DEFAULT_RETRY_BASE_DELAY
-    try:
-        return float(raw)
-    except ValueError:
-        fail(f"RUIZN_RETRY_BASE_DELAY must be a number of seconds, not {raw!r}")
-
-
-def settings_from_cli(
-    *, profile: str | None = None, **given: Any
-) -> tuple[RunSettings, tuple[MCPServer, ...]]:
-    """The settings `settings_options` (and `workspace`) give, over the config files'
-    (see ruizn.configlayers), and the MCP servers with their header values (which are never
-    part of the settings)."""
-    from ruizn.cli.configured import configured
-
-    configured(given, workspace=given.get("workspace", "."), profile=profile)
-    return _settings(**given)
-
-
-def _settings(
-    *,
-    tools: tuple[str, ...],
-    no_plugins: bool,
-    mcp: tuple[str, ...],
-    mcp_headers: tuple[str, ...],
-    mcp_envs: tuple[str, ...] = (),
-    no_project_instructions: bool = False,
-    no_checkpoints: bool = False,
-    output_schema: str | None = None,
-    hooks_files: tuple[str, ...] = (),
-    compact: str = "on",
-    **options: Any,
-) -> tuple[RunSettings, tuple[MCPServer, ...]]:
-    if compact == "off":
-        options["compact_at"] = 0
-    from ruizn.settings import ConfigError, settings_from
-
-    servers: tuple[MCPServer, ...] = ()
-    if mcp or mcp_headers or mcp_envs:
-        from ruizn.cli.sdklog import install
-        from ruizn.effects.mcp.config import McpConfigError, parse_cli
-
-        try:
-            servers = parse_cli(mcp, mcp_headers, env_specs=mcp_envs)
-        except McpConfigError as exc:
-            raise UsageFailure(str(exc)) from None
-        # Their values are secrets too in what the SDK logs.
-        install(value for server in servers for value in server.secret_values())
-    try:
-        settings = settings_from(
-            retry_base_delay=retry_base_delay(),
-            tool_specs=tools,
-            plugins=not no_plugins,
-            mcp_servers=tuple(server.describe() for server in servers),
-            project_instructions=not no_project_instructions,
-            **({"checkpoints": False} if no_checkpoints else {}),
-            output_schema=None if output_schema is None else read_schema(output_schema),
-            hooks=read_hooks(hooks_files),
-            **options,
-        )
-    except ConfigError as exc:
-        fail(str(exc))
-    return settings, servers
-
-
 class TopGroup(click.Group):
     """`ruizn` itself: its options are the implicit run's (`ruizn --goal G`). Given before a
     command, each one goes on to that command when it takes an option of the same name
@@ -593,42 +517,3 @@ def _as_tokens(option: click.Option, value: Any) -> list[str]:
         parts = item if isinstance(item, list | tuple) else (item,)
         tokens += [flag, *(str(part) for part in parts)]
     return tokens
-
-
-def read_schema(path: str) -> dict[str, Any]:
-    """--output-schema FILE: a JSON Schema, or one line saying why not (exit 2)."""
-    import json
-
-    from ruizn.rules import schema_problem
-
-    try:
-        with open(path, encoding="utf-8") as handle:
-            schema = json.load(handle)
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        fail(f"--output-schema {path}: cannot read it as JSON ({type(exc).__name__}: {exc})")
-    problem = schema_problem(schema)
-    if problem is not None:
-        fail(f"--output-schema {path}: {problem}")
-    assert isinstance(schema, dict)  # schema_problem says so
-    return schema
-
-
-def read_hooks(paths: tuple[str, ...]) -> tuple[Any, ...]:
-    """--hooks FILE...: their hooks, in order, or one line saying what is wrong (exit 2)."""
-    if not paths:
-        return ()
-    from pathlib import Path
-
-    from ruizn.effects.hooks.config import HookConfigError, parse, read_json, unrun_events
-
-    specs: list[Any] = []
-    for path in paths:
-        try:
-            data = read_json(Path(path))
-            specs.extend(parse(data, path, own=True))
-            warning = unrun_events(data, path)
-        except HookConfigError as exc:
-            fail(f"--hooks {exc}")
-        if warning is not None:
-            click.echo(f"ruizn: {warning}", err=True)
-    return tuple(specs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from typing import Any
@@ -49,13 +50,16 @@ def run_goal(
     trust: bool = False,
     **options: Any,
 ) -> int:
+    # The collector off while the run is built (its modules imported, the SDK's too): see
+    # `live.drive`, which turns it on again once the run has begun.
+    gc.disable()
     from ruizn.cli.live import (
         new_run,
         terminal_agent,
         with_project_hooks,
         with_user_hooks,
     )
-    from ruizn.cli.options import settings_from_cli
+    from ruizn.cli.runoptions import options_from, settings_from_cli
 
     if not checked_text("the goal", goal).strip():
         raise UsageFailure("--goal must not be empty")
@@ -64,7 +68,9 @@ def run_goal(
     from ruizn.cli.agents_cmd import with_subagents
 
     picked = {key: options.pop(key, None) for key in AGENT_OPTIONS}
-    settings, servers = settings_from_cli(workspace=workspace, **options)
+    profile = options.pop("profile", None)
+    given = options_from({**options, "workspace": workspace}, profile=profile)
+    settings, servers = settings_from_cli(given)
     settings = with_project_hooks(with_user_hooks(settings), trust=trust)
     settings = with_subagents(settings, picked, trust=trust)
     if otlp is None:

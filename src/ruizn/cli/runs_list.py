@@ -1,7 +1,8 @@
 """`ruizn runs`: one row per run, and, for a log folder, a cache of the rows it printed.
 
 Listing a folder of runs replays every log, which costs more than the whole start-up. The
-rows printed are kept in the user's state folder (`runs-cache/`, one file per log folder),
+rows printed are kept in the user's state folder (`runs-cache/`, one file per log folder;
+a `ruizn run` or `resume` stores its own row as it ends, from its final state: `remember`),
 each with the key of its run folder as found then: the device, inode, size, mtime and ctime
 (ns) of the folder, of its log and of its lock file. A run whose key is unchanged is listed
 from the cache and its log is not opened; any other is read as before and its row stored
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import stat
 import zlib
@@ -30,9 +32,21 @@ from ruizn.format import human_seconds, tokens, usd
 from ruizn.terminal import visible
 
 if TYPE_CHECKING:
-    from ruizn.effects.runlog.store import RunInfo, RunStore
+    from pathlib import Path
 
-__all__ = ["COLUMNS", "Row", "cost_cell", "list_folder", "list_store", "row_of", "status_word"]
+    from ruizn.effects.runlog.store import RunInfo, RunStore
+    from ruizn.state import ExecutionContext
+
+__all__ = [
+    "COLUMNS",
+    "Row",
+    "cost_cell",
+    "list_folder",
+    "list_store",
+    "remember",
+    "row_of",
+    "status_word",
+]
 
 # The names effects/runlog gives a run's log and lock (tests/cli/test_runs_cache.py
 # holds them equal): importing those modules here would cost what the cache saves.
@@ -180,6 +194,47 @@ def list_folder(workspace: str, log_dir: str | None) -> int:
         _write_cache(cache_path, root, keep)
     print_rows([row for _, _, row in found])
     return EXIT_OK
+
+
+def remember(log_path: Path, state: ExecutionContext) -> None:
+    """Store the row of a run this process just ended (its lock released) in its log
+    folder's cache, keyed as `list_folder` keys it: the next `ruizn runs` lists it without
+    reading its log, so without importing the core. The row is made from the run's final
+    state, which replaying its log rebuilds exactly (the replay law), with the goal as the log holds
+    it (a secret in it redacted). Best effort: a run
+    whose folder is held or changed, or a cache that cannot be written, is read as before."""
+    with contextlib.suppress(OSError, ValueError):  # never a run's failure
+        _remember(log_path, state)
+
+
+def _remember(log_path: Path, state: ExecutionContext) -> None:
+    from attrs import evolve
+
+    from ruizn.effects.runlog.reader import Replayed
+    from ruizn.effects.runlog.store import RunInfo, started_at
+
+    folder = os.fspath(log_path.parent)
+    root, name = os.path.dirname(folder), os.path.basename(folder)
+    key = _key(folder)
+    if key is None:
+        return
+    # The goal as the log holds it (secrets in it redacted), never the live state's own:
+    # the row is what a listing of the log would show.
+    with open(log_path, "rb") as log:
+        started = json.loads(log.readline())
+    if started.get("type") != "run_started" or not isinstance(started.get("goal"), str):
+        return
+    state = evolve(state, goal=started["goal"])
+    # Not read from the log: `row_of` uses the state (events and size are not shown).
+    replayed = Replayed(state=state, events=0, torn=None, size=0)
+    info = RunInfo(run_id=name, path=log_path, replayed=replayed, error=None, live=False, pid=None)
+    entry = _Cached(key=key, started=started_at(log_path.parent), row=row_of(info))
+    if _key(folder) != key:  # written to meanwhile: left for the next listing to read
+        return
+    path = _cache_path(root)
+    runs = _read_cache(path, root)
+    runs[name] = entry
+    _write_cache(path, root, runs)
 
 
 def _runs_of(workspace: str) -> str:

@@ -444,11 +444,13 @@ def open_session(
 
     from ruizn.cli.agents_cmd import with_subagents
     from ruizn.cli.live import terminal_agent, with_project_hooks, with_user_hooks
-    from ruizn.cli.options import settings_from_cli
     from ruizn.cli.run_cmd import AGENT_OPTIONS
+    from ruizn.cli.runoptions import options_from, settings_from_cli
 
     picked = {key: options.pop(key, None) for key in AGENT_OPTIONS}
-    settings, servers = settings_from_cli(workspace=workspace, **options)
+    profile = options.pop("profile", None)
+    given = options_from({**options, "workspace": workspace}, profile=profile)
+    settings, servers = settings_from_cli(given)
     settings = with_project_hooks(with_user_hooks(settings), trust=trust)
     settings = with_subagents(settings, picked, trust=trust)
     agent = terminal_agent(settings, log_dir=log_dir, mcp=servers, conversation=True)

@@ -77,17 +77,18 @@ def tools_command(
     import json
 
     from ruizn.cli.live import mcp_tools_of, toolbox_of
-    from ruizn.cli.options import settings_from_cli
+    from ruizn.cli.runoptions import options_from, settings_from_cli
     from ruizn.terminal import visible
 
-    settings, servers = settings_from_cli(
-        workspace=workspace,
-        tools=tools,
-        no_plugins=no_plugins,
-        mcp=mcp,
-        mcp_headers=mcp_headers,
-        shell_allow_domains=shell_allow_domains,  # (or the config file's)
-    )
+    given = {
+        "workspace": workspace,
+        "tools": tools,
+        "no_plugins": no_plugins,
+        "mcp": mcp,
+        "mcp_headers": mcp_headers,
+        "shell_allow_domains": shell_allow_domains,  # (or the config file's)
+    }
+    settings, servers = settings_from_cli(options_from(given))
     toolbox = toolbox_of(settings, run_root(workspace, log_dir))
     found = [(loaded.tool, loaded.source) for loaded in toolbox.tools]
     found += agent_tool_of(workspace, agent_choices)

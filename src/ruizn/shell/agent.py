@@ -7,10 +7,10 @@
 Every run is built here, whoever asks for it (`ruizn run` and `ruizn resume`, a fleet worker,
 a library call): its `RunSettings` become a provider, a tool registry (built-ins, `--tool`
 specs, plug-ins, the caller's tools, MCP servers), a redactor, the store's writer and an
-`AgentRunner` (shell/wiring.py: read `Wiring._open` from top to bottom to see how). Whom a
-resume trusts is decided in the core (resuming.trusted_plan); structured output's schema is
-shell/structured.py. The CLI
-and the fleet choose the options, add what only they have (a printer, a terminal to ask, a
+`AgentRunner` (shell/wiring.py: read `Wiring.open` from top to bottom to see how). What a
+resume or fork reads of the run's log is shell/resume.py; whom it trusts is decided in the
+core (resuming.trusted_plan); structured output's schema is shell/structured.py. The CLI and
+the fleet choose the options, add what only they have (a printer, a terminal to ask, a
 database store) and map the typed exceptions raised here to exit codes; nothing here prints
 or exits the process.
 """
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,49 +30,46 @@ from attrs import asdict, evolve
 from ruizn.agentdefs import Subagent, with_general
 from ruizn.effects.mcp.config import MCPServer
 from ruizn.effects.models.function import ReplyFunction
-from ruizn.effects.models.pricing import Pricer, SharedBudget, default_pricer, unpriced
+from ruizn.effects.models.pricing import Pricer, SharedBudget, default_pricer
 from ruizn.effects.models.provider import Provider
 from ruizn.effects.person.approval import ApproveFunction, Approver, CallbackApprover
-from ruizn.effects.runlog.reader import LOG_NAME, iter_events
+from ruizn.effects.runlog.reader import iter_events
 from ruizn.effects.runlog.sink import EventSink, MemorySink
-from ruizn.effects.runlog.store import RunStore, fleet_owner, new_run_id, settled
+from ruizn.effects.runlog.store import FileStore, RunStore, new_run_id
 from ruizn.effects.runlog.trust import NOT_STARTED_HERE, TrustStore
+from ruizn.effects.tools.base import BaseTool
+from ruizn.effects.tools.loader import Toolbox
 from ruizn.effects.tools.output import CommandOutput
 from ruizn.effects.userconfig.dirs import state_dir
-from ruizn.events import Event, LlmToken, Parent, RunFinished, RunResumed, RunStarted
-from ruizn.fork import fork_prefix
-from ruizn.grant import grant_of
+from ruizn.events import Event, Parent, RunStarted
 from ruizn.limits import Limits
-from ruizn.reducers import reasked, rebuild, reduce
-from ruizn.reducers import start as start_state
 from ruizn.resuming import (
-    ResumePlan,
-    ResumeRefused,
-    SettingChange,
-    TrustAnswer,
-    TrustFacts,
     UntrustedRun,
-    cancelled_answers,
     confined_notice,
-    fork_refusal,
-    plan_continue,
-    plan_resume,
-    resume_decisions,
-    resumed_settings,
-    trusted_plan,
 )
 from ruizn.settings import ConfigError, RunSettings, settings_from
 from ruizn.shell.children import NamedHooks, RecordedChildren, child_feeds, split_decisions
-from ruizn.shell.compacting import compact_refusal, compact_stopped
+from ruizn.shell.compacting import compact_run
 from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session
-from ruizn.shell.rewind import RewindPlan, files_into, plan_rewind, run_files
+from ruizn.shell.resume import (
+    Sessions,
+    decisions_of,
+    fleet_refusal,
+    fork_run,
+    forwarded,
+    going_on,
+    plan_of,
+    torn_bytes,
+    trust_facts,
+    trusted,
+)
+from ruizn.shell.rewind import RewindPlan, plan_rewind, run_files
 from ruizn.shell.rewind import rewind as do_rewind
 from ruizn.shell.runner import Subscriber
 from ruizn.shell.structured import check_output_schema, output_schema_of
 from ruizn.shell.toolkit import ToolLike
-from ruizn.shell.wiring import Wiring, _aclose, resolved
+from ruizn.shell.wiring import Wiring
 from ruizn.terminal import Notice
-from ruizn.version import __version__
 
 if TYPE_CHECKING:
     from ruizn.effects.hooks.command import (
@@ -80,7 +77,7 @@ if TYPE_CHECKING:
     )
 
 
-class Agent(Wiring):
+class Agent:
     def __init__(
         self,
         model: str | ReplyFunction | Provider | None = None,
@@ -157,9 +154,6 @@ class Agent(Wiring):
             # A provider may name the model it stands for (a Cassette: the recorded one).
             named = getattr(model, "model_id", None)
             options.setdefault("model", named if isinstance(named, str) else "function")
-        # Runs the settings' hook commands (default: as commands in the workspace); a rerun
-        # gives one that answers from the recording instead.
-        self._hook_runner = hook_runner
         self._typed: Callable[[Any], Any] | None = None
         if output_type is not None:
             schema, self._typed = output_schema_of(output_type)
@@ -169,25 +163,32 @@ class Agent(Wiring):
             options["mcp_servers"] = tuple(server.describe() for server in servers)
         self.settings = settings_from(**{**asdict(base, recurse=False), **options})
         check_output_schema(self.settings.output_schema)
-        self._model = model
-        self._tools = tuple(tools)
-        self._builtins = builtins
-        self._servers = servers
-        self._mcp_headers = tuple(mcp_headers)
         if approve is not None and approver is not None:
             raise ConfigError("give approve or approver, not both")
-        self._approver = CallbackApprover(approve) if approve is not None else approver
         self._store = store
         self._log = log
         self._log_dir = log_dir
         self._subscribers = tuple(subscribers)
         self._notice: Notice = on_notice or (lambda _text: None)
         self._trust_warned = False
-        self._environ: Mapping[str, str] = os.environ if environ is None else environ
-        self._trust = trust_store if trust_store is not None else TrustStore.from_env(self._environ)
-        self._pricer: Pricer = pricer if pricer is not None else default_pricer()
-        self._budget = budget
-        self._on_output = on_output
+        environ = os.environ if environ is None else environ
+        self._trust = trust_store if trust_store is not None else TrustStore.from_env(environ)
+        # How a run is built, from what this agent was given (shell/wiring.py).
+        self._wiring = Wiring(
+            model=model,
+            tools=tuple(tools),
+            builtins=builtins,
+            servers=servers,
+            mcp_headers=tuple(mcp_headers),
+            approver=CallbackApprover(approve) if approve is not None else approver,
+            environ=environ,
+            notice=self._notice,
+            pricer=pricer if pricer is not None else default_pricer(),
+            budget=budget,
+            hook_runner=hook_runner,
+            child=self._child,
+            on_output=on_output,
+        )
 
     # -- the public face ----------------------------------------------------------------------
 
@@ -264,45 +265,16 @@ class Agent(Wiring):
         """
         if not self._log:
             raise ConfigError("an agent with log=False keeps no runs to fork")
-        store = self.store()
-        ref, _ = settled(store, str(run))
-        events = fork_prefix(iter_events(ref.path), at)
-        first = events[0]
-        assert isinstance(first, RunStarted)
-        problem = self._trust.problem(first, ref.path)
-        if problem is not None and trust:
-            state = rebuild(events)
-            refusal = fork_refusal(state, _trust_facts(problem, self.settings, state))
-            if refusal is not None:
-                raise ResumeRefused(refusal)
-            problem = None
-        vouched = problem is None
-        if into is not None:
-            first = evolve(
-                first, settings=files_into(self.state_folder(), ref.path, at, Path(into))
-            )
-        run_id = new_run_id()
-        head = evolve(
-            first,
-            run_id=run_id,
-            ts=time.time(),
-            ruizn_version=__version__,
-            parent=Parent(run_id=first.run_id, seq=at),
+        return fork_run(
+            self.store(),
+            self._trust,
+            self.settings,
+            self.state_folder(),
+            run,
+            at=at,
+            trust=trust,
+            into=into,
         )
-        sink = store.new_writer(run_id)
-        try:
-            state = start_state(head)  # checked before it is written, as a runner does
-            sink(head)
-            for event in events[1:]:
-                state = reduce(state, event)
-                sink(event)
-            sink.sync()
-        finally:
-            sink.close()
-        log_path = store.root / run_id / LOG_NAME
-        if vouched:
-            self._trust.closed(head, log_path)
-        return Session.of(state, run_id, log_path)
 
     def rewind(
         self,
@@ -326,9 +298,29 @@ class Agent(Wiring):
         do_rewind(plan, force=force)
         return plan
 
+    def store(self) -> RunStore:
+        """Where this agent's runs live."""
+        if self._store is None:
+            self._store = FileStore.at(Path(self.settings.workspace), self._log_dir)
+        return self._store
+
+    def toolbox(self, settings: RunSettings | None = None, root: Path | None = None) -> Toolbox:
+        """The tools a new run gets before the caller's and the MCP servers': the built-ins,
+        the `tool_specs` and the plug-ins, each with where it came from (`ruizn tools`).
+        Raises ToolLoadError for a spec that cannot load; a plug-in that cannot is a notice."""
+        settings = self.settings if settings is None else settings
+        return self._wiring.toolbox(settings, self.store().root if root is None else root)
+
+    async def mcp_tools(self) -> tuple[BaseTool, ...]:
+        """The tools this agent's MCP servers offer now, as a run would get them (`ruizn
+        tools --mcp`): the servers are started, listed and stopped. Each tool's `source()`
+        says where it comes from and whether it only reads. Raises McpStartupError (one line,
+        naming the server) when a server cannot start or list its tools."""
+        return await self._wiring.mcp_tools(self.settings.workspace)
+
     def state_folder(self) -> Path:
         """The user's ruizn state folder (checkpoints, the trust record), never a workspace."""
-        return state_dir(self._environ)
+        return state_dir(self._wiring.environ)
 
     def compact(self, run: str | Path, *, instructions: str | None = None) -> RunResult:
         """Compact a stopped run's history (blocking); see `compact_async`."""
@@ -345,35 +337,10 @@ class Agent(Wiring):
         locking as `resume_async`."""
         if not self._log:
             raise ConfigError("an agent with log=False keeps no runs to compact")
-        store = self.store()
-        ref = store.find(str(run))
-        writer = store.append_writer(ref)
-        try:
-            state = store.load(ref).state
-            first = next(iter_events(ref.path))
-            assert isinstance(first, RunStarted)
-            refused = compact_refusal(state)
-            if refused is not None:
-                raise ResumeRefused(refused)
-            problem = self._trust.problem(first, ref.path)
-            if problem is not None and not trust:
-                raise UntrustedRun(
-                    state.run_id, problem, grant_of(state.settings, state), verb="compact"
-                )
-            root = ref.path.parent.parent
-            try:
-                async with self._open(state.settings, root, ref.run_id, writer, state) as (
-                    runner,
-                    _,
-                ):
-                    state = await compact_stopped(runner, instructions)
-            finally:
-                # What it wrote (a compaction, hooks, a failure) is this user's: a resume
-                # goes on without asking.
-                self._trust.closed(first, ref.path)
-            return Session.of(state, ref.run_id, ref.path)
-        finally:
-            writer.close()
+        opening = partial(self._wiring.open, subscribers=self._subscribers)
+        return await compact_run(
+            self.store(), self._trust, opening, run, instructions=instructions, trust=trust
+        )
 
     def _child(
         self,
@@ -387,31 +354,52 @@ class Agent(Wiring):
         which agent calls (shell/children.py). In a re-drive, the child's own recording is
         its model, approver and hooks."""
         run_id, name, call_id = agent
-        model = None if isinstance(self._model, str) else self._model
-        hooks = self._hooks_for(settings)
+        model = self._wiring.model
+        model = None if isinstance(model, str) else model
+        hooks = self._wiring.hooks_for(settings)
         if isinstance(model, RecordedChildren):
             model, answers, recorded = model.recorded_child(call_id, name)
             hooks = recorded if hooks is not None else None
             approver = answers if answers is not None and approver is not None else approver
-        # (the live export follows the child into the parent's trace)
-        feeds = child_feeds(self._subscribers)
+        return self._sibling(
+            model,
+            settings=settings,
+            approver=approver,
+            # (the live export follows the child into the parent's trace)
+            subscribers=(watch, *child_feeds(self._subscribers)),
+            budget=budget,
+            hook_runner=None if hooks is None else NamedHooks(hooks, run_id, name),
+        )
+
+    def _sibling(
+        self,
+        model: str | ReplyFunction | Provider | None,
+        *,
+        settings: RunSettings,
+        approver: Approver | None,
+        subscribers: tuple[Subscriber, ...],
+        budget: SharedBudget | None,
+        hook_runner: HookExecutor | None,
+    ) -> Agent:
+        """An agent for `settings` with this one's tools, servers, store, notices and trust."""
+        wiring = self._wiring
         return Agent(
             model,
-            tools=self._tools,
-            builtins=self._builtins,
-            mcp=self._servers,
-            mcp_headers=self._mcp_headers,
+            tools=wiring.tools,
+            builtins=wiring.builtins,
+            mcp=wiring.servers,
+            mcp_headers=wiring.mcp_headers,
             approver=approver,
             settings=settings,
             store=self.store() if self._log else None,
             log=self._log,
-            subscribers=(watch, *feeds),
+            subscribers=subscribers,
             on_notice=self._notice,
-            environ=self._environ,
+            environ=wiring.environ,
             trust_store=self._trust,
-            pricer=self._pricer,
+            pricer=wiring.pricer,
             budget=budget,
-            hook_runner=None if hooks is None else NamedHooks(hooks, run_id, name),
+            hook_runner=hook_runner,
         )
 
     def notice(self, text: str) -> None:
@@ -438,20 +426,12 @@ class Agent(Wiring):
         """This agent with another model, settings and approver, and everything else its own
         (store, tools, subscribers, notices, environment, trust record): how a rerun builds
         the run it drives."""
-        return Agent(
+        return self._sibling(
             model,
-            tools=self._tools,
-            builtins=self._builtins,
-            mcp=self._servers,
-            mcp_headers=self._mcp_headers,
-            approver=approver,
             settings=settings,
-            store=self.store() if self._log else None,
-            log=self._log,
+            approver=approver,
             subscribers=self._subscribers,
-            on_notice=self._notice,
-            environ=self._environ,
-            trust_store=self._trust,
+            budget=None,
             hook_runner=hook_runner,
         )
 
@@ -467,33 +447,21 @@ class Agent(Wiring):
         settings = self.settings
         if not _is_folder(settings.workspace):
             raise ConfigError(f"the workspace {settings.workspace} is not a folder")
-        workspace = resolved(settings.workspace)
-        settings = evolve(settings, workspace=str(workspace))
-        self._check_budget(settings.model, settings.max_cost)
         rerun = parent is not None and parent.kind == "rerun"
-        if settings.project_instructions and not settings.instructions and not rerun:
-            # (A rerun sends the recorded text, and reads none where none was recorded.)
-            # Read once, recorded in run_started: replay, resume and rerun send this text.
-            from ruizn.effects.project.instructions import read_root
-
-            settings = evolve(settings, instructions=read_root(workspace))
-        if settings.context_window is None:
-            # Recorded with the run: its context limit does not move when the table does.
-            settings = evolve(settings, context_window=self._pricer.context_window(settings.model))
+        settings = self._wiring.new_run(settings, rerun=rerun)
         store = self.store() if self._log else None
-        root = store.root if store is not None else workspace / ".ruizn" / "runs"
+        root = store.root if store is not None else Path(settings.workspace) / ".ruizn" / "runs"
         run_id = run_id or new_run_id()
         sink: EventSink = store.new_writer(run_id) if store is not None else MemorySink()
         log_path = root / run_id / "events.jsonl" if store is not None else None
         try:
-            async with self._open(settings, root, run_id, sink, None) as (runner, settings):
+            opening = self._wiring.open(
+                settings, root, run_id, sink, None, subscribers=self._subscribers
+            )
+            async with opening as (runner, opened):
+                settings = self._wiring.windowed(opened)
                 first = runner.begin(run_id=run_id, goal=goal, settings=settings, parent=parent)
-                trust = None
-                if log_path is not None:
-                    # This user's ruizn started the run: it may resume it as recorded.
-                    self._trust.opened(first, log_path)
-                    self._trust_failure()
-                    trust = (self._trust, first)
+                trust = None if log_path is None else self._opened(first, log_path)
                 yield Session(runner, run_id, log_path, trust=trust, typed=self._typed)
         finally:
             sink.close()  # the runner closed it if it ran; a run that never began has none
@@ -509,19 +477,11 @@ class Agent(Wiring):
             raise ConfigError("an agent with log=False keeps no runs to resume")
         store = self.store()
         ref = store.find(str(run))
-        if not request.vouched:
-            owner = fleet_owner(ref.path)
-            if owner is not None:
-                # One truth per fleet run: a second copy resumed here would run its calls
-                # again and be overwritten by the database's on the fleet's next resume.
-                raise ResumeRefused(
-                    f"run {ref.run_id} belongs to the fleet database {owner}: resume it there,"
-                    f" with `ruizn resume --db {owner} {ref.run_id}`"
-                )
+        fleet_refusal(ref, request)
         # The lock first: nobody may append while we read the log and decide.
         writer = store.append_writer(ref)
         try:
-            sessions = _Sessions()
+            sessions = Sessions()
             replayed = store.load(
                 ref,
                 on_event=sessions,
@@ -532,96 +492,33 @@ class Agent(Wiring):
             state = replayed.state
             first = sessions.first
             assert isinstance(first, RunStarted)
-            if request.message is not None:
-                if request.approve or request.deny:
-                    raise ResumeRefused("--approve/--deny go with resume, not with a message")
-                answers = cancelled_answers(state) if request.cancelled else ()
-                plan: ResumePlan | None = plan_continue(
-                    state, request.message, request.limits, answers
-                )
-            else:
-                if request.model is not None or request.effort is not None:
-                    raise ResumeRefused("a new model or effort goes with a message")
-                plan = plan_resume(state, request.limits)
-            if plan is None:
-                if request.approve or request.deny:  # a decision for a run that waits for none
-                    raise ResumeRefused(
-                        f"run {state.run_id} finished with {state.status.value}:"
-                        " no call awaits approval"
-                    )
-                raise NothingToResume(state)
+            plan = plan_of(state, request)
             problem = None if request.vouched else self._trust.problem(first, ref.path)
-            answer = TrustAnswer(
-                approval=request.approval,
-                accepted=request.trust,
-                keep_approvals=request.keep_approvals,
-                keep_shell=request.keep_shell,
-                verb="resume" if request.message is None else "continue",
-            )
-            facts = _trust_facts(problem, self.settings, state)
-            plan = trusted_plan(plan, state, facts, answer)
-            settings = resumed_settings(state, plan)
+            plan = trusted(plan, state, request, trust_facts(problem, self.settings, state))
             if plan.confine:
                 self._notice(confined_notice(state.run_id))
-            change = await self._settings_change(request, settings)
-            if change is not None:
-                settings = evolve(
-                    settings,
-                    model=change.model or settings.model,
-                    context_window=change.context_window
-                    if change.model
-                    else settings.context_window,
-                    compaction=change.compaction if change.model else settings.compaction,
-                    effort=change.effort or settings.effort,
-                )
-            elif isinstance(self._model, str) and self._model != settings.model:
-                raise ConfigError(
-                    f"run {state.run_id} uses model {settings.model}, not {self._model}"
-                )
-            self._check_budget(settings.model, plan.limits.max_cost)
-            if not _is_folder(settings.workspace):
-                raise ResumeRefused(f"the run's workspace {settings.workspace} no longer exists")
-            here = str(resolved(self.settings.workspace))
-            if str(resolved(settings.workspace)) != here:
-                # A copy of a project resumes into the folder the run was started in: say so.
-                self._notice(
-                    f"run {state.run_id} works in its own workspace {settings.workspace},"
-                    f" not {here}"
-                )
-            if request.read_timeout is not None:  # this session's stream timeout only
-                settings = evolve(settings, read_timeout=request.read_timeout)
+            here = self.settings.workspace
+            settings, change = await going_on(
+                self._wiring, state, plan, request, here=here, notice=self._notice
+            )
             root = ref.path.parent.parent
-            approve, deny, forward = split_decisions(state, request.approve, request.deny)
-            self._forwarded = {
-                call: {
-                    **ids,
-                    "reason": request.reason if ids["deny"] else None,
-                    "always": tuple(i for i in request.always if i in ids["approve"]),
-                }
-                for call, ids in forward.items()
-            }
-            async with self._open(settings, root, ref.run_id, writer, state) as (runner, _):
-                decisions = resume_decisions(
-                    reasked(state) if plan.reask else state,
-                    runner.needs_approval,
-                    approve=approve,
-                    deny=deny,
-                    # (the reason of a denial handed to a child is the child's)
-                    reason=request.reason
-                    if deny or not any(ids["deny"] for ids in forward.values())
-                    else None,
-                    always=request.always,
-                )
+            split = split_decisions(state, request.approve, request.deny)
+            opened = self._wiring.open(
+                settings,
+                root,
+                ref.run_id,
+                writer,
+                state,
+                subscribers=self._subscribers,
+                forwarded=forwarded(split[2], request),
+            )
+            async with opened as (runner, _):
+                decisions = decisions_of(state, plan, runner.needs_approval, request, split)
                 if replayed.torn is not None:
                     # Only the unfinished last write is cut; every whole line stays.
                     store.cut(ref, replayed.torn.offset)
-                trust = None
-                if request.vouched:
-                    trust = None  # the store vouches for its runs (a fleet's database)
-                else:
-                    self._trust.opened(first, ref.path)
-                    self._trust_failure()
-                    trust = (self._trust, first)
+                # (a fleet's database vouches for its own runs)
+                trust = None if request.vouched else self._opened(first, ref.path)
                 for subscriber in self._subscribers:
                     # A transcript printer goes on from the replayed state (which call a
                     # result answers), so its lines are those `ruizn replay` prints.
@@ -630,7 +527,7 @@ class Agent(Wiring):
                         told(state)
                 runner.resume(
                     evolve(plan, lost=sessions.lost()),
-                    torn_bytes=_torn(replayed),
+                    torn_bytes=torn_bytes(replayed),
                     decisions=decisions,
                     message=request.message,
                     change=change,
@@ -639,35 +536,10 @@ class Agent(Wiring):
         finally:
             writer.close()
 
-    async def _settings_change(
-        self, request: Resume, settings: RunSettings
-    ) -> SettingChange | None:
-        """The settings a message changes (a session's `/model`, `/effort`), with what the
-        Models API says of the new model (checked as a new run's is: a retired model is
-        refused), its context window and compaction form; None when it changes none."""
-        new_model = request.model if request.model not in (None, settings.model) else None
-        if new_model is None and request.effort is None:
-            return None
-        if new_model is None:
-            return SettingChange(effort=request.effort)
-        asked = evolve(settings, model=new_model, context_window=None, compaction=None)
-        if request.effort is not None:
-            asked = evolve(asked, effort=request.effort)
-        provider = self._provider(asked)
-        try:
-            found = await self._fitted(provider, asked)
-        finally:
-            await _aclose(provider)
-        window = found.context_window or self._pricer.context_window(new_model)
-        return SettingChange(
-            model=new_model,
-            effort=request.effort,
-            context_window=window,
-            compaction=found.compaction,
-        )
-
-    def _trust_failure(self) -> None:
-        """One line when the trust record cannot be written (the run goes on)."""
+    def _opened(self, first: RunStarted, log: Path) -> tuple[TrustStore, RunStarted]:
+        """This user's ruizn started (or goes on with) the run: it may resume it as recorded.
+        One line when the trust record cannot be written (the run goes on)."""
+        self._trust.opened(first, log)
         failure = getattr(self._trust, "failure", None)
         if failure is not None and not self._trust_warned:
             self._trust_warned = True
@@ -675,12 +547,7 @@ class Agent(Wiring):
                 f"warning: {failure}; the run goes on, but is not recorded as this user's:"
                 " resuming it will ask"
             )
-
-    def _check_budget(self, model: str, max_cost: float | None) -> None:
-        """A budget needs a price: a model the price list does not know is refused."""
-        problem = None if max_cost is None else unpriced(model, "--max-cost", self._pricer)
-        if problem is not None:
-            raise ConfigError(problem)
+        return (self._trust, first)
 
     async def _streamed(
         self, opening: Callable[[], contextlib.AbstractAsyncContextManager[Session]]
@@ -705,48 +572,8 @@ class Agent(Wiring):
             self._subscribers = self._subscribers[:-1]
 
 
-def _trust_facts(problem: str | None, settings: RunSettings, state: Any) -> TrustFacts:
-    """What the core's trust decision needs from the disk: the folders, resolved."""
-    return TrustFacts(
-        problem=problem,
-        here=str(Path(settings.workspace).resolve()),
-        recorded=str(Path(state.settings.workspace).resolve()),
-    )
-
-
-def _torn(replayed: Any) -> int:
-    return 0 if replayed.torn is None else int(replayed.torn.size)
-
-
 def _is_folder(path: str) -> bool:
     return Path(path).is_dir()
-
-
-class _Sessions:
-    """Watches a log as it is replayed (cheap: most events are tokens): its first event, and
-    how long its last session ran if it ended with no run_finished (`RunResumed.elapsed`)."""
-
-    def __init__(self) -> None:
-        self.first: Event | None = None
-        self._start = 0.0
-        self._last = 0.0
-        self._open = False
-
-    def __call__(self, event: Event) -> None:
-        self._last = event.ts
-        kind = type(event)
-        if kind is LlmToken:
-            return
-        if kind is RunStarted or kind is RunResumed:
-            if self.first is None:
-                self.first = event
-            self._start = event.ts
-            self._open = True
-        elif kind is RunFinished:
-            self._open = False
-
-    def lost(self) -> float:
-        return round(max(0.0, self._last - self._start), 3) if self._open else 0.0
 
 
 def run(goal: str, **options: Any) -> RunResult:

@@ -420,6 +420,6 @@ class AgentTool(BaseTool):
         }
 
     async def invoke(self, input: JsonObject) -> ToolResult | str:
-        # The runner calls `runs` with the call and itself (ToolCalls._run_tool); a call that
-        # reaches here came another way (a test harness) and has no parent to run under.
+        # The run's tool calls call `runs` with the call and themselves (ToolCalls._invoke); a
+        # call that reaches here came another way (a test harness) and has no parent to run under.
         return ToolResult.error(ErrorType.RUNTIME_ERROR, "the agent tool runs only inside a run")

@@ -8,12 +8,30 @@ logged as an attempt that failed and is not retried, so the run is not left insi
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+
 import anyio
 
 from ruizn.compaction import blocked, instructions_of
+from ruizn.effects.runlog.reader import iter_events
+from ruizn.effects.runlog.sink import EventSink
+from ruizn.effects.runlog.store import RunStore
+from ruizn.effects.runlog.trust import TrustStore
+from ruizn.events import RunStarted
+from ruizn.grant import grant_of
+from ruizn.resuming import ResumeRefused, UntrustedRun
+from ruizn.settings import RunSettings
+from ruizn.shell.outcome import RunResult, Session
 from ruizn.shell.runner import AgentRunner
 from ruizn.state import ExecutionContext, Phase
 
+# Wiring.open: the runner (and the settings) for a run, held open around its use.
+OpenRunner = Callable[
+    [RunSettings, Path, str, EventSink, ExecutionContext],
+    contextlib.AbstractAsyncContextManager[tuple[AgentRunner, RunSettings]],
+]
 # The error type a compaction call cut by Ctrl-C is logged with.
 _CANCELLED = "cancelled"
 
@@ -37,6 +55,44 @@ def compact_refusal(state: ExecutionContext) -> str | None:
     if len(state.messages) < 2:
         return f"run {state.run_id} has nothing to compact yet"
     return None
+
+
+async def compact_run(
+    store: RunStore,
+    trust_store: TrustStore,
+    opening: OpenRunner,
+    run: str | Path,
+    *,
+    instructions: str | None,
+    trust: bool,
+) -> RunResult:
+    """`Agent.compact_async`: the run found and locked, checked (`compact_refusal`, trust),
+    then compacted in its own log by a runner `opening` gives."""
+    ref = store.find(str(run))
+    writer = store.append_writer(ref)
+    try:
+        state = store.load(ref).state
+        first = next(iter_events(ref.path))
+        assert isinstance(first, RunStarted)
+        refused = compact_refusal(state)
+        if refused is not None:
+            raise ResumeRefused(refused)
+        problem = trust_store.problem(first, ref.path)
+        if problem is not None and not trust:
+            raise UntrustedRun(
+                state.run_id, problem, grant_of(state.settings, state), verb="compact"
+            )
+        root = ref.path.parent.parent
+        try:
+            async with opening(state.settings, root, ref.run_id, writer, state) as (runner, _):
+                state = await compact_stopped(runner, instructions)
+        finally:
+            # What it wrote (a compaction, hooks, a failure) is this user's: a resume goes on
+            # without asking.
+            trust_store.closed(first, ref.path)
+        return Session.of(state, ref.run_id, ref.path)
+    finally:
+        writer.close()
 
 
 async def compact_stopped(runner: AgentRunner, instructions: str | None) -> ExecutionContext:

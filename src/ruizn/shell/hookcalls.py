@@ -4,36 +4,30 @@ for an event, each answer logged as `hook_ran` (what decide reads to go on)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 from attrs import evolve
 
 from ruizn.compaction import compact_fields
 from ruizn.effects.hooks.command import HookExecutor
-from ruizn.events import Event, HookRan
+from ruizn.events import HookRan
 from ruizn.hooknames import UnmappedInput, claude_input, ruizn_input, told_name
 from ruizn.hooks import Outcome, matching, payload
 from ruizn.settings import HookSpec
-from ruizn.state import ExecutionContext, Phase, Status, ToolCall
-
-E = TypeVar("E", bound=Event)
+from ruizn.shell.recorder import Recorder
+from ruizn.state import Phase, Status, ToolCall
 
 
 class HookCalls:
-    """The part of `AgentRunner` (shell/runner.py) that runs hooks."""
+    """The runner's part that runs a run's hook commands (None: a run without hooks, for
+    which decide asks for none); `transcript` is the log's path they are told."""
 
-    _hooks: HookExecutor | None
-    _transcript: str
-    _last: Event | None
+    def __init__(self, run: Recorder, hooks: HookExecutor | None, transcript: str) -> None:
+        self._run = run
+        self._hooks = hooks
+        self._transcript = transcript
 
-    if TYPE_CHECKING:  # the runner's, which this part of it uses
-
-        @property
-        def state(self) -> ExecutionContext: ...
-
-        def _emit(self, cls: type[E], **fields: Any) -> None: ...
-
-    async def _run_hooks(
+    async def run(
         self,
         event: str,
         specs: Sequence[HookSpec],
@@ -44,7 +38,7 @@ class HookCalls:
         runner = self._hooks
         if runner is None:  # pragma: no cover - the builder gives one to a run with hooks
             raise RuntimeError("a run with hooks needs a hook runner")
-        state = self.state
+        state = self._run.state
         if call is None and event in ("UserPromptSubmit", "SessionStart"):
             fields = {"prompt": state.goal} if event == "UserPromptSubmit" else fields
             if event == "SessionStart":
@@ -79,7 +73,7 @@ class HookCalls:
             run = await runner.run(spec, data)
             found = _in_ruizn_fields(run.outcome, call, told, state.settings.workspace)
             decision = "stop" if found.stop is not None else found.decision
-            self._emit(
+            event_record = self._run.emit(
                 HookRan,
                 hook_event=event,
                 command=spec.command,
@@ -92,25 +86,24 @@ class HookCalls:
                 duration=round(run.duration, 3),
                 error=found.error,
             )
-            event_record = self._last
             assert isinstance(event_record, HookRan)
             logged.append(event_record)
             if decision == "stop":
                 break
         return logged
 
-    async def compact_hooks(self, event: str, trigger: str, **fields: Any) -> None:
+    async def compacting(self, event: str, trigger: str, **fields: Any) -> None:
         """`ruizn compact`'s PreCompact or PostCompact hooks (those matching `trigger`)."""
-        specs = matching(self.state.settings, event, trigger)
+        specs = matching(self._run.state.settings, event, trigger)
         if specs:
-            await self._run_hooks(event, specs, trigger=trigger, **fields)
+            await self.run(event, specs, trigger=trigger, **fields)
 
-    async def _session_end(self, status: Status) -> None:
+    async def session_end(self, status: Status) -> None:
         """SessionEnd hooks, told how the run ends, before its run_finished."""
-        state = self.state
+        state = self._run.state
         specs = matching(state.settings, "SessionEnd")
         if specs and state.phase in (Phase.READY, Phase.TOOLS, Phase.DONE):
-            await self._run_hooks("SessionEnd", specs, reason=status.value)
+            await self.run("SessionEnd", specs, reason=status.value)
 
 
 def _in_ruizn_fields(

@@ -1,6 +1,6 @@
 """The Observe→Act loop: ask the core what to do, do it, record what happened.
 
-Every change of state goes through `_emit`, in h11's order: the event is stamped (seq, ts)
+Every change of state goes through `emit`, in h11's order: the event is stamped (seq, ts)
 and *reduced first*; an event the reducer refuses is never written. Then it goes to the
 sink (the log), then to the subscribers (the printer), and only then is the new state
 committed. So the log is never behind the state, and replaying it gives exactly the state
@@ -36,6 +36,7 @@ from ruizn.decide import (
     DecideApprovals,
     Finish,
     Finished,
+    NeedsApproval,
     RefuseTools,
     RequestApproval,
     RunHooks,
@@ -49,7 +50,7 @@ from ruizn.effects.checkpoints.store import CheckpointError, Snapshot
 from ruizn.effects.hooks.command import HookExecutor
 from ruizn.effects.models.pricing import Pricer, SharedBudget
 from ruizn.effects.models.provider import ModelReply, Provider, ProviderError, ReplayDiverged
-from ruizn.effects.person.approval import Approver, needs_approval_of
+from ruizn.effects.person.approval import Approver
 from ruizn.effects.runlog.sink import EventSink, LogLost, SinkError
 from ruizn.effects.tools.base import ToolRegistry
 from ruizn.events import (
@@ -68,8 +69,6 @@ from ruizn.events import (
     RunResumed,
     RunStarted,
     SettingsChanged,
-    ToolApprovalDecided,
-    ToolApprovalRequested,
     ToolCallFinished,
     UserMessage,
 )
@@ -78,13 +77,14 @@ from ruizn.request import MessagesRequest, plan_request
 from ruizn.resuming import ResumePlan, SettingChange, interrupted_calls, interrupted_result
 from ruizn.rules import ApprovalDecision, call_cut
 from ruizn.settings import RunSettings
+from ruizn.shell.approvals import Approvals
+from ruizn.shell.hookcalls import HookCalls
 from ruizn.shell.toolcalls import PathInstructions, ToolCalls
-from ruizn.shell.toolchange import ToolWatch
+from ruizn.shell.toolchange import ToolChanges, ToolWatch
 from ruizn.state import (
     ErrorType,
     ExecutionContext,
     Status,
-    ToolCall,
     ToolResult,
 )
 from ruizn.version import __version__
@@ -99,9 +99,11 @@ class Checkpointer(Protocol):
     def snapshot(self) -> Snapshot: ...
 
 
-class AgentRunner(ToolCalls):
-    """Drives one run (new or replayed); its tool calls, hooks and tool changes are its parts
-    in shell/toolcalls.py, shell/hookcalls.py and shell/toolchange.py."""
+class AgentRunner:
+    """Drives one run (new or replayed). Its parts, each given the run (a `Recorder`) by
+    its constructor: the tool calls (shell/toolcalls.py), which hold the hook calls
+    (shell/hookcalls.py) and the run's tools as they change (shell/toolchange.py); and the
+    approvals (shell/approvals.py)."""
 
     def __init__(
         self,
@@ -125,7 +127,6 @@ class AgentRunner(ToolCalls):
         redact_stream: Callable[[str, str], tuple[str, str]] | None = None,
     ) -> None:
         self._provider = provider
-        self._registry = registry
         self._sink = sink
         self._subscribers = tuple(subscribers)
         self._clock = clock
@@ -145,26 +146,21 @@ class AgentRunner(ToolCalls):
         self._started_at = timer()
         self._request: tuple[int, MessagesRequest] | None = None
         self.lost: LogLost | None = None
-        # Who answers for calls that need approval in `ask` mode (a terminal, a callback);
-        # None, or an approver that could not answer, stops the run awaiting_approval.
-        self._approver = approver
-        self._can_ask = approver is not None
-        self.needs_approval = needs_approval_of(registry)
-        self._watch = watch
+        self._changes = ToolChanges(self, registry, watch)
+        self._hooks = HookCalls(self, hooks, transcript)
+        self._calls = ToolCalls(
+            self,
+            sink=sink,
+            timer=timer,
+            changes=self._changes,
+            hooks=self._hooks,
+            instructions=instructions,
+        )
+        self._approvals = Approvals(self, approver, self._changes)
         # Prices each response as it comes (its cost is logged with it); None: calls are
         # logged unpriced. `budget`: one this run shares with others, asked before each step.
         self._pricer = pricer
         self._budget = budget
-        # A subfolder's AGENTS.md, appended to the result of the first built-in file tool
-        # call there (logged with the result, so a replay is exact). Told lazily which the
-        # run gave already (its root's, its results').
-        self._instructions = instructions
-        self._instructions_ready = False
-        # Runs the run's hook commands (effects.hooks); `transcript` is the log's path they
-        # are told. None: a run without hooks (decide asks for none).
-        self._hooks = hooks
-        self._transcript = transcript
-        self._last: Event | None = None
         # Saves the workspace before tools that may change it (None: checkpoints are off).
         self._checkpointer = checkpointer
 
@@ -175,6 +171,15 @@ class AgentRunner(ToolCalls):
             self._state = add_tokens(self._state, self._tokens)
             self._tokens = 0
         return self._state
+
+    @property
+    def needs_approval(self) -> NeedsApproval:
+        """Whether a call of the run's tools (as they are now) needs approval."""
+        return self._changes.needs_approval
+
+    async def compact_hooks(self, event: str, trigger: str, **fields: Any) -> None:
+        """`ruizn compact`'s PreCompact or PostCompact hooks (those matching `trigger`)."""
+        await self._hooks.compacting(event, trigger, **fields)
 
     def begin(
         self, *, run_id: str, goal: str, settings: RunSettings, parent: Parent | None = None
@@ -187,7 +192,7 @@ class AgentRunner(ToolCalls):
             ts=self._clock(),
             run_id=run_id,
             goal=goal,
-            settings=evolve(settings, tools=self._registry.tool_schemas()),
+            settings=evolve(settings, tools=self._changes.registry.tool_schemas()),
             ruizn_version=__version__,
             parent=parent,
         )
@@ -220,10 +225,10 @@ class AgentRunner(ToolCalls):
         calls in `decide.approval_candidates` (the caller checks that first): any approval
         request still missing is logged, then each decision. `message` is a person's new
         message (`ruizn continue`, planned by `resuming.plan_continue`), logged last."""
-        interrupted = interrupted_calls(self.state, self._runs_again)
+        interrupted = interrupted_calls(self.state, self._calls.runs_again)
         limits = plan.limits
         assert limits.max_steps is not None  # a plan always sets the total (ResumePlan)
-        self._emit(
+        self.emit(
             RunResumed,
             max_steps=limits.max_steps,
             max_tokens=limits.max_tokens,
@@ -237,12 +242,12 @@ class AgentRunner(ToolCalls):
             confine=plan.confine,
         )
         for call in interrupted:
-            self._emit(ToolCallFinished, id=call.id, result=interrupted_result(call))
+            self.emit(ToolCallFinished, id=call.id, result=interrupted_result(call))
         for call, result in plan.answers:  # a cancelled turn's calls: none runs
             if call.id not in {c.id for c in interrupted}:
-                self._emit(ToolCallFinished, id=call.id, result=result)
+                self.emit(ToolCallFinished, id=call.id, result=result)
         if change is not None:
-            self._emit(
+            self.emit(
                 SettingsChanged,
                 model=change.model,
                 effort=change.effort,
@@ -250,11 +255,12 @@ class AgentRunner(ToolCalls):
                 compaction=change.compaction,
             )
         if decisions:
-            self._request_approvals(approvals_to_request(self.state, self.needs_approval))
+            approvals = self._approvals
+            approvals.request(approvals_to_request(self.state, self._changes.needs_approval))
             for decision in decisions:
-                self._decide(decision, always=decision.always)
+                approvals.decide(decision, always=decision.always)
         if message is not None:
-            self._emit(UserMessage, text=message)
+            self.emit(UserMessage, text=message)
 
     async def drive(self) -> ExecutionContext:
         """Run until the core says finish. Ends the log with RunFinished whenever it can.
@@ -294,36 +300,37 @@ class AgentRunner(ToolCalls):
         return self.state
 
     async def _loop(self) -> None:
+        changes, approvals = self._changes, self._approvals
         while True:
-            await self._take_tool_changes()
-            match next_action(self.state, self.needs_approval, can_ask=self._can_ask):
+            await changes.take()
+            match next_action(self.state, changes.needs_approval, can_ask=approvals.can_ask):
                 case CallModel(step=step, attempt=attempt, delay=delay):
                     if attempt == 1 and self._shared_budget_spent():
                         continue  # logged: the core now finishes the run max_cost
                     await self._call_model(step, attempt, delay)
                 case ClearContext(results=results, limit=limit):
-                    self._emit(ContextCleared, results=results, limit=limit)
+                    self.emit(ContextCleared, results=results, limit=limit)
                 case CompactContext(attempt=attempt, delay=delay):
                     await self.compact(attempt=attempt, delay=delay)
                 case RunTools(calls=calls):
-                    if checkpoint_before(self.state, calls, self._read_only):
+                    if checkpoint_before(self.state, calls, self._calls.read_only):
                         await self._checkpoint(final=False)
-                    await self._run_tools(calls)
+                    await self._calls.run(calls)
                 case RefuseTools(calls=calls, reason=reason):
                     for call in calls:
                         refusal = ToolResult.error(ErrorType.INVALID_INPUT, reason)
-                        self._emit(ToolCallFinished, id=call.id, result=refusal)
+                        self.emit(ToolCallFinished, id=call.id, result=refusal)
                 case RequestApproval(calls=calls):
-                    self._request_approvals(calls)
+                    approvals.request(calls)
                 case DecideApprovals(decisions=decisions):
                     for decision in decisions:
-                        self._decide(decision)
+                        approvals.decide(decision)
                 case AskApproval(call=call):
-                    await self._ask(call)
+                    await approvals.ask(call)
                 case RunHooks(event=event, specs=specs, call=call):
-                    await self._run_hooks(event, specs, call)
+                    await self._hooks.run(event, specs, call)
                 case CheckOutput(verdict=verdict):
-                    self._emit(
+                    self.emit(
                         OutputChecked,
                         valid=verdict.valid,
                         output=verdict.output,
@@ -332,9 +339,9 @@ class AgentRunner(ToolCalls):
                     )
                 case AnswerDenied(answers=answers) | AnswerStale(answers=answers):
                     for call, result in answers:
-                        self._emit(ToolCallFinished, id=call.id, result=result)
+                        self.emit(ToolCallFinished, id=call.id, result=result)
                 case Finish(status=status, error=error):
-                    await self._session_end(status)
+                    await self._hooks.session_end(status)
                     if checkpoint_at_end(self.state):
                         await self._checkpoint(final=True)
                     self._finish(status, error)
@@ -350,9 +357,9 @@ class AgentRunner(ToolCalls):
         try:
             snap = await anyio.to_thread.run_sync(self._checkpointer.snapshot)
         except (CheckpointError, OSError) as exc:  # git failed, or a file could not be read
-            self._emit(Checkpointed, step=self.state.step, tree="", final=final, error=str(exc))
+            self.emit(Checkpointed, step=self.state.step, tree="", final=final, error=str(exc))
             return
-        self._emit(
+        self.emit(
             Checkpointed,
             step=self.state.step,
             tree=snap.tree,
@@ -371,7 +378,7 @@ class AgentRunner(ToolCalls):
         if spent is None:
             return False
         name, limit, total = spent
-        self._emit(BudgetSpent, budget=name, limit=limit, spent=total)
+        self.emit(BudgetSpent, budget=name, limit=limit, spent=total)
         return True
 
     async def _call_model(self, step: int, attempt: int, delay: float) -> None:
@@ -381,18 +388,9 @@ class AgentRunner(ToolCalls):
         if self._request is None or self._request[0] != step:
             self._request = (step, plan_request(self.state))
         request = self._request[1]
-        self._emit(LlmCallStarted, step=step, attempt=attempt)
-        try:
-            reply = await self._stream(request)
-        except ProviderError as exc:
-            self._failed(
-                exc.error_type,
-                exc.message,
-                retryable=exc.retryable,
-                retry_after=exc.retry_after,
-                status_code=exc.status_code,
-                request_id=exc.request_id,
-            )
+        self.emit(LlmCallStarted, step=step, attempt=attempt)
+        reply = await self._stream(request)
+        if reply is None:
             return
         refusal = reply_refusal(reply.content)
         if refusal is not None:
@@ -404,7 +402,7 @@ class AgentRunner(ToolCalls):
             )
             return
         pricer = self._pricer
-        self._emit(
+        self.emit(
             LlmResponse,
             content=reply.content,
             stop_reason=reply.stop_reason,
@@ -431,25 +429,16 @@ class AgentRunner(ToolCalls):
         trigger = "manual" if manual else "auto"
         wanted = instructions_of(state, (instructions,) if instructions else ())
         request = compaction_request(state, wanted)
-        self._emit(LlmCallStarted, step=state.step + 1, attempt=attempt, compaction=trigger)
-        try:
-            reply = await self._stream(request)
-        except ProviderError as exc:
-            self._failed(
-                exc.error_type,
-                exc.message,
-                retryable=exc.retryable,
-                retry_after=exc.retry_after,
-                status_code=exc.status_code,
-                request_id=exc.request_id,
-            )
+        self.emit(LlmCallStarted, step=state.step + 1, attempt=attempt, compaction=trigger)
+        reply = await self._stream(request)
+        if reply is None:
             return
         block = block_of(state, reply.content)
         if isinstance(block, str):
             self._failed("invalid_response", block, retryable=True, request_id=reply.request_id)
             return
         pricer = self._pricer
-        self._emit(
+        self.emit(
             ContextCompacted,
             block=block,
             source=form(state),
@@ -482,7 +471,7 @@ class AgentRunner(ToolCalls):
             status_code=status_code,
             message=message,
         )
-        self._emit(
+        self.emit(
             LlmCallFailed,
             error_type=error_type,
             message=message,
@@ -495,7 +484,9 @@ class AgentRunner(ToolCalls):
             compact=decision.compact,
         )
 
-    async def _stream(self, request: MessagesRequest) -> ModelReply:
+    async def _stream(self, request: MessagesRequest) -> ModelReply | None:
+        """The model's reply to `request`, its text shown as it comes; None when the call
+        failed (logged as such, for the core to retry or give up)."""
         reply: ModelReply | None = None
         publish, clock, split = self._publish, self._clock, self._redact_stream
         held = ""
@@ -508,58 +499,39 @@ class AgentRunner(ToolCalls):
             publish(self._redact(LlmToken(seq=seq, ts=clock(), text=text)))
             self._tokens += 1
 
-        async for item in self._provider.stream(request):
-            if isinstance(item, str):
-                if split is None:
-                    token(item)
-                    continue
-                shown, held = split(held, item)
-                if shown:
-                    token(shown)
-            else:
-                if held:  # the tail held back began no secret after all
-                    token(held)
-                    held = ""
-                reply = item
-        if reply is None:
-            raise ProviderError(
-                "the model stream ended without a message",
-                error_type=ErrorType.INVALID_RESPONSE.value,
-                retryable=True,
+        try:
+            async for item in self._provider.stream(request):
+                if isinstance(item, str):
+                    if split is None:
+                        token(item)
+                        continue
+                    shown, held = split(held, item)
+                    if shown:
+                        token(shown)
+                else:
+                    if held:  # the tail held back began no secret after all
+                        token(held)
+                        held = ""
+                    reply = item
+        except ProviderError as exc:
+            self._failed(
+                exc.error_type,
+                exc.message,
+                retryable=exc.retryable,
+                retry_after=exc.retry_after,
+                status_code=exc.status_code,
+                request_id=exc.request_id,
             )
+            return None
+        if reply is None:
+            message = "the model stream ended without a message"
+            self._failed(ErrorType.INVALID_RESPONSE.value, message, retryable=True)
         return reply
-
-    def _request_approvals(self, calls: Sequence[ToolCall]) -> None:
-        for call in calls:
-            self._emit(ToolApprovalRequested, id=call.id, name=call.name, input=call.input)
-
-    def _decide(self, decision: ApprovalDecision, *, always: bool = False) -> None:
-        self._emit(
-            ToolApprovalDecided,
-            id=decision.id,
-            approved=decision.approved,
-            by=decision.by,
-            reason=decision.reason,
-            always=always,
-        )
-
-    async def _ask(self, call: ToolCall) -> None:
-        """Put one call to the approver; no answer (no one there) stops the asking, and the
-        run then finishes awaiting_approval with the call still waiting."""
-        assert self._approver is not None  # decide asks only when one can answer
-        answer = await self._approver(call, self._registry.get(call.name))
-        if answer is None:
-            self._can_ask = False
-            return
-        self._decide(
-            ApprovalDecision(id=call.id, approved=answer.approved, by="user", reason=answer.reason),
-            always=answer.always and answer.approved,
-        )
 
     def _finish(self, status: Status, error: str | None) -> None:
         if self._state is None or self.state.status is not Status.RUNNING:
             return
-        self._emit(
+        self.emit(
             RunFinished,
             status=status,
             steps=self.state.step,
@@ -588,11 +560,11 @@ class AgentRunner(ToolCalls):
         for subscriber in self._subscribers:
             subscriber(event)
 
-    def _emit(self, cls: type[E], **fields: Any) -> None:
+    def emit(self, cls: type[E], /, **fields: Any) -> Event:
+        """Record one event (the runner is its parts' `Recorder`); returned as written."""
         state = self.state
         event = self._redact(cls(seq=state.last_seq + 1, ts=self._clock(), **fields))
         new_state = reduce(state, event)  # refused events are never written
-        self._last = event
         try:
             self._publish(event)
         except SinkError as exc:
@@ -600,6 +572,7 @@ class AgentRunner(ToolCalls):
                 self._state = new_state
             raise
         self._state = new_state
+        return event
 
 
 def _unchanged(event: Event) -> Event:

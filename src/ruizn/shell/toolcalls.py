@@ -19,6 +19,7 @@ from ruizn.hooks import matching, post_notes
 from ruizn.media import fit as fit_media
 from ruizn.media import text_of
 from ruizn.shell.hookcalls import HookCalls
+from ruizn.shell.recorder import Recorder
 from ruizn.shell.toolchange import ToolChanges
 from ruizn.state import ErrorType, ExecutionContext, Status, TextBlock, ToolCall, ToolResult
 from ruizn.toolsource import SourceKind
@@ -55,21 +56,43 @@ class ChildAwaits(Exception):
 RunsChild = Callable[[ToolCall, ChildHost], Awaitable[ToolResult]]
 
 
-class ToolCalls(HookCalls, ToolChanges):
-    """The part of `AgentRunner` (shell/runner.py) that runs tool calls."""
+class ToolCalls:
+    """The runner's part that runs a turn's tool calls: the tools as `changes` holds them now,
+    their PostToolUse hooks through `hooks`, a subfolder's instructions from `instructions`.
+    It is the `ChildHost` of the subagents its calls start."""
 
-    _sink: EventSink
-    _timer: Callable[[], float]
-    _instructions: PathInstructions | None
-    _instructions_ready: bool
+    def __init__(
+        self,
+        run: Recorder,
+        *,
+        sink: EventSink,
+        timer: Callable[[], float],
+        changes: ToolChanges,
+        hooks: HookCalls,
+        instructions: PathInstructions | None = None,
+    ) -> None:
+        self._run = run
+        self._sink = sink
+        self._timer = timer
+        self.changes = changes
+        self.hooks = hooks
+        # A subfolder's AGENTS.md, appended to the result of the first built-in file tool
+        # call there (logged with the result, so a replay is exact). Told lazily which the
+        # run gave already (its root's, its results').
+        self._instructions = instructions
+        self._instructions_ready = False
 
-    async def _run_tools(self, calls: Sequence[ToolCall]) -> None:
+    @property
+    def state(self) -> ExecutionContext:
+        return self._run.state
+
+    async def run(self, calls: Sequence[ToolCall]) -> None:
         """Run a turn's calls, up to `tool_concurrency` at once. A tool marked `sequential`
         runs alone, as a barrier, in the order the model asked. Events are logged in the
         order things happen; the reducer merges the results in tool_use order."""
         batch: list[ToolCall] = []
         for call in calls:
-            tool = self._registry.get(call.name)
+            tool = self.changes.registry.get(call.name)
             if tool is not None and getattr(tool, "sequential", False):
                 await self._run_batch(batch)
                 batch = []
@@ -79,10 +102,10 @@ class ToolCalls(HookCalls, ToolChanges):
         await self._run_batch(batch)
 
     async def _run_batch(self, calls: Sequence[ToolCall]) -> None:
-        concurrency = self.state.settings.tool_concurrency
+        concurrency = self._run.state.settings.tool_concurrency
         if len(calls) <= 1 or concurrency == 1:
             for call in calls:
-                await self._take_tool_changes()  # one call may change the next one's tool
+                await self.changes.take()  # one call may change the next one's tool
                 await self._run_tool(call)
             return
         limiter = anyio.CapacityLimiter(concurrency)
@@ -100,21 +123,21 @@ class ToolCalls(HookCalls, ToolChanges):
             # error ends the run as it would in the sequential path, not wrapped in a group.
             raise first_error(failed) from None
 
-    def _runs_again(self, name: str) -> bool:
+    def runs_again(self, name: str) -> bool:
         """A call of `name` may run again after a crash (read-only, or it resumes)."""
-        tool = self._registry.get(name)
+        tool = self.changes.registry.get(name)
         return tool is not None and (tool.read_only or tool.resumes)
 
-    def _read_only(self, name: str) -> bool:
-        tool = self._registry.get(name)
+    def read_only(self, name: str) -> bool:
+        tool = self.changes.registry.get(name)
         return tool is not None and tool.read_only
 
     async def _run_tool(self, call: ToolCall) -> None:
-        if call.id in self.state.turn_stale:  # its tool changed since this batch was planned
-            self._emit(ToolCallFinished, id=call.id, result=stale_result(self.state, call))
+        if call.id in self._run.state.turn_stale:  # its tool changed since this batch was planned
+            self._run.emit(ToolCallFinished, id=call.id, result=stale_result(self._run.state, call))
             return
-        self._emit(ToolCallStarted, id=call.id, name=call.name, input=call.input)
-        if not self._read_only(call.name):
+        self._run.emit(ToolCallStarted, id=call.id, name=call.name, input=call.input)
+        if not self.read_only(call.name):
             # On disk before the tool acts: after a power cut, resume must find the call
             # started and answer it `interrupted`, never run it a second time.
             self._sink.sync()  # a SinkError ends the run as a failed write does
@@ -126,11 +149,11 @@ class ToolCalls(HookCalls, ToolChanges):
         except anyio.get_cancelled_exc_class():
             # A tool that ends its work when cancelled (bash kills the command's process
             # group) says so in the log, so resume need not answer "effects unknown".
-            stopped = getattr(self._registry.get(call.name), "stopped_on_cancel", None)
+            stopped = getattr(self.changes.registry.get(call.name), "stopped_on_cancel", None)
             if isinstance(stopped, str):
                 result = ToolResult.error(ErrorType.INTERRUPTED, stopped)
                 with contextlib.suppress(SinkError):
-                    self._emit(
+                    self._run.emit(
                         ToolCallFinished, id=call.id, result=result, duration=self._timer() - began
                     )
             raise
@@ -138,13 +161,13 @@ class ToolCalls(HookCalls, ToolChanges):
             # Its images, checked against what the run's requests hold already: an image the
             # API would refuse becomes a line saying why (ruizn.media). No await between
             # this and the emit, so calls finishing in parallel are counted one by one.
-            content, _ = fit_media(result.content, self.state.media)
+            content, _ = fit_media(result.content, self._run.state.media)
             result = evolve(result, content=content)
         result = self._with_instructions(call, result)
-        post = matching(self.state.settings, "PostToolUse", call.name)
+        post = matching(self._run.state.settings, "PostToolUse", call.name)
         if post:
             response = {"content": text_of(result.content), "is_error": result.is_error}
-            runs = await self._run_hooks("PostToolUse", post, call, tool_response=response)
+            runs = await self.hooks.run("PostToolUse", post, call, tool_response=response)
             notes = post_notes(runs)
             if notes:
                 content = result.content
@@ -154,13 +177,13 @@ class ToolCalls(HookCalls, ToolChanges):
                     if isinstance(content, str)
                     else (*content, TextBlock(text=notes)),
                 )
-        self._emit(ToolCallFinished, id=call.id, result=result, duration=self._timer() - began)
+        self._run.emit(ToolCallFinished, id=call.id, result=result, duration=self._timer() - began)
 
     async def _invoke(self, call: ToolCall) -> ToolResult:
-        runs: RunsChild | None = getattr(self._registry.get(call.name), "runs", None)
+        runs: RunsChild | None = getattr(self.changes.registry.get(call.name), "runs", None)
         if runs is None:
-            return await invoke_tool(self._registry, call)
-        problem = self._registry.validation_error(call.name, call.input)
+            return await invoke_tool(self.changes.registry, call)
+        problem = self.changes.registry.validation_error(call.name, call.input)
         if problem is not None:
             return ToolResult.error(ErrorType.INVALID_INPUT, problem)
         # No tool timeout: a child run has its own limits (steps, budget).
@@ -169,12 +192,14 @@ class ToolCalls(HookCalls, ToolChanges):
     def child_started(self, call_id: str, run_id: str, agent: str, description: str) -> int:
         """Log a child's start, on disk before the child writes (a resume finds it by this);
         its seq."""
-        self._emit(SubagentStarted, id=call_id, run_id=run_id, agent=agent, description=description)
+        self._run.emit(
+            SubagentStarted, id=call_id, run_id=run_id, agent=agent, description=description
+        )
         self._sink.sync()
-        return self.state.last_seq
+        return self._run.state.last_seq
 
     def child_finished(self, call_id: str, run_id: str, child: ExecutionContext) -> None:
-        self._emit(
+        self._run.emit(
             SubagentFinished,
             id=call_id,
             run_id=run_id,
@@ -189,9 +214,9 @@ class ToolCalls(HookCalls, ToolChanges):
     async def child_hooks(self, event: str, call: ToolCall, agent: str, run_id: str) -> None:
         """The run's SubagentStart or SubagentStop hooks for its child `run_id` (whose matcher
         takes the agent's name), logged as hook_ran for the call."""
-        specs = matching(self.state.settings, event, agent)
+        specs = matching(self._run.state.settings, event, agent)
         if specs:
-            await self._run_hooks(event, specs, call, agent_id=run_id, agent_type=agent)
+            await self.hooks.run(event, specs, call, agent_id=run_id, agent_type=agent)
 
     def _with_instructions(self, call: ToolCall, result: ToolResult) -> ToolResult:
         """The result with the nearest subfolder instructions file not given yet, if the
@@ -200,7 +225,7 @@ class ToolCalls(HookCalls, ToolChanges):
         path = call.input.get("path")
         if finder is None or result.is_error or not isinstance(path, str):
             return result
-        state = self.state
+        state = self._run.state
         if not any(
             s.tool == call.name and s.kind is SourceKind.BUILTIN
             for s in state.settings.tool_sources

@@ -1,24 +1,23 @@
 """A run's tools changing while it goes on (an MCP server's notifications/tools/list_changed):
-what a change is, what watches for one, and how the runner takes it between steps."""
+what a change is, what watches for one, and the runner's part that takes it between steps."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol
 
 from attrs import frozen
 
 from ruizn.effects.person.approval import needs_approval_of
 from ruizn.effects.tools.base import BaseTool, ToolRegistry
-from ruizn.events import Event, ToolsChanged
+from ruizn.events import ToolsChanged
 from ruizn.reducers import InvalidTransition
 from ruizn.settings import RunSettings
-from ruizn.state import ExecutionContext, Phase, Status
+from ruizn.shell.recorder import Recorder
+from ruizn.state import Phase, Status
 from ruizn.toolsource import ToolSource
 
 if TYPE_CHECKING:
     from ruizn.decide import NeedsApproval
-
-E = TypeVar("E", bound=Event)
 
 
 @frozen(kw_only=True)
@@ -52,20 +51,16 @@ class ToolWatch(Protocol):
 
 
 class ToolChanges:
-    """The part of `AgentRunner` (shell/runner.py) that takes a change of the run's tools."""
+    """A run's tools as they are now (its registry, and which calls need approval), and how a
+    change of them is taken: the runner's part for tools that change while it goes on."""
 
-    _registry: ToolRegistry
-    _watch: ToolWatch | None
-    needs_approval: NeedsApproval
+    def __init__(self, run: Recorder, registry: ToolRegistry, watch: ToolWatch | None) -> None:
+        self._run = run
+        self._watch = watch
+        self.registry = registry
+        self.needs_approval: NeedsApproval = needs_approval_of(registry)
 
-    if TYPE_CHECKING:  # the runner's, which this part of it uses
-
-        @property
-        def state(self) -> ExecutionContext: ...
-
-        def _emit(self, cls: type[E], **fields: Any) -> None: ...
-
-    async def _take_tool_changes(self) -> None:
+    async def take(self) -> None:
         """Between steps, or between the calls of a turn, take a change of the run's tools:
         logged as `tools_changed` (the next request offers exactly its tools, on replay and
         resume too) and the registry swapped. A call of the turn whose tool is gone or
@@ -73,13 +68,13 @@ class ToolChanges:
         watch = self._watch
         if watch is None or not watch.pending():
             return
-        state = self.state
+        state = self._run.state
         if state.status is not Status.RUNNING or state.phase not in (Phase.READY, Phase.TOOLS):
             return
         change = await watch.refresh(state.settings)
         if change is None:
             return
-        state = self.state
+        state = self._run.state
         settings = state.settings
         tools = (
             *(t for t in settings.tools if t.get("name") not in change.replaces),
@@ -91,19 +86,21 @@ class ToolChanges:
         )
         try:
             registry = ToolRegistry(
-                [*(t for t in self._registry if t.name not in change.replaces), *change.tools],
-                timeout=self._registry.timeout,
+                [*(t for t in self.registry if t.name not in change.replaces), *change.tools],
+                timeout=self.registry.timeout,
             )
         except ValueError as exc:  # a name both the change and the run's other tools hold
             watch.refused(str(exc))
             return
         if tools != settings.tools or sources != settings.tool_sources:
             try:
-                self._emit(ToolsChanged, servers=change.servers, tools=tools, tool_sources=sources)
+                self._run.emit(
+                    ToolsChanged, servers=change.servers, tools=tools, tool_sources=sources
+                )
             except InvalidTransition as exc:  # not written: the run goes on as it was
                 watch.refused(str(exc))
                 return
-        self._registry = registry
+        self.registry = registry
         self.needs_approval = needs_approval_of(registry)
 
 

@@ -20,12 +20,11 @@ from ruizn.defaults import TEST_MODEL
 from ruizn.effects.checkpoints.store import GitStore
 from ruizn.effects.mcp.config import MCPServer
 from ruizn.effects.models.function import FunctionModel, ReplyFunction
-from ruizn.effects.models.pricing import Pricer, SharedBudget
+from ruizn.effects.models.pricing import Pricer, SharedBudget, unpriced
 from ruizn.effects.models.provider import ModelCatalog, Provider, ProviderConfigError
 from ruizn.effects.person.approval import Approver
 from ruizn.effects.runlog.reader import LOG_NAME
 from ruizn.effects.runlog.sink import EventSink
-from ruizn.effects.runlog.store import FileStore, RunStore
 from ruizn.effects.tools.base import BaseTool, ToolRegistry
 from ruizn.effects.tools.bash import ShellJobs, shell_config, shell_tools
 from ruizn.effects.tools.bwrap import find_bwrap, probe, shell_environment
@@ -37,7 +36,9 @@ from ruizn.modelfacts import ModelRefused, deprecation_line, fitted, not_found_l
 from ruizn.modelfacts import check as check_model
 from ruizn.redact import Redactor, secrets_from_env
 from ruizn.redact import api_key_problem as key_whitespace_problem
+from ruizn.resuming import SettingChange
 from ruizn.settings import ConfigError, RunSettings
+from ruizn.shell.outcome import Resume
 from ruizn.shell.runner import AgentRunner, Subscriber
 from ruizn.shell.structured import output_mode
 from ruizn.shell.toolkit import (
@@ -57,62 +58,75 @@ if TYPE_CHECKING:
     from ruizn.effects.hooks.command import (
         HookExecutor,  # imported at run time only with servers (see mcp_toolset)
     )
+    from ruizn.shell.children import ChildBuilder
 
 
 class Wiring:
-    """The part of `Agent` that builds a run's provider, tools, MCP servers and runner from
-    what the agent was given (its attributes, set by `Agent.__init__`)."""
+    """Builds a run's provider, tools, MCP servers and runner from what an agent was given:
+    `ruizn.Agent`'s part that knows how, holding what it was given (no run's state)."""
 
-    settings: RunSettings
-    _model: str | ReplyFunction | Provider | None
-    _tools: tuple[ToolLike, ...]
-    _builtins: bool
-    _servers: tuple[MCPServer, ...]
-    _mcp_headers: tuple[str, ...]
-    _approver: Approver | None
-    _store: RunStore | None
-    _log_dir: str | Path | None
-    _subscribers: tuple[Subscriber, ...]
-    _notice: Notice
-    _environ: Mapping[str, str]
-    _pricer: Pricer
-    _budget: SharedBudget | None
-    _hook_runner: HookExecutor | None
-    # A resume's decisions for the calls its subagents wait on, by `agent` call (children).
-    _forwarded: Mapping[str, Mapping[str, Any]] = {}
-    # Where a running command's output is shown as it comes (the CLI at a terminal).
-    _on_output: CommandOutput | None = None
-
-    def store(self) -> RunStore:
-        """Where this agent's runs live."""
-        if self._store is None:
-            workspace = Path(self.settings.workspace)
-            self._store = FileStore.at(workspace, self._log_dir)
-        return self._store
+    def __init__(
+        self,
+        *,
+        model: str | ReplyFunction | Provider | None,
+        tools: tuple[ToolLike, ...],
+        builtins: bool,
+        servers: tuple[MCPServer, ...],
+        mcp_headers: tuple[str, ...],
+        approver: Approver | None,
+        environ: Mapping[str, str],
+        notice: Notice,
+        pricer: Pricer,
+        budget: SharedBudget | None,
+        hook_runner: HookExecutor | None,
+        child: ChildBuilder,
+        on_output: CommandOutput | None = None,
+    ) -> None:
+        self.model = model
+        self.tools = tools
+        self.builtins = builtins
+        self.servers = servers
+        self.mcp_headers = mcp_headers
+        self.approver = approver
+        self.environ = environ
+        self.notice = notice
+        self.pricer = pricer
+        self.budget = budget
+        # Runs the settings' hook commands (default: as commands in the workspace); a rerun
+        # gives one that answers from the recording instead.
+        self._hook_runner = hook_runner
+        # Builds a child run's agent (`ruizn.Agent._child`): see shell/children.py.
+        self._child = child
+        # Where a running command's output is shown as it comes (the CLI at a terminal).
+        self._on_output = on_output
 
     @contextlib.asynccontextmanager
-    async def _open(
+    async def open(
         self,
         settings: RunSettings,
         root: Path,
         run_id: str,
         sink: EventSink,
         state: ExecutionContext | None,
+        *,
+        subscribers: tuple[Subscriber, ...],
+        forwarded: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> AsyncIterator[tuple[AgentRunner, RunSettings]]:
         """The provider, the tools and the runner for `settings`; for a new run (`state` is
-        None) the settings come back filled in (tools, sources, servers)."""
-        provider = self._provider(settings)
+        None) the settings come back filled in (tools, sources, servers). `forwarded`: a
+        resume's decisions for the calls its subagents wait on, by `agent` call."""
+        provider = self.provider(settings)
         jobs = None
         try:
             if state is None:
-                settings = await self._fitted(provider, settings)
+                settings = await self.fitted(provider, settings)
                 if settings.output_schema is not None and not settings.output_mode:
                     # Asked once, recorded in run_started: a replay or rerun never asks again.
                     settings = evolve(settings, output_mode=await output_mode(provider, settings))
             jobs = self._shell_jobs(settings, root)
             shell = (
                 *(shell_tools(jobs, self._on_output) if jobs is not None else ()),
-                *self._agent_tools(settings),
+                *self._agent_tools(settings, forwarded),
             )
             registry, sources = self._local_tools(settings, root, state, shell)
             servers = self._mcp_servers(settings)
@@ -120,8 +134,8 @@ class Wiring:
                 servers,
                 Path(settings.workspace),
                 root / ".mcp" / run_id,
-                lambda text: self._notice(f"mcp: {text}"),
-                self._environ,
+                lambda text: self.notice(f"mcp: {text}"),
+                self.environ,
             ) as (mcp_tools, mcp_records, watch):
                 registry = ToolRegistry(
                     [*registry, *mcp_tools]
@@ -151,7 +165,7 @@ class Wiring:
                 # (--mcp-header, --mcp-env), wherever they would reach the log.
                 redactor = Redactor(
                     secrets=(
-                        *secrets_from_env(self._environ),
+                        *secrets_from_env(self.environ),
                         *(value for server in servers for value in server.secret_values()),
                     )
                 )
@@ -159,17 +173,17 @@ class Wiring:
                     provider=provider,
                     registry=registry,
                     sink=sink,
-                    subscribers=self._subscribers,
+                    subscribers=subscribers,
                     clock=time.time,
                     timer=time.monotonic,
                     state=state,
                     redact=redactor.redact_event if redactor else None,
-                    approver=self._approver,
+                    approver=self.approver,
                     watch=watch,
-                    pricer=self._pricer,
-                    budget=self._budget,
+                    pricer=self.pricer,
+                    budget=self.budget,
                     instructions=_subfolder_instructions(settings),
-                    hooks=self._hooks_for(settings),
+                    hooks=self.hooks_for(settings),
                     transcript=str(root / run_id / LOG_NAME),
                     checkpointer=self._checkpointer(settings, root / run_id),
                     redact_stream=redactor.stream_text if redactor else None,
@@ -180,14 +194,69 @@ class Wiring:
                 jobs.close()  # every process the run started ends with it
             await _aclose(provider)
 
+    async def setting_change(self, request: Resume, settings: RunSettings) -> SettingChange | None:
+        """The settings a message changes (a session's `/model`, `/effort`), with what the
+        Models API says of the new model (checked as a new run's is: a retired model is
+        refused), its context window and compaction form; None when it changes none."""
+        new_model = request.model if request.model not in (None, settings.model) else None
+        if new_model is None and request.effort is None:
+            return None
+        if new_model is None:
+            return SettingChange(effort=request.effort)
+        asked = evolve(settings, model=new_model, context_window=None, compaction=None)
+        if request.effort is not None:
+            asked = evolve(asked, effort=request.effort)
+        provider = self.provider(asked)
+        try:
+            found = await self.fitted(provider, asked)
+        finally:
+            await _aclose(provider)
+        window = found.context_window or self.pricer.context_window(new_model)
+        return SettingChange(
+            model=new_model,
+            effort=request.effort,
+            context_window=window,
+            compaction=found.compaction,
+        )
+
+    def new_run(self, settings: RunSettings, *, rerun: bool) -> RunSettings:
+        """A new run's settings filled in before anything is built: its workspace resolved,
+        its budget checked and its project instructions read (its context window is set once
+        the Models API's facts are in: `windowed`)."""
+        workspace = resolved(settings.workspace)
+        settings = evolve(settings, workspace=str(workspace))
+        self.check_budget(settings.model, settings.max_cost)
+        if settings.project_instructions and not settings.instructions and not rerun:
+            # (A rerun sends the recorded text, and reads none where none was recorded.)
+            # Read once, recorded in run_started: replay, resume and rerun send this text.
+            from ruizn.effects.project.instructions import read_root
+
+            settings = evolve(settings, instructions=read_root(workspace))
+        return settings
+
+    def windowed(self, settings: RunSettings) -> RunSettings:
+        """A new run's settings with its context window: the Models API's (fitted when the
+        run opened, kept or asked), else the price list's, as a model change does; the price
+        list is read after the Models API, not before the first request. Recorded with the
+        run: its context limit does not move when the table does."""
+        if settings.context_window is not None:
+            return settings
+        return evolve(settings, context_window=self.pricer.context_window(settings.model))
+
+    def check_budget(self, model: str, max_cost: float | None) -> None:
+        """A budget needs a price: a model the price list does not know is refused."""
+        problem = None if max_cost is None else unpriced(model, "--max-cost", self.pricer)
+        if problem is not None:
+            raise ConfigError(problem)
+
     def _checkpointer(self, settings: RunSettings, run: Path | None = None) -> GitStore | None:
         """The store of the workspace's checkpoints, in the user's state folder (None: the
         run keeps none); `run` is the run's folder (gc keeps its trees while it exists)."""
         if not settings.checkpoints:
             return None
-        return GitStore.for_workspace(state_dir(self._environ), Path(settings.workspace), run=run)
+        return GitStore.for_workspace(state_dir(self.environ), Path(settings.workspace), run=run)
 
-    async def _fitted(self, provider: Provider, settings: RunSettings) -> RunSettings:
+    async def fitted(self, provider: Provider, settings: RunSettings) -> RunSettings:
         """A new run's settings checked against what the Models API says of its model, before
         its first request: a retired model or a thinking/effort choice it refuses is a
         ModelRefused; a deprecated one a warning (once: a run starts once). A model the API
@@ -203,7 +272,7 @@ class Wiring:
         check_model(settings, facts, listing)
         warning = deprecation_line(facts)
         if warning is not None:
-            self._notice(warning)
+            self.notice(warning)
         return fitted(settings, facts)
 
     def _shell_jobs(self, settings: RunSettings, root: Path) -> ShellJobs | None:
@@ -214,8 +283,8 @@ class Wiring:
         workspace = Path(settings.workspace).resolve()
         logs = root.resolve()
         mcp_env = [str(k) for record in settings.mcp_servers for k in record.get("env", ())]
-        environ = shell_environment(self._environ, drop=mcp_env)
-        bwrap = find_bwrap(self._environ)
+        environ = shell_environment(self.environ, drop=mcp_env)
+        bwrap = find_bwrap(self.environ)
         config = shell_config(
             workspace=workspace,
             # Hidden unless hiding them would hide the workspace too (--log-dir . or above).
@@ -231,7 +300,7 @@ class Wiring:
         if config.confinement is not None:
             probe(bwrap, config.confinement, environ)
         else:
-            self._notice(
+            self.notice(
                 "warning: --sandbox off: bash commands run unconfined, with your user's access"
                 " to every file and the network"
             )
@@ -245,9 +314,11 @@ class Wiring:
         tool_events = ("PreToolUse", "PostToolUse")
         pairs = tuple((h.event, h.matcher) for h in settings.hooks if h.event in tool_events)
         for line in idle_matchers(pairs, tools):
-            self._notice(line)
+            self.notice(line)
 
-    def _agent_tools(self, settings: RunSettings) -> tuple[BaseTool, ...]:
+    def _agent_tools(
+        self, settings: RunSettings, forwarded: Mapping[str, Mapping[str, Any]] | None
+    ) -> tuple[BaseTool, ...]:
         """The `agent` tool, for a run with subagents that may still start children."""
         from ruizn.subagents import AGENT_TOOL
 
@@ -260,35 +331,24 @@ class Wiring:
 
         runs = ChildRuns(
             self._child,
-            approver=self._approver,
-            budget=self._budget,
+            approver=self.approver,
+            budget=self.budget,
             settings=settings,
-            decisions=self._forwarded,
+            decisions=forwarded,
         )
         return (AgentTool(settings.subagents, runs),)
 
-    def _child(
-        self,
-        settings: RunSettings,
-        approver: Approver | None,
-        budget: SharedBudget | None,
-        watch: Subscriber,
-        agent: tuple[str, str, str],
-    ) -> Any:
-        """A child run's builder (`ruizn.Agent` gives it): see shell/children.py."""
-        raise NotImplementedError
-
-    def _hooks_for(self, settings: RunSettings) -> HookExecutor | None:
+    def hooks_for(self, settings: RunSettings) -> HookExecutor | None:
         if not settings.hooks:
             return None
         if self._hook_runner is not None:
             return self._hook_runner
         from ruizn.effects.hooks.command import CommandHooks
 
-        return CommandHooks(Path(settings.workspace), self._environ)
+        return CommandHooks(Path(settings.workspace), self.environ)
 
-    def _provider(self, settings: RunSettings) -> Provider:
-        model = self._model
+    def provider(self, settings: RunSettings) -> Provider:
+        model = self.model
         if model is None or isinstance(model, str):
             if settings.model == TEST_MODEL:
                 from ruizn.effects.models.offline import TestModelProvider
@@ -298,18 +358,22 @@ class Wiring:
             if problem is not None:
                 raise ProviderConfigError(problem)
             from ruizn.effects.models.anthropic import AnthropicProvider
+            from ruizn.effects.models.keptfacts import FactsFile
 
-            return AnthropicProvider(read_timeout=settings.read_timeout)
+            return AnthropicProvider(
+                read_timeout=settings.read_timeout,
+                kept_facts=FactsFile(state_dir(self.environ)),
+            )
         if hasattr(model, "stream") and not inspect.isfunction(model):
             return model  # type: ignore[return-value]
         return FunctionModel(model)
 
     def _key_problem(self) -> str | None:
-        if not self._environ.get("ANTHROPIC_API_KEY"):
+        if not self.environ.get("ANTHROPIC_API_KEY"):
             return "ANTHROPIC_API_KEY is not set: set it, or try --model test (offline)"
         # A key read from a CRLF file keeps its \r; the HTTP client would put the key itself
         # into its error text. Refuse it before anything is sent or logged.
-        return key_whitespace_problem(self._environ)
+        return key_whitespace_problem(self.environ)
 
     def _local_tools(
         self,
@@ -328,7 +392,7 @@ class Wiring:
         )
         if state is not None:
             recorded = tuple(s for s in settings.tool_sources if s.kind is not SourceKind.MCP)
-            given = {made.name: made for made in (tool_from(t, as_tool) for t in self._tools)}
+            given = {made.name: made for made in (tool_from(t, as_tool) for t in self.tools)}
             given |= {made.name: made for made in shell}
             if not settings.tool_sources:  # a run from before sources were recorded
                 return collect_tools(sandbox, plugins=False).registry(), ()
@@ -340,20 +404,16 @@ class Wiring:
         tools = [*(loaded.tool for loaded in toolbox.tools), *shell]
         sources = list(toolbox.sources)
         sources += [ToolSource(tool=t.name, kind=SourceKind.BUILTIN, ref=t.name) for t in shell]
-        for item in self._tools:
+        for item in self.tools:
             made = tool_from(item, as_tool)
             tools.append(made)
             sources.append(source_of(made))
         return ToolRegistry(tools), tuple(sources)
 
-    def toolbox(self, settings: RunSettings | None = None, root: Path | None = None) -> Toolbox:
-        """The tools a new run gets before the caller's and the MCP servers': the built-ins,
-        the `tool_specs` and the plug-ins, each with where it came from (`ruizn tools`).
-        Raises ToolLoadError for a spec that cannot load; a plug-in that cannot is a notice."""
+    def toolbox(self, settings: RunSettings, root: Path) -> Toolbox:
+        """The built-ins, specs and plug-ins a new run gets (`Agent.toolbox`)."""
         from ruizn.effects.tools.loader import collect_tools
 
-        settings = self.settings if settings is None else settings
-        root = self.store().root if root is None else root
         sandbox = workspace_jail(
             Path(settings.workspace).resolve(), root, allow_secret_files=settings.allow_secret_files
         )
@@ -361,25 +421,21 @@ class Wiring:
             sandbox,
             settings.tool_specs,
             plugins=settings.plugins,
-            builtins=None if self._builtins else (),
+            builtins=None if self.builtins else (),
             timeout=settings.tool_timeout,
         )
         for warning in toolbox.warnings:
-            self._notice(f"warning: {warning}")
+            self.notice(f"warning: {warning}")
         return toolbox
 
-    async def mcp_tools(self) -> tuple[BaseTool, ...]:
-        """The tools this agent's MCP servers offer now, as a run would get them (`ruizn
-        tools --mcp`): the servers are started, listed and stopped. Each tool's `source()`
-        says where it comes from and whether it only reads. Raises McpStartupError (one line,
-        naming the server) when a server cannot start or list its tools."""
-        settings = self.settings
+    async def mcp_tools(self, workspace: str) -> tuple[BaseTool, ...]:
+        """The tools the MCP servers offer now (`Agent.mcp_tools`)."""
         async with mcp_toolset(
-            self._servers,
-            resolved(settings.workspace),
+            self.servers,
+            resolved(workspace),
             None,
-            lambda text: self._notice(f"mcp: {text}"),
-            self._environ,
+            lambda text: self.notice(f"mcp: {text}"),
+            self.environ,
         ) as (tools, _, _):
             return tools
 
@@ -401,18 +457,18 @@ class Wiring:
         recorded = {str(schema.get("name")): schema for schema in settings.tools}
         kept = [tool for tool in registry if tool.name not in changed]
         for name, reason in changed.items():
-            self._notice(f"mcp: {reason}: its calls are refused, not run")
+            self.notice(f"mcp: {reason}: its calls are refused, not run")
             kept.append(ChangedTool.of(name, recorded.get(name, {"name": name}), reason))
         return kept
 
     def _mcp_servers(self, settings: RunSettings) -> tuple[MCPServer, ...]:
-        if self._servers:
-            return self._servers
+        if self.servers:
+            return self.servers
         if not settings.mcp_servers:
             return ()
         from ruizn.effects.mcp.config import servers_from_records
 
-        return servers_from_records(settings.mcp_servers, self._mcp_headers, environ=self._environ)
+        return servers_from_records(settings.mcp_servers, self.mcp_headers, environ=self.environ)
 
 
 async def _known_or_refused(catalog: ModelCatalog, model: str) -> None:

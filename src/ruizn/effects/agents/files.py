@@ -23,8 +23,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ruizn.agentdefs import DefinitionError, Subagent
 
 __all__ = [
@@ -60,6 +58,8 @@ def parse_definition(text: str, where: str) -> Subagent:
     end = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), None)
     if end is None:
         raise AgentFileError(f"{where}: the front matter has no closing ---")
+    import yaml  # here: a run with no definition files need not import it
+
     try:
         # The safe loader builds plain data only: no tag in the file can make an object.
         data = yaml.safe_load("".join(lines[1:end]))

@@ -42,6 +42,7 @@ from anthropic._streaming import SSEDecoder
 from ruizn.bounds import MAX_LINE_DEPTH, deeper_than
 from ruizn.defaults import DEFAULT_READ_TIMEOUT
 from ruizn.effects.models.catalog import AnthropicCatalog
+from ruizn.effects.models.keptfacts import KeptFactsStore
 from ruizn.effects.models.provider import ModelReply, ProviderConfigError, ProviderError
 from ruizn.effects.models.stream import ENCODER, StreamedReply, invalid, one_line, short
 from ruizn.modelfacts import not_found_line, usable
@@ -87,15 +88,18 @@ class AnthropicProvider:
         api_key: str | None = None,
         base_url: str | None = None,
         max_retries: int = 0,
+        kept_facts: KeptFactsStore | None = None,
     ) -> None:
         """`max_retries` is the SDK's own retry count. Leave it 0: the core retries, and a
-        retry it cannot see is one it cannot log, count or pace."""
+        retry it cannot see is one it cannot log, count or pace. `kept_facts`: the Models
+        API's earlier answers (`catalog`), None: ask every time."""
         key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
         key = _checked_key(key)
         url = base_url if base_url is not None else os.environ.get("ANTHROPIC_BASE_URL")
         # Unset or blank: the SDK's default, the real API.
         url = _checked_base_url(url) if url is not None and url.strip() else None
         self._key = key
+        self._kept_facts = kept_facts
         self._encoder = BodyEncoder()
         try:
             # follow_redirects=False: the API never redirects, and following a POST there
@@ -210,7 +214,7 @@ class AnthropicProvider:
     @property
     def catalog(self) -> AnthropicCatalog:
         """The Models API, on this provider's client (its key, base URL and pool)."""
-        return AnthropicCatalog(self._client)
+        return AnthropicCatalog(self._client, self._kept_facts)
 
     def _status_error(
         self,

@@ -17,7 +17,8 @@ from typing import Any, ClassVar
 import anthropic
 import anyio
 
-from ruizn.modelfacts import ModelFacts
+from ruizn.effects.models.keptfacts import KeptFacts, KeptFactsStore
+from ruizn.modelfacts import ModelFacts, reusable
 
 # The lookup is before the first request of a run: it must not hold a run up for long.
 LOOKUP_TIMEOUT = 10.0
@@ -30,8 +31,12 @@ _EFFORT_LEVELS = ("low", "medium", "high", "xhigh", "max")
 
 
 class AnthropicCatalog:
-    def __init__(self, client: anthropic.AsyncAnthropic) -> None:
+    def __init__(
+        self, client: anthropic.AsyncAnthropic, kept: KeptFactsStore | None = None
+    ) -> None:
+        """`kept`: earlier answers, read before asking and written after (None: ask)."""
         self._client = client.with_options(timeout=LOOKUP_TIMEOUT, max_retries=0)
+        self._kept = kept
         # Why the last lookup came back empty (for `ruizn models` to say so), or None.
         self.problem: str | None = None
         # The last model `describe` was told the API does not know (HTTP 404), or None.
@@ -40,18 +45,30 @@ class AnthropicCatalog:
     async def describe(self, model: str) -> ModelFacts | None:
         key = _asked(self._client, model)
         known = _Remembered.get(key)
-        if known is not None:
+        if known is not None and known.lifecycle != "retired":  # retired: asked again
             return known
+        url, digest, _ = key
+        if self._kept is not None:
+            # A small file read in place: a thread hop would cost more than the read.
+            kept = self._kept.read(url, digest, model)
+            if kept is not None and reusable(model, kept.facts, kept.asked_at, time.time()):
+                return kept.facts
         try:
             info = await self._client.models.retrieve(model)
         except anthropic.NotFoundError:
             self.not_found = model  # a misspelt id, or an endpoint without the Models API
+            self._keep(url, digest, model, None)
             return None
         except anthropic.AnthropicError:
             return None  # not remembered: the next run asks again
         facts = facts_of(info)
         _Remembered.put(key, facts)
+        self._keep(url, digest, model, facts)
         return facts
+
+    def _keep(self, url: str, digest: str, model: str, facts: ModelFacts | None) -> None:
+        if self._kept is not None:
+            self._kept.write(url, digest, model, KeptFacts(facts=facts, asked_at=time.time()))
 
     async def models(self) -> tuple[ModelFacts, ...]:
         """Every model the Models API lists, page by page within the listing's bounds; what
@@ -87,9 +104,10 @@ class AnthropicCatalog:
 
 def remember_facts(seconds: float) -> None:
     """Reuse the Models API's answer about a model for `seconds` in this process (0: ask
-    for every run). A fleet process starts runs of the same model all day; in memory only,
-    never on disk: it is data about the model, not a decision, and a model retired meanwhile
-    is refused by the API at the run's first request anyway."""
+    for every run). A fleet process starts runs of the same model all day: this spares it
+    even the read of the state directory's kept answers (`keptfacts`). Data about the model,
+    not a decision: a model retired meanwhile is refused by the API at the run's first
+    request anyway."""
     with _Remembered.lock:
         _Remembered.seconds = seconds
         _Remembered.facts.clear()
