@@ -51,6 +51,26 @@ def test_runs_are_kept_apart(store: EventStore) -> None:
     assert len(list(store.lines("r2"))) == 1
 
 
+def test_a_second_writer_on_the_run_is_still_fenced_off(tmp_path: Path) -> None:
+    # Each process remembers the last seq it committed for a run: a line another process
+    # stored meanwhile is still seen, and a different one refused.
+    url = f"sqlite:///{tmp_path / 'fleet.sqlite'}"
+    first, second = EventStore(url), EventStore(url)
+    first.append("r1", LINES[:1])
+    second.append("r1", LINES[1:2])
+    with pytest.raises(AppendConflict, match="seq 2 is stored with a different line"):
+        first.append("r1", [(2, '{"seq":2,"other":true}')])
+    assert first.append("r1", LINES) == 1
+    assert list(second.lines("r1")) == [line for _, line in LINES]
+
+
+def test_a_run_note_without_a_worker_keeps_the_one_noted(store: EventStore) -> None:
+    store.note_run("r1", goal="g", status="running", worker="w1")
+    store.note_run("r1", goal="g", status="success", worker=None)
+    [row] = store.runs()
+    assert (row.run_id, row.goal, row.worker, row.status) == ("r1", "g", "w1", "success")
+
+
 def test_a_dead_worker_is_claimed_by_one_live_worker_only(store: EventStore) -> None:
     store.heartbeat("dead")
     store.mark_dead("dead")

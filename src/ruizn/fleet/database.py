@@ -20,6 +20,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 from attrs import frozen
+from sqlalchemy.dialects import postgresql as postgresql_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.schema import CreateTable
 
 from ruizn.effects.runlog.folder import RunFolder
@@ -73,6 +75,72 @@ WORKERS = sa.Table(
     sa.Column("heartbeat", sa.Float, nullable=False),
     sa.Column("started", sa.Float, nullable=False),
 )
+
+
+# The statements every step of every run executes, built once: building one per call and
+# computing its cache key (SQLAlchemy walks the whole statement for it) cost a fleet
+# process more CPU than the database's own work. Values are bound parameters.
+_TOP_SEQ = sa.select(sa.func.max(EVENTS.c.seq)).where(EVENTS.c.run_id == sa.bindparam("run"))
+_STORED_LINES = sa.select(EVENTS.c.seq, EVENTS.c.line).where(
+    EVENTS.c.run_id == sa.bindparam("run"),
+    EVENTS.c.seq.between(sa.bindparam("first"), sa.bindparam("last")),
+)
+# RETURNING: SQLAlchemy then sends many rows as one multi-row INSERT ("insertmanyvalues"),
+# where an executemany steps the database once per row.
+_INSERT_EVENTS = sa.insert(EVENTS).returning(EVENTS.c.seq)
+_BUDGETS_OF = sa.select(BUDGET_RUNS.c.run_id, BUDGET_RUNS.c.budget_id).where(
+    BUDGET_RUNS.c.run_id.in_(sa.bindparam("runs", expanding=True))
+)
+_CHARGE = (
+    sa.update(BUDGETS)
+    .where(BUDGETS.c.budget_id == sa.bindparam("budget"))
+    .values(spent=BUDGETS.c.spent + sa.bindparam("charge", type_=sa.Float))
+)
+_RUN_LINES = (
+    sa.select(EVENTS.c.line).where(EVENTS.c.run_id == sa.bindparam("run")).order_by(EVENTS.c.seq)
+)
+_HAS_RUN = sa.select(EVENTS.c.seq).where(EVENTS.c.run_id == sa.bindparam("run")).limit(1)
+_NOTE_RUNS = {
+    # One statement for all the run notes of a transaction: a new row, or the status and
+    # time of the run's row, and its worker when the note names one.
+    name: dialect.insert(RUNS)
+    .on_conflict_do_update(
+        index_elements=[RUNS.c.run_id],
+        set_={
+            "status": dialect.insert(RUNS).excluded.status,
+            "updated": dialect.insert(RUNS).excluded.updated,
+            "worker": sa.func.coalesce(dialect.insert(RUNS).excluded.worker, RUNS.c.worker),
+        },
+    )
+    .returning(RUNS.c.run_id)
+    for name, dialect in (("sqlite", sqlite_dialect), ("postgresql", postgresql_dialect))
+}
+# The events, charges and run notes of a transaction, written at its end in one statement
+# each: the store's calls release the GIL, and under a busy process each call waited a GIL
+# switch (milliseconds) to go on, while every run of the process waited for the commit.
+_DEFERRED = "ruizn_deferred"
+
+
+def _write_deferred(conn: sa.Connection) -> None:
+    deferred = conn.info.pop(_DEFERRED, None)
+    if deferred is None:
+        return
+    rows, charges, notes = deferred
+    if notes:
+        conn.execute(_NOTE_RUNS[conn.dialect.name], list(notes.values())).all()
+    if rows:
+        conn.execute(_INSERT_EVENTS, rows).all()
+    if charges:
+        # Each priced answer is added to its run's budget, if the run has one (most have
+        # none: one query says which do).
+        runs = sorted({run_id for run_id, _ in charges})
+        budget_of = dict(conn.execute(_BUDGETS_OF, {"runs": runs}).all())
+        spent: dict[str, float] = {}
+        for run_id, charge in charges:
+            if run_id in budget_of:
+                spent[budget_of[run_id]] = spent.get(budget_of[run_id], 0.0) + charge
+        for budget, charge in sorted(spent.items()):
+            conn.execute(_CHARGE, {"budget": budget, "charge": charge})
 
 
 # Held while the fleet's schema is created or migrated (these tables here, DBOS's in
@@ -136,6 +204,7 @@ class EventStore:
                 parsed, pool_pre_ping=True, pool_size=8, connect_args={"connect_timeout": 5}
             )
         # Appends and run notes of this process's runs, many in one transaction.
+        self._tops: dict[str, int] = {}  # run id -> its last seq this process committed
         self._group = GroupCommit(lambda durable: self._transaction(durable=durable), group_lock)
         try:
             self._create_tables()
@@ -210,25 +279,40 @@ class EventStore:
         The fleet's sink groups a step's events so; see fleet/sink.py."""
         if not lines:
             return 0
-        return self._group.run(
-            lambda conn: self._append(conn, run_id, lines, charge), durable=durable
-        )
+        # The run's last seq as this process committed it: its next lines follow it, and
+        # asking the table again in every write of a group made the group's transaction,
+        # which every run of the process waits for, twice as long. Should the table hold
+        # more (a second executor wrongly on the run), the insert breaks the primary key:
+        # the run's cached seq is dropped and the write checked against the table.
+        known = self._tops.get(run_id)
+        try:
+            count = self._group.run(
+                lambda conn: self._append(conn, run_id, lines, charge, known), durable=durable
+            )
+        except sa.exc.IntegrityError:
+            if known is None:
+                raise
+            self._tops.pop(run_id, None)
+            count = self._group.run(
+                lambda conn: self._append(conn, run_id, lines, charge, None), durable=durable
+            )
+        self._tops[run_id] = max(self._tops.get(run_id) or 0, lines[-1][0])
+        return count
 
     def _append(
-        self, conn: sa.Connection, run_id: str, lines: Sequence[tuple[int, str]], charge: float
+        self,
+        conn: sa.Connection,
+        run_id: str,
+        lines: Sequence[tuple[int, str]],
+        charge: float,
+        known: int | None,
     ) -> int:
         first, last = lines[0][0], lines[-1][0]
-        top = conn.execute(
-            sa.select(sa.func.max(EVENTS.c.seq)).where(EVENTS.c.run_id == run_id)
-        ).scalar()
+        top = known if known is not None else conn.execute(_TOP_SEQ, {"run": run_id}).scalar()
         expected = (top or 0) + 1
         stored: dict[int, str] = {}
         if first < expected:  # some are stored already (a recovery writes them again)
-            rows = conn.execute(
-                sa.select(EVENTS.c.seq, EVENTS.c.line).where(
-                    EVENTS.c.run_id == run_id, EVENTS.c.seq.between(first, last)
-                )
-            )
+            rows = conn.execute(_STORED_LINES, {"run": run_id, "first": first, "last": last})
             stored = {seq: line for seq, line in rows}
         new: list[dict[str, object]] = []
         for seq, line in lines:
@@ -243,18 +327,11 @@ class EventStore:
             new.append({"run_id": run_id, "seq": seq, "line": line})
             expected += 1
         if new:
-            conn.execute(sa.insert(EVENTS), new)
+            # Executed with the rest of the transaction's writes, at its end (`_transaction`).
+            rows, charges, _ = conn.info.setdefault(_DEFERRED, ([], [], {}))
+            rows.extend(new)
             if charge and new[-1]["seq"] == last:
-                budget = (
-                    sa.select(BUDGET_RUNS.c.budget_id)
-                    .where(BUDGET_RUNS.c.run_id == run_id)
-                    .scalar_subquery()
-                )
-                conn.execute(
-                    sa.update(BUDGETS)
-                    .where(BUDGETS.c.budget_id == budget)
-                    .values(spent=BUDGETS.c.spent + charge)
-                )
+                charges.append((run_id, charge))
         return len(new)
 
     @contextlib.contextmanager
@@ -267,9 +344,11 @@ class EventStore:
             if strict:  # before the transaction begins: SQLite refuses it inside one
                 conn.exec_driver_sql("PRAGMA synchronous=FULL")
                 conn.commit()
+            conn.info.pop(_DEFERRED, None)  # what a failed transaction left
             try:
                 with conn.begin():
                     yield conn
+                    _write_deferred(conn)
             finally:
                 if strict:
                     conn.exec_driver_sql("PRAGMA synchronous=NORMAL")
@@ -277,17 +356,13 @@ class EventStore:
 
     def lines(self, run_id: str) -> Iterator[str]:
         with self.engine.connect() as conn:
-            result = conn.execution_options(yield_per=2000).execute(
-                sa.select(EVENTS.c.line).where(EVENTS.c.run_id == run_id).order_by(EVENTS.c.seq)
-            )
+            result = conn.execution_options(yield_per=2000).execute(_RUN_LINES, {"run": run_id})
             for (line,) in result:
                 yield line
 
     def has_run(self, run_id: str) -> bool:
         with self.engine.connect() as conn:
-            found = conn.execute(
-                sa.select(EVENTS.c.seq).where(EVENTS.c.run_id == run_id).limit(1)
-            ).first()
+            found = conn.execute(_HAS_RUN, {"run": run_id}).first()
         return found is not None
 
     def export(self, run_id: str, path: Path) -> int:
@@ -316,22 +391,16 @@ class EventStore:
         # Not durable on SQLite (see `append`): the row only says who ran the run last and
         # how it ended; the events say what happened, and a run is never decided by it.
         def note(conn: sa.Connection) -> None:
-            changed = conn.execute(
-                sa.update(RUNS)
-                .where(RUNS.c.run_id == run_id)
-                .values(status=status, updated=now, **({"worker": worker} if worker else {}))
-            ).rowcount
-            if not changed:
-                conn.execute(
-                    sa.insert(RUNS).values(
-                        run_id=run_id,
-                        goal=goal,
-                        worker=worker,
-                        status=status,
-                        submitted=now,
-                        updated=now,
-                    )
-                )
+            notes = conn.info.setdefault(_DEFERRED, ([], [], {}))[2]
+            earlier = notes.get(run_id)
+            notes[run_id] = {
+                "run_id": run_id,
+                "goal": goal,
+                "worker": worker or (earlier["worker"] if earlier else None),
+                "status": status,
+                "submitted": earlier["submitted"] if earlier else now,
+                "updated": now,
+            }
 
         self._group.run(note, durable=False)
 
