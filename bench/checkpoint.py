@@ -4,10 +4,10 @@ Builds the tree in a temporary folder (200 folders of 100 files of 10 KB, plus a
 `node_modules/`, a `.env` and an empty folder), takes a first checkpoint (every file hashed
 once), then, ROUNDS times: changes 3 files and times
 
-- ruizn's checkpoint (`GitStore.snapshot`: two git processes side by side, `ls-files -t -m
-  -d -o --directory` for the changed, removed and new files and `ls-files -o -i --directory`
-  for the ignored ones, then `update-index` with the few changed and `write-tree`, the
-  index's totals read while it runs);
+- ruizn's checkpoint (`GitStore.snapshot`: `ls-files -t -m -d -o --directory` for the
+  changed, removed and new files, `check-ignore --no-index` for the few names not in the
+  index, then `update-index` with the few changed and `write-tree`, the index's totals read
+  while it runs; docs/checkpoints.md lists the steps);
 - `git add -A && git write-tree` on the same tree with a persistent index of its own (the
   floor: what git itself does for the same job), in the same run;
 - dulwich (`porcelain.add` of the 3 changed files and `commit_tree` of the index), when it is
