@@ -1,6 +1,6 @@
 """ruizn's benchmark: client time per step, measured at the server, beside the raw SDK and peers.
 
-    python bench/run.py                  the full run (about 12 minutes on 2 cores)
+    python bench/run.py                  the full run (about 9 minutes on 2 cores)
     python bench/run.py --smoke          a few steps of each measure, no peers (CI, < 60 s)
     python bench/run.py --only loop,long a subset: loop, long, tokens, startup, first, replay,
                                          calls, fleet, scale
