@@ -42,7 +42,8 @@ class Parent:
     """The run a run came from. A fork (`ruizn fork RUN --at SEQ`) begins with the parent's
     events up to `seq`; a rerun (`ruizn rerun RUN`) re-drove the recording, whose last event
     was `seq`; a subagent (kind "agent") was started by the parent's `agent` call `call`
-    (its subagent_started is `seq`), as the definition named `agent`."""
+    (its subagent_started is `seq`), as the definition named `agent`; `root` is the top
+    run of its tree when the parent is itself a subagent (so its log alone names the trace)."""
 
     run_id: str
     seq: int
@@ -50,6 +51,7 @@ class Parent:
     # A subagent's (written only when set, so forks and reruns keep their bytes).
     agent: str | None = None
     call: str | None = None
+    root: str | None = None
 
 
 @frozen(kw_only=True)

@@ -212,6 +212,11 @@ def start(event: RunStarted) -> ExecutionContext:
         messages=(Message(role="user", content=(TextBlock(text=event.goal),)),),
         last_seq=1,
         agent_of=_agent_of(event),
+        agent_root=(
+            (event.parent.root or event.parent.run_id)
+            if event.parent is not None and event.parent.kind == "agent"
+            else None
+        ),
     )
 
 

@@ -135,7 +135,7 @@ _OMITTED_AT_DEFAULT: dict[type[Any], tuple[str, ...]] = {
     OutputChecked: ("output", "error", "call_id"),
     HookRan: ("reason", "context", "updated_input", "tool_use_id", "error"),
     Checkpointed: ("empty_dirs", "left_out", "more_left_out", "final", "error"),
-    Parent: ("agent", "call"),
+    Parent: ("agent", "call", "root"),
     SubagentStarted: ("description",),
     SubagentFinished: ("cost", "error", "awaiting"),
     SettingsChanged: ("model", "effort", "context_window", "compaction"),
@@ -403,6 +403,8 @@ def state_to_json(state: ExecutionContext) -> dict[str, Any]:
         del data["children"]  # a run without subagents prints what it printed before
     if state.agent_of is None:
         del data["agent_of"]
+    if state.agent_root is None:
+        del data["agent_root"]
     return data
 
 

@@ -113,8 +113,9 @@ class SpanBuilder:
     run_id: str = ""
     model: str = "?"
     max_tokens: int = 0
-    # 0: the run's own, or for a subagent its parent's (the caller gives the top run's
-    # for a subagent deeper down: its log names only its parent).
+    # 0: the run's own, or for a subagent its tree's top run's (its Parent's `root`, or the
+    # parent itself; a log written before `root` was recorded names only its parent: the
+    # caller gives the top run's then).
     trace: int = field(default=0)
     root: int | None = None
     session: _Open | None = None
@@ -137,7 +138,7 @@ class SpanBuilder:
                 if self.root is None:  # a second run_started (a planted log) keeps the trace
                     self.run_id = event.run_id
                     if parent is not None:  # under the parent's call that started it
-                        self.trace = self.trace or trace_id(parent.run_id)
+                        self.trace = self.trace or trace_id(parent.root or parent.run_id)
                         self.root = span_id(parent.run_id, parent.seq)
                     self.trace = self.trace or trace_id(event.run_id)
                 self.model = event.settings.model

@@ -444,6 +444,8 @@ class ExecutionContext:
     children: tuple[ChildRun, ...] = ()
     # A subagent's own run: (its parent's run id, its agent's name), from its run_started.
     agent_of: tuple[str, str] | None = None
+    # A subagent's: the top run of its tree (its parent's, or the one its parent names).
+    agent_root: str | None = None
 
     @property
     def total_cost(self) -> float | None:

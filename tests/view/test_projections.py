@@ -235,3 +235,30 @@ def test_a_collector_that_hangs_or_fails_never_holds_the_run() -> None:
         assert not exporter.complete
         assert exporter.failure is not None
     hold.set()
+
+
+def test_a_grandchilds_log_alone_puts_its_spans_in_the_top_runs_trace() -> None:
+    """A subagent's run_started names its tree's top run (`root`) when its parent is a
+    subagent too, so `ruizn export` of its log alone nests it in the top run's trace; one
+    written before `root` was recorded still reads, in its parent's trace."""
+    from ruizn.events import Parent
+    from ruizn.reducers import start
+    from ruizn.serde import decode, encode
+    from ruizn.settings import RunSettings
+
+    def started(parent: Parent) -> RunStarted:
+        return RunStarted(
+            seq=1, ts=1.0, run_id="grandchild", goal="g", settings=RunSettings(), parent=parent
+        )
+
+    deep = Parent(run_id="child", seq=3, kind="agent", agent="a", call="c", root="top")
+    event = started(deep)
+    assert decode(encode(event)) == event
+    assert {s.trace_id for s in project_spans([event])} == {trace_id("top")}
+    child = start(event)
+    assert child.agent_of == ("child", "a")
+    assert child.agent_root == "top"
+    old = evolve(deep, root=None)
+    assert "root" not in encode(started(old))
+    assert {s.trace_id for s in project_spans([started(old)])} == {trace_id("child")}
+    assert start(started(old)).agent_root == "child"

@@ -236,7 +236,12 @@ class ChildRuns:
             else:  # resumed after a stop: the child it started goes on
                 run_id, seq = record.run_id, state.last_seq
             parent = Parent(
-                run_id=state.run_id, seq=seq, kind="agent", agent=definition.name, call=call.id
+                run_id=state.run_id,
+                seq=seq,
+                kind="agent",
+                agent=definition.name,
+                call=call.id,
+                root=state.agent_root,  # None: this run is the top of the tree
             )
             settings = child_settings(state.settings, definition, remaining_budget(state))
             try:
