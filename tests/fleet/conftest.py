@@ -101,13 +101,13 @@ def postgres_url() -> Iterator[str]:
         pytest.skip(str(exc))
 
 
-def wait_for(check: Any, timeout: float, what: str) -> Any:
+def wait_for(check: Any, timeout: float, what: str, every: float = 0.1) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         got = check()
         if got:
             return got
-        time.sleep(0.1)
+        time.sleep(every)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 

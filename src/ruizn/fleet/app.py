@@ -13,11 +13,15 @@ never states, never pickle: inputs and outputs are DBOS's portable JSON).
 
 `ruizn resume --db` queues a second kind of workflow, `RUN/resume-K`, whose input is a
 `resume.ResumeOrder`: the same function with the order's new limits (see resume.py).
+
+A run's subagents are runs of their own on a second queue, `children.CHILD_QUEUE`, with
+the same workflows (see children.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import os
 import threading
@@ -28,6 +32,7 @@ from typing import Any
 from attrs import frozen
 from dbos import DBOS, DBOSConfig, WorkflowSerializationFormat
 
+from ruizn.fleet.children import CHILD_QUEUE, FleetChildren
 from ruizn.fleet.database import EventStore
 from ruizn.fleet.dbstore import DbRunStore
 from ruizn.fleet.driver import (
@@ -41,7 +46,7 @@ from ruizn.fleet.driver import (
 )
 from ruizn.fleet.goals import RUN_ID
 from ruizn.fleet.queueguard import refuse_pickle, refused_line, serializer, sweep
-from ruizn.fleet.resume import RESUME_WORKFLOW, ResumeOrder, order_from_json
+from ruizn.fleet.resume import RESUME_WORKFLOW, ResumeOrder, order_from_json, resume_prefix
 from ruizn.fleet.signing import SIGNATURE, FleetKey
 from ruizn.format import counted
 from ruizn.grant import grant_of
@@ -159,6 +164,13 @@ def execute(
         # Anyone who can write to the database can queue a workflow: its id names a folder
         # under the worker's log root, so it must be a run id and nothing else.
         raise FleetLogError(f"the queued run id {run.run_id!r} is not a run id")
+    children = FleetChildren(
+        queue=DbosChildQueue(),
+        events=ctx.store,
+        store=DbRunStore(ctx.store, ctx.log_root),
+        key=ctx.key,
+        workspace=run.settings.workspace,  # as queued: the child's taker places it
+    )
     run = placed(run, ctx.workspace)
     store = DbRunStore(ctx.store, ctx.log_root)
     ctx.store.note_run(run.run_id, goal=run.goal, status="running", worker=ctx.worker)
@@ -171,10 +183,19 @@ def execute(
         raise FleetLogError(f"run {run.run_id} has no stored events to resume from")
     if order is not None and state is not None and state.last_seq == order.after_seq:
         # The order is not applied yet: the run still ends where it ended when it was given.
-        state = resume_run(run, store, ctx.tools, order.request(), mcp_headers=ctx.mcp_headers)
+        state = resume_run(
+            run,
+            store,
+            ctx.tools,
+            order.request(),
+            mcp_headers=ctx.mcp_headers,
+            launcher=children,
+        )
     elif state is None:
         spent = batch_budget_of(store, run.run_id)
-        over = spent.spent() if spent is not None else None
+        # (a subagent starts all the same, and stops at its first call with max_cost: its
+        # parent's log records its end like any child's)
+        over = spent.spent() if spent is not None and run.parent is None else None
         if over is not None:
             # Not started: nothing was spent on it, and nothing will be.
             name, limit, total = over
@@ -190,7 +211,7 @@ def execute(
                 "cost": 0.0,
                 "error": f"not started: {name} is spent (${total:.2f} of ${limit:.2f})",
             }
-        state = start_run(run, store, ctx.tools, mcp_headers=ctx.mcp_headers)
+        state = start_run(run, store, ctx.tools, mcp_headers=ctx.mcp_headers, launcher=children)
     elif state.status is Status.RUNNING:
         # One a crash interrupted (a resume order's included, once its run_resumed is
         # stored): it goes on within the limits it has. An order's decisions that the crash
@@ -203,7 +224,9 @@ def execute(
             deny=given.deny if given is not None else (),
             reason=given.reason if given is not None else None,
         )
-        state = resume_run(run, store, ctx.tools, request, mcp_headers=ctx.mcp_headers)
+        state = resume_run(
+            run, store, ctx.tools, request, mcp_headers=ctx.mcp_headers, launcher=children
+        )
     ctx.store.note_run(run.run_id, goal=run.goal, status=state.status.value, worker=None)
     if ctx.announce is not None:
         ctx.announce(f"{run.run_id} {state.status.value} · {counted(state.step, 'step')}")
@@ -275,7 +298,8 @@ def launch(
     _register_queue(url, concurrency, polling)
     DBOS(config=config)
     DBOS.launch()
-    DBOS.register_queue(QUEUE, worker_concurrency=concurrency, polling_interval_sec=polling)
+    for queue in (QUEUE, CHILD_QUEUE):
+        DBOS.register_queue(queue, worker_concurrency=concurrency, polling_interval_sec=polling)
 
 
 def _register_queue(url: str, concurrency: int, polling: float) -> None:
@@ -287,9 +311,46 @@ def _register_queue(url: str, concurrency: int, polling: float) -> None:
 
     client = DBOSClient(system_database_url=url, serializer=serializer(), application_name="ruizn")
     try:
-        client.register_queue(QUEUE, worker_concurrency=concurrency, polling_interval_sec=polling)
+        # The children's queue has as many slots a worker as the runs' (a parent waits on
+        # its children in a slot of its own queue, never in one of theirs).
+        for queue in (QUEUE, CHILD_QUEUE):
+            client.register_queue(
+                queue, worker_concurrency=concurrency, polling_interval_sec=polling
+            )
     finally:
         client.destroy()
+
+
+class DbosChildQueue:
+    """The children's queue on DBOS, used from inside a parent's workflow but outside its
+    DBOS context (an empty one): a child is a workflow of its own, never a DBOS child step
+    of its parent's, whose recovery would replay enqueues by their position."""
+
+    def enqueue(self, workflow_id: str, payload: dict[str, Any], *, resume: bool) -> None:
+        options: Any = {
+            "queue_name": CHILD_QUEUE,
+            "workflow_name": RESUME_WORKFLOW if resume else WORKFLOW,
+            "workflow_id": workflow_id,
+            "app_version": APP_VERSION,
+            "serialization_type": WorkflowSerializationFormat.PORTABLE,
+        }
+        contextvars.Context().run(DBOS.enqueue_workflow_with_options, options, payload)
+
+    def workflows(self, run_id: str) -> dict[str, tuple[str, Any]]:
+        prefix = resume_prefix(run_id)
+
+        def listed() -> dict[str, tuple[str, Any]]:
+            found = [
+                *DBOS.list_workflows(workflow_ids=[run_id], load_input=False),
+                *DBOS.list_workflows(workflow_id_prefix=prefix, load_input=False),
+            ]
+            return {
+                w.workflow_id: (w.status, w.output)
+                for w in found
+                if w.workflow_id == run_id or w.workflow_id.startswith(prefix)
+            }
+
+        return contextvars.Context().run(listed)
 
 
 # Seconds between two sweeps for rows ruizn did not write (fleet/queueguard.py).

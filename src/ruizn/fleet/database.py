@@ -68,6 +68,15 @@ BUDGET_RUNS = sa.Table(
     sa.Column("budget_id", sa.String(200), nullable=False),
 )
 
+# The runs of a subagent tree on the fleet (fleet/children.py) and the budget they share,
+# `tree-ROOT` in BUDGETS: charged with each run's answers as a batch's budget is, besides it.
+TREE_RUNS = sa.Table(
+    "ruizn_tree_runs",
+    _META,
+    sa.Column("run_id", sa.String(200), primary_key=True),
+    sa.Column("tree_id", sa.String(200), nullable=False),
+)
+
 WORKERS = sa.Table(
     "ruizn_workers",
     _META,
@@ -88,8 +97,13 @@ _STORED_LINES = sa.select(EVENTS.c.seq, EVENTS.c.line).where(
 # RETURNING: SQLAlchemy then sends many rows as one multi-row INSERT ("insertmanyvalues"),
 # where an executemany steps the database once per row.
 _INSERT_EVENTS = sa.insert(EVENTS).returning(EVENTS.c.seq)
-_BUDGETS_OF = sa.select(BUDGET_RUNS.c.run_id, BUDGET_RUNS.c.budget_id).where(
-    BUDGET_RUNS.c.run_id.in_(sa.bindparam("runs", expanding=True))
+_BUDGETS_OF = sa.union_all(
+    sa.select(BUDGET_RUNS.c.run_id, BUDGET_RUNS.c.budget_id).where(
+        BUDGET_RUNS.c.run_id.in_(sa.bindparam("runs", expanding=True))
+    ),
+    sa.select(TREE_RUNS.c.run_id, TREE_RUNS.c.tree_id).where(
+        TREE_RUNS.c.run_id.in_(sa.bindparam("runs", expanding=True))
+    ),
 )
 _CHARGE = (
     sa.update(BUDGETS)
@@ -134,11 +148,13 @@ def _write_deferred(conn: sa.Connection) -> None:
         # Each priced answer is added to its run's budget, if the run has one (most have
         # none: one query says which do).
         runs = sorted({run_id for run_id, _ in charges})
-        budget_of = dict(conn.execute(_BUDGETS_OF, {"runs": runs}).all())
+        budgets_of: dict[str, list[str]] = {}
+        for run_id, budget_id in conn.execute(_BUDGETS_OF, {"runs": runs}).all():
+            budgets_of.setdefault(run_id, []).append(budget_id)
         spent: dict[str, float] = {}
         for run_id, charge in charges:
-            if run_id in budget_of:
-                spent[budget_of[run_id]] = spent.get(budget_of[run_id], 0.0) + charge
+            for budget_id in budgets_of.get(run_id, ()):
+                spent[budget_id] = spent.get(budget_id, 0.0) + charge
         for budget, charge in sorted(spent.items()):
             conn.execute(_CHARGE, {"budget": budget, "charge": charge})
 
@@ -460,6 +476,48 @@ class EventStore:
             fresh = [{"run_id": r, "budget_id": budget_id} for r in run_ids if r not in known]
             if fresh:
                 conn.execute(sa.insert(BUDGET_RUNS), fresh)
+
+    def join_budget(self, budget_id: str, run_id: str) -> None:
+        """`run_id` draws on `budget_id` too (a subagent on its parent's batch budget),
+        unless it draws on a budget already."""
+        with self._transaction(durable=True) as conn:
+            if (
+                conn.execute(
+                    sa.select(BUDGET_RUNS.c.run_id).where(BUDGET_RUNS.c.run_id == run_id)
+                ).first()
+                is None
+            ):
+                conn.execute(sa.insert(BUDGET_RUNS).values(run_id=run_id, budget_id=budget_id))
+
+    def open_tree(self, tree_id: str, max_cost: float, spent: float, top: str) -> None:
+        """The budget of a subagent tree, opened (if it is not) at what its top run `top`
+        has spent, and the top run in it; its limit is the top run's `max_cost` now."""
+        with self._transaction(durable=True) as conn:
+            changed = conn.execute(
+                sa.update(BUDGETS).where(BUDGETS.c.budget_id == tree_id).values(max_cost=max_cost)
+            ).rowcount
+            if not changed:
+                conn.execute(
+                    sa.insert(BUDGETS).values(budget_id=tree_id, max_cost=max_cost, spent=spent)
+                )
+        self.join_tree(tree_id, top)
+
+    def join_tree(self, tree_id: str, run_id: str) -> None:
+        with self._transaction(durable=True) as conn:
+            if (
+                conn.execute(
+                    sa.select(TREE_RUNS.c.run_id).where(TREE_RUNS.c.run_id == run_id)
+                ).first()
+                is None
+            ):
+                conn.execute(sa.insert(TREE_RUNS).values(run_id=run_id, tree_id=tree_id))
+
+    def tree_of(self, run_id: str) -> str | None:
+        with self.engine.connect() as conn:
+            found = conn.execute(
+                sa.select(TREE_RUNS.c.tree_id).where(TREE_RUNS.c.run_id == run_id)
+            ).scalar()
+        return None if found is None else str(found)
 
     def budget_of(self, run_id: str) -> str | None:
         with self.engine.connect() as conn:

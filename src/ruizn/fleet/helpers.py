@@ -138,7 +138,7 @@ class Helpers:
             status="PENDING", executor_id=worker, load_input=False, load_output=False
         )
         for status in pending:
-            _requeue(status.workflow_id)
+            _requeue(status.workflow_id, status.queue_name)
         self._warn(
             f"a helper process of the batch ended (exit {code}):"
             f" its {len(pending)} unfinished run(s) go on in the others"
@@ -155,16 +155,17 @@ def requeue_orphans(started: tuple[str, ...]) -> None:
     for status in pending:
         owner = str(status.executor_id or "")
         if owner.startswith(HELPER_PREFIX) and owner not in started:
-            _requeue(status.workflow_id)
+            _requeue(status.workflow_id, status.queue_name)
 
 
-def _requeue(workflow_id: str) -> None:
+def _requeue(workflow_id: str, queue: str | None) -> None:
     from dbos import DBOS
 
     from ruizn.fleet.app import QUEUE
 
-    # Back on the queue: ENQUEUED -> PENDING admits exactly one dequeuer.
-    DBOS.resume_workflow(workflow_id, queue_name=QUEUE)
+    # Back on the queue it came from (a subagent's: the children's): ENQUEUED -> PENDING
+    # admits exactly one dequeuer.
+    DBOS.resume_workflow(workflow_id, queue_name=queue or QUEUE)
 
 
 def _config_json(config: HelperConfig) -> dict[str, Any]:

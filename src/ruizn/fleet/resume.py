@@ -28,7 +28,7 @@ wait (a crash between the two writes), so no call is decided twice.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from attrs import evolve, frozen
@@ -36,6 +36,7 @@ from attrs import evolve, frozen
 from ruizn.fleet.driver import RunInput, input_from_json, input_to_json
 from ruizn.limits import Limits
 from ruizn.resuming import ResumePlan, ResumeRefused, plan_resume, resume_decisions
+from ruizn.shell.children import split_decisions
 from ruizn.shell.outcome import Resume
 from ruizn.state import ExecutionContext, JsonObject, Status
 
@@ -83,7 +84,9 @@ class ResumeOrder:
     def still_waiting(self, state: ExecutionContext) -> ResumeOrder:
         """The order with only the decisions of calls that still wait in `state`: what a
         recovered order gives again (the worker died before it wrote them all)."""
-        waiting = {call.id for call in state.awaiting_approval}
+        waiting = {call.id for call in state.awaiting_approval} | {
+            call.id for child in state.children_awaiting for call in child.awaiting
+        }
         approve = tuple(i for i in self.approve if i in waiting)
         deny = tuple(i for i in self.deny if i in waiting)
         return evolve(self, approve=approve, deny=deny, reason=self.reason if deny else None)
@@ -228,21 +231,47 @@ def check_resume(
         raise NothingToQueue(
             f"run {run_id} already finished with {state.status.value}; nothing to resume"
         )
+    # A subagent's calls that wait stop the tree: their ids go to the child (by the worker
+    # that resumes this run, fleet/children.py), resolved here to the calls that wait.
+    own_approve, own_deny, forward = split_decisions(state, approve, deny)
     try:
         # The stored events say which calls wait: requested and not decided. (A worker
         # requests every approval a turn needs before it stops, so none is missing.)
         decisions = resume_decisions(
-            state, _asked_already, approve=approve, deny=deny, reason=reason
+            state,
+            _asked_already,
+            approve=own_approve,
+            deny=own_deny,
+            reason=reason if own_deny or not forward else None,
         )
     except ResumeRefused as exc:
         raise FleetResumeRefused(str(exc)) from None
-    denied = tuple(d.id for d in decisions if not d.approved)
+    theirs = _resolved(state, forward)
+    denied = (*(d.id for d in decisions if not d.approved), *theirs["deny"])
     return Checked(
         plan=plan,
-        approve=tuple(d.id for d in decisions if d.approved),
+        approve=(*(d.id for d in decisions if d.approved), *theirs["approve"]),
         deny=denied,
         reason=reason if denied else None,
     )
+
+
+def _resolved(
+    state: ExecutionContext, forward: Mapping[str, Mapping[str, tuple[str, ...]]]
+) -> dict[str, tuple[str, ...]]:
+    """The children's decisions as the ids of their waiting calls ("all": each of them)."""
+    out: dict[str, list[str]] = {"approve": [], "deny": []}
+    for child in state.children_awaiting:
+        picked = forward.get(child.id)
+        if picked is None:
+            continue
+        approve, deny = picked["approve"], picked["deny"]
+        for call in child.awaiting:  # as resume_decisions: a named id wins over "all"
+            if call.id in approve or ("all" in approve and call.id not in deny):
+                out["approve"].append(call.id)
+            elif call.id in deny or "all" in deny:
+                out["deny"].append(call.id)
+    return {kind: tuple(ids) for kind, ids in out.items()}
 
 
 def _asked_already(_name: str, _input: JsonObject) -> bool:

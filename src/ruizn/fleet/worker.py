@@ -100,7 +100,8 @@ def work(
         for status in pending:
             # Back on the queue: the first live executor to dequeue it runs it; DBOS's
             # ENQUEUED -> PENDING dequeue admits exactly one.
-            DBOS.resume_workflow(status.workflow_id, queue_name=QUEUE)
+            # (a subagent's on the children's queue it came from)
+            DBOS.resume_workflow(status.workflow_id, queue_name=status.queue_name or QUEUE)
         store.forget_worker(dead)
         say(
             f"worker {dead} is silent for {dead_after:g}s:"

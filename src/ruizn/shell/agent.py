@@ -48,7 +48,13 @@ from ruizn.resuming import (
     confined_notice,
 )
 from ruizn.settings import ConfigError, RunSettings, settings_from
-from ruizn.shell.children import NamedHooks, RecordedChildren, child_feeds, split_decisions
+from ruizn.shell.children import (
+    ChildLauncher,
+    NamedHooks,
+    RecordedChildren,
+    child_feeds,
+    split_decisions,
+)
 from ruizn.shell.compacting import compact_run
 from ruizn.shell.outcome import NothingToResume, Resume, RunResult, Session
 from ruizn.shell.resume import (
@@ -102,6 +108,7 @@ class Agent:
         hook_runner: HookExecutor | None = None,
         subagents: Iterable[Subagent] = (),
         on_output: CommandOutput | None = None,
+        child_launcher: ChildLauncher | None = None,
         **options: Any,
     ) -> None:
         """`options` are `RunSettings`' fields (system, workspace, max_steps, max_tokens,
@@ -143,7 +150,8 @@ class Agent:
         child run, with a built-in `general` one (see docs/subagents.md).
 
         `on_output` is shown a `bash` command's output while it runs (the CLI's live lines at
-        a terminal); display only, never in the log."""
+        a terminal); display only, never in the log. `child_launcher` runs the children
+        (default: here; a fleet worker's queues each as a run of its own)."""
         base = settings if settings is not None else RunSettings()
         defined = tuple(subagents)
         if defined:
@@ -188,6 +196,7 @@ class Agent:
             hook_runner=hook_runner,
             child=self._child,
             on_output=on_output,
+            launcher=child_launcher,
         )
 
     # -- the public face ----------------------------------------------------------------------

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import anyio
-from attrs import evolve
+from attrs import evolve, frozen
 
 from ruizn.agentdefs import Subagent
 from ruizn.effects.hooks.command import HookExecutor, HookRun
@@ -46,8 +46,12 @@ __all__ = [
     "AgentTool",
     "ChildAgent",
     "ChildBuilder",
+    "ChildFailed",
+    "ChildLaunch",
+    "ChildLauncher",
     "ChildRuns",
     "ChildSubscriber",
+    "InProcess",
     "NamedApprover",
     "NamedHooks",
     "RecordedChildren",
@@ -58,10 +62,12 @@ __all__ = [
 
 
 class ChildOutcome(Protocol):
-    status: Status
-    output: Any
-    run_id: str
-    state: ExecutionContext
+    @property
+    def output(self) -> Any: ...
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def state(self) -> ExecutionContext: ...
 
 
 class ChildAgent(Protocol):
@@ -88,6 +94,35 @@ ChildBuilder = Callable[
     ],
     ChildAgent,
 ]
+
+
+class ChildFailed(RuntimeError):
+    """A launcher could not run the child (a fleet's refused or failed workflow); the model
+    hears the message."""
+
+
+@frozen(kw_only=True)
+class ChildLaunch:
+    """One child to run (or, `resume`, to go on): what `ChildRuns` decided of it."""
+
+    call: ToolCall  # the parent's `agent` call
+    agent: str  # its definition's name
+    settings: RunSettings  # `subagents.child_settings`
+    run_id: str
+    parent: Parent  # what its run_started names
+    prompt: str
+    resume: bool  # started before (the parent resumed): it goes on in its own log
+    decided: Mapping[str, Any]  # a person's decisions for the calls it waits on
+    spent: float  # what the parent's log counts so far (the tree's budget starts there)
+    limit: float | None  # the parent's max_cost (the tree's, when the parent is the top)
+
+
+class ChildLauncher(Protocol):
+    """Runs a child to its end (or its stop) and gives its outcome (`.state`, `.run_id`,
+    `.output`); raises `ChildFailed` when it cannot. `tree`: the in-process budget the
+    parent's children share as they run here."""
+
+    async def __call__(self, launch: ChildLaunch, tree: TreeBudget) -> ChildOutcome: ...
 
 
 @runtime_checkable
@@ -195,16 +230,18 @@ class ChildRuns:
         settings: RunSettings,
         asking: anyio.Lock | None = None,
         decisions: Mapping[str, Mapping[str, Any]] | None = None,
+        launcher: ChildLauncher | None = None,
     ) -> None:
         """`decisions`: by the `agent` call whose child awaits them, the person's decisions
-        given with the parent's resume (`Resume` fields: approve, deny, reason, always)."""
+        given with the parent's resume (`Resume` fields: approve, deny, reason, always).
+        `launcher`: who runs the children (default: `InProcess`, here)."""
         self._decisions = decisions or {}
         self._tree: TreeBudget | None = None
         self._build = build
-        self._approver = approver
         self._outer = budget
         self._limiter = anyio.CapacityLimiter(settings.max_agents)
-        self._asking = asking if asking is not None else anyio.Lock()
+        asking = asking if asking is not None else anyio.Lock()
+        self._launcher = launcher or InProcess(build, approver, asking)
 
     async def __call__(self, call: ToolCall, host: ChildHost) -> ToolResult:
         state = host.state
@@ -244,21 +281,27 @@ class ChildRuns:
                 root=state.agent_root,  # None: this run is the top of the tree
             )
             settings = child_settings(state.settings, definition, remaining_budget(state))
+            launch = ChildLaunch(
+                call=call,
+                agent=definition.name,
+                settings=settings,
+                run_id=run_id,
+                parent=parent,
+                prompt=_text(call, "prompt"),
+                resume=record is not None,
+                decided=self._decisions.get(call.id, {}) if record is not None else {},
+                spent=state.cost,
+                limit=state.settings.max_cost,
+            )
             try:
-                result = await self._run(
-                    call,
-                    definition,
-                    settings=settings,
-                    run_id=run_id,
-                    parent=parent,
-                    resume=record is not None,
-                )
+                result = await self._launcher(launch, self._tree)
             except (
                 ConfigError,
                 ProviderConfigError,
                 ResumeRefused,
                 RunLocked,
                 UntrustedRun,
+                ChildFailed,
             ) as exc:
                 # The child could not be built or go on: the model hears why (a definition's
                 # model the price list lacks, a child's log another process holds...).
@@ -272,38 +315,6 @@ class ChildRuns:
             raise ChildAwaits(run_id)
         return _result(definition, result.run_id, child_state, result.output)
 
-    async def _run(
-        self,
-        call: ToolCall,
-        definition: Subagent,
-        *,
-        settings: RunSettings,
-        run_id: str,
-        parent: Parent,
-        resume: bool,
-    ) -> Any:
-        """The child built by the parent's builder and driven to its end (or resumed)."""
-        tree = self._tree
-        assert tree is not None
-        approver = (
-            None
-            if self._approver is None
-            else NamedApprover(self._approver, definition.name, self._asking)
-        )
-        watch = tree.watch(run_id)
-        child = self._build(settings, approver, tree, watch, (run_id, definition.name, call.id))
-        try:
-            return await _drive(
-                child,
-                run_id,
-                resume=resume,
-                prompt=_text(call, "prompt"),
-                parent=parent,
-                decided=self._decisions.get(call.id, {}) if resume else {},
-            )
-        finally:
-            tree.done(run_id)
-
     async def _answer_of(
         self, definition: Subagent, record: ChildRun, state: ExecutionContext
     ) -> ToolResult:
@@ -315,6 +326,40 @@ class ChildRuns:
         child_state = store.load(store.find(run_id)).state
 
         return _result(definition, run_id, child_state, final_text(child_state))
+
+
+class InProcess:
+    """The default launcher: the child built by the parent's builder (`ruizn.Agent._child`)
+    and driven here, its calls asked through the parent's approver under the agent's name."""
+
+    def __init__(self, build: ChildBuilder, approver: Approver | None, asking: anyio.Lock) -> None:
+        self._build = build
+        self._approver = approver
+        self._asking = asking
+
+    async def __call__(self, launch: ChildLaunch, tree: TreeBudget) -> ChildOutcome:
+        run_id = launch.run_id
+        approver = (
+            None
+            if self._approver is None
+            else NamedApprover(self._approver, launch.agent, self._asking)
+        )
+        watch = tree.watch(run_id)
+        child = self._build(
+            launch.settings, approver, tree, watch, (run_id, launch.agent, launch.call.id)
+        )
+        try:
+            result: ChildOutcome = await _drive(
+                child,
+                run_id,
+                resume=launch.resume,
+                prompt=launch.prompt,
+                parent=launch.parent,
+                decided=launch.decided,
+            )
+            return result
+        finally:
+            tree.done(run_id)
 
 
 async def _drive(

@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from ruizn.effects.hooks.command import (
         HookExecutor,  # imported at run time only with servers (see mcp_toolset)
     )
-    from ruizn.shell.children import ChildBuilder
+    from ruizn.shell.children import ChildBuilder, ChildLauncher
 
 
 class Wiring:
@@ -81,6 +81,7 @@ class Wiring:
         hook_runner: HookExecutor | None,
         child: ChildBuilder,
         on_output: CommandOutput | None = None,
+        launcher: ChildLauncher | None = None,
     ) -> None:
         self.model = model
         self.tools = tools
@@ -97,6 +98,8 @@ class Wiring:
         self._hook_runner = hook_runner
         # Builds a child run's agent (`ruizn.Agent._child`): see shell/children.py.
         self._child = child
+        # Who runs a child (None: in this process; a fleet worker queues it).
+        self._launcher = launcher
         # Where a running command's output is shown as it comes (the CLI at a terminal).
         self._on_output = on_output
 
@@ -335,6 +338,7 @@ class Wiring:
             budget=self.budget,
             settings=settings,
             decisions=forwarded,
+            launcher=self._launcher,
         )
         return (AgentTool(settings.subagents, runs),)
 

@@ -1,0 +1,233 @@
+"""A fleet run's subagents are queued runs of their own (fleet/children.py): real DBOS on
+SQLite, in this process as a worker runs it, and the local Messages API serving the parent
+and each child from its own script."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from dbos import DBOS, SetWorkflowID
+
+from ruizn.agentdefs import Subagent, with_general
+from ruizn.fleet.app import (
+    QUEUE,
+    TERMINAL,
+    FleetContext,
+    execute,
+    launch,
+    run_workflow,
+    shutdown,
+)
+from ruizn.fleet.children import CHILD_QUEUE
+from ruizn.fleet.database import BUDGETS, EVENTS, EventStore
+from ruizn.fleet.driver import RunInput, input_to_json
+from ruizn.fleet.signing import FleetKey
+from ruizn.settings import RunSettings
+from tests.cli.conftest import API_KEY
+from tests.fakeapi.replies import Reply, Stream, Text, ToolUse, Usage, by_system, tool_results
+from tests.fakeapi.replies import turns as turns_of
+from tests.fleet.conftest import wait_for
+from tests.fleet.tools import make_tools
+
+MODEL = "claude-sonnet-5-5"
+LEAD = "You are the lead."
+REVIEWER = Subagent(name="reviewer", description="Reviews.", prompt="You review texts.")
+# $2 and $10 per MTok: 0.45 a call (tests/fleet/batching.py)
+CALL = 0.45
+STEP = Usage(input_tokens=150_000, output_tokens=15_000)
+
+
+def lead(body: dict[str, Any], index: int) -> Reply:
+    """The parent: one `agent` call, then an answer quoting its result."""
+    if turns_of(body) == 0:
+        call = ToolUse(
+            "toolu_ask",
+            "agent",
+            {"subagent_type": "reviewer", "description": "review it", "prompt": "Review this."},
+        )
+        return Stream((Text("Asking."), call), stop_reason="tool_use", usage=STEP)
+    said = " | ".join(str(r.get("content")) for r in tool_results(body))
+    return Stream((Text(f"It said: {said}"),), usage=STEP)
+
+
+def reviewer(body: dict[str, Any], index: int) -> Reply:
+    return Stream((Text("Looks fine."),), usage=STEP)
+
+
+@pytest.fixture
+def api(server_factory: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    server = server_factory(by_system({LEAD: lead, "You review texts.": reviewer}))
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
+    return server
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetContext]:
+    """A worker in this process: DBOS launched on a SQLite database, two runs at once (one
+    for the module: each test's runs have their own ids)."""
+    tmp_path = tmp_path_factory.mktemp("fleet")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    url = f"sqlite:///{tmp_path / 'fleet.sqlite'}"
+    store = EventStore(url)
+    key = FleetKey(secrets.token_bytes(32))
+    launch(
+        url,
+        store=store,
+        log_root=tmp_path / "logs",
+        worker="w1",
+        concurrency=2,
+        tools=make_tools,
+        workspace=str(workspace),
+        polling=0.05,
+        key=key,
+    )
+    try:
+        yield FleetContext(
+            store=store,
+            log_root=tmp_path / "logs",
+            worker="w1",
+            tools=make_tools,
+            workspace=str(workspace),
+            key=key,
+        )
+    finally:
+        shutdown()
+        store.close()
+
+
+def parent(run_id: str, **settings: Any) -> RunInput:
+    return RunInput(
+        run_id=run_id,
+        goal="Have it reviewed.",
+        settings=RunSettings(
+            model=MODEL,
+            system=LEAD,
+            max_retries=0,
+            subagents=with_general([REVIEWER]),
+            **settings,
+        ),
+    )
+
+
+def queued(ctx: FleetContext, run: RunInput) -> dict[str, Any]:
+    """The run queued as `ruizn submit` queues it, and its workflow's result."""
+    assert ctx.key is not None
+    with SetWorkflowID(run.run_id):
+        DBOS.enqueue_workflow(QUEUE, run_workflow, ctx.key.signed(input_to_json(run)))
+    # (looked at every 20 ms: a handle's get_result looks once a second)
+    status = wait_for(
+        lambda: next(
+            (w for w in DBOS.list_workflows(workflow_ids=[run.run_id]) if w.status in TERMINAL),
+            None,
+        ),
+        30,
+        f"{run.run_id} to end",
+        every=0.02,
+    )
+    result: dict[str, Any] = status.output
+    return result
+
+
+def log(ctx: FleetContext, run_id: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in ctx.store.lines(run_id)]
+
+
+def child_of(ctx: FleetContext, run_id: str) -> str:
+    (started,) = [e for e in log(ctx, run_id) if e["type"] == "subagent_started"]
+    return str(started["run_id"])
+
+
+def asked(server: Any, system: str) -> int:
+    return sum(system in json.dumps(r.body.get("system")) for r in server.requests)
+
+
+def test_a_fleet_runs_child_is_a_queued_run_of_its_own_on_the_childrens_queue(
+    fleet: FleetContext, api: Any
+) -> None:
+    result = queued(fleet, parent("lead-1", max_cost=5.0))
+    assert result["status"] == "success", result
+    child = child_of(fleet, "lead-1")
+    # Its own workflow, under its run id, on the children's queue, taken by the worker.
+    (workflow,) = DBOS.list_workflows(workflow_ids=[child])
+    assert (workflow.queue_name, workflow.status) == (CHILD_QUEUE, "SUCCESS")
+    assert workflow.output["status"] == "success"
+    # Its own log, naming its parent and agent, in the database and in its own folder.
+    first = log(fleet, child)[0]
+    assert first["type"] == "run_started"
+    assert first["parent"] == {
+        "run_id": "lead-1",
+        "seq": first["parent"]["seq"],
+        "kind": "agent",
+        "agent": "reviewer",
+        "call": "toolu_ask",
+    }
+    assert first["settings"]["system"] == "You review texts."
+    assert (fleet.log_root / child / "events.jsonl").is_file()
+    # The parent got its answer, and its log the child's end with the child's cost.
+    assert "It said: Looks fine." in json.dumps(log(fleet, "lead-1"))
+    (finished,) = [e for e in log(fleet, "lead-1") if e["type"] == "subagent_finished"]
+    assert (finished["status"], finished["cost"]) == ("success", pytest.approx(CALL))
+    # One budget for the tree in the database: both of the parent's calls and the child's.
+    with fleet.store.engine.connect() as conn:
+        tree = conn.execute(
+            sa.select(BUDGETS.c.max_cost, BUDGETS.c.spent).where(
+                BUDGETS.c.budget_id == "tree-lead-1"
+            )
+        ).one()
+    assert tuple(tree) == (5.0, pytest.approx(3 * CALL))
+    assert asked(api, "You review texts.") == 1
+
+
+def test_a_child_on_another_worker_stops_at_what_the_tree_spent_and_its_parent_is_told(
+    fleet: FleetContext, api: Any
+) -> None:
+    # The tree's budget as the database holds it when siblings elsewhere spent it all.
+    fleet.store.open_budget("tree-lead-2", 5.0, [])
+    with fleet.store.engine.begin() as conn:
+        conn.execute(sa.update(BUDGETS).values(spent=5.0))
+    result = queued(fleet, parent("lead-2", max_cost=5.0))
+    assert result["status"] == "success", result
+    child = child_of(fleet, "lead-2")
+    assert log(fleet, child)[-1]["status"] == "max_cost"
+    assert asked(api, "You review texts.") == 0  # stopped before its first call
+    (finished,) = [e for e in log(fleet, "lead-2") if e["type"] == "subagent_finished"]
+    assert finished["status"] == "max_cost"
+    told = json.dumps(log(fleet, "lead-2"))
+    assert f"agent reviewer (run {child}) stopped with max_cost" in told
+
+
+def test_a_parent_driven_again_after_a_crash_waits_on_the_same_child(
+    fleet: FleetContext, api: Any
+) -> None:
+    run = parent("lead-3")
+    assert queued(fleet, run)["status"] == "success"
+    child = child_of(fleet, "lead-3")
+    # What a kill -9 of the parent's worker leaves: its log cut after the child was
+    # queued (subagent_started), the child's workflow queued under the child's id.
+    started = next(e["seq"] for e in log(fleet, "lead-3") if e["type"] == "subagent_started")
+    with fleet.store.engine.begin() as conn:
+        conn.execute(sa.delete(EVENTS).where(EVENTS.c.run_id == "lead-3", EVENTS.c.seq > started))
+    taker = FleetContext(
+        store=EventStore(fleet.store.url),
+        log_root=fleet.log_root,
+        worker="w2",
+        tools=make_tools,
+        workspace=fleet.workspace,
+        key=fleet.key,
+    )
+    try:
+        # As DBOS recovers the parent's workflow on another worker.
+        assert execute(taker, run)["status"] == "success"
+    finally:
+        taker.store.close()
+    assert asked(api, "You review texts.") == 1
+    assert [w.workflow_id for w in DBOS.list_workflows(workflow_id_prefix=child)] == [child]
+    assert [e["type"] for e in log(fleet, child)].count("run_started") == 1
+    assert "It said: Looks fine." in json.dumps(log(fleet, "lead-3"))
