@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +29,7 @@ from ruizn.fleet.database import BUDGETS, EVENTS, EventStore
 from ruizn.fleet.driver import RunInput, input_to_json
 from ruizn.fleet.signing import FleetKey
 from ruizn.settings import RunSettings
+from tests.cli.approval_helpers import write
 from tests.cli.conftest import API_KEY
 from tests.fakeapi.replies import Reply, Stream, Text, ToolUse, Usage, by_system, tool_results
 from tests.fakeapi.replies import turns as turns_of
@@ -42,13 +44,18 @@ CALL = 0.45
 STEP = Usage(input_tokens=150_000, output_tokens=15_000)
 
 
+WRITER = Subagent(name="writer", description="Writes.", prompt="You write files.")
+
+
 def lead(body: dict[str, Any], index: int) -> Reply:
-    """The parent: one `agent` call, then an answer quoting its result."""
+    """The parent: one `agent` call (to the agent its goal names), then an answer quoting
+    its result."""
     if turns_of(body) == 0:
+        agent = "writer" if "Write" in json.dumps(body["messages"][0]) else "reviewer"
         call = ToolUse(
             "toolu_ask",
             "agent",
-            {"subagent_type": "reviewer", "description": "review it", "prompt": "Review this."},
+            {"subagent_type": agent, "description": "do it", "prompt": "Do this."},
         )
         return Stream((Text("Asking."), call), stop_reason="tool_use", usage=STEP)
     said = " | ".join(str(r.get("content")) for r in tool_results(body))
@@ -59,9 +66,16 @@ def reviewer(body: dict[str, Any], index: int) -> Reply:
     return Stream((Text("Looks fine."),), usage=STEP)
 
 
+def writer(body: dict[str, Any], index: int) -> Reply:
+    if turns_of(body) == 0:
+        return Stream((write("toolu_w", "out.txt", "yes"),), stop_reason="tool_use")
+    return Stream((Text("Written."),))
+
+
 @pytest.fixture
 def api(server_factory: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    server = server_factory(by_system({LEAD: lead, "You review texts.": reviewer}))
+    routes = {LEAD: lead, "You review texts.": reviewer, "You write files.": writer}
+    server = server_factory(by_system(routes))
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
     monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
     return server
@@ -102,15 +116,15 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetContext]:
         store.close()
 
 
-def parent(run_id: str, **settings: Any) -> RunInput:
+def parent(run_id: str, goal: str = "Have it reviewed.", **settings: Any) -> RunInput:
     return RunInput(
         run_id=run_id,
-        goal="Have it reviewed.",
+        goal=goal,
         settings=RunSettings(
             model=MODEL,
             system=LEAD,
             max_retries=0,
-            subagents=with_general([REVIEWER]),
+            subagents=with_general([REVIEWER, WRITER]),
             **settings,
         ),
     )
@@ -121,14 +135,19 @@ def queued(ctx: FleetContext, run: RunInput) -> dict[str, Any]:
     assert ctx.key is not None
     with SetWorkflowID(run.run_id):
         DBOS.enqueue_workflow(QUEUE, run_workflow, ctx.key.signed(input_to_json(run)))
-    # (looked at every 20 ms: a handle's get_result looks once a second)
+    return ended(run.run_id)
+
+
+def ended(workflow_id: str) -> dict[str, Any]:
+    """The workflow's result, once it has one (looked at every 20 ms: a handle's
+    get_result looks once a second)."""
     status = wait_for(
         lambda: next(
-            (w for w in DBOS.list_workflows(workflow_ids=[run.run_id]) if w.status in TERMINAL),
+            (w for w in DBOS.list_workflows(workflow_ids=[workflow_id]) if w.status in TERMINAL),
             None,
         ),
         30,
-        f"{run.run_id} to end",
+        f"{workflow_id} to end",
         every=0.02,
     )
     result: dict[str, Any] = status.output
@@ -158,6 +177,11 @@ def test_a_fleet_runs_child_is_a_queued_run_of_its_own_on_the_childrens_queue(
     (workflow,) = DBOS.list_workflows(workflow_ids=[child])
     assert (workflow.queue_name, workflow.status) == (CHILD_QUEUE, "SUCCESS")
     assert workflow.output["status"] == "success"
+    # Its input names its parent and is signed with the operator's key, as every run's.
+    (given,) = workflow.input["args"]
+    assert fleet.key is not None
+    assert fleet.key.verify(given)
+    assert (given["parent"]["run_id"], given["parent"]["agent"]) == ("lead-1", "reviewer")
     # Its own log, naming its parent and agent, in the database and in its own folder.
     first = log(fleet, child)[0]
     assert first["type"] == "run_started"
@@ -231,3 +255,46 @@ def test_a_parent_driven_again_after_a_crash_waits_on_the_same_child(
     assert [w.workflow_id for w in DBOS.list_workflows(workflow_id_prefix=child)] == [child]
     assert [e["type"] for e in log(fleet, child)].count("run_started") == 1
     assert "It said: Looks fine." in json.dumps(log(fleet, "lead-3"))
+
+
+def test_a_childs_call_that_needs_a_decision_stops_the_tree_until_resume_db_answers_it(
+    fleet: FleetContext, api: Any
+) -> None:
+    from dbos import DBOSClient
+
+    from ruizn.fleet.queueguard import serializer
+    from ruizn.fleet.worker import _queue_resume
+    from ruizn.shell.outcome import Resume
+
+    run = parent("lead-4", goal="Write it.", approval="ask")
+    assert queued(fleet, run)["status"] == "awaiting_approval"
+    child = child_of(fleet, "lead-4")
+    assert log(fleet, child)[-1]["status"] == "awaiting_approval"
+    out = Path(fleet.workspace) / "out.txt"
+    assert not out.exists()
+    # `ruizn resume --db PARENT --approve ID`, the id one of the child's calls.
+    client = DBOSClient(system_database_url=fleet.store.url, serializer=serializer())
+    try:
+        checked, workflow_id = _queue_resume(
+            fleet.store,
+            client,
+            "lead-4",
+            Resume(approve=("all",)),
+            where="the test's database",
+            key=fleet.key,
+        )
+    finally:
+        client.destroy()
+    assert checked.approve == ("toolu_w",)
+    assert ended(workflow_id)["status"] == "success"
+    assert out.read_text() == "yes"
+    mine = log(fleet, child)
+    assert [e["type"] for e in mine].count("tool_call_started") == 1
+    assert [(e["id"], e["by"]) for e in mine if e["type"] == "tool_approval_decided"] == [
+        ("toolu_w", "user")
+    ]
+    # The child's resume was its own order on the children's queue, applied once.
+    assert {
+        w.workflow_id: w.queue_name for w in DBOS.list_workflows(workflow_id_prefix=child)
+    } == {child: CHILD_QUEUE, f"{child}/resume-1": CHILD_QUEUE}
+    assert "It said: Written." in json.dumps(log(fleet, "lead-4"))

@@ -164,13 +164,7 @@ def execute(
         # Anyone who can write to the database can queue a workflow: its id names a folder
         # under the worker's log root, so it must be a run id and nothing else.
         raise FleetLogError(f"the queued run id {run.run_id!r} is not a run id")
-    children = FleetChildren(
-        queue=DbosChildQueue(),
-        events=ctx.store,
-        store=DbRunStore(ctx.store, ctx.log_root),
-        key=ctx.key,
-        workspace=run.settings.workspace,  # as queued: the child's taker places it
-    )
+    options: Any = {"mcp_headers": ctx.mcp_headers, "launcher": _children(ctx, run)}
     run = placed(run, ctx.workspace)
     store = DbRunStore(ctx.store, ctx.log_root)
     ctx.store.note_run(run.run_id, goal=run.goal, status="running", worker=ctx.worker)
@@ -183,14 +177,7 @@ def execute(
         raise FleetLogError(f"run {run.run_id} has no stored events to resume from")
     if order is not None and state is not None and state.last_seq == order.after_seq:
         # The order is not applied yet: the run still ends where it ended when it was given.
-        state = resume_run(
-            run,
-            store,
-            ctx.tools,
-            order.request(),
-            mcp_headers=ctx.mcp_headers,
-            launcher=children,
-        )
+        state = resume_run(run, store, ctx.tools, order.request(), **options)
     elif state is None:
         spent = batch_budget_of(store, run.run_id)
         # (a subagent starts all the same, and stops at its first call with max_cost: its
@@ -211,7 +198,7 @@ def execute(
                 "cost": 0.0,
                 "error": f"not started: {name} is spent (${total:.2f} of ${limit:.2f})",
             }
-        state = start_run(run, store, ctx.tools, mcp_headers=ctx.mcp_headers, launcher=children)
+        state = start_run(run, store, ctx.tools, **options)
     elif state.status is Status.RUNNING:
         # One a crash interrupted (a resume order's included, once its run_resumed is
         # stored): it goes on within the limits it has. An order's decisions that the crash
@@ -224,9 +211,7 @@ def execute(
             deny=given.deny if given is not None else (),
             reason=given.reason if given is not None else None,
         )
-        state = resume_run(
-            run, store, ctx.tools, request, mcp_headers=ctx.mcp_headers, launcher=children
-        )
+        state = resume_run(run, store, ctx.tools, request, **options)
     ctx.store.note_run(run.run_id, goal=run.goal, status=state.status.value, worker=None)
     if ctx.announce is not None:
         ctx.announce(f"{run.run_id} {state.status.value} · {counted(state.step, 'step')}")
@@ -239,6 +224,17 @@ def execute(
         "cost": state.total_cost,
         "error": state.error,
     }
+
+
+def _children(ctx: FleetContext, run: RunInput) -> FleetChildren:
+    """Who runs the run's subagents: the fleet, each a queued run of its own."""
+    return FleetChildren(
+        queue=DbosChildQueue(),
+        events=ctx.store,
+        store=DbRunStore(ctx.store, ctx.log_root),
+        key=ctx.key,
+        workspace=run.settings.workspace,  # as queued: the child's taker places it
+    )
 
 
 def launch(

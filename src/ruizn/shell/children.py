@@ -264,35 +264,8 @@ class ChildRuns:
             limit = state.settings.max_cost
             self._tree = TreeBudget(limit, lambda: host.state.cost, self._outer)
         async with self._limiter:
-            state = host.state  # siblings may have finished while this call waited
-            if record is None:
-                run_id = new_run_id()
-                what = _text(call, "description")
-                seq = host.child_started(call.id, run_id, definition.name, what)
-                await host.child_hooks("SubagentStart", call, definition.name, run_id)
-            else:  # resumed after a stop: the child it started goes on
-                run_id, seq = record.run_id, state.last_seq
-            parent = Parent(
-                run_id=state.run_id,
-                seq=seq,
-                kind="agent",
-                agent=definition.name,
-                call=call.id,
-                root=state.agent_root,  # None: this run is the top of the tree
-            )
-            settings = child_settings(state.settings, definition, remaining_budget(state))
-            launch = ChildLaunch(
-                call=call,
-                agent=definition.name,
-                settings=settings,
-                run_id=run_id,
-                parent=parent,
-                prompt=_text(call, "prompt"),
-                resume=record is not None,
-                decided=self._decisions.get(call.id, {}) if record is not None else {},
-                spent=state.cost,
-                limit=state.settings.max_cost,
-            )
+            launch = await self._prepared(call, definition, record, host)
+            run_id = launch.run_id
             try:
                 result = await self._launcher(launch, self._tree)
             except (
@@ -314,6 +287,40 @@ class ChildRuns:
         if child_state.status is Status.AWAITING_APPROVAL:
             raise ChildAwaits(run_id)
         return _result(definition, result.run_id, child_state, result.output)
+
+    async def _prepared(
+        self, call: ToolCall, definition: Subagent, record: ChildRun | None, host: ChildHost
+    ) -> ChildLaunch:
+        """The child to run: a new one (its start logged, its SubagentStart hooks run), or,
+        `record`, the one this call started before a stop."""
+        state = host.state  # siblings may have finished while this call waited
+        if record is None:
+            run_id = new_run_id()
+            what = _text(call, "description")
+            seq = host.child_started(call.id, run_id, definition.name, what)
+            await host.child_hooks("SubagentStart", call, definition.name, run_id)
+        else:  # resumed after a stop: the child it started goes on
+            run_id, seq = record.run_id, state.last_seq
+        parent = Parent(
+            run_id=state.run_id,
+            seq=seq,
+            kind="agent",
+            agent=definition.name,
+            call=call.id,
+            root=state.agent_root,  # None: this run is the top of the tree
+        )
+        return ChildLaunch(
+            call=call,
+            agent=definition.name,
+            settings=child_settings(state.settings, definition, remaining_budget(state)),
+            run_id=run_id,
+            parent=parent,
+            prompt=_text(call, "prompt"),
+            resume=record is not None,
+            decided=self._decisions.get(call.id, {}) if record is not None else {},
+            spent=state.cost,
+            limit=state.settings.max_cost,
+        )
 
     async def _answer_of(
         self, definition: Subagent, record: ChildRun, state: ExecutionContext
