@@ -5,6 +5,7 @@ and each child from its own script."""
 from __future__ import annotations
 
 import json
+import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from attrs import evolve
 from dbos import DBOS, SetWorkflowID
 
 from ruizn.agentdefs import Subagent, with_general
@@ -86,6 +88,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetContext]:
     """A worker in this process: DBOS launched on a SQLite database, two runs at once (one
     for the module: each test's runs have their own ids)."""
     tmp_path = tmp_path_factory.mktemp("fleet")
+    # (launch sets it if unset: the rest of this process's tests see the environment whole)
+    telemetry = os.environ.get("DBOS__DISABLE_TELEMETRY")
     workspace = tmp_path / "ws"
     workspace.mkdir()
     url = f"sqlite:///{tmp_path / 'fleet.sqlite'}"
@@ -114,6 +118,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetContext]:
     finally:
         shutdown()
         store.close()
+        if telemetry is None:
+            os.environ.pop("DBOS__DISABLE_TELEMETRY", None)
 
 
 def parent(run_id: str, goal: str = "Have it reviewed.", **settings: Any) -> RunInput:
@@ -294,7 +300,21 @@ def test_a_childs_call_that_needs_a_decision_stops_the_tree_until_resume_db_answ
         ("toolu_w", "user")
     ]
     # The child's resume was its own order on the children's queue, applied once.
-    assert {
-        w.workflow_id: w.queue_name for w in DBOS.list_workflows(workflow_id_prefix=child)
-    } == {child: CHILD_QUEUE, f"{child}/resume-1": CHILD_QUEUE}
+    assert {w.workflow_id: w.queue_name for w in DBOS.list_workflows(workflow_id_prefix=child)} == {
+        child: CHILD_QUEUE,
+        f"{child}/resume-1": CHILD_QUEUE,
+    }
     assert "It said: Written." in json.dumps(log(fleet, "lead-4"))
+
+
+def test_a_queued_child_no_key_signed_runs_nothing(fleet: FleetContext) -> None:
+    from ruizn.events import Parent
+
+    forged = evolve(
+        parent("forged-1"),
+        parent=Parent(run_id="lead-1", seq=3, kind="agent", agent="reviewer", call="toolu_ask"),
+    )
+    with SetWorkflowID("forged-1"):
+        DBOS.enqueue_workflow(CHILD_QUEUE, run_workflow, input_to_json(forged))
+    assert ended("forged-1")["error"] == "not queued with this operator's fleet key: not run"
+    assert not fleet.store.has_run("forged-1")

@@ -341,7 +341,7 @@ class DbosChildQueue:
                 *DBOS.list_workflows(workflow_id_prefix=prefix, load_input=False),
             ]
             return {
-                w.workflow_id: (w.status, w.output)
+                w.workflow_id: (w.status, w.output if w.error is None else str(w.error)[:500])
                 for w in found
                 if w.workflow_id == run_id or w.workflow_id.startswith(prefix)
             }

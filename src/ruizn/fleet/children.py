@@ -53,8 +53,10 @@ from ruizn.state import ExecutionContext, Status
 __all__ = ["CHILD_QUEUE", "ChildQueue", "FleetChildren", "tree_id"]
 
 CHILD_QUEUE = "ruizn.children"
-# Seconds between two looks at a child's workflows while its parent waits.
-POLL_SECONDS = 0.1
+# Seconds between two looks at a child's workflows while its parent waits: from the first
+# to the last, half as many again each time (a short child is seen at once, a long one
+# costs the database a query a second).
+POLL_FIRST, POLL_LAST = 0.05, 1.0
 
 
 class ChildQueue(Protocol):
@@ -66,7 +68,8 @@ class ChildQueue(Protocol):
         ...
 
     def workflows(self, run_id: str) -> dict[str, tuple[str, Any]]:
-        """The run's workflows (its own and its resume orders): id -> (status, output)."""
+        """The run's workflows (its own and its resume orders): id -> (status, output, or
+        for one that raised, its error's text)."""
         ...
 
 
@@ -114,10 +117,13 @@ class FleetChildren:
             )
         workflows = await self._idle(run.run_id)
         state = await anyio.to_thread.run_sync(self._state, run.run_id)
-        if state is None:
-            output = workflows.get(run.run_id, ("", None))[1]
-            why = output.get("error") if isinstance(output, dict) else None
-            raise ChildFailed(f"the fleet did not start it: {why or 'no event was stored'}")
+        if state is None or state.status is Status.RUNNING:
+            # Refused (not signed), or its workflow raised or gave up (DBOS's recovery
+            # attempts spent): the model hears it; the child's log stays as it is.
+            status, output = workflows.get(run.run_id, ("not queued", None))
+            why = output.get("error") if isinstance(output, dict) else output
+            done = "did not start it" if state is None else f"ended its workflow {status}"
+            raise ChildFailed(f"the fleet {done}: {why or 'no error was given'}")
         return Session.of(state, run.run_id, None)
 
     def _signed(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -139,11 +145,13 @@ class FleetChildren:
 
     async def _idle(self, run_id: str) -> dict[str, tuple[str, Any]]:
         """The child's workflows once none is queued or running."""
+        pause = POLL_FIRST
         while True:
             found = await anyio.to_thread.run_sync(self._queue.workflows, run_id)
             if not any(status in ACTIVE for status, _ in found.values()):
                 return found
-            await anyio.sleep(POLL_SECONDS)
+            await anyio.sleep(pause)
+            pause = min(POLL_LAST, pause * 1.5)
 
     def _state(self, run_id: str) -> ExecutionContext | None:
         if not self._events.has_run(run_id):
