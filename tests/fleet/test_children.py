@@ -47,13 +47,16 @@ STEP = Usage(input_tokens=150_000, output_tokens=15_000)
 
 
 WRITER = Subagent(name="writer", description="Writes.", prompt="You write files.")
+DELEGATOR = Subagent(name="delegator", description="Delegates.", prompt="You delegate.")
+AGENTS = {"Write": "writer", "Delegate": "delegator"}  # by a word of the goal; else reviewer
 
 
 def lead(body: dict[str, Any], index: int) -> Reply:
-    """The parent: one `agent` call (to the agent its goal names), then an answer quoting
-    its result."""
+    """The parent (and the delegator): one `agent` call (to the agent its goal names), then
+    an answer quoting its result."""
     if turns_of(body) == 0:
-        agent = "writer" if "Write" in json.dumps(body["messages"][0]) else "reviewer"
+        goal = json.dumps(body["messages"][0])
+        agent = next((a for word, a in AGENTS.items() if word in goal), "reviewer")
         call = ToolUse(
             "toolu_ask",
             "agent",
@@ -76,7 +79,12 @@ def writer(body: dict[str, Any], index: int) -> Reply:
 
 @pytest.fixture
 def api(server_factory: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    routes = {LEAD: lead, "You review texts.": reviewer, "You write files.": writer}
+    routes = {
+        LEAD: lead,
+        "You delegate.": lead,
+        "You review texts.": reviewer,
+        "You write files.": writer,
+    }
     server = server_factory(by_system(routes))
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
     monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
@@ -130,7 +138,7 @@ def parent(run_id: str, goal: str = "Have it reviewed.", **settings: Any) -> Run
             model=MODEL,
             system=LEAD,
             max_retries=0,
-            subagents=with_general([REVIEWER, WRITER]),
+            subagents=with_general([REVIEWER, WRITER, DELEGATOR]),
             **settings,
         ),
     )
@@ -318,3 +326,29 @@ def test_a_queued_child_no_key_signed_runs_nothing(fleet: FleetContext) -> None:
         DBOS.enqueue_workflow(CHILD_QUEUE, run_workflow, input_to_json(forged))
     assert ended("forged-1")["error"] == "not queued with this operator's fleet key: not run"
     assert not fleet.store.has_run("forged-1")
+
+
+def test_a_grandchild_is_queued_too_names_the_top_run_and_draws_on_the_trees_budget(
+    fleet: FleetContext, api: Any
+) -> None:
+    from ruizn.fleet.database import TREE_RUNS
+
+    result = queued(fleet, parent("lead-5", goal="Delegate it.", max_cost=5.0, max_depth=2))
+    assert result["status"] == "success", result
+    child = child_of(fleet, "lead-5")
+    grandchild = child_of(fleet, child)
+    first = log(fleet, grandchild)[0]
+    assert (first["parent"]["run_id"], first["parent"]["root"]) == (child, "lead-5")
+    (workflow,) = DBOS.list_workflows(workflow_ids=[grandchild], load_input=False)
+    assert (workflow.queue_name, workflow.status) == (CHILD_QUEUE, "SUCCESS")
+    assert "It said: It said: Looks fine." in json.dumps(log(fleet, "lead-5"))
+    with fleet.store.engine.connect() as conn:
+        runs = conn.execute(
+            sa.select(TREE_RUNS.c.run_id).where(TREE_RUNS.c.tree_id == "tree-lead-5")
+        ).scalars()
+        assert set(runs) == {"lead-5", child, grandchild}
+        spent = conn.execute(
+            sa.select(BUDGETS.c.spent).where(BUDGETS.c.budget_id == "tree-lead-5")
+        ).scalar()
+    # two calls each of the parent and the child, one of the grandchild
+    assert spent == pytest.approx(5 * CALL)
