@@ -165,7 +165,9 @@ class FleetChildren:
         state = self._state(run.run_id)
         if state is None or state.status is not Status.AWAITING_APPROVAL:
             return
-        waiting = {call.id for call in state.awaiting_approval}
+        waiting = {call.id for call in state.awaiting_approval} | {
+            call.id for child in state.children_awaiting for call in child.awaiting
+        }  # (its own calls, and its children's: they go on down)
         approve = tuple(i for i in decided.get("approve", ()) if i in waiting or i == "all")
         deny = tuple(i for i in decided.get("deny", ()) if i in waiting or i == "all")
         if not (approve or deny):
@@ -178,7 +180,7 @@ class FleetChildren:
                 limits=Limits(),  # as a child resumed in-process: `Resume`'s own
                 approve=approve,
                 deny=deny,
-                reason=decided.get("reason"),
+                reason=decided.get("reason") if deny else None,
             )
         except FleetResumeRefused as exc:
             raise ChildFailed(str(exc)) from None
