@@ -137,9 +137,14 @@ def fresh_db(postgres_url: str) -> Iterator[str]:
 
 
 def start_worker(
-    name: str, folder: Path, environ: dict[str, str], concurrency: int = 2
+    name: str,
+    folder: Path,
+    environ: dict[str, str],
+    concurrency: int = 2,
+    tools: str = "tests.fleet.tools:make_tools",
 ) -> subprocess.Popen[str]:
-    """`ruizn worker` in `folder`, its logs under logs/NAME, with the `note` tool."""
+    """`ruizn worker` in `folder`, its logs under logs/NAME, with the `note` tool (or the
+    tools of `tools`, a --tools-from)."""
     return subprocess.Popen(
         [
             *ruizn_command(),
@@ -153,7 +158,7 @@ def start_worker(
             "--log-dir",
             str(folder / "logs" / name),
             "--tools-from",
-            "tests.fleet.tools:make_tools",
+            tools,
         ],
         cwd=folder,
         env=environ,

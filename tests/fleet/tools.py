@@ -3,6 +3,8 @@
 Each call writes one line with one write(2) in append mode, so counting a note's lines
 counts how many times the tool really ran, across processes and machines' worth of workers.
 `nap` and `shout` are read-only tools the options tests give with `--tool` / `tool_specs`.
+`linger` notes as `note` does, then waits for a gate file: a kill while it waits cuts a call
+whose effect is done and whose end is not logged.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from ruizn.effects.tools.base import BaseTool, BlockingTool
 
 NOTES = "notes.txt"
 NAP_SECONDS = 0.3
+GATE = "gate"
+LINGER_SECONDS = 60.0
 
 
 class NoteTool(BlockingTool):
@@ -45,6 +49,29 @@ class NoteTool(BlockingTool):
 
 def make_tools(workspace: Path) -> Sequence[BaseTool]:
     return [NoteTool(workspace)]
+
+
+class LingerTool(NoteTool):
+    """Not read-only: appends its note, then answers only once the workspace holds the file
+    `gate` (or after a minute)."""
+
+    name = "linger"
+    description = "Append a note to notes.txt, then wait."
+
+    def __init__(self, workspace: Path) -> None:
+        super().__init__(workspace)
+        self._gate = workspace / GATE
+
+    def run(self, input: dict[str, Any]) -> str:
+        super().run(input)
+        deadline = time.monotonic() + LINGER_SECONDS
+        while not self._gate.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return "noted, then waited"
+
+
+def make_linger_tools(workspace: Path) -> Sequence[BaseTool]:
+    return [LingerTool(workspace)]
 
 
 class NapTool(BlockingTool):

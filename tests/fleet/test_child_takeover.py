@@ -1,0 +1,162 @@
+"""A fleet run's child is a queued run another worker takes over: two real `ruizn worker`
+processes on one SQLite database, the worker running a child killed with -9 while the
+child's tool is in flight, and the other worker going on with the child in its own log."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ruizn.agentdefs import Subagent, with_general
+from ruizn.effects.runlog.reader import replay_file
+from ruizn.fleet.database import EventStore
+from ruizn.fleet.worker import submit
+from ruizn.settings import RunSettings
+from ruizn.state import Status
+from tests.cli.conftest import read_events
+from tests.fakeapi.replies import Reply, Stream, Text, ToolUse, by_system, tool_results
+from tests.fakeapi.replies import turns as turns_of
+from tests.fleet.conftest import (
+    env,
+    first_text,
+    log_of,
+    of_type,
+    requests_per_goal,
+    start_worker,
+    statuses,
+    stop_workers,
+    wait_for,
+)
+from tests.fleet.tools import GATE, NOTES
+
+pytestmark = pytest.mark.slow
+
+LEAD = "You are the lead."
+HELPER = Subagent(name="helper", description="Helps.", prompt="You help.")
+GOAL = "Have it done twice."
+PROMPTS = ("first", "second")
+
+
+def lead(body: dict[str, Any], index: int) -> Reply:
+    """Two `agent` calls in one turn, then an answer quoting both results."""
+    if turns_of(body) == 0:
+        calls = tuple(
+            ToolUse(
+                f"toolu_{prompt}",
+                "agent",
+                {"subagent_type": "helper", "description": prompt, "prompt": prompt},
+            )
+            for prompt in PROMPTS
+        )
+        return Stream((Text("Asking two."), *calls), stop_reason="tool_use")
+    said = " | ".join(str(r.get("content")) for r in tool_results(body))
+    return Stream((Text(f"They said: {said}"),))
+
+
+def helper(body: dict[str, Any], index: int) -> Reply:
+    """`linger` once (its note, then a wait for the gate file), then an answer."""
+    prompt = first_text(body)
+    if turns_of(body) == 0:
+        call = ToolUse("toolu_linger", "linger", {"text": prompt})
+        return Stream((call,), stop_reason="tool_use")
+    return Stream((Text(f"Done: {prompt}"),))
+
+
+def test_a_child_whose_worker_is_killed_mid_tool_is_taken_over_and_its_parent_finishes(
+    tmp_path: Path, workspace: Path, server_factory: Any
+) -> None:
+    server = server_factory(by_system({LEAD: lead, HELPER.prompt: helper}))
+    url = f"sqlite:///{tmp_path / 'fleet.sqlite'}"
+    environ = env(server.base_url, url)
+    # One run and one child at once each: the two children can only run on different
+    # workers, whichever took the parent.
+    workers = {
+        name: start_worker(name, workspace, environ, 1, "tests.fleet.tools:make_linger_tools")
+        for name in ("w1", "w2")
+    }
+    try:
+        settings = RunSettings(
+            model="claude-sonnet-5-5",
+            system=LEAD,
+            max_retries=0,
+            subagents=with_general([HELPER]),
+        )
+        (parent,) = submit(url, None, GOAL, settings=settings).run_ids
+        # Each child's tool has noted, and waits: its tool_call_started is committed.
+        wait_for(
+            lambda: noted(workspace) == sorted(PROMPTS),
+            60,
+            "both children's tools to be in flight",
+            every=0.05,
+        )
+        rows = statuses(url)
+        keeper = rows[parent][1]
+        children = [e["run_id"] for e in of_type(log_of(url, parent), "subagent_started")]
+        assert len(children) == 2
+        assert keeper in workers
+        ((victim, lost),) = [(rows[c][1], c) for c in children if rows[c][1] != keeper]
+        assert victim in workers
+        assert rows[lost][0] == "running"
+        os.kill(workers[victim].pid, signal.SIGKILL)
+        workers[victim].wait(10)
+        (workspace / GATE).touch()  # the keeper's own child goes on; the lost one is cut
+        wait_for(
+            lambda: statuses(url)[parent][0] != "running",
+            60,
+            "the parent to end",
+            every=0.05,
+        )
+    finally:
+        stop_workers(workers.values())
+    workers[victim].communicate()
+    out, err = workers[keeper].communicate()
+    assert "Traceback" not in err, err
+    assert f"worker {victim} is silent for 3s: 1 run back on the queue" in out, out
+    final = statuses(url)
+    # Every run of the tree ended on the keeper, the lost child too.
+    assert [final[r] for r in (parent, *children)] == [("success", keeper)] * 3
+
+    # The parent got both answers, the lost child's from its own log on the keeper.
+    parent_log = read_events(workspace / "logs" / keeper / parent / "events.jsonl")
+    assert "They said: Done: first | Done: second" in json.dumps(parent_log)
+    assert [e["status"] for e in of_type(parent_log, "subagent_finished")] == ["success"] * 2
+
+    # The lost child went on where it was cut: its tool in flight answered interrupted,
+    # never run again; each model call asked once (none was in flight at the kill).
+    notes = Counter((workspace / NOTES).read_text().splitlines())
+    assert notes == Counter(PROMPTS), f"a tool ran twice: {notes}"
+    log = workspace / "logs" / keeper / lost / "events.jsonl"
+    events = read_events(log)
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert events[0]["parent"]["run_id"] == parent
+    assert [e["type"] for e in events].count("run_resumed") == 1
+    (linger,) = of_type(events, "tool_call_finished")
+    assert linger["result"]["error_type"] == "interrupted"
+    assert replay_file(log).state.status is Status.SUCCESS
+    # The database's copy is the keeper's live log, byte for byte; the dead worker's holds
+    # what it wrote before the kill.
+    assert "".join(line + "\n" for line in stored_lines(url, lost)) == log.read_text()
+    cut = (workspace / "logs" / victim / lost / "events.jsonl").read_text()
+    assert '"type":"tool_call_started"' in cut
+    assert log.read_text().startswith(cut)
+    asked = requests_per_goal([r for r in server.requests if "messages" in r.body])
+    assert asked == Counter({(goal, turn): 1 for goal in (GOAL, *PROMPTS) for turn in (0, 1)})
+
+
+def noted(workspace: Path) -> list[str]:
+    notes = workspace / NOTES
+    return sorted(notes.read_text().splitlines()) if notes.exists() else []
+
+
+def stored_lines(db: str, run_id: str) -> list[str]:
+    store = EventStore(db)
+    try:
+        return list(store.lines(run_id))
+    finally:
+        store.close()
