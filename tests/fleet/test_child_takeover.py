@@ -41,6 +41,8 @@ LEAD = "You are the lead."
 HELPER = Subagent(name="helper", description="Helps.", prompt="You help.")
 GOAL = "Have it done twice."
 PROMPTS = ("first", "second")
+# What the children's tools note: each once, the tool cut by the kill too.
+NOTED = sorted(f"{prompt} {tool}" for prompt in PROMPTS for tool in ("note", "linger"))
 
 
 def lead(body: dict[str, Any], index: int) -> Reply:
@@ -60,10 +62,12 @@ def lead(body: dict[str, Any], index: int) -> Reply:
 
 
 def helper(body: dict[str, Any], index: int) -> Reply:
-    """`linger` once (its note, then a wait for the gate file), then an answer."""
+    """`note`, then `linger` (its note, then a wait for the gate file), then an answer."""
     prompt = first_text(body)
-    if turns_of(body) == 0:
-        call = ToolUse("toolu_linger", "linger", {"text": prompt})
+    turn = turns_of(body)
+    if turn < 2:
+        tool = ("note", "linger")[turn]
+        call = ToolUse(f"toolu_{tool}", tool, {"text": f"{prompt} {tool}"})
         return Stream((call,), stop_reason="tool_use")
     return Stream((Text(f"Done: {prompt}"),))
 
@@ -88,9 +92,9 @@ def test_a_child_whose_worker_is_killed_mid_tool_is_taken_over_and_its_parent_fi
             subagents=with_general([HELPER]),
         )
         (parent,) = submit(url, None, GOAL, settings=settings).run_ids
-        # Each child's tool has noted, and waits: its tool_call_started is committed.
+        # Each child's `linger` has noted, and waits: its tool_call_started is committed.
         wait_for(
-            lambda: noted(workspace) == sorted(PROMPTS),
+            lambda: noted(workspace) == NOTED,
             60,
             "both children's tools to be in flight",
             every=0.05,
@@ -129,24 +133,27 @@ def test_a_child_whose_worker_is_killed_mid_tool_is_taken_over_and_its_parent_fi
 
     # The lost child went on where it was cut: its tool in flight answered interrupted,
     # never run again; each model call asked once (none was in flight at the kill).
-    notes = Counter((workspace / NOTES).read_text().splitlines())
-    assert notes == Counter(PROMPTS), f"a tool ran twice: {notes}"
+    assert noted(workspace) == NOTED, "a tool ran twice"
     log = workspace / "logs" / keeper / lost / "events.jsonl"
     events = read_events(log)
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     assert events[0]["parent"]["run_id"] == parent
     assert [e["type"] for e in events].count("run_resumed") == 1
-    (linger,) = of_type(events, "tool_call_finished")
+    note, linger = of_type(events, "tool_call_finished")
+    assert (note["result"]["is_error"], note["result"]["content"]) == (False, "noted")
     assert linger["result"]["error_type"] == "interrupted"
     assert replay_file(log).state.status is Status.SUCCESS
-    # The database's copy is the keeper's live log, byte for byte; the dead worker's holds
-    # what it wrote before the kill.
+    # The database's copy is the keeper's live log, byte for byte; the dead worker's ends
+    # with the start of the call it was running, and the keeper's goes on from there.
     assert "".join(line + "\n" for line in stored_lines(url, lost)) == log.read_text()
     cut = (workspace / "logs" / victim / lost / "events.jsonl").read_text()
-    assert '"type":"tool_call_started"' in cut
+    last = json.loads(cut.splitlines()[-1])
+    assert (last["type"], last["name"]) == ("tool_call_started", "linger")
     assert log.read_text().startswith(cut)
     asked = requests_per_goal([r for r in server.requests if "messages" in r.body])
-    assert asked == Counter({(goal, turn): 1 for goal in (GOAL, *PROMPTS) for turn in (0, 1)})
+    assert asked == Counter(
+        {(GOAL, 0): 1, (GOAL, 1): 1} | {(p, turn): 1 for p in PROMPTS for turn in (0, 1, 2)}
+    )
 
 
 def noted(workspace: Path) -> list[str]:

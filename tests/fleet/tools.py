@@ -71,7 +71,7 @@ class LingerTool(NoteTool):
 
 
 def make_linger_tools(workspace: Path) -> Sequence[BaseTool]:
-    return [LingerTool(workspace)]
+    return [NoteTool(workspace), LingerTool(workspace)]
 
 
 class NapTool(BlockingTool):
