@@ -73,8 +73,11 @@ def helper(body: dict[str, Any], index: int) -> Reply:
 
 
 def test_a_child_whose_worker_is_killed_mid_tool_is_taken_over_and_its_parent_finishes(
-    tmp_path: Path, workspace: Path, server_factory: Any
+    tmp_path: Path, workspace: Path, server_factory: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # `submit` in this process sets it if unset: the tests after this one see the
+    # environment as it was.
+    monkeypatch.setenv("DBOS__DISABLE_TELEMETRY", "1")
     server = server_factory(by_system({LEAD: lead, HELPER.prompt: helper}))
     url = f"sqlite:///{tmp_path / 'fleet.sqlite'}"
     environ = env(server.base_url, url)
