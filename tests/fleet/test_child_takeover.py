@@ -84,7 +84,9 @@ def test_a_child_whose_worker_is_killed_mid_tool_is_taken_over_and_its_parent_fi
     # One run and one child at once each: the two children can only run on different
     # workers, whichever took the parent.
     workers = {
-        name: start_worker(name, workspace, environ, 1, "tests.fleet.tools:make_linger_tools")
+        name: start_worker(
+            name, workspace, environ, concurrency=1, tools="tests.fleet.tools:make_linger_tools"
+        )
         for name in ("w1", "w2")
     }
     try:
