@@ -23,7 +23,17 @@ if TYPE_CHECKING:
     from ruizn.agentdefs import Subagent
     from ruizn.settings import RunSettings
 
-__all__ = ["agent_options", "agents_command", "found_definitions", "with_subagents"]
+__all__ = [
+    "AGENT_OPTIONS",
+    "agent_options",
+    "agents_command",
+    "found_definitions",
+    "with_subagents",
+]
+
+
+# The keyword names of `agent_options`: not run settings, taken out before those are built.
+AGENT_OPTIONS = ("agents_dirs", "subagents", "max_depth", "max_agents")
 
 
 def agent_options(f: Any) -> Any:

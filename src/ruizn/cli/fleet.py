@@ -88,8 +88,7 @@ def _settings(options: dict[str, Any], workspace: str) -> tuple[Any, tuple[str, 
     never part of the settings: a batch hands them to its runs in memory. Subagents as
     `ruizn run` finds them (`--agents DIR`, the user's own; a workspace's only once the
     person at the terminal accepts them: a batch's --trust is about queued rows, not them)."""
-    from ruizn.cli.agents_cmd import with_subagents
-    from ruizn.cli.run_cmd import AGENT_OPTIONS
+    from ruizn.cli.agents_cmd import AGENT_OPTIONS, with_subagents
     from ruizn.cli.runoptions import options_from, settings_from_cli
 
     picked = {key: options.get(key) for key in AGENT_OPTIONS}
