@@ -17,7 +17,7 @@ from attrs import evolve
 from cattrs.gen import make_dict_unstructure_fn, override
 from cattrs.v import format_exception
 
-from ruizn.agentdefs import Subagent
+from ruizn.agentdefs import DefinitionError, Subagent
 from ruizn.bounds import MAX_LINE_DEPTH, deeper_than, few_brackets, text_deeper_than, too_deep
 from ruizn.events import (
     EVENT_TYPES,
@@ -355,6 +355,25 @@ def _run_started_from_v2(body: dict[str, Any]) -> dict[str, Any]:
     body.pop("schema_version", None)
     body["settings"] = settings
     return body
+
+
+def structured(data: Any, kind: Any) -> Any:
+    """`data` (plain JSON) as `kind` (a record, a tuple of records...). A wrong value is a
+    ValueError in one line: each field's own error, `; `-joined."""
+    try:
+        return converter.structure(data, kind)
+    except cattrs.BaseValidationError as exc:
+        details = "; ".join(cattrs.transform_error(exc, format_exception=_said))
+    except (ValueError, TypeError, KeyError) as exc:
+        details = str(exc)
+    raise ValueError(" ".join(details.split())) from None
+
+
+def _said(exc: BaseException, type_: Any) -> str:
+    """A record's own words for what is wrong (a setting's rule, a definition's field)."""
+    if isinstance(exc, (ConfigError, DefinitionError)):
+        return str(exc)
+    return format_exception(exc, type_)
 
 
 def _why(exc: BaseException, type_: Any) -> str:

@@ -9,8 +9,9 @@ import attrs
 import click
 import pytest
 
+from ruizn.cli.agents_cmd import AGENT_OPTIONS
 from ruizn.cli.fleet import batch_command, submit_command
-from ruizn.cli.run_cmd import AGENT_OPTIONS, run_command
+from ruizn.cli.run_cmd import run_command
 from ruizn.cli.runoptions import RunOptions, settings_from_cli
 from ruizn.cli.session import chat_command
 from ruizn.settings import RunSettings

@@ -69,6 +69,23 @@ def test_options_override_the_defaults_and_ids_are_stable(tmp_path: Path) -> Non
             '{"goal": "a", "mcp_servers": ["x=a", "x=https://h/mcp"]}\n',
             "line 1: mcp_servers: two servers are named 'x'",
         ),
+        (
+            '{"goal": "a", "subagents": {"name": "x"}}\n',
+            "line 1: 'subagents' must be a list, not dict",
+        ),
+        (
+            '{"goal": "a", "subagents": [{"name": "r", "description": "d"}]}\n',
+            "line 1: subagents: required field missing @ $[0].prompt",
+        ),
+        (
+            '{"goal": "a", "subagents": [{"name": "Bad Name", "description": "d", "prompt": "p"}]}'
+            "\n",
+            "line 1: subagents: a subagent's name must be 1-64 letters, digits, - or _",
+        ),
+        (
+            '{"goal": "a", "hooks": [{"event": "Nope", "command": "x"}]}\n',
+            "line 1: hooks:",
+        ),
         ("\n\n", "no goals in the file"),
         (
             '{"goal": "a", "batch_max_cost": 5}\n',
@@ -156,3 +173,16 @@ def test_a_line_names_its_mcp_servers_as_mcp_does_or_as_the_run_records_them(
         },
         record,  # header names only: each worker gives the values from its environment
     )
+
+
+def test_a_lines_subagents_are_definitions_with_general_beside_them(tmp_path: Path) -> None:
+    line = {
+        "goal": "a",
+        "subagents": [
+            {"name": "reader", "description": "Reads.", "prompt": "Read.", "tools": ["Read"]}
+        ],
+    }
+    (run,) = read_goals(goals(tmp_path, json.dumps(line) + "\n"), DEFAULTS)
+    reader, general = run.settings.subagents
+    assert (reader.name, reader.tools, reader.prompt) == ("reader", ("Read",), "Read.")
+    assert general.name == "general"

@@ -23,7 +23,17 @@ if TYPE_CHECKING:
     from ruizn.agentdefs import Subagent
     from ruizn.settings import RunSettings
 
-__all__ = ["agent_options", "agents_command", "found_definitions", "with_subagents"]
+__all__ = [
+    "AGENT_OPTIONS",
+    "agent_options",
+    "agents_command",
+    "found_definitions",
+    "with_subagents",
+]
+
+
+# The keyword names of `agent_options`: not run settings, taken out before those are built.
+AGENT_OPTIONS = ("agents_dirs", "subagents", "max_depth", "max_agents")
 
 
 def agent_options(f: Any) -> Any:
@@ -80,9 +90,12 @@ def found_definitions(
     return tuple(own), tuple(theirs)
 
 
-def with_subagents(settings: RunSettings, options: dict[str, Any], *, trust: bool) -> RunSettings:
+def with_subagents(
+    settings: RunSettings, options: dict[str, Any], *, trust: bool, other_yes: str = "--trust"
+) -> RunSettings:
     """The settings with the run's subagents and their limits (`options` loses the CLI's
-    agent options). A workspace's definitions only once accepted."""
+    agent options). A workspace's definitions only once accepted; `other_yes`: the option
+    that accepts them without a terminal, as the refusal names it."""
     from ruizn.agentdefs import with_general
 
     dirs = tuple(options.pop("agents_dirs", ()) or ())
@@ -96,14 +109,14 @@ def with_subagents(settings: RunSettings, options: dict[str, Any], *, trust: boo
     if wanted is False:
         return settings
     own, theirs = found_definitions(settings.workspace, dirs)
-    if theirs and _accepted(theirs, trust=trust):
+    if theirs and _accepted(theirs, trust=trust, other_yes=other_yes):
         own = (*own, *theirs)
     if not own and not wanted:
         return settings
     return evolve(settings, subagents=with_general(own))
 
 
-def _accepted(found: tuple[Subagent, ...], *, trust: bool) -> bool:
+def _accepted(found: tuple[Subagent, ...], *, trust: bool, other_yes: str) -> bool:
     from ruizn.cli.live import echo_err
     from ruizn.terminal import revealed_line, visible
 
@@ -113,7 +126,7 @@ def _accepted(found: tuple[Subagent, ...], *, trust: bool) -> bool:
         echo_err(
             f"ruizn: the workspace defines {len(found)} subagent(s)"
             f" ({', '.join(visible(d.name) for d in found)}); they do not run without a"
-            " person's yes at a terminal, or --trust"
+            f" person's yes at a terminal, or {other_yes}"
         )
         return False
     echo_err("ruizn: this workspace defines these subagents (each a run with its own prompt):")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ruizn.cli.agents_cmd import agent_options
 from ruizn.cli.exits import EXIT_CANCELLED, EXIT_OK, Exit, fail
 from ruizn.cli.options import settings_options
 
@@ -84,12 +85,17 @@ def _worker_options(f: Any) -> Any:
 
 def _settings(options: dict[str, Any], workspace: str) -> tuple[Any, tuple[str, ...]]:
     """The runs' settings, and the MCP header values given (`NAME:KEY=VALUE`), which are
-    never part of the settings: a batch hands them to its runs in memory."""
+    never part of the settings: a batch hands them to its runs in memory. Subagents as
+    `ruizn run` finds them (`--agents DIR`, the user's own; a workspace's only once the
+    person at the terminal accepts them: a batch's --trust is about queued rows, not them)."""
+    from ruizn.cli.agents_cmd import AGENT_OPTIONS, with_subagents
     from ruizn.cli.runoptions import options_from, settings_from_cli
 
-    rest = {key: value for key, value in options.items() if key != "profile"}
+    picked = {key: options.get(key) for key in AGENT_OPTIONS}
+    rest = {k: v for k, v in options.items() if k != "profile" and k not in AGENT_OPTIONS}
     given = options_from({**rest, "workspace": workspace}, profile=options.get("profile"))
     settings, servers = settings_from_cli(given)
+    settings = with_subagents(settings, picked, trust=False, other_yes="--agents DIR naming them")
     headers = tuple(
         f"{server.name}:{key}={value}" for server in servers for key, value in server.headers
     )
@@ -121,6 +127,7 @@ def _names_only(headers: tuple[str, ...]) -> tuple[str, ...]:
 @_worker_options
 @_batch_max_cost
 @settings_options
+@agent_options
 def batch_command(
     goals: str,
     *,
@@ -220,6 +227,7 @@ def worker_command(db: str, worker_id: str | None, dead_after: float, **options:
 )
 @_batch_max_cost
 @settings_options
+@agent_options
 def submit_command(
     goals: str | None,
     db: str,

@@ -9,12 +9,12 @@ from typing import Any
 
 import click
 
-from ruizn.cli.agents_cmd import agent_options
+from ruizn.cli.agents_cmd import AGENT_OPTIONS, agent_options
 from ruizn.cli.common import otlp_option
 from ruizn.cli.exits import Exit, fail
 from ruizn.cli.options import UsageFailure, checked_text, run_options
 
-__all__ = ["AGENT_OPTIONS", "run_command", "run_goal"]
+__all__ = ["run_command", "run_goal"]
 
 
 @click.command("run")
@@ -36,9 +36,6 @@ def run_command(words: tuple[str, ...], goal: str | None, **options: Any) -> Non
     if goal is None:
         raise UsageFailure("missing goal: give --goal GOAL, ruizn run GOAL, or pipe it in")
     raise Exit(run_goal(goal=goal, **options))
-
-
-AGENT_OPTIONS = ("agents_dirs", "subagents", "max_depth", "max_agents")
 
 
 def run_goal(

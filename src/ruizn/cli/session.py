@@ -442,9 +442,8 @@ def open_session(
     """`ruizn chat [RUN]`: the session's agent built as `ruizn run` builds one."""
     import os
 
-    from ruizn.cli.agents_cmd import with_subagents
+    from ruizn.cli.agents_cmd import AGENT_OPTIONS, with_subagents
     from ruizn.cli.live import terminal_agent, with_project_hooks, with_user_hooks
-    from ruizn.cli.run_cmd import AGENT_OPTIONS
     from ruizn.cli.runoptions import options_from, settings_from_cli
 
     picked = {key: options.pop(key, None) for key in AGENT_OPTIONS}

@@ -20,12 +20,28 @@ from typing import Any
 
 from attrs import asdict, evolve
 
+from ruizn.agentdefs import Subagent, with_general
 from ruizn.fleet.driver import RunInput
-from ruizn.settings import SETTINGS_FIELDS, ConfigError, JsonObject, settings_from
+from ruizn.serde import structured
+from ruizn.settings import (
+    SETTINGS_FIELDS,
+    ConfigError,
+    HookSpec,
+    Instructions,
+    JsonObject,
+    settings_from,
+)
 
 # Filled in when a run starts, never asked for.
 _FILLED = frozenset({"tools", "tool_sources"})
 OPTIONS = tuple(name for name in SETTINGS_FIELDS if name not in _FILLED)
+# Settings whose items are records: a line gives each as the run records it (its JSON in
+# `run_started`), checked here, so a wrong one names its line instead of failing a run.
+_RECORDS: dict[str, Any] = {
+    "subagents": tuple[Subagent, ...],
+    "hooks": tuple[HookSpec, ...],
+    "instructions": tuple[Instructions, ...],
+}
 
 
 class GoalsError(ValueError):
@@ -116,9 +132,17 @@ def _parse(
         known = ", ".join(["goal", "id", *OPTIONS])
         raise GoalsError(f"{where}: unknown option {unknown[0]!r} (known: {known})")
     options: dict[str, Any] = dict(body)
-    for name in ("tool_specs", "mcp_servers"):
+    for name in ("tool_specs", "mcp_servers", *_RECORDS):
         if name in options:
             options[name] = _listed(where, name, options[name])
+    for name, kind in _RECORDS.items():
+        if name in options:
+            try:
+                options[name] = structured(options[name], kind)
+            except ValueError as exc:
+                raise GoalsError(f"{where}: {name}: {exc}") from None
+    if options.get("subagents"):
+        options["subagents"] = with_general(options["subagents"])  # as `run --agents` does
     if "mcp_servers" in options:
         servers = [_server(where, entry) for entry in options["mcp_servers"]]
         names = [server["name"] for server in servers]
