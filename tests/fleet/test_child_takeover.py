@@ -13,11 +13,8 @@ from typing import Any
 
 import pytest
 
-from ruizn.agentdefs import Subagent, with_general
 from ruizn.effects.runlog.reader import replay_file
 from ruizn.fleet.database import EventStore
-from ruizn.fleet.worker import submit
-from ruizn.settings import RunSettings
 from ruizn.state import Status
 from tests.cli.conftest import read_events
 from tests.fakeapi.replies import Reply, Stream, Text, ToolUse, by_system, tool_results
@@ -28,6 +25,7 @@ from tests.fleet.conftest import (
     log_of,
     of_type,
     requests_per_goal,
+    ruizn,
     start_worker,
     statuses,
     stop_workers,
@@ -38,7 +36,7 @@ from tests.fleet.tools import GATE, NOTES
 pytestmark = pytest.mark.slow
 
 LEAD = "You are the lead."
-HELPER = Subagent(name="helper", description="Helps.", prompt="You help.")
+HELPER = "---\nname: helper\ndescription: Helps.\n---\nYou help.\n"  # the parent's tools
 GOAL = "Have it done twice."
 PROMPTS = ("first", "second")
 # What the children's tools note: each once, the tool cut by the kill too.
@@ -73,12 +71,12 @@ def helper(body: dict[str, Any], index: int) -> Reply:
 
 
 def test_a_child_whose_worker_is_killed_mid_tool_is_taken_over_and_its_parent_finishes(
-    tmp_path: Path, workspace: Path, server_factory: Any, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, workspace: Path, server_factory: Any
 ) -> None:
-    # `submit` in this process sets it if unset: the tests after this one see the
-    # environment as it was.
-    monkeypatch.setenv("DBOS__DISABLE_TELEMETRY", "1")
-    server = server_factory(by_system({LEAD: lead, HELPER.prompt: helper}))
+    server = server_factory(by_system({LEAD: lead, "You help.": helper}))
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    (agents / "helper.md").write_text(HELPER, encoding="utf-8")
     url = f"sqlite:///{tmp_path / 'fleet.sqlite'}"
     environ = env(server.base_url, url)
     # One run and one child at once each: the two children can only run on different
@@ -90,13 +88,14 @@ def test_a_child_whose_worker_is_killed_mid_tool_is_taken_over_and_its_parent_fi
         for name in ("w1", "w2")
     }
     try:
-        settings = RunSettings(
-            model="claude-sonnet-5-5",
-            system=LEAD,
-            max_retries=0,
-            subagents=with_general([HELPER]),
+        options = ["--agents", str(agents), "--system", LEAD, "--max-retries", "0"]
+        submitted = ruizn(
+            ["submit", "--goal", GOAL, "--model", "claude-sonnet-5-5", *options],
+            workspace,
+            environ,
         )
-        (parent,) = submit(url, None, GOAL, settings=settings).run_ids
+        assert submitted.returncode == 0, submitted.stderr
+        (parent,) = submitted.stdout.split()
         # Each child's `linger` has noted, and waits: its tool_call_started is committed.
         wait_for(
             lambda: noted(workspace) == NOTED,
