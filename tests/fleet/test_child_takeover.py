@@ -1,12 +1,14 @@
 """A fleet run's child is a queued run another worker takes over: two real `ruizn worker`
 processes on one SQLite database, the worker running a child killed with -9 while the
-child's tool is in flight, and the other worker going on with the child in its own log."""
+child's tool is in flight (and, beside it, a run's model call), and the other worker going
+on with each in its own log."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -39,12 +41,37 @@ LEAD = "You are the lead."
 HELPER = "---\nname: helper\ndescription: Helps.\n---\nYou help.\n"  # the parent's tools
 GOAL = "Have it done twice."
 PROMPTS = ("first", "second")
-# What the children's tools note: each once, the tool cut by the kill too.
-NOTED = sorted(f"{prompt} {tool}" for prompt in PROMPTS for tool in ("note", "linger"))
+# A run of its own beside the parent: one note, then a model call the server holds.
+SOLO = "Note it."
+# What the tools note: each once, the tool cut by the kill too.
+NOTED = sorted(
+    ["solo note", *(f"{prompt} {tool}" for prompt in PROMPTS for tool in ("note", "linger"))]
+)
 
 
-def lead(body: dict[str, Any], index: int) -> Reply:
-    """Two `agent` calls in one turn, then an answer quoting both results."""
+def lead(gate: Path) -> Any:
+    """The parent's script: two `agent` calls in one turn, then an answer quoting both
+    results. SOLO's: a `note`, then an answer the server sends only once `gate` exists."""
+
+    def reply(body: dict[str, Any], index: int) -> Reply:
+        if first_text(body) == SOLO:
+            return solo(body, gate)
+        return parent(body)
+
+    return reply
+
+
+def solo(body: dict[str, Any], gate: Path) -> Reply:
+    if turns_of(body) == 0:
+        call = ToolUse("toolu_note", "note", {"text": "solo note"})
+        return Stream((call,), stop_reason="tool_use")
+    deadline = time.monotonic() + 60
+    while not gate.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return Stream((Text("Noted."),))
+
+
+def parent(body: dict[str, Any]) -> Reply:
     if turns_of(body) == 0:
         calls = tuple(
             ToolUse(
@@ -73,14 +100,14 @@ def helper(body: dict[str, Any], index: int) -> Reply:
 def test_a_child_whose_worker_is_killed_mid_tool_is_taken_over_and_its_parent_finishes(
     tmp_path: Path, workspace: Path, server_factory: Any
 ) -> None:
-    server = server_factory(by_system({LEAD: lead, "You help.": helper}))
+    server = server_factory(by_system({LEAD: lead(workspace / GATE), "You help.": helper}))
     agents = tmp_path / "agents"
     agents.mkdir()
     (agents / "helper.md").write_text(HELPER, encoding="utf-8")
     url = f"sqlite:///{tmp_path / 'fleet.sqlite'}"
     environ = env(server.base_url, url)
-    # One run and one child at once each: the two children can only run on different
-    # workers, whichever took the parent.
+    # One run and one child at once each: the parent and SOLO, and the parent's two
+    # children, can only run on different workers.
     workers = {
         name: start_worker(
             name, workspace, environ, concurrency=1, tools="tests.fleet.tools:make_linger_tools"
@@ -88,36 +115,40 @@ def test_a_child_whose_worker_is_killed_mid_tool_is_taken_over_and_its_parent_fi
         for name in ("w1", "w2")
     }
     try:
+        goals = tmp_path / "goals.jsonl"
+        goals.write_text("".join(json.dumps({"goal": g}) + "\n" for g in (GOAL, SOLO)))
         options = ["--agents", str(agents), "--system", LEAD, "--max-retries", "0"]
         submitted = ruizn(
-            ["submit", "--goal", GOAL, "--model", "claude-sonnet-5-5", *options],
+            ["submit", str(goals), "--model", "claude-sonnet-5-5", *options],
             workspace,
             environ,
         )
         assert submitted.returncode == 0, submitted.stderr
-        (parent,) = submitted.stdout.split()
-        # Each child's `linger` has noted, and waits: its tool_call_started is committed.
+        top, alone = submitted.stdout.split()
+        # Each child's `linger` has noted and waits (its tool_call_started is committed),
+        # and SOLO's second model call waits on the server.
         wait_for(
-            lambda: noted(workspace) == NOTED,
+            lambda: noted(workspace) == NOTED and asked_of(server)[(SOLO, 1)] == 1,
             60,
-            "both children's tools to be in flight",
+            "both children's tools and SOLO's model call to be in flight",
             every=0.05,
         )
         rows = statuses(url)
-        keeper = rows[parent][1]
-        children = [e["run_id"] for e in of_type(log_of(url, parent), "subagent_started")]
+        keeper = rows[top][1]
+        children = [e["run_id"] for e in of_type(log_of(url, top), "subagent_started")]
         assert len(children) == 2
         assert keeper in workers
         ((victim, lost),) = [(rows[c][1], c) for c in children if rows[c][1] != keeper]
         assert victim in workers
         assert rows[lost][0] == "running"
+        assert rows[alone] == ("running", victim)
         os.kill(workers[victim].pid, signal.SIGKILL)
         workers[victim].wait(10)
         (workspace / GATE).touch()  # the keeper's own child goes on; the lost one is cut
         wait_for(
-            lambda: statuses(url)[parent][0] != "running",
+            lambda: all(statuses(url)[r][0] != "running" for r in (top, alone)),
             60,
-            "the parent to end",
+            "the parent and SOLO to end",
             every=0.05,
         )
     finally:
@@ -125,23 +156,23 @@ def test_a_child_whose_worker_is_killed_mid_tool_is_taken_over_and_its_parent_fi
     workers[victim].communicate()
     out, err = workers[keeper].communicate()
     assert "Traceback" not in err, err
-    assert f"worker {victim} is silent for 3s: 1 run back on the queue" in out, out
+    assert f"worker {victim} is silent for 3s: 2 runs back on the queue" in out, out
     final = statuses(url)
-    # Every run of the tree ended on the keeper, the lost child too.
-    assert [final[r] for r in (parent, *children)] == [("success", keeper)] * 3
+    # Every run ended on the keeper, those the victim had too.
+    assert [final[r] for r in (top, *children, alone)] == [("success", keeper)] * 4
 
     # The parent got both answers, the lost child's from its own log on the keeper.
-    parent_log = read_events(workspace / "logs" / keeper / parent / "events.jsonl")
+    parent_log = read_events(workspace / "logs" / keeper / top / "events.jsonl")
     assert "They said: Done: first | Done: second" in json.dumps(parent_log)
     assert [e["status"] for e in of_type(parent_log, "subagent_finished")] == ["success"] * 2
 
     # The lost child went on where it was cut: its tool in flight answered interrupted,
-    # never run again; each model call asked once (none was in flight at the kill).
+    # never run again; its model calls each asked once.
     assert noted(workspace) == NOTED, "a tool ran twice"
     log = workspace / "logs" / keeper / lost / "events.jsonl"
     events = read_events(log)
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
-    assert events[0]["parent"]["run_id"] == parent
+    assert events[0]["parent"]["run_id"] == top
     assert [e["type"] for e in events].count("run_resumed") == 1
     note, linger = of_type(events, "tool_call_finished")
     assert (note["result"]["is_error"], note["result"]["content"]) == (False, "noted")
@@ -154,10 +185,22 @@ def test_a_child_whose_worker_is_killed_mid_tool_is_taken_over_and_its_parent_fi
     last = json.loads(cut.splitlines()[-1])
     assert (last["type"], last["name"]) == ("tool_call_started", "linger")
     assert log.read_text().startswith(cut)
-    asked = requests_per_goal([r for r in server.requests if "messages" in r.body])
-    assert asked == Counter(
-        {(GOAL, 0): 1, (GOAL, 1): 1} | {(p, turn): 1 for p in PROMPTS for turn in (0, 1, 2)}
-    )
+    # SOLO went on from its log too: the model call in flight at the kill asked again,
+    # and no other.
+    solo_log = workspace / "logs" / keeper / alone / "events.jsonl"
+    assert replay_file(solo_log).state.status is Status.SUCCESS
+    cut = (workspace / "logs" / victim / alone / "events.jsonl").read_text().splitlines(True)
+    assert json.loads(cut[-1])["type"] == "llm_call_started"
+    # (that line may have been only in the dead worker's file: the database, which the
+    # keeper goes on from, gets it with the call's answer; fleet/sink.py)
+    assert solo_log.read_text().startswith("".join(cut[:-1]))
+    once = {(GOAL, 0), (GOAL, 1), (SOLO, 0)} | {(p, t) for p in PROMPTS for t in (0, 1, 2)}
+    assert asked_of(server) == Counter({**dict.fromkeys(once, 1), (SOLO, 1): 2})
+
+
+def asked_of(server: Any) -> Counter[tuple[str, int]]:
+    """(goal or prompt, turns in the request) -> how many times the model was asked it."""
+    return requests_per_goal([r for r in server.requests if "messages" in r.body])
 
 
 def noted(workspace: Path) -> list[str]:
