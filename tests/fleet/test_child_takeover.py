@@ -97,7 +97,7 @@ def helper(body: dict[str, Any], index: int) -> Reply:
     return Stream((Text(f"Done: {prompt}"),))
 
 
-def test_a_child_whose_worker_is_killed_mid_tool_is_taken_over_and_its_parent_finishes(
+def test_a_child_and_a_run_of_a_worker_killed_mid_call_go_on_on_the_other_worker(
     tmp_path: Path, workspace: Path, server_factory: Any
 ) -> None:
     server = server_factory(by_system({LEAD: lead(workspace / GATE), "You help.": helper}))
