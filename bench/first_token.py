@@ -69,8 +69,8 @@ def first_byte(
 
 
 def section(bench: Any, plan: Any, ws: Path, data: dict[str, Any]) -> list[tuple[str, ...]]:
-    """The "first token" rows. `bench` is bench/run.py's module (its server, environment,
-    ABBA order, checks and formatting)."""
+    """The "first token" rows. `bench` is bench/common.py's module, the harness bench/run.py
+    runs on (its server, environment, ABBA order, checks and formatting)."""
     smoke = not bench.Judge.on  # a smoke run checks the harness: one round, few warm-ups
     reps = 1 if smoke else plan.startup_reps
     logs = bench.Scratch.dir("first-token-logs")

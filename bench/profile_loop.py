@@ -33,7 +33,7 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
-from run import PY, SYSTEM_TEXT, Server, base_env  # noqa: E402  # after the path set-up
+from common import PY, SYSTEM_TEXT, Server, base_env  # noqa: E402  # after the path set-up
 
 try:
     from pyinstrument import Profiler

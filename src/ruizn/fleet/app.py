@@ -253,11 +253,15 @@ def launch(
     trust: bool = False,
     warn: Callable[[str], None] | None = None,
     offline: bool = False,
+    children: bool = True,
 ) -> None:
     """Start DBOS in this process: it recovers this executor's own pending workflows and
     takes work from the queue, at most `concurrency` runs at once (0: none, the process
     only queues and waits, and leaves the queue's settings to the workers'). `offline`:
-    every run it will take uses the offline model (a batch knows; a worker does not)."""
+    every run it will take uses the offline model (a batch knows; a worker does not).
+    `children`: it also takes subagents' runs from the children's queue (a batch whose
+    runs have no subagents does not poll a queue that stays empty: a look at a queue is a
+    transaction, ten a second at 64 runs at once)."""
     _Launched.context = FleetContext(
         store=store,
         log_root=log_root,
@@ -291,14 +295,17 @@ def launch(
         DBOS.listen_queues([])
         DBOS.launch()
         return
-    _register_queue(url, concurrency, polling)
+    queues = (QUEUE, CHILD_QUEUE) if children else (QUEUE,)
+    _register_queue(url, concurrency, polling, queues)
     DBOS(config=config)
+    if not children:
+        DBOS.listen_queues(queues)
     DBOS.launch()
-    for queue in (QUEUE, CHILD_QUEUE):
+    for queue in queues:
         DBOS.register_queue(queue, worker_concurrency=concurrency, polling_interval_sec=polling)
 
 
-def _register_queue(url: str, concurrency: int, polling: float) -> None:
+def _register_queue(url: str, concurrency: int, polling: float, queues: tuple[str, ...]) -> None:
     """The queue's row, written before DBOS starts: DBOS starts a worker thread for each
     queue its database holds at launch, and looks for new ones only once a second, so a
     queue first registered after launch (a fresh database) would take no run for up to a
@@ -309,7 +316,7 @@ def _register_queue(url: str, concurrency: int, polling: float) -> None:
     try:
         # The children's queue has as many slots a worker as the runs' (a parent waits on
         # its children in a slot of its own queue, never in one of theirs).
-        for queue in (QUEUE, CHILD_QUEUE):
+        for queue in queues:
             client.register_queue(
                 queue, worker_concurrency=concurrency, polling_interval_sec=polling
             )

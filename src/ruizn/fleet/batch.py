@@ -124,6 +124,7 @@ def run_batch(
         trust=options.trust,
         warn=watcher.warn,
         offline=offline,
+        children=any(spec.settings.subagents for spec in specs),
     )
     if options.database is None:  # helpers run on the batch's own database only
         requeue_orphans(helpers.workers if helpers is not None else ())

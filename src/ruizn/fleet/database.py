@@ -480,14 +480,7 @@ class EventStore:
     def join_budget(self, budget_id: str, run_id: str) -> None:
         """`run_id` draws on `budget_id` too (a subagent on its parent's batch budget),
         unless it draws on a budget already."""
-        with self._transaction(durable=True) as conn:
-            if (
-                conn.execute(
-                    sa.select(BUDGET_RUNS.c.run_id).where(BUDGET_RUNS.c.run_id == run_id)
-                ).first()
-                is None
-            ):
-                conn.execute(sa.insert(BUDGET_RUNS).values(run_id=run_id, budget_id=budget_id))
+        self._join(BUDGET_RUNS, run_id, budget_id=budget_id)
 
     def open_tree(self, tree_id: str, max_cost: float, spent: float, top: str) -> None:
         """The budget of a subagent tree, opened (if it is not) at what its top run `top`
@@ -503,14 +496,14 @@ class EventStore:
         self.join_tree(tree_id, top)
 
     def join_tree(self, tree_id: str, run_id: str) -> None:
+        self._join(TREE_RUNS, run_id, tree_id=tree_id)
+
+    def _join(self, table: sa.Table, run_id: str, **values: str) -> None:
+        """A row of `table` for `run_id`, unless it has one (a run joins once)."""
         with self._transaction(durable=True) as conn:
-            if (
-                conn.execute(
-                    sa.select(TREE_RUNS.c.run_id).where(TREE_RUNS.c.run_id == run_id)
-                ).first()
-                is None
-            ):
-                conn.execute(sa.insert(TREE_RUNS).values(run_id=run_id, tree_id=tree_id))
+            found = conn.execute(sa.select(table.c.run_id).where(table.c.run_id == run_id))
+            if found.first() is None:
+                conn.execute(sa.insert(table).values(run_id=run_id, **values))
 
     def tree_of(self, run_id: str) -> str | None:
         with self.engine.connect() as conn:
