@@ -12,8 +12,12 @@ answer). Three measures:
   from the first request to the last answer (ruizn: first `run_started` to last
   `run_finished` over the logs, so DBOS's start-up is left out; the wall of the whole
   command is shown beside). The ratio is ruizn's over the bare loop's.
-- **memory**: the batch process's peak RSS (`ru_maxrss` of that very child, from
-  `os.wait4`), over C: MB per concurrent run. Helpers (RUIZN_BATCH_HELPERS) are off.
+- **memory**: the peak of the batch's memory, its helper processes' included (a batch at
+  64 forks one on a machine of two cores or more, docs/fleets.md), over C: MB per
+  concurrent run. Sampled every 0.2 s from /proc: the sum of each process's PSS (a page the
+  batch and a helper share counts once, split between them: what the machine spends), the
+  sum of their RSS beside (a shared page counted in each). The same batch with
+  RUIZN_BATCH_HELPERS=0 (one process) is measured beside, not judged.
 - **two workers**: `ruizn worker --db` on a throw-away Postgres (tests/fleet/pg.py), one
   worker then two at the same `--concurrency` each (16), RUNS goals `submit`ted once the
   workers said ready; steps/s of each over the logs' span, and the ratio.
@@ -59,7 +63,8 @@ class Rate:
     calls: int
     seconds: float  # first request to last answer
     wall: float  # the whole command
-    rss_kb: int = 0  # peak RSS of the process (0: not measured)
+    rss_kb: int = 0  # peak RSS (0: not measured); a batch's: the sum of its processes'
+    pss_kb: int = 0  # a batch's peak PSS, the sum of its processes' (0: not measured)
     cpu_s: float = 0.0  # CPU seconds of the process, user + system (start-up included)
 
     @property
@@ -134,7 +139,7 @@ def measure_bare(url: str, ws: Path, config: dict[str, Any], runs: int, concurre
         raise RuntimeError(f"the bare asyncio loop exited {code}")
     got = json.loads(out.strip().splitlines()[-1])
     label = f"bare asyncio SDK loop, {concurrency} at once"
-    return Rate(label, got["calls"], got["seconds"], wall, rss, cpu)
+    return Rate(label, got["calls"], got["seconds"], wall, rss_kb=rss, cpu_s=cpu)
 
 
 # ---------------------------------------------------------------- ruizn batch
@@ -153,16 +158,66 @@ def wait_rss(proc: subprocess.Popen[Any], timeout: float) -> tuple[int, int, flo
     raise RuntimeError(f"timed out after {timeout:.0f} s")
 
 
+def _family(pid: int) -> list[int]:
+    """The process and its children (a batch's helpers)."""
+    found = [pid]
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _memory_kb(pids: list[int]) -> tuple[int, int]:
+    """(sum of PSS, sum of RSS) of the processes, in KB."""
+    pss = rss = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                name, _, rest = line.partition(":")
+                if name in ("Pss", "Rss"):
+                    kb = int(rest.split()[0])
+                    pss, rss = (pss + kb, rss) if name == "Pss" else (pss, rss + kb)
+        except (OSError, ValueError, IndexError):
+            continue
+    return pss, rss
+
+
+class MemorySampler:
+    """The peak PSS and RSS sums of a process and its children, sampled every 0.2 s."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.pss_kb = self.rss_kb = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.2):
+            pss, rss = _memory_kb(_family(self.pid))
+            self.pss_kb, self.rss_kb = max(self.pss_kb, pss), max(self.rss_kb, rss)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def measure_batch(
-    url: str, ws: Path, runs: int, concurrency: int, *, helpers: int = 0
+    url: str, ws: Path, runs: int, concurrency: int, *, helpers: int | None = None
 ) -> tuple[Rate, dict[str, Any]]:
-    """The batch's rate and peak RSS, and the first run's run_started (its request's parts).
-    `helpers`: RUIZN_BATCH_HELPERS (their CPU is counted in, as wait4 counts reaped children;
-    the peak RSS is then the largest process's, not the sum)."""
+    """The batch's rate and peak memory, and the first run's run_started (its request's
+    parts). `helpers`: RUIZN_BATCH_HELPERS (None: unset, the batch's own choice; the
+    helpers' CPU is counted in, as wait4 counts reaped children)."""
     folder = Path(tempfile.mkdtemp(prefix="batch-", dir=ws))
     (folder / "README.md").write_text("# bench\n")
     goals = fleet.goals_file(folder, runs)
     logs = folder / "logs"
+    extra = {} if helpers is None else {"RUIZN_BATCH_HELPERS": str(helpers)}
     began = time.perf_counter()
     proc = subprocess.Popen(
         [
@@ -179,12 +234,14 @@ def measure_batch(
             fleet.MODEL,
         ],
         cwd=folder,
-        env=fleet.env_for(
-            url, XDG_STATE_HOME=str(folder / "state"), RUIZN_BATCH_HELPERS=str(helpers)
-        ),
+        env=fleet.env_for(url, XDG_STATE_HOME=str(folder / "state"), **extra),
         stdout=subprocess.DEVNULL,
     )
-    code, rss, cpu = wait_rss(proc, 900)
+    sampler = MemorySampler(proc.pid)
+    try:
+        code, _, cpu = wait_rss(proc, 900)
+    finally:
+        sampler.stop()
     wall = time.perf_counter() - began
     if code != 0:
         raise RuntimeError(f"ruizn batch exited {code}")
@@ -192,8 +249,9 @@ def measure_batch(
     seconds, steps, _ = fleet.span(found)
     started = json.loads(found[0].read_text().splitlines()[0])
     label = f"`ruizn batch`, {runs} runs at concurrency {concurrency}"
-    label += f", RUIZN_BATCH_HELPERS={helpers}" if helpers else ""
-    return Rate(label, steps, seconds, wall, rss, cpu), started
+    label += f", RUIZN_BATCH_HELPERS={helpers}" if helpers is not None else ""
+    got = Rate(label, steps, seconds, wall, rss_kb=sampler.rss_kb, pss_kb=sampler.pss_kb, cpu_s=cpu)
+    return got, started
 
 
 def bare_config(started: dict[str, Any]) -> dict[str, Any]:
@@ -310,14 +368,14 @@ class Sizes:
     pg_runs: int  # 0: no Postgres measure
     pg_concurrency: int
     reps: int
-    helpers: bool = False  # also a batch with RUIZN_BATCH_HELPERS=1 (not judged)
+    one: bool = False  # also the batch with RUIZN_BATCH_HELPERS=0, one process (not judged)
 
 
 # Two workers at 16 each fit two cores beside the fake API and Postgres (about 7 ms of CPU a
 # step, 107 steps/s a worker at 150 ms): at 32 each, one worker alone already needs a core,
 # and the figure would say how many cores the machine has, not whether the database scales.
 FULL = Sizes(
-    runs=256, concurrency=64, latency=LATENCY, pg_runs=256, pg_concurrency=16, reps=3, helpers=True
+    runs=256, concurrency=64, latency=LATENCY, pg_runs=256, pg_concurrency=16, reps=3, one=True
 )
 # --smoke (CI): that every measure runs, at sizes that say nothing about speed.
 SMOKE = Sizes(runs=8, concurrency=4, latency=0.05, pg_runs=8, pg_concurrency=2, reps=1)
@@ -331,7 +389,7 @@ def measure(sizes: Sizes) -> dict[str, Any]:
         "steps_a_run": TOOL_TURNS + 1,
         "batch": [],
         "bare": [],
-        "helpers": [],
+        "one": [],
         "workers": {"1": [], "2": []},
     }
     server, url = start_server(sizes.latency)
@@ -340,11 +398,15 @@ def measure(sizes: Sizes) -> dict[str, Any]:
     try:
         config: dict[str, Any] | None = None
         for rep in range(sizes.reps if sizes.runs else 0):
-            sides = ("batch", "bare", "helpers")[: 3 if sizes.helpers else 2]
+            sides = ("batch", "bare", "one")[: 3 if sizes.one else 2]
             for side in sides if rep % 2 == 0 or config is None else sides[::-1]:
-                if side in ("batch", "helpers"):
+                if side in ("batch", "one"):
                     got, started = measure_batch(
-                        url, ws, sizes.runs, sizes.concurrency, helpers=int(side == "helpers")
+                        url,
+                        ws,
+                        sizes.runs,
+                        sizes.concurrency,
+                        helpers=0 if side == "one" else None,
                     )
                     config = bare_config(started)
                 else:
@@ -377,6 +439,7 @@ def measure(sizes: Sizes) -> dict[str, Any]:
 
 def say(got: Rate) -> None:
     rss = f", peak RSS {got.rss_kb / 1024:.0f} MB" if got.rss_kb else ""
+    rss += f", peak PSS {got.pss_kb / 1024:.0f} MB" if got.pss_kb else ""
     print(
         f"[scale] {got.label}: {got.per_s:.1f} steps/s, CPU {got.cpu_s:.1f} s{rss}",
         file=sys.stderr,
@@ -420,26 +483,29 @@ def rows(got: dict[str, Any], met: Callable[[bool], str]) -> list[Row]:
                 met(ratio >= 0.8),
             )
         )
-        per_run = [r["rss_kb"] / 1024 / c for r in got["batch"]]
-        peak = [r["rss_kb"] / 1024 for r in got["batch"]]
+        # (figures of runs before the PSS was sampled have only the RSS)
+        per_run = [(r.get("pss_kb") or r["rss_kb"]) / 1024 / c for r in got["batch"]]
+        peak = [(r.get("pss_kb") or r["rss_kb"]) / 1024 for r in got["batch"]]
+        rss = [r["rss_kb"] / 1024 for r in got["batch"]]
         out.append(
             (
-                f"fleet at scale: the batch's peak RSS per concurrent run (MB), concurrency {c}",
+                f"fleet at scale: the batch's peak memory per concurrent run (MB, PSS of its"
+                f" processes), concurrency {c}",
                 _spread(per_run, "{:.2f}"),
-                f"peak RSS {_spread(peak, '{:.0f}')} MB",
+                f"peak PSS {_spread(peak, '{:.0f}')} MB (RSS {_spread(rss, '{:.0f}')} MB)",
                 "",
                 "< 4 MB",
                 met(statistics.median(per_run) < 4),
             )
         )
-        if got.get("helpers"):
-            helped = [_rate(r) for r in got["helpers"]]
-            ratios = [a / b for a, b in zip(helped, ideal, strict=False)]
+        if got.get("one"):
+            alone = [_rate(r) for r in got["one"]]
+            ratios = [a / b for a, b in zip(alone, ideal, strict=False)]
             out.append(
                 (
-                    "fleet at scale: the same batch with RUIZN_BATCH_HELPERS=1 (2 processes):"
+                    "fleet at scale: the same batch with RUIZN_BATCH_HELPERS=0 (one process):"
                     " steps/s",
-                    _spread(helped),
+                    _spread(alone),
                     f"bare asyncio SDK loop: {_spread(ideal)}",
                     f"{_spread(ratios, '{:.2f}')}x",
                     "",
@@ -450,7 +516,7 @@ def rows(got: dict[str, Any], met: Callable[[bool], str]) -> list[Row]:
         bare_cpu = [r["cpu_s"] / r["calls"] * 1000 for r in got["bare"]]
         out.append(
             (
-                "fleet at scale: CPU ms per step of the process, start-up included",
+                "fleet at scale: CPU ms per step of the batch (its helpers'), start-up included",
                 _spread(cpu),
                 f"bare asyncio SDK loop {_spread(bare_cpu)}",
                 f"{statistics.median(cpu) / statistics.median(bare_cpu):.2f}x",

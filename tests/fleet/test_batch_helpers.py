@@ -1,7 +1,8 @@
-"""`ruizn batch` at concurrency 16 runs part of its slots in a helper process (Linux; here
-RUIZN_BATCH_HELPERS=1, as the machine's load decides otherwise): kill -9 of the batch takes
-its helper with it, and a helper killed alone has its runs finished by the batch; in both,
-no run is lost and no tool runs twice."""
+"""`ruizn batch` runs part of its slots in a helper process, a fork of the batch (Linux; at
+concurrency 16 here, with RUIZN_BATCH_HELPERS=1: on its own a batch forks one at 64): kill -9
+of the batch takes its helper with it, and a helper killed alone has its runs finished by
+the batch; in both, no run is lost and no tool runs twice. Also how many helpers a batch
+forks on its own."""
 
 from __future__ import annotations
 
@@ -27,12 +28,31 @@ from tests.fleet.batching import (
 )
 from tests.fleet.conftest import note_loop, wait_for
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        helper_count(16, {"RUIZN_BATCH_HELPERS": "1"}) == 0, reason="helpers start on Linux"
-    ),
-]
+on_linux = pytest.mark.skipif(
+    helper_count(16, {"RUIZN_BATCH_HELPERS": "1"}) == 0, reason="helpers start on Linux"
+)
+
+
+@on_linux
+@pytest.mark.parametrize(
+    ("concurrency", "cores", "environ", "expected"),
+    [
+        (16, 8, {}, 0),  # one process keeps 32 runs busy
+        (63, 8, {}, 0),
+        (64, 2, {}, 1),  # two processes, one a core
+        (64, 1, {}, 0),  # no second core to use
+        (256, 2, {}, 1),
+        (256, 16, {}, 7),  # one process per 32 slots
+        (64, 2, {"RUIZN_BATCH_HELPERS": "0"}, 0),  # the user says
+        (16, 1, {"RUIZN_BATCH_HELPERS": "3"}, 3),
+        (4, 8, {"RUIZN_BATCH_HELPERS": "9"}, 3),  # never as many as the slots
+        (64, 2, {"RUIZN_BATCH_HELPERS": "many"}, 1),  # not a number: the batch's own choice
+    ],
+)
+def test_how_many_helpers_a_batch_forks(
+    concurrency: int, cores: int, environ: dict[str, str], expected: int
+) -> None:
+    assert helper_count(concurrency, environ, cores=cores) == expected
 
 
 def helped(base_url: str) -> dict[str, str]:
@@ -40,16 +60,16 @@ def helped(base_url: str) -> dict[str, str]:
 
 
 def helpers_of(batch: int) -> list[int]:
-    """The pids of the batch's helper processes (their command line names the batch)."""
+    """The pids of the batch's helper processes (its children: a helper is a fork of it)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            args = (entry / "cmdline").read_bytes().split(b"\0")
+            stat = (entry / "stat").read_text()
         except OSError:
             continue
-        if b"ruizn.cli.batch_helper" in args and str(batch).encode() in args:
+        if int(stat.rsplit(")", 1)[1].split()[1]) == batch:
             found.append(int(entry.name))
     return found
 
@@ -62,6 +82,8 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+@on_linux
+@pytest.mark.slow
 def test_a_batch_killed_takes_its_helper_and_a_smaller_batch_finishes_every_run(
     workspace: Path, server_factory: Any
 ) -> None:
@@ -96,6 +118,8 @@ def test_a_batch_killed_takes_its_helper_and_a_smaller_batch_finishes_every_run(
     assert check_every_run(workspace, server.requests) >= 1
 
 
+@on_linux
+@pytest.mark.slow
 def test_a_helper_killed_alone_leaves_its_runs_to_the_batch(
     workspace: Path, server_factory: Any
 ) -> None:

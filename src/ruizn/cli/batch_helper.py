@@ -1,15 +1,18 @@
-"""The process of a batch's helper (`python -m ruizn.cli.batch_helper PARENT_PID
-WORKER`, started by `ruizn.fleet.helpers.Helpers`): its config on stdin, its one-line
-warnings on stderr, its exit codes. The fleet library says what a helper does; this is the
-program around it, as `ruizn worker` is around `fleet.worker.work`."""
+"""The program of a batch's helper process (`ruizn.fleet.helpers.Helpers` has `fork_helper`
+fork the batch, and the fork runs `serve`): its one-line warnings on stderr, its exit codes.
+The fleet library says what a helper does; this is the program around it, as `ruizn worker`
+is around `fleet.worker.work`."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
+
+from ruizn.fleet.helpers import GO, HelperConfig, HelperPipes
 
 _PR_SET_PDEATHSIG = 1
 
@@ -23,45 +26,71 @@ def _die_with(parent: int) -> None:
         os._exit(1)
 
 
-def main(argv: list[str]) -> None:
-    """A helper: `python -m ruizn.cli.batch_helper PARENT_PID WORKER`, its config on stdin."""
-    _die_with(int(argv[0]))
-    worker = argv[1]
-    data = json.loads(sys.stdin.buffer.readline())
-    from ruizn.fleet.app import launch
-    from ruizn.fleet.database import EventStore
-    from ruizn.fleet.driver import load_tools_factory
-    from ruizn.fleet.signing import FleetKey
-    from ruizn.fleet.worker import shown
+def _read_line(fd: int) -> bytes:
+    """One line from the pipe, read a byte at a time (nothing past it is consumed); b"" at
+    its end."""
+    line = b""
+    while not line.endswith(b"\n"):
+        byte = os.read(fd, 1)
+        if not byte:
+            return b""
+        line += byte
+    return line
 
-    def warn(line: str) -> None:
-        print(f"ruizn: {shown(line)}", file=sys.stderr, flush=True)
 
-    launch(
-        str(data["url"]),
-        store=EventStore(str(data["url"])),
-        log_root=Path(data["log_root"]),
-        worker=worker,
-        concurrency=int(data["concurrency"]),
-        tools=load_tools_factory(data["tools_from"]),
-        workspace=str(data["workspace"]),
-        polling=float(data["polling"]),
-        mcp_headers=tuple(str(h) for h in data["mcp_headers"]),
-        key=FleetKey.of_user(os.environ),
-        trust=bool(data["trust"]),
-        warn=warn,
-    )
-    sys.stdout.write("ready\n")
-    sys.stdout.flush()
-    sys.stdin.buffer.read()  # until the batch closes it, or dies
+def serve(config: HelperConfig, worker: str, parent: int, pipes: HelperPipes) -> NoReturn:
+    """A helper: waits for the batch's word, takes its slots on the queue, says `ready`,
+    and ends when the batch closes its pipe (or dies)."""
+    try:
+        _die_with(parent)
+        # Ctrl-C reaches the whole process group: the batch stops, and the helper with it.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if _read_line(pipes.orders) != GO:
+            os._exit(0)  # the batch stopped before its database was ready
+        from ruizn.fleet.app import launch
+        from ruizn.fleet.database import EventStore
+        from ruizn.fleet.driver import load_tools_factory
+        from ruizn.fleet.signing import FleetKey
+        from ruizn.fleet.worker import shown
+
+        def warn(line: str) -> None:
+            print(f"ruizn: {shown(line)}", file=sys.stderr, flush=True)
+
+        launch(
+            config.url,
+            store=EventStore(config.url),
+            log_root=Path(config.log_root),
+            worker=worker,
+            concurrency=config.concurrency,
+            tools=load_tools_factory(config.tools_from),
+            workspace=config.workspace,
+            polling=config.polling,
+            mcp_headers=config.mcp_headers,
+            key=FleetKey.of_user(os.environ),
+            trust=config.trust,
+            warn=warn,
+        )
+        os.write(pipes.said, b"ready\n")
+        while os.read(pipes.orders, 4096):  # until the batch closes it, or dies
+            pass
+    except BaseException as exc:  # one line on stderr; the batch goes on without this helper
+        print(f"ruizn: a batch helper stopped: {type(exc).__name__}", file=sys.stderr, flush=True)
+        os._exit(1)
     # At once, as after kill -9: a run still going (the batch is being stopped) resumes from
     # its events next time.
     os._exit(0)
 
 
-if __name__ == "__main__":
+def fork_helper(config: HelperConfig, worker: str, pipes: HelperPipes, close: Sequence[int]) -> int:
+    """A fork of this process running `serve`; its pid. The fork never returns into the
+    batch's stack, whatever happens in it."""
+    parent = os.getpid()
+    pid = os.fork()
+    if pid:
+        return pid
     try:
-        main(sys.argv[1:])
-    except Exception as exc:  # one line on stderr; the batch goes on without this helper
-        print(f"ruizn: a batch helper could not start: {type(exc).__name__}", file=sys.stderr)
+        for fd in close:
+            os.close(fd)
+        serve(config, worker, parent, pipes)
+    finally:
         os._exit(1)

@@ -147,6 +147,7 @@ def batch_command(
     run succeeded, 4 when the others await approval, else 1."""
     import os
 
+    from ruizn.cli.batch_helper import fork_helper
     from ruizn.cli.fleet_printer import (
         TerminalWatcher,
         batch_exit,
@@ -173,7 +174,7 @@ def batch_command(
     def run() -> int:
         watcher = TerminalWatcher()
         try:
-            report = run_batch(batch, watcher)
+            report = run_batch(batch, watcher, helper=fork_helper)
         except BatchInterrupted as exc:
             watcher.close()
             print_interrupted(str(exc))

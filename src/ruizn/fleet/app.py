@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import gc
 import logging
 import os
 import threading
@@ -179,10 +180,10 @@ def execute(
         # The order is not applied yet: the run still ends where it ended when it was given.
         state = resume_run(run, store, ctx.tools, order.request(), **options)
     elif state is None:
-        spent = batch_budget_of(store, run.run_id)
+        budgets = batch_budget_of(store, run.run_id)
         # (a subagent starts all the same, and stops at its first call with max_cost: its
         # parent's log records its end like any child's)
-        over = spent.spent() if spent is not None and run.parent is None else None
+        over = budgets.spent() if budgets is not None and run.parent is None else None
         if over is not None:
             # Not started: nothing was spent on it, and nothing will be.
             name, limit, total = over
@@ -198,7 +199,7 @@ def execute(
                 "cost": 0.0,
                 "error": f"not started: {name} is spent (${total:.2f} of ${limit:.2f})",
             }
-        state = start_run(run, store, ctx.tools, **options)
+        state = start_run(run, store, ctx.tools, budget=budgets, **options)
     elif state.status is Status.RUNNING:
         # One a crash interrupted (a resume order's included, once its run_resumed is
         # stored): it goes on within the limits it has. An order's decisions that the crash
@@ -276,6 +277,9 @@ def launch(
     )
     quiet_dbos()
     remember(offline=offline)
+    # The modules loaded now live as long as the process: frozen, the collector no longer
+    # walks their hundreds of thousands of objects each time it looks at the oldest ones.
+    gc.freeze()
     migrate(url, store)
     config: DBOSConfig = {
         "name": "ruizn",

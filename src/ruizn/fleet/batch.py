@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from attrs import evolve
+from attrs import evolve, frozen
 
 from ruizn.defaults import TEST_MODEL
 from ruizn.effects.runlog.folder import make_root
@@ -19,7 +19,9 @@ from ruizn.fleet.errors import BatchInterrupted, FleetRefused, need_fleet_extra
 from ruizn.fleet.reports import BatchOptions, BatchProgress, BatchReport, BatchRun, BatchWatcher
 
 if TYPE_CHECKING:  # the driver imports the database's modules: only when a batch runs
-    from ruizn.fleet.driver import ToolsFactory
+    from ruizn.fleet.driver import RunInput, ToolsFactory
+    from ruizn.fleet.helpers import Helpers, HelperStart
+    from ruizn.fleet.signing import FleetKey
 
 __all__ = ["BATCH_WORKER", "budget_name", "database_of", "run_batch"]
 
@@ -32,6 +34,7 @@ def run_batch(
     watcher: BatchWatcher | None = None,
     *,
     tools: ToolsFactory | None = None,
+    helper: HelperStart | None = None,
 ) -> BatchReport:
     """Run the goals of `options.goals`; return each run's end, in the file's order.
 
@@ -45,25 +48,15 @@ def run_batch(
     in the workspace (`database_of`); every run is signed with the user's fleet key, and
     only signed runs and proven results count (fleet/signing.py). Ctrl-C while it waits
     raises `BatchInterrupted` (the runs in flight stop where they are). `tools`: extra
-    tools, in memory, for the runs this process takes (beside `options.tools_from`'s)."""
+    tools, in memory, for the runs this process takes (beside `options.tools_from`'s).
+    `helper`: starts a helper process (fleet/helpers.py; the CLI's); without it every run
+    is this process's."""
     watcher = watcher or BatchWatcher()
     need_fleet_extra()
-    from dbos import DBOS, SetWorkflowID
-
     from ruizn.effects.runlog.store import default_root
-    from ruizn.fleet.app import (
-        QUEUE,
-        TERMINAL,
-        launch,
-        polling_for,
-        queue_polling_for,
-        run_workflow,
-        shutdown,
-    )
-    from ruizn.fleet.database import EventStore, StoreUnreachable
-    from ruizn.fleet.driver import RunInput, ToolsFromError, input_to_json, load_tools_factory
+    from ruizn.fleet.app import remember
+    from ruizn.fleet.driver import RunInput, ToolsFromError, load_tools_factory
     from ruizn.fleet.goals import GoalsError, read_goals, unkept_budget
-    from ruizn.fleet.helpers import requeue_orphans
     from ruizn.fleet.signing import FleetKey, FleetKeyError
 
     folder = Path(options.workspace).resolve()
@@ -93,6 +86,60 @@ def run_batch(
     except OSError as exc:
         raise FleetRefused(f"cannot create the log dir {root}: {exc.strerror or exc}") from None
     url = options.database or _own_database(root, watcher)
+    # Helper processes take part of the slots on the batch's own database (on one of the
+    # user's choosing, its workers do). Forked now: after the imports, before the database
+    # is opened (a SQLite connection must not cross a fork).
+    remember(offline=offline)
+    helpers, own = (
+        _helpers(options, url=url, root=root, folder=folder, watcher=watcher, start=helper)
+        if options.database is None and helper is not None
+        else (None, options.concurrency)
+    )
+    plan = _Plan(specs=tuple(specs), key=key, offline=offline, root=root, url=url, tools=tools)
+    try:
+        return _batch(options, watcher, plan, helpers, own)
+    finally:
+        if helpers is not None:
+            helpers.stop()
+
+
+@frozen(kw_only=True)
+class _Plan:
+    """A batch checked and ready to start: its runs, the user's key, where it writes."""
+
+    specs: tuple[RunInput, ...]
+    key: FleetKey
+    offline: bool
+    root: Path
+    url: str
+    tools: ToolsFactory | None
+
+
+def _batch(
+    options: BatchOptions,
+    watcher: BatchWatcher,
+    plan: _Plan,
+    helpers: Helpers | None,
+    own: int,
+) -> BatchReport:
+    from dbos import DBOS, SetWorkflowID
+
+    from ruizn.fleet.app import (
+        QUEUE,
+        TERMINAL,
+        launch,
+        migrate,
+        polling_for,
+        queue_polling_for,
+        run_workflow,
+        shutdown,
+    )
+    from ruizn.fleet.database import EventStore, StoreUnreachable
+    from ruizn.fleet.driver import input_to_json
+    from ruizn.fleet.helpers import requeue_orphans
+
+    folder = Path(options.workspace).resolve()
+    specs, key, url, root = plan.specs, plan.key, plan.url, plan.root
     try:
         store = EventStore(url)
     except StoreUnreachable as exc:
@@ -101,29 +148,27 @@ def run_batch(
         # The whole batch's budget (each run's own is its settings' max_cost): started
         # again with the same file, the batch goes on with what its runs have spent.
         store.open_budget(
-            budget_name(path), options.batch_max_cost, [spec.run_id for spec in specs]
+            budget_name(Path(options.goals)),
+            options.batch_max_cost,
+            [spec.run_id for spec in specs],
         )
-    # With RUIZN_BATCH_HELPERS=N, helper processes take part of the slots (fleet/helpers.py);
-    # on a database of the user's choosing, its workers do.
-    helpers, own = (
-        _helpers(options, url=url, store=store, root=root, folder=folder, watcher=watcher)
-        if options.database is None
-        else (None, options.concurrency)
-    )
+    if helpers is not None:
+        migrate(url, store)  # the schema is whole before a helper opens the database
+        helpers.go()
     launch(
         url,
         store=store,
         log_root=root,
         worker=options.worker or BATCH_WORKER,
         concurrency=own,
-        tools=tools,
+        tools=plan.tools,
         workspace=str(folder),
         polling=queue_polling_for(own),
         mcp_headers=options.mcp_headers,
         key=key,
         trust=options.trust,
         warn=watcher.warn,
-        offline=offline,
+        offline=plan.offline,
         children=any(spec.settings.subagents for spec in specs),
     )
     if options.database is None:  # helpers run on the batch's own database only
@@ -152,8 +197,6 @@ def run_batch(
             done=strangers,
             interval=polling_for(options.concurrency),
         )
-        if helpers is not None:
-            helpers.stop()
     except KeyboardInterrupt:
         # Runs in flight stop where they are, as after kill -9: the next batch resumes them.
         raise BatchInterrupted(options.goals) from None
@@ -196,20 +239,23 @@ def _helpers(
     options: BatchOptions,
     *,
     url: str,
-    store: Any,
     root: Path,
     folder: Path,
     watcher: BatchWatcher,
-) -> tuple[Any, int]:
-    """(the helper processes or None, the slots of the batch's own process)."""
-    from ruizn.fleet.app import migrate, queue_polling_for
+    start: HelperStart,
+) -> tuple[Helpers | None, int]:
+    """(the helper processes or None, the slots of the batch's own process). None also when
+    the process already has other threads: a fork copies only the one that forks, with any
+    lock another held (nothing of ruizn's starts one before; a library user's might)."""
+    import threading
+
+    from ruizn.fleet.app import queue_polling_for
     from ruizn.fleet.helpers import HelperConfig, Helpers, helper_count, split
 
     count = helper_count(options.concurrency)
-    if count == 0:
+    if count == 0 or threading.active_count() > 1:
         return None, options.concurrency
     own, each = split(options.concurrency, count)
-    migrate(url, store)  # the schema is whole before a helper opens the database
     config = HelperConfig(
         url=url,
         log_root=str(root),
@@ -220,7 +266,7 @@ def _helpers(
         trust=options.trust,
         mcp_headers=options.mcp_headers,
     )
-    return Helpers(count, config, watcher.warn), own
+    return Helpers(count, config, watcher.warn, start), own
 
 
 def database_of(root: Path, environ: Any) -> Path:

@@ -141,6 +141,8 @@ def _agent(
     extra: ToolsFactory | None,
     mcp_headers: Sequence[str],
     launcher: ChildLauncher | None,
+    *,
+    budget: Budgets | None,
 ) -> Agent:
     tools = extra(Path(run.settings.workspace)) if extra is not None else ()
     # The header values of this run's servers only (a goals line may name other servers
@@ -155,7 +157,7 @@ def _agent(
         tools=tools,
         store=store,
         mcp_headers=headers,
-        budget=batch_budget_of(store, run.run_id),
+        budget=budget,
         hook_runner=_child_hooks(run),
         child_launcher=launcher,
     )
@@ -180,10 +182,12 @@ def start_run(
     *,
     mcp_headers: Sequence[str] = (),
     launcher: ChildLauncher | None = None,
+    budget: Budgets | None = None,
 ) -> ExecutionContext:
     """A new run from its first event to its last, in this thread (its own event loop).
-    `launcher`: who runs its children (the fleet's queue)."""
-    agent = _agent(run, store, extra, mcp_headers, launcher)
+    `launcher`: who runs its children (the fleet's queue); `budget`: the shared budgets it
+    draws on (`batch_budget_of`, which the caller has just looked up)."""
+    agent = _agent(run, store, extra, mcp_headers, launcher, budget=budget)
 
     async def go() -> ExecutionContext:
         async with agent.start(run.goal, run_id=run.run_id, parent=run.parent) as session:
@@ -207,7 +211,8 @@ def resume_run(
     # The fleet's database is where its operator pointed the worker: its runs are the
     # fleet's own, not a folder that arrived from elsewhere.
     vouched = evolve(request, vouched=True)
-    agent = _agent(run, store, extra, mcp_headers, launcher)
+    budget = batch_budget_of(store, run.run_id)
+    agent = _agent(run, store, extra, mcp_headers, launcher, budget=budget)
 
     async def go() -> ExecutionContext:
         async with agent.start_resume(run.run_id, vouched) as session:
