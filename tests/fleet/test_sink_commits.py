@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 
+from ruizn.effects.runlog.store import FLEET_MARK
 from ruizn.events import (
     LlmCallStarted,
     LlmResponse,
@@ -15,7 +17,7 @@ from ruizn.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from ruizn.fleet.database import EventStore
+from ruizn.fleet.database import AppendConflict, EventStore
 from ruizn.fleet.dbstore import DbRunStore
 from ruizn.settings import RunSettings
 from ruizn.state import ToolResult, ToolUseBlock
@@ -99,3 +101,22 @@ def test_on_sqlite_the_commits_that_must_survive_a_power_cut_are_synced(tmp_path
     store.heartbeat("w1")
     assert FULL in modes
     sink.close()
+
+
+def test_a_new_sink_for_a_run_with_stored_events_is_refused_at_its_first_write(
+    tmp_path: Path,
+) -> None:
+    """A new run's log starts empty without reading the database: if the run had events
+    after all, the first write is refused, and the file never starts behind the database."""
+    store = EventStore(f"sqlite:///{tmp_path / 'fleet.sqlite'}")
+    settings = RunSettings(model="test", max_steps=5, max_tokens=100, system="s")
+    first = DbRunStore(store, tmp_path / "logs").new_writer("r1")
+    first(RunStarted(seq=1, ts=1.0, run_id="r1", goal="g", settings=settings))
+    first.close()
+    again = DbRunStore(store, tmp_path / "logs").new_writer("r1")
+    with pytest.raises(AppendConflict):
+        again(RunStarted(seq=1, ts=2.0, run_id="r1", goal="another", settings=settings))
+    assert _stored(store) == ["run_started"]
+    # The folder says which database owns it (a local resume is refused, naming it).
+    mark = (tmp_path / "logs" / "r1" / FLEET_MARK).read_text()
+    assert mark == f"sqlite:///{tmp_path / 'fleet.sqlite'}\n"

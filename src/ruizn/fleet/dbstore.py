@@ -126,9 +126,14 @@ class DbRunStore:
         return f"--db {self.describe()} {run_id}"
 
     def new_writer(self, run_id: str) -> EventSink:
+        """A new run's sink: its folder, marked, with an empty log the sink appends to. The
+        database is not read: a run that has events already refuses the sink's first write
+        (`AppendConflict`), so the file never starts behind the database."""
         path = self.root / run_id / LOG_NAME
-        self.events.export(run_id, path)  # an empty file: the sink appends to it
-        self._mark(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with RunFolder.open(path.parent) as folder:
+            folder.replace_file(LOG_NAME, ())
+            folder.replace_file(FLEET_MARK, [self._mark_line()])
         return FleetSink(path, store=self.events, run_id=run_id)
 
     def append_writer(self, ref: RunRef) -> EventSink:
@@ -150,7 +155,10 @@ class DbRunStore:
         """The run's folder says which database owns it: a local `ruizn resume` of this
         copy is refused, naming the fleet's command (agent.fleet_owner)."""
         with RunFolder.open(log.parent) as folder:
-            folder.replace_file(FLEET_MARK, [self.describe().encode("utf-8") + b"\n"])
+            folder.replace_file(FLEET_MARK, [self._mark_line()])
+
+    def _mark_line(self) -> bytes:
+        return self.describe().encode("utf-8") + b"\n"
 
     def cut(self, ref: RunRef, offset: int) -> None:
         """Nothing to cut: the database holds whole lines only."""
