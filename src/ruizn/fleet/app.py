@@ -62,6 +62,11 @@ WORKFLOW = "ruizn.run"
 # recovers workflows of its own application version.
 APP_VERSION = "ruizn-fleet-1"
 TERMINAL = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
+# The cyclic collector's thresholds in a fleet process: dozens of runs at once allocate
+# hundreds of thousands of short-lived objects a second, and at Python's (700, 10, 10) the
+# collector ran so often, each time walking the live runs' states, that it was a tenth of
+# a batch's CPU (docs/benchmark.md). Still collected, every 100,000 allocations.
+GC_THRESHOLDS = (100_000, 50, 100)
 
 
 @frozen(kw_only=True)
@@ -280,6 +285,7 @@ def launch(
     # The modules loaded now live as long as the process: frozen, the collector no longer
     # walks their hundreds of thousands of objects each time it looks at the oldest ones.
     gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
     migrate(url, store)
     config: DBOSConfig = {
         "name": "ruizn",
