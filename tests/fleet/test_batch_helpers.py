@@ -27,6 +27,7 @@ from tests.fleet.batching import (
     write_goals,
 )
 from tests.fleet.conftest import note_loop, wait_for
+from tests.fleet.tools import NOTES
 
 on_linux = pytest.mark.skipif(
     helper_count(16, {"RUIZN_BATCH_HELPERS": "1"}) == 0, reason="helpers start on Linux"
@@ -60,16 +61,22 @@ def helped(base_url: str) -> dict[str, str]:
 
 
 def helpers_of(batch: int) -> list[int]:
-    """The pids of the batch's helper processes (its children: a helper is a fork of it)."""
+    """The pids of the batch's helper processes: its children with its own command line (a
+    helper is a fork of it; a tool's or git's process has another)."""
+    try:
+        command = Path(f"/proc/{batch}/cmdline").read_bytes()
+    except OSError:
+        return []
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             stat = (entry / "stat").read_text()
+            same = (entry / "cmdline").read_bytes() == command
         except OSError:
             continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == batch:
+        if same and int(stat.rsplit(")", 1)[1].split()[1]) == batch:
             found.append(int(entry.name))
     return found
 
@@ -148,3 +155,29 @@ def test_a_helper_killed_alone_leaves_its_runs_to_the_batch(
     assert "Traceback" not in err
     # The runs the helper had in flight went on in the batch, from their logs.
     assert check_every_run(workspace, server.requests) >= 1
+
+
+@on_linux
+@pytest.mark.slow
+@pytest.mark.skipif(
+    len(os.sched_getaffinity(0)) < 2, reason="a batch forks a helper only with a second core"
+)
+def test_a_batch_of_64_at_once_forks_a_helper_of_its_own_and_every_run_ends_once(
+    workspace: Path, server_factory: Any
+) -> None:
+    server = server_factory(note_loop(1, token_delay=0.02))
+    goals = write_goals(workspace, 80)
+    proc = start_cli(
+        batch_args(goals, concurrency=64), workspace=workspace, env=env(server.base_url)
+    )
+    try:
+        wait_for(lambda: helpers_of(proc.pid), 60, "the batch's helper process")
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "batch: 80 runs: 80 success" in out
+    notes = (workspace / NOTES).read_text().splitlines()
+    assert sorted(notes) == sorted(f"goal {i:02d} #0" for i in range(80))  # each tool ran once

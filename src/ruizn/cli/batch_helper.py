@@ -85,6 +85,9 @@ def fork_helper(config: HelperConfig, worker: str, pipes: HelperPipes, close: Se
     """A fork of this process running `serve`; its pid. The fork never returns into the
     batch's stack, whatever happens in it."""
     parent = os.getpid()
+    # What the batch has not written yet would otherwise be written twice, once by each.
+    sys.stdout.flush()
+    sys.stderr.flush()
     pid = os.fork()
     if pid:
         return pid
