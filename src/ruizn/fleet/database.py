@@ -26,6 +26,7 @@ from sqlalchemy.schema import CreateTable
 
 from ruizn.effects.runlog.folder import RunFolder
 from ruizn.fleet.groupcommit import GroupCommit
+from ruizn.fleet.writerlock import OneWriter
 
 _META = sa.MetaData()
 
@@ -202,14 +203,13 @@ class EventStore:
         if parsed.drivername == "postgresql":
             # DBOS speaks psycopg 3; so do we, whatever driver SQLAlchemy would default to.
             parsed = parsed.set(drivername="postgresql+psycopg")
-        # SQLite: this process's writers take turns on a lock of ours before SQLite's own.
-        # Waiting in SQLite's busy handler sleeps 1, 2, 5, 10... ms between tries, however
-        # soon the lock frees: sixteen runs writing at once spent most of a batch asleep.
+        # SQLite: the writers of this process, and of every process on the file, take turns
+        # on locks of ours before SQLite's own (fleet/writerlock.py).
         self._one_writer: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
         # The group's turn (fleet/groupcommit.py): on SQLite the one writer's own.
         group_lock: contextlib.AbstractContextManager[object] = threading.Lock()
         if parsed.get_backend_name() == "sqlite":
-            self._one_writer = group_lock = threading.RLock()
+            self._one_writer = group_lock = OneWriter(parsed.database)
             # Several worker threads write at once: wait for the lock instead of failing.
             self.engine = sa.create_engine(
                 parsed, connect_args={"timeout": 30, "check_same_thread": False}
@@ -235,6 +235,8 @@ class EventStore:
 
     def close(self) -> None:
         self.engine.dispose()
+        if isinstance(self._one_writer, OneWriter):
+            self._one_writer.close()
 
     @contextlib.contextmanager
     def schema_lock(self) -> Iterator[None]:
