@@ -95,7 +95,9 @@ def run_batch(
         if options.database is None and helper is not None
         else (None, options.concurrency)
     )
-    plan = _Plan(specs=tuple(specs), key=key, offline=offline, root=root, url=url, tools=tools)
+    plan = _Plan(
+        specs=tuple(specs), key=key, offline=offline, folder=folder, root=root, url=url, tools=tools
+    )
     try:
         return _batch(options, watcher, plan, helpers, own)
     finally:
@@ -110,6 +112,7 @@ class _Plan:
     specs: tuple[RunInput, ...]
     key: FleetKey
     offline: bool
+    folder: Path  # the workspace, resolved
     root: Path
     url: str
     tools: ToolsFactory | None
@@ -138,8 +141,7 @@ def _batch(
     from ruizn.fleet.driver import input_to_json
     from ruizn.fleet.helpers import requeue_orphans
 
-    folder = Path(options.workspace).resolve()
-    specs, key, url, root = plan.specs, plan.key, plan.url, plan.root
+    specs, key, url, root, folder = plan.specs, plan.key, plan.url, plan.root, plan.folder
     try:
         store = EventStore(url)
     except StoreUnreachable as exc:

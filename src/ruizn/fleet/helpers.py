@@ -30,6 +30,7 @@ import contextlib
 import gc
 import os
 import select
+import signal
 import sys
 import threading
 import time
@@ -108,18 +109,17 @@ class _Helper:
         self.pid = pid
         self.orders = orders
         self.said = said
-        self.code: int | None = None
         self._ended = threading.Event()
 
     def reap(self) -> int:
         """Wait for it to end; its exit status."""
         try:
             _, status = os.waitpid(self.pid, 0)
-            self.code = os.waitstatus_to_exitcode(status)
+            code = os.waitstatus_to_exitcode(status)
         except ChildProcessError:  # reaped by someone else
-            self.code = -1
+            code = -1
         self._ended.set()
-        return self.code
+        return code
 
     def wait(self, timeout: float) -> bool:
         """Whether it has ended (and been reaped) within `timeout` seconds."""
@@ -128,7 +128,7 @@ class _Helper:
     def kill(self) -> None:
         if not self._ended.is_set():  # (once reaped, its pid may be another process's)
             with contextlib.suppress(OSError):
-                os.kill(self.pid, 9)
+                os.kill(self.pid, signal.SIGKILL)
 
 
 class Helpers:
